@@ -1,0 +1,81 @@
+"""The typed errors every pyref operation raises.
+
+Each error names where the problem is: the file, the state and the byte range
+when they are known, so that a message alone tells an operator what broke.
+The hierarchy is small on purpose; callers catch :class:`SavepointError` for
+"anything wrong with this savepoint" or one subclass for a specific remedy.
+"""
+
+from __future__ import annotations
+
+
+class SavepointError(Exception):
+    """Base class of every error pyref raises about a savepoint or its use."""
+
+    #: Exit code the ``pyref`` command line uses for this kind of error.
+    exit_code = 1
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        state: str | None = None,
+        byte_range: tuple[int, int] | None = None,
+    ) -> None:
+        self.reason = message
+        self.path = path
+        self.state = state
+        self.byte_range = byte_range
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        where = []
+        if self.path is not None:
+            where.append(f"file={self.path}")
+        if self.state is not None:
+            where.append(f"state={self.state}")
+        if self.byte_range is not None:
+            start, end = self.byte_range
+            where.append(f"bytes={start}..{end}")
+        return f"{self.reason} [{', '.join(where)}]" if where else self.reason
+
+
+class CorruptSavepointError(SavepointError):
+    """The bytes on disk are not a valid savepoint: bad checksum, truncated
+    file, malformed structure, or a reference that does not resolve."""
+
+    exit_code = 3
+
+
+class SavepointNotFoundError(SavepointError, FileNotFoundError):
+    """No committed savepoint exists at the path (no manifest)."""
+
+    exit_code = 4
+
+
+class UnsupportedFormatError(SavepointError):
+    """The savepoint is valid but needs something this reader lacks: a newer
+    major format version, an unknown required feature, an unknown codec or an
+    unregistered serializer."""
+
+    exit_code = 5
+
+
+class IncompatibleSerializerError(SavepointError):
+    """A new serializer cannot read the state written with the stored one."""
+
+    exit_code = 6
+
+
+class InvalidArgumentError(SavepointError, ValueError):
+    """The caller asked for something impossible (parallelism out of range,
+    unknown operator or state, duplicate name, wrong value type...)."""
+
+    exit_code = 2
+
+
+class ConcurrentWriteError(SavepointError):
+    """Another writer committed or is committing to the same target."""
+
+    exit_code = 7
