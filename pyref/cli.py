@@ -1,0 +1,162 @@
+"""The ``pyref`` command line: inspect, verify, plan and rescale savepoints.
+
+Exit codes: 0 success; 2 invalid arguments; 3 corrupt savepoint (or a failed
+verify); 4 no savepoint at the path; 5 unsupported format, feature, codec or
+serializer; 6 incompatible serializer; 7 concurrent writer; 1 anything else.
+``--json`` prints one JSON document on stdout for scripts; errors then go to
+stdout too, as ``{"error": ..., "type": ..., "exit_code": ...}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from .errors import CorruptSavepointError, InvalidArgumentError, SavepointError
+from .inspection import describe, verify
+from .reader import Savepoint
+from .rewrite import rescale
+
+
+def _parallelism(args: argparse.Namespace) -> int | dict[str, int]:
+    if args.operator:
+        result = {}
+        for item in args.operator:
+            op, _, n = item.rpartition("=")
+            if not op or not n.isdigit():
+                raise InvalidArgumentError(f"--operator takes OPERATOR_ID=PARALLELISM, got {item!r}")
+            result[op] = int(n)
+        return result
+    if args.parallelism is None:
+        raise InvalidArgumentError("give --parallelism N or --operator ID=N")
+    return args.parallelism
+
+
+def _print_describe(info: dict) -> None:
+    print(f"savepoint {info['location']}")
+    print(f"  id {info['savepoint_id']}  format {info['format_version']}  written by {info['created_by']}")
+    if info["required_features"] or info["optional_features"]:
+        print(f"  features: required {info['required_features']} optional {info['optional_features']}")
+    for b in info["bases"]:
+        print(f"  refers to base {b['directory']} ({b['savepoint_id']})")
+    print(f"  {info['data_files']} data files, {info['data_bytes']} bytes of its own")
+    for op in info["operators"]:
+        print(f"operator {op['operator_id']}{f' ({op['name']})' if op['name'] else ''}: parallelism "
+              f"{op['parallelism']}, max parallelism {op['max_parallelism']}"
+              + (f", keys {op['key_serializer']}" if op["key_serializer"] else ""))
+        ranges = ", ".join(f"{s['subtask']}:{s['first_key_group']}-{s['last_key_group']}" for s in op["subtasks"])
+        print(f"  key groups per subtask: {ranges}")
+        for st in op["states"]:
+            if st["type"] == "list":
+                print(f"  list state {st['name']} [{st['mode']}] {st['serializer']}: elements per partition "
+                      f"{st['elements_per_partition']}, {st['chunks']} chunks, {st['stored_bytes']} bytes")
+            else:
+                extra = f" user key {st['user_key_serializer']}" if "user_key_serializer" in st else ""
+                print(f"  keyed state {st['name']} [{st['kind']}] {st['serializer']}{extra}: {st['entries']} "
+                      f"entries in {st['key_groups_with_entries']} key groups, {st['chunks']} chunks, "
+                      f"{st['stored_bytes']} bytes")
+
+
+def _plan(sp: Savepoint, parallelism: int | dict[str, int]) -> dict:
+    plan = sp.restore_plan(parallelism)
+    out = {"location": sp.location, "operators": []}
+    for op_id, op_plan in plan.operators.items():
+        subtasks = []
+        for sub in plan.subtasks(op_id):
+            entry = {"subtask": sub.index, "first_key_group": sub.key_group_range.first,
+                     "last_key_group": sub.key_group_range.last, "planned_bytes": sub.planned_bytes(), "list_states": {}}
+            for name in op_plan.operator.list_state_names:
+                entry["list_states"][name] = sum(r.count for r in sub.list_ranges(name))
+            subtasks.append(entry)
+        out["operators"].append({"operator_id": op_id, "from_parallelism": op_plan.operator.parallelism,
+                                 "to_parallelism": op_plan.parallelism, "subtasks": subtasks})
+    return out
+
+
+def _print_plan(info: dict) -> None:
+    for op in info["operators"]:
+        print(f"operator {op['operator_id']}: parallelism {op['from_parallelism']} -> {op['to_parallelism']}")
+        for s in op["subtasks"]:
+            lists = ", ".join(f"{k}: {v} elements" for k, v in s["list_states"].items())
+            print(f"  subtask {s['subtask']}: key groups {s['first_key_group']}-{s['last_key_group']}"
+                  f"{'; ' + lists if lists else ''}; reads {s['planned_bytes']} bytes")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pyref", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("inspect", help="operators, states, modes, serializers, parallelism, sizes, key-group ranges")
+    p.add_argument("path")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("verify", help="read every data file, chunk, checksum, value and base reference")
+    p.add_argument("path")
+    p.add_argument("--json", action="store_true")
+
+    for name, help_text in (("plan", "show what each subtask restores at a new parallelism (reads no state)"),
+                            ("rescale", "write the savepoint at a new parallelism without copying state bytes")):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("path")
+        if name == "rescale":
+            p.add_argument("target")
+            p.add_argument("--copy", action="store_true", help="self-contained copy instead of referring to the source")
+            p.add_argument("--overwrite", action="store_true", help="replace a savepoint already at the target")
+        p.add_argument("-p", "--parallelism", type=int, help="new parallelism of every operator")
+        p.add_argument("--operator", action="append", metavar="ID=N", help="new parallelism of one operator")
+        p.add_argument("--json", action="store_true")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.command == "inspect":
+        info = describe(Savepoint.open(args.path))
+        print(json.dumps(info, indent=2)) if args.json else _print_describe(info)
+        return 0
+    if args.command == "verify":
+        report = verify(Savepoint.open(args.path))
+        if args.json:
+            print(json.dumps(report.to_dict(), indent=2))
+        else:
+            for w in report.warnings:
+                print(f"warning: {w}")
+            for e in report.errors:
+                print(f"error: {e}")
+            print(f"{'OK' if report.ok else 'FAILED'}: {report.chunks} chunks, {report.values} values checked")
+        return 0 if report.ok else CorruptSavepointError.exit_code
+    if args.command == "plan":
+        info = _plan(Savepoint.open(args.path), _parallelism(args))
+        print(json.dumps(info, indent=2)) if args.json else _print_plan(info)
+        return 0
+    if args.command == "rescale":
+        manifest = rescale(args.path, args.target, _parallelism(args), copy=args.copy, overwrite=args.overwrite)
+        result = {"target": args.target, "savepoint_id": manifest.savepoint_id,
+                  "bases": [b.directory for b in manifest.bases],
+                  "new_data_bytes": sum(f.size for f in manifest.data_files if f.base == 0)}
+        if args.json:
+            print(json.dumps(result, indent=2))
+        else:
+            print(f"wrote {args.target} ({manifest.savepoint_id}); {result['new_data_bytes']} bytes of new data"
+                  + (f"; refers to {', '.join(result['bases'])}" if result["bases"] else ""))
+        return 0
+    raise AssertionError(f"unhandled command {args.command}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except SavepointError as exc:
+        if getattr(args, "json", False):
+            print(json.dumps({"error": str(exc), "type": type(exc).__name__, "exit_code": exc.exit_code}))
+        else:
+            print(f"pyref: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Chunk compression codecs (spec/format.md §7.3).
+
+zstd comes from pyarrow, which already carries it: no second compression
+library to install, audit or keep in step.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import pyarrow as pa
+
+from .errors import CorruptSavepointError, InvalidArgumentError, UnsupportedFormatError
+
+#: Largest raw (uncompressed) chunk payload the format allows: chunk offsets are u32
+#: and Arrow binary offsets are int32 (spec/format.md §7).
+MAX_RAW_LENGTH = 2**31 - 1
+
+
+class Codec(enum.IntEnum):
+    """Values equal the protobuf enum ``savepoint.v1.Codec``."""
+
+    NONE = 0
+    ZSTD = 1
+
+    @classmethod
+    def parse(cls, name: str | int | Codec) -> Codec:
+        if isinstance(name, Codec):
+            return name
+        if isinstance(name, int):
+            return cls(name)
+        try:
+            return cls[name.upper()]
+        except KeyError:
+            raise InvalidArgumentError(f"unknown codec {name!r}; choose one of {[c.name.lower() for c in cls]}") from None
+
+
+_ZSTD_LEVEL = 3
+
+
+def compress(codec: Codec, payload: bytes) -> bytes:
+    if codec == Codec.NONE:
+        return payload
+    return pa.Codec("zstd", compression_level=_ZSTD_LEVEL).compress(payload, asbytes=True)
+
+
+def decompress(codec: int, stored: bytes, raw_length: int, *, path: str | None = None,
+               state: str | None = None, byte_range: tuple[int, int] | None = None) -> bytes:
+    """Decompress ``stored`` into exactly ``raw_length`` bytes.
+
+    The output buffer is sized by the manifest's declared ``raw_length``, which the
+    caller has already bounded, so a decompression bomb cannot grow past it.
+    """
+    where = dict(path=path, state=state, byte_range=byte_range)
+    if codec == Codec.NONE:
+        if len(stored) != raw_length:
+            raise CorruptSavepointError(
+                f"uncompressed chunk is {len(stored)} bytes but the manifest says {raw_length}", **where)
+        return stored
+    if codec == Codec.ZSTD:
+        if raw_length > MAX_RAW_LENGTH:
+            raise CorruptSavepointError(f"declared raw length {raw_length} exceeds the format limit", **where)
+        try:
+            return pa.Codec("zstd").decompress(stored, decompressed_size=raw_length, asbytes=True)
+        except (OSError, pa.ArrowException) as exc:
+            raise CorruptSavepointError(f"zstd chunk does not decompress to {raw_length} bytes: {exc}", **where) from None
+    raise UnsupportedFormatError(f"unknown codec number {codec}", **where)

@@ -1,0 +1,595 @@
+"""Key hashing and key-group assignment, bit for bit identical to Apache Flink.
+
+Keyed state is sharded into *key groups*: a key's group is
+``murmur(java_hash(key)) % max_parallelism`` and each subtask owns a
+contiguous range of groups. Reproducing Flink's arithmetic exactly is what
+lets a savepoint written here be restored by Flink (and the reverse) without
+moving a single key to the wrong subtask. The normative text is
+``spec/key-groups.md``; the test vectors are in ``spec/vectors/``.
+
+Two entry points compute the key group: :func:`assign_to_key_group` for one
+key (the readable definition) and :func:`compute_key_groups` for a whole
+Arrow column (vectorised with numpy, used on the write path). The two are
+checked against each other by property tests.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any, Iterator, Tuple, Union
+
+import numpy as np
+import pyarrow as pa
+
+from .errors import InvalidArgumentError
+
+__all__ = [
+    "UPPER_BOUND_MAX_PARALLELISM",
+    "DEFAULT_LOWER_BOUND_MAX_PARALLELISM",
+    "KeyType",
+    "SCALAR_KEY_TYPES",
+    "java_hash",
+    "murmur_hash",
+    "assign_to_key_group",
+    "compute_key_groups",
+    "KeyGroupRange",
+    "key_group_range",
+    "operator_index_for_key_group",
+    "default_max_parallelism",
+    "check_parallelism",
+    "check_key_type",
+]
+
+#: Largest max parallelism (number of key groups) Flink accepts: 2**15, so
+#: that a key-group index fits a signed 16-bit prefix in Flink's state backends.
+UPPER_BOUND_MAX_PARALLELISM = 32768
+
+#: Smallest max parallelism chosen by :func:`default_max_parallelism`.
+DEFAULT_LOWER_BOUND_MAX_PARALLELISM = 128
+
+#: A key type: one of :data:`SCALAR_KEY_TYPES`, or a tuple of key types (a
+#: tuple key, hashed like Flink's ``TupleN``; nesting is allowed).
+KeyType = Union[str, Tuple["KeyType", ...]]
+
+#: The scalar key types, named like their serializer ids (spec/serializers.md).
+SCALAR_KEY_TYPES = frozenset({"int32", "int64", "string", "boolean", "bytes"})
+
+_INT32_MIN = -(2**31)
+_INT32_MAX = 2**31 - 1
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+_MASK32 = 0xFFFFFFFF
+
+# Rows per vectorised batch and the key bytes a batch may hold before it is
+# cut: both bound the temporary arrays (about 20 bytes per key byte).
+_BATCH_ROWS = 65536
+_BATCH_BYTES = 1 << 21
+
+
+# --------------------------------------------------------------------------
+# Argument checks
+# --------------------------------------------------------------------------
+
+
+def check_key_type(key_type: Any) -> None:
+    """Raise :class:`InvalidArgumentError` unless ``key_type`` is a valid
+    :data:`KeyType` (a scalar type name or a non-empty tuple of key types)."""
+    if isinstance(key_type, str):
+        if key_type not in SCALAR_KEY_TYPES:
+            raise InvalidArgumentError(
+                f"unknown key type {key_type!r}; expected one of "
+                f"{sorted(SCALAR_KEY_TYPES)} or a tuple of key types"
+            )
+        return
+    if isinstance(key_type, tuple):
+        if not key_type:
+            raise InvalidArgumentError("a tuple key type needs at least one field")
+        for field in key_type:
+            check_key_type(field)
+        return
+    raise InvalidArgumentError(
+        f"key type must be a string or a tuple of key types, got {key_type!r}"
+    )
+
+
+def _check_int(name: str, value: Any) -> int:
+    # bool is an int subclass in Python; a parallelism of True is a bug.
+    if isinstance(value, bool):
+        raise InvalidArgumentError(f"{name} must be an integer, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise InvalidArgumentError(f"{name} must be an integer, got {value!r}") from None
+
+
+def _check_max_parallelism(max_parallelism: Any) -> int:
+    max_parallelism = _check_int("max_parallelism", max_parallelism)
+    if not 1 <= max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
+        raise InvalidArgumentError(
+            f"max_parallelism={max_parallelism} is out of range: it must be "
+            f"between 1 and {UPPER_BOUND_MAX_PARALLELISM}"
+        )
+    return max_parallelism
+
+
+def check_parallelism(parallelism: int, max_parallelism: int) -> None:
+    """Raise :class:`InvalidArgumentError` unless
+    ``1 <= parallelism <= max_parallelism <= 32768``."""
+    parallelism = _check_int("parallelism", parallelism)
+    max_parallelism = _check_int("max_parallelism", max_parallelism)
+    if not 1 <= parallelism <= max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
+        raise InvalidArgumentError(
+            f"invalid parallelism={parallelism} with max_parallelism={max_parallelism}: "
+            f"need 1 <= parallelism <= max_parallelism <= {UPPER_BOUND_MAX_PARALLELISM}"
+        )
+
+
+# --------------------------------------------------------------------------
+# Scalar definition
+# --------------------------------------------------------------------------
+
+
+def _to_int32(value: int) -> int:
+    """Reinterpret the low 32 bits of ``value`` as a signed Java int."""
+    value &= _MASK32
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def _polynomial_hash(units: Any, start: int) -> int:
+    # Horner's rule with 32-bit wrapping; String.hashCode starts at 0 and
+    # java.util.Arrays.hashCode starts at 1, everything else is the same.
+    h = start
+    for unit in units:
+        h = (31 * h + unit) & _MASK32
+    return h
+
+
+def java_hash(key: Any, key_type: KeyType) -> int:
+    """The Java ``hashCode()`` of ``key`` read as ``key_type``, as a signed
+    32-bit int: what Flink feeds to :func:`murmur_hash`."""
+    check_key_type(key_type)
+    return _to_int32(_java_hash_u32(key, key_type))
+
+
+def _java_hash_u32(key: Any, key_type: KeyType) -> int:
+    """:func:`java_hash` as an unsigned 32-bit value (the same bits)."""
+    if isinstance(key_type, tuple):
+        if not isinstance(key, tuple) or len(key) != len(key_type):
+            raise InvalidArgumentError(
+                f"a key of type {key_type!r} must be a tuple of {len(key_type)} fields, got {key!r}"
+            )
+        # Flink TupleN.hashCode: result = h(f0); result = 31*result + h(fi).
+        h = _java_hash_u32(key[0], key_type[0])
+        for field, field_type in zip(key[1:], key_type[1:]):
+            h = (31 * h + _java_hash_u32(field, field_type)) & _MASK32
+        return h
+    if key_type == "int32":
+        value = _check_key_int(key, key_type, _INT32_MIN, _INT32_MAX)
+        return value & _MASK32  # Integer.hashCode is the value itself
+    if key_type == "int64":
+        value = _check_key_int(key, key_type, _INT64_MIN, _INT64_MAX)
+        # Long.hashCode: (int)(value ^ (value >>> 32)); >>> is an unsigned shift.
+        unsigned = value & 0xFFFFFFFFFFFFFFFF
+        return (unsigned ^ (unsigned >> 32)) & _MASK32
+    if key_type == "string":
+        if not isinstance(key, str):
+            raise InvalidArgumentError(f"a key of type 'string' must be a str, got {key!r}")
+        # Java strings are UTF-16: a character outside the BMP is two code
+        # units (a surrogate pair) and both enter the hash. surrogatepass
+        # keeps lone surrogates as Java would instead of failing.
+        data = key.encode("utf-16-le", "surrogatepass")
+        return _polynomial_hash(np.frombuffer(data, dtype="<u2").tolist(), 0)
+    if key_type == "boolean":
+        if not isinstance(key, (bool, np.bool_)):
+            raise InvalidArgumentError(f"a key of type 'boolean' must be a bool, got {key!r}")
+        return 1231 if key else 1237  # Boolean.hashCode
+    if key_type == "bytes":
+        if not isinstance(key, (bytes, bytearray, memoryview)):
+            raise InvalidArgumentError(f"a key of type 'bytes' must be bytes, got {key!r}")
+        # java.util.Arrays.hashCode(byte[]): Java bytes are signed.
+        signed = np.frombuffer(bytes(key), dtype=np.int8).tolist()
+        return _polynomial_hash(signed, 1)
+    raise AssertionError(key_type)  # unreachable: check_key_type ran first
+
+
+def _check_key_int(key: Any, key_type: str, low: int, high: int) -> int:
+    if isinstance(key, (bool, np.bool_)):
+        raise InvalidArgumentError(f"a key of type {key_type!r} must be an integer, got {key!r}")
+    try:
+        value = operator.index(key)
+    except TypeError:
+        raise InvalidArgumentError(
+            f"a key of type {key_type!r} must be an integer, got {key!r}"
+        ) from None
+    if not low <= value <= high:
+        raise InvalidArgumentError(
+            f"key {value} is out of range for key type {key_type!r} ({low}..{high})"
+        )
+    return value
+
+
+def _rotl32(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _MASK32
+
+
+def murmur_hash(code: int) -> int:
+    """Flink ``MathUtils.murmurHash(int)``: MurmurHash3 x86_32 of one 4-byte
+    block with seed 0, folded to a non-negative int."""
+    code = _check_int("code", code)
+    if not _INT32_MIN <= code <= _INT32_MAX:
+        raise InvalidArgumentError(f"code={code} is not a 32-bit signed integer")
+    h = code & _MASK32
+    h = (h * 0xCC9E2D51) & _MASK32
+    h = _rotl32(h, 15)
+    h = (h * 0x1B873593) & _MASK32
+    h = _rotl32(h, 13)
+    h = (h * 5 + 0xE6546B64) & _MASK32
+    h ^= 4  # the length in bytes of the single block
+    # fmix32 finaliser
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & _MASK32
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & _MASK32
+    h ^= h >> 16
+    signed = _to_int32(h)
+    if signed >= 0:
+        return signed
+    # -Integer.MIN_VALUE overflows in Java, so Flink maps it to 0.
+    return -signed if signed != _INT32_MIN else 0
+
+
+def _infer_key_type(key: Any) -> KeyType:
+    # bool before int: bool is an int subclass.
+    if isinstance(key, (bool, np.bool_)):
+        return "boolean"
+    if isinstance(key, str):
+        return "string"
+    if isinstance(key, (bytes, bytearray, memoryview)):
+        return "bytes"
+    if isinstance(key, tuple):
+        if not key:
+            raise InvalidArgumentError("an empty tuple is not a valid key")
+        return tuple(_infer_key_type(field) for field in key)
+    if isinstance(key, int) or hasattr(key, "__index__"):
+        # Java Integer and Long hash differently (e.g. -1 -> -1 vs 0), so
+        # the width cannot be guessed from the value.
+        raise InvalidArgumentError(
+            f"integer key {key!r} needs an explicit key_type ('int32' or 'int64')"
+        )
+    raise InvalidArgumentError(f"cannot hash a key of Python type {type(key).__name__}")
+
+
+def assign_to_key_group(key: Any, max_parallelism: int, key_type: KeyType | None = None) -> int:
+    """Key group of ``key``: ``murmur_hash(java_hash(key)) % max_parallelism``
+    (Flink ``KeyGroupRangeAssignment.assignToKeyGroup``).
+
+    ``key_type`` may be omitted for str, bytes, bool and tuples of those;
+    integer keys need it because int32 and int64 hash differently.
+    """
+    max_parallelism = _check_max_parallelism(max_parallelism)
+    if key_type is None:
+        key_type = _infer_key_type(key)
+    return murmur_hash(java_hash(key, key_type)) % max_parallelism
+
+
+# --------------------------------------------------------------------------
+# Vectorised definition
+# --------------------------------------------------------------------------
+
+_U32 = np.uint32
+_C1 = _U32(0xCC9E2D51)
+_C2 = _U32(0x1B873593)
+_C3 = _U32(0xE6546B64)
+_F1 = _U32(0x85EBCA6B)
+_F2 = _U32(0xC2B2AE35)
+_FIVE = _U32(5)
+_FOUR = _U32(4)
+_THIRTY_ONE = _U32(31)
+
+# 31**k mod 2**32, grown on demand (shared by all batches).
+_pow31 = np.ones(1, dtype=np.uint32)
+
+
+def _powers_of_31(n: int) -> np.ndarray:
+    """The first ``n`` entries of the table 31**k mod 2**32 (k = 0..n-1)."""
+    global _pow31
+    if len(_pow31) < n:
+        size = max(n, 2 * len(_pow31), 64)
+        table = np.full(size, 31, dtype=np.uint32)
+        table[0] = 1
+        # cumprod in uint32 wraps modulo 2**32, which is exactly Java's int.
+        _pow31 = np.cumprod(table, dtype=np.uint32)
+    return _pow31[:n]
+
+
+def _rotl_u32(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << _U32(r)) | (x >> _U32(32 - r))
+
+
+def _murmur_u32(code: np.ndarray) -> np.ndarray:
+    """Vectorised :func:`murmur_hash` over uint32 hash codes (non-negative int64 result)."""
+    # numpy integer arrays wrap silently on overflow: uint32 math is Java int math.
+    h = code * _C1
+    h = _rotl_u32(h, 15)
+    h *= _C2
+    h = _rotl_u32(h, 13)
+    h = h * _FIVE + _C3
+    h ^= _FOUR
+    h ^= h >> _U32(16)
+    h *= _F1
+    h ^= h >> _U32(13)
+    h *= _F2
+    h ^= h >> _U32(16)
+    signed = h.view(np.int32)
+    # abs() with INT_MIN -> 0; computed in int64 so that -INT_MIN cannot overflow.
+    wide = signed.astype(np.int64)
+    folded = np.where(wide >= 0, wide, -wide)
+    folded[wide == _INT32_MIN] = 0
+    return folded
+
+
+def _segment_polynomial(
+    units: np.ndarray, offsets: np.ndarray, start_value_one: bool
+) -> np.ndarray:
+    """Horner hash of each row of a ragged array, all rows at once.
+
+    ``units`` holds the code units (already as uint32, so signed bytes are
+    pre-wrapped) and row ``r`` is ``units[offsets[r]:offsets[r+1]]`` with
+    ``offsets[0] == 0``. Expanding Horner's rule, unit ``i`` of a row of
+    length ``L`` contributes ``unit * 31**(L-1-i)``: this equals hashing a
+    right-aligned, zero-padded matrix (leading zeros add nothing) without
+    materialising the padding, so long rows need no width cap. All sums are
+    modulo 2**32 (uint32 wrap), exactly Java's int arithmetic.
+    """
+    lengths = np.diff(offsets)
+    n_units = int(offsets[-1])
+    if n_units:
+        ends = np.repeat(offsets[1:], lengths)
+        exponents = ends - 1 - np.arange(n_units, dtype=ends.dtype)
+        contributions = units * _powers_of_31(int(lengths.max()))[exponents]
+        sums = np.zeros(n_units + 1, dtype=np.uint32)
+        np.cumsum(contributions, dtype=np.uint32, out=sums[1:])
+        # Difference of prefix sums; wrapping subtraction is still exact mod 2**32.
+        h = sums[offsets[1:]] - sums[offsets[:-1]]
+    else:
+        h = np.zeros(len(lengths), dtype=np.uint32)
+    if start_value_one:
+        # Arrays.hashCode starts at 1, which ends up multiplied by 31**L.
+        h = h + _powers_of_31(int(lengths.max(initial=0)) + 1)[lengths]
+    return h
+
+
+def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets rebased to 0 as int64, value bytes as uint8) of a (large)
+    string/binary array, zero-copy where possible."""
+    offset_type = np.int64 if pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type) else np.int32
+    _, offsets_buf, data_buf = arr.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=offset_type)[arr.offset : arr.offset + len(arr) + 1]
+    offsets = offsets.astype(np.int64)
+    first, last = int(offsets[0]), int(offsets[-1])
+    if data_buf is None or last == first:
+        data = np.zeros(0, dtype=np.uint8)
+    else:
+        data = np.frombuffer(data_buf, dtype=np.uint8)[first:last]
+    return offsets - first, data
+
+
+def _string_hash_u32(arr: pa.Array) -> np.ndarray:
+    offsets, data = _binary_parts(arr)
+    # A row is ASCII iff none of its bytes has the high bit set; count those
+    # bytes per row with a prefix sum. For ASCII, UTF-8 bytes == UTF-16 units.
+    high = np.zeros(len(data) + 1, dtype=np.int64)
+    np.cumsum(data >= 0x80, out=high[1:])
+    non_ascii = np.flatnonzero(high[offsets[1:]] != high[offsets[:-1]])
+    h = _segment_polynomial(data.astype(np.uint32), offsets, start_value_one=False)
+    if len(non_ascii):
+        # Only rows with non-ASCII text: re-encode them as UTF-16 code units
+        # (a non-BMP character becomes a surrogate pair) and hash those.
+        texts = arr.take(pa.array(non_ascii)).to_pylist()
+        encoded = [t.encode("utf-16-le") for t in texts]
+        unit_lengths = np.fromiter((len(e) // 2 for e in encoded), dtype=np.int64, count=len(encoded))
+        sub_offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum(unit_lengths, out=sub_offsets[1:])
+        units = np.frombuffer(b"".join(encoded), dtype="<u2").astype(np.uint32)
+        h[non_ascii] = _segment_polynomial(units, sub_offsets, start_value_one=False)
+    return h
+
+
+def _bytes_hash_u32(arr: pa.Array) -> np.ndarray:
+    offsets, data = _binary_parts(arr)
+    # Java bytes are signed: 0x80..0xff are -128..-1, i.e. 2**32-128.. as uint32.
+    units = data.view(np.int8).astype(np.int32).view(np.uint32)
+    return _segment_polynomial(units, offsets, start_value_one=True)
+
+
+def _describe(key_type: KeyType) -> str:
+    return repr(key_type)
+
+
+def _hash_u32(arr: pa.Array, key_type: KeyType) -> np.ndarray:
+    """Vectorised :func:`java_hash` (as uint32) of a non-chunked array."""
+    if arr.null_count:
+        raise InvalidArgumentError(f"keys of type {_describe(key_type)} must not be null")
+    t = arr.type
+    if isinstance(key_type, tuple):
+        if not pa.types.is_struct(t) or t.num_fields != len(key_type):
+            raise InvalidArgumentError(
+                f"keys of type {key_type!r} must be a struct array with {len(key_type)} fields, got {t}"
+            )
+        # StructArray.field() returns the child sliced to this array's window.
+        fields = [arr.field(i) for i in range(len(key_type))]
+        h = _hash_u32(fields[0], key_type[0])
+        for field, field_type in zip(fields[1:], key_type[1:]):
+            h = h * _THIRTY_ONE + _hash_u32(field, field_type)
+        return h
+    if key_type == "int32":
+        if not pa.types.is_int32(t):
+            raise InvalidArgumentError(f"keys of type 'int32' must be an int32 array, got {t}")
+        return arr.to_numpy(zero_copy_only=False).view(np.uint32)
+    if key_type == "int64":
+        if not pa.types.is_int64(t):
+            raise InvalidArgumentError(f"keys of type 'int64' must be an int64 array, got {t}")
+        v = arr.to_numpy(zero_copy_only=False).view(np.uint64)
+        return (v ^ (v >> np.uint64(32))).astype(np.uint32)  # astype keeps the low 32 bits
+    if key_type == "boolean":
+        if not pa.types.is_boolean(t):
+            raise InvalidArgumentError(f"keys of type 'boolean' must be a boolean array, got {t}")
+        return np.where(arr.to_numpy(zero_copy_only=False), _U32(1231), _U32(1237)).astype(np.uint32)
+    if key_type == "string":
+        if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+            raise InvalidArgumentError(f"keys of type 'string' must be a string array, got {t}")
+        return _string_hash_u32(arr)
+    if key_type == "bytes":
+        if pa.types.is_fixed_size_binary(t):
+            arr = arr.cast(pa.binary())
+        elif not (pa.types.is_binary(t) or pa.types.is_large_binary(t)):
+            raise InvalidArgumentError(f"keys of type 'bytes' must be a binary array, got {t}")
+        return _bytes_hash_u32(arr)
+    raise AssertionError(key_type)  # unreachable: check_key_type ran first
+
+
+def _batches(arr: pa.Array) -> Iterator[pa.Array]:
+    """Slices of ``arr`` of at most _BATCH_ROWS rows and (roughly) at most
+    _BATCH_BYTES bytes of variable-length data, so temporaries stay bounded."""
+    n = len(arr)
+    rows = _BATCH_ROWS
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type) or pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type):
+        offsets, _ = _binary_parts(arr)
+        start = 0
+        while start < n:
+            stop = min(start + rows, n)
+            # Cut at the byte budget, but always take at least one row.
+            limit = offsets[start] + _BATCH_BYTES
+            cut = int(np.searchsorted(offsets, limit, side="right")) - 1
+            stop = max(start + 1, min(stop, cut))
+            yield arr.slice(start, stop - start)
+            start = stop
+        return
+    for start in range(0, n, rows):
+        yield arr.slice(start, min(rows, n - start))
+
+
+def compute_key_groups(
+    keys: pa.Array | pa.ChunkedArray, max_parallelism: int, key_type: KeyType
+) -> np.ndarray:
+    """Key group of every key of an Arrow column, as an int32 numpy array.
+
+    Vectorised equivalent of :func:`assign_to_key_group`. ``keys`` must have
+    the Arrow type matching ``key_type``: int32, int64, string/large_string,
+    boolean, binary/large_binary (or fixed_size_binary), and for a tuple key
+    a struct whose fields are the tuple's fields in order. Nulls are refused.
+    """
+    max_parallelism = _check_max_parallelism(max_parallelism)
+    check_key_type(key_type)
+    if isinstance(keys, pa.ChunkedArray):
+        chunks = keys.chunks
+    elif isinstance(keys, pa.Array):
+        chunks = [keys]
+    else:
+        raise InvalidArgumentError(
+            f"keys must be a pyarrow Array or ChunkedArray, got {type(keys).__name__}"
+        )
+    out = np.empty(sum(len(c) for c in chunks), dtype=np.int32)
+    pos = 0
+    for chunk in chunks:
+        # Batch on the top-level array; a struct's variable-length children are
+        # sliced with it, so their size is bounded by the row count.
+        for batch in _batches(chunk):
+            groups = _murmur_u32(_hash_u32(batch, key_type)) % max_parallelism
+            out[pos : pos + len(batch)] = groups
+            pos += len(batch)
+    return out
+
+
+# --------------------------------------------------------------------------
+# Key-group ranges and operator indexes
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KeyGroupRange:
+    """An inclusive range ``first..last`` of key groups.
+
+    The empty range is ``KeyGroupRange(0, -1)`` (what an intersection of
+    disjoint ranges returns, as Flink's ``EMPTY_KEY_GROUP_RANGE``).
+    """
+
+    first: int
+    last: int
+
+    def __post_init__(self) -> None:
+        first = _check_int("first", self.first)
+        last = _check_int("last", self.last)
+        if first < 0 or last < first - 1:
+            raise InvalidArgumentError(
+                f"invalid key-group range first={first}, last={last}: need 0 <= first <= last + 1"
+            )
+
+    @classmethod
+    def empty(cls) -> KeyGroupRange:
+        """The canonical empty range."""
+        return cls(0, -1)
+
+    def __len__(self) -> int:
+        return self.last - self.first + 1
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.first, self.last + 1))
+
+    def __contains__(self, key_group: object) -> bool:
+        if isinstance(key_group, bool) or not hasattr(key_group, "__index__"):
+            return False
+        return self.first <= operator.index(key_group) <= self.last  # type: ignore[call-overload]
+
+    def intersection(self, other: KeyGroupRange) -> KeyGroupRange:
+        """The key groups in both ranges (possibly the empty range)."""
+        first = max(self.first, other.first)
+        last = min(self.last, other.last)
+        return KeyGroupRange(first, last) if first <= last else KeyGroupRange.empty()
+
+
+def key_group_range(max_parallelism: int, parallelism: int, operator_index: int) -> KeyGroupRange:
+    """The key groups subtask ``operator_index`` owns at ``parallelism``
+    (Flink ``computeKeyGroupRangeForOperatorIndex``)."""
+    check_parallelism(parallelism, max_parallelism)
+    operator_index = _check_int("operator_index", operator_index)
+    if not 0 <= operator_index < parallelism:
+        raise InvalidArgumentError(
+            f"operator_index={operator_index} is out of range for parallelism={parallelism}"
+        )
+    first = (operator_index * max_parallelism + parallelism - 1) // parallelism
+    last = ((operator_index + 1) * max_parallelism - 1) // parallelism
+    return KeyGroupRange(first, last)
+
+
+def operator_index_for_key_group(max_parallelism: int, parallelism: int, key_group: int) -> int:
+    """The subtask that owns ``key_group`` at ``parallelism``
+    (Flink ``computeOperatorIndexForKeyGroup``)."""
+    check_parallelism(parallelism, max_parallelism)
+    key_group = _check_int("key_group", key_group)
+    if not 0 <= key_group < max_parallelism:
+        raise InvalidArgumentError(
+            f"key_group={key_group} is out of range for max_parallelism={max_parallelism}"
+        )
+    return key_group * parallelism // max_parallelism
+
+
+def _round_up_to_power_of_two(x: int) -> int:
+    # Flink MathUtils.roundUpToPowerOfTwo for 1 <= x <= 2**30.
+    return 1 << (x - 1).bit_length()
+
+
+def default_max_parallelism(parallelism: int) -> int:
+    """Flink's default max parallelism for an operator of ``parallelism``:
+    ``min(max(roundUpToPowerOfTwo(p + p // 2), 128), 32768)``."""
+    parallelism = _check_int("parallelism", parallelism)
+    if not 1 <= parallelism <= UPPER_BOUND_MAX_PARALLELISM:
+        raise InvalidArgumentError(
+            f"parallelism={parallelism} is out of range: it must be between 1 "
+            f"and {UPPER_BOUND_MAX_PARALLELISM}"
+        )
+    return min(
+        max(_round_up_to_power_of_two(parallelism + parallelism // 2), DEFAULT_LOWER_BOUND_MAX_PARALLELISM),
+        UPPER_BOUND_MAX_PARALLELISM,
+    )

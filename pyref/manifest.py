@@ -1,0 +1,213 @@
+"""The manifest envelope and the structural rules of a manifest (spec/format.md §4, §5, §9).
+
+Envelope of the ``_manifest`` file, little-endian::
+
+    offset  size  field
+    0       8     magic 89 53 56 50 0D 0A 1A 0A  ("\\x89SVP\\r\\n\\x1a\\n")
+    8       2     format major version (u16)
+    10      2     format minor version (u16)
+    12      4     body length N (u32)
+    16      N     body: protobuf savepoint.v1.Manifest
+    16+N    4     CRC32C of bytes [0, 16+N)
+
+The first 12 bytes keep this meaning in every major version, so any reader can
+name the version it was given before refusing it.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from google.protobuf.message import DecodeError
+
+from ._proto.savepoint.v1 import manifest_pb2 as pb
+from .checksum import crc32c
+from .codecs import MAX_RAW_LENGTH, Codec
+from .errors import CorruptSavepointError, UnsupportedFormatError
+from .io import check_directory_name, check_relative_path
+from .key_groups import UPPER_BOUND_MAX_PARALLELISM
+
+MAGIC = b"\x89SVP\r\n\x1a\n"
+DATA_FILE_MAGIC = b"\x89SVD\r\n\x1a\n"
+FORMAT_MAJOR = 1
+FORMAT_MINOR = 0
+_HEAD = struct.Struct("<8sHHI")
+ENVELOPE_OVERHEAD = _HEAD.size + 4
+
+#: Required features this reader implements (spec/format.md §9.3).
+FEATURE_EXTERNAL_BASES = "external-bases"
+KNOWN_REQUIRED_FEATURES = frozenset({FEATURE_EXTERNAL_BASES})
+#: Optional features this reader implements; unknown optional features are ignored.
+KNOWN_OPTIONAL_FEATURES: frozenset[str] = frozenset()
+
+#: Columns of a chunk payload per state kind (spec/format.md §7.1, §7.2).
+KEYED_COLUMNS = {pb.VALUE: 2, pb.LIST: 2, pb.MAP: 3}
+LIST_COLUMNS = 1
+
+
+@dataclass(frozen=True)
+class FormatVersion:
+    major: int
+    minor: int
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+
+def encode_manifest(manifest: pb.Manifest, minor: int = FORMAT_MINOR) -> bytes:
+    body = manifest.SerializeToString(deterministic=True)
+    head = _HEAD.pack(MAGIC, FORMAT_MAJOR, minor, len(body))
+    return head + body + struct.pack("<I", crc32c(head + body))
+
+
+def decode_manifest(data: bytes, *, path: str) -> tuple[pb.Manifest, FormatVersion]:
+    """Check the envelope, parse the body and validate its structure."""
+    if len(data) < 12 or data[:8] != MAGIC:
+        raise CorruptSavepointError("not a savepoint manifest (bad magic bytes)", path=path, byte_range=(0, 8))
+    major, minor = struct.unpack_from("<HH", data, 8)
+    version = FormatVersion(major, minor)
+    if major != FORMAT_MAJOR:
+        raise UnsupportedFormatError(
+            f"format version {version} is not readable here; this reader reads major version {FORMAT_MAJOR}",
+            path=path, byte_range=(8, 12))
+    if len(data) < ENVELOPE_OVERHEAD:
+        raise CorruptSavepointError(f"manifest truncated to {len(data)} bytes", path=path)
+    (length,) = struct.unpack_from("<I", data, 12)
+    if length + ENVELOPE_OVERHEAD != len(data):
+        raise CorruptSavepointError(
+            f"manifest body length {length} does not match the file size {len(data)} (truncated or padded)",
+            path=path, byte_range=(12, 16))
+    end = _HEAD.size + length
+    (stored,) = struct.unpack_from("<I", data, end)
+    computed = crc32c(data[:end])
+    if stored != computed:
+        raise CorruptSavepointError(f"manifest CRC32C mismatch (stored {stored:#010x}, computed {computed:#010x})",
+                                    path=path, byte_range=(0, end))
+    manifest = pb.Manifest()
+    try:
+        manifest.ParseFromString(data[_HEAD.size:end])
+    except (DecodeError, RecursionError) as exc:
+        raise CorruptSavepointError(f"manifest body is not a valid protobuf message: {exc}",
+                                    path=path, byte_range=(_HEAD.size, end)) from None
+    validate_manifest(manifest, path=path)
+    return manifest, version
+
+
+def state_label(operator: pb.Operator, name: str) -> str:
+    return f"{operator.operator_id}/{name}"
+
+
+def validate_manifest(m: pb.Manifest, *, path: str) -> None:
+    """Every structural rule of spec/format.md §5 that can be checked without reading data files."""
+
+    def corrupt(reason: str, state: str | None = None) -> CorruptSavepointError:
+        return CorruptSavepointError(reason, path=path, state=state)
+
+    unknown = [f for f in m.required_features if f not in KNOWN_REQUIRED_FEATURES]
+    if unknown:
+        raise UnsupportedFormatError(f"savepoint requires features this reader does not implement: {unknown}",
+                                     path=path)
+    if not m.savepoint_id:
+        raise corrupt("manifest has no savepoint_id")
+    if m.bases and FEATURE_EXTERNAL_BASES not in m.required_features:
+        raise corrupt("manifest has bases but does not require the 'external-bases' feature")
+    seen_dirs = set()
+    for base in m.bases:
+        check_directory_name(base.directory)
+        if base.directory in seen_dirs or not base.savepoint_id:
+            raise corrupt(f"base {base.directory!r} is listed twice or has no savepoint_id")
+        seen_dirs.add(base.directory)
+    seen_files = set()
+    for f in m.data_files:
+        check_relative_path(f.path, what="data file path")
+        if f.base > len(m.bases):
+            raise corrupt(f"data file {f.path!r} names base {f.base}, but there are {len(m.bases)} bases")
+        if (f.base, f.path) in seen_files:
+            raise corrupt(f"data file {f.path!r} is listed twice")
+        seen_files.add((f.base, f.path))
+    operator_ids = set()
+    for op in m.operators:
+        if not op.operator_id or op.operator_id in operator_ids:
+            raise corrupt(f"operator id {op.operator_id!r} is empty or not unique")
+        operator_ids.add(op.operator_id)
+        if not 1 <= op.parallelism <= op.max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
+            raise corrupt(f"operator {op.operator_id!r}: need 1 <= parallelism ({op.parallelism}) <= max parallelism "
+                          f"({op.max_parallelism}) <= {UPPER_BOUND_MAX_PARALLELISM}")
+        names = set()
+        for st in [*op.list_states, *op.keyed_states]:
+            if not st.name or st.name in names:
+                raise corrupt(f"operator {op.operator_id!r}: state name {st.name!r} is empty or not unique")
+            names.add(st.name)
+        if bool(op.keyed_states) != op.HasField("key_serializer"):
+            raise corrupt(f"operator {op.operator_id!r}: a key serializer is required exactly when there is keyed state")
+        for ls in op.list_states:
+            _validate_list_state(m, op, ls, corrupt)
+        for ks in op.keyed_states:
+            _validate_keyed_state(m, op, ks, corrupt)
+
+
+def _validate_list_state(m: pb.Manifest, op: pb.Operator, ls: pb.ListState, corrupt) -> None:
+    label = state_label(op, ls.name)
+    if ls.mode == pb.DISTRIBUTION_MODE_UNSPECIFIED:
+        raise corrupt("list state has no distribution mode", label)
+    if ls.mode not in (pb.SPLIT_DISTRIBUTE, pb.UNION, pb.BROADCAST):
+        raise UnsupportedFormatError(f"unknown distribution mode {ls.mode}", state=label)
+    if not ls.HasField("element_serializer"):
+        raise corrupt("list state has no element serializer", label)
+    if ls.mode != pb.UNION and len(ls.partitions) != op.parallelism:
+        raise corrupt(f"{len(ls.partitions)} partitions for parallelism {op.parallelism}", label)
+    for chunk in ls.chunks:
+        _validate_chunk(m, chunk, LIST_COLUMNS, label, corrupt)
+        if chunk.key_group:
+            raise corrupt("list chunk has a key group", label)
+    for p, partition in enumerate(ls.partitions):
+        for r in partition.ranges:
+            if r.chunk >= len(ls.chunks):
+                raise corrupt(f"partition {p} refers to chunk {r.chunk} of {len(ls.chunks)}", label)
+            if r.count == 0 or r.first + r.count > ls.chunks[r.chunk].row_count:
+                raise corrupt(f"partition {p}: range {r.first}+{r.count} is empty or outside chunk {r.chunk} "
+                              f"({ls.chunks[r.chunk].row_count} rows)", label)
+
+
+def _validate_keyed_state(m: pb.Manifest, op: pb.Operator, ks: pb.KeyedState, corrupt) -> None:
+    label = state_label(op, ks.name)
+    if ks.kind == pb.KEYED_STATE_KIND_UNSPECIFIED:
+        raise corrupt("keyed state has no kind", label)
+    if ks.kind not in KEYED_COLUMNS:
+        raise UnsupportedFormatError(f"unknown keyed state kind {ks.kind}", state=label)
+    if not ks.HasField("value_serializer") or ks.HasField("user_key_serializer") != (ks.kind == pb.MAP):
+        raise corrupt("keyed state lacks a value serializer, or has a user-key serializer without being MAP "
+                      "state (or the reverse)", label)
+    previous = 0
+    for chunk in ks.chunks:
+        if chunk.key_group >= op.max_parallelism:
+            raise corrupt(f"chunk of key group {chunk.key_group} but max parallelism is {op.max_parallelism}", label)
+        if chunk.key_group < previous:
+            raise corrupt("key-group chunks are not ordered by key group", label)
+        previous = chunk.key_group
+        _validate_chunk(m, chunk, KEYED_COLUMNS[ks.kind], label, corrupt)
+
+
+def _validate_chunk(m: pb.Manifest, chunk: pb.Chunk, columns: int, label: str, corrupt) -> None:
+    if chunk.codec not in (Codec.NONE, Codec.ZSTD):
+        raise UnsupportedFormatError(f"chunk uses unknown codec {chunk.codec}", state=label)
+    where = chunk.WhichOneof("location")
+    if where is None:
+        raise corrupt("chunk has neither a file range nor inline data", label)
+    stored = len(chunk.inline_data) if where == "inline_data" else chunk.range.length
+    if where == "range":
+        r = chunk.range
+        if r.file >= len(m.data_files):
+            raise corrupt(f"chunk refers to data file {r.file} of {len(m.data_files)}", label)
+        f = m.data_files[r.file]
+        if r.offset < len(DATA_FILE_MAGIC) or r.offset + r.length > f.size:
+            raise corrupt(f"chunk bytes {r.offset}..{r.offset + r.length} lie outside data file {f.path!r} "
+                          f"({f.size} bytes after its header)", label)
+    # The smallest payload that can hold row_count rows: reject absurd counts before allocating.
+    minimum = 8 + 4 * columns * (chunk.row_count + 1)
+    if not minimum <= chunk.raw_length <= MAX_RAW_LENGTH:
+        raise corrupt(f"chunk raw length {chunk.raw_length} cannot hold {chunk.row_count} rows of {columns} columns",
+                      label)
+    if chunk.codec == Codec.NONE and stored != chunk.raw_length:
+        raise corrupt(f"uncompressed chunk stores {stored} bytes but declares {chunk.raw_length}", label)

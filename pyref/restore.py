@@ -1,0 +1,142 @@
+"""Restore plans: what every subtask of a new parallelism restores.
+
+Planning reads and writes no state bytes: keyed state is assigned by key-group
+range (spec/key-groups.md §5), list state by redistributing element counts
+(spec/redistribution.md), and the result is a list of references into the
+savepoint's existing chunks. A subtask then reads only the chunks it was given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from ._proto.savepoint.v1 import manifest_pb2 as pb
+from .errors import InvalidArgumentError
+from .key_groups import KeyGroupRange, check_parallelism, key_group_range
+from .reader import KeyedStateView, ListStateView, OperatorView, Savepoint, locate_in_partition
+from .redistribution import redistribute
+from .serializers import Serializer
+
+
+def plan_list_state(operator: pb.Operator, new_parallelism: int) -> dict[str, list[list[pb.ElementRange]]]:
+    """Per list state, the chunk ranges each new subtask restores, in order."""
+    states = {}
+    for ls in operator.list_states:
+        counts = [sum(r.count for r in p.ranges) for p in ls.partitions]
+        states[ls.name] = (ls.mode, counts)
+    slices = redistribute(states, operator.parallelism, new_parallelism)
+    plan: dict[str, list[list[pb.ElementRange]]] = {}
+    for ls in operator.list_states:
+        plan[ls.name] = [[r for s in subtask for r in locate_in_partition(ls.partitions[s.partition], s.first, s.count)]
+                         for subtask in slices[ls.name]]
+    return plan
+
+
+def check_new_parallelism(operator: pb.Operator, parallelism: int) -> None:
+    if parallelism > operator.max_parallelism:
+        raise InvalidArgumentError(
+            f"operator {operator.operator_id!r} has max parallelism {operator.max_parallelism}, so it cannot run at "
+            f"parallelism {parallelism}; change the max parallelism first (a rewrite of its keyed state)")
+    check_parallelism(parallelism, operator.max_parallelism)
+
+
+def resolve_parallelism(savepoint_operators: list[pb.Operator], parallelism: int | Mapping[str, int]) -> dict[str, int]:
+    """New parallelism per operator: one number for all, or a map (unlisted operators keep theirs)."""
+    if isinstance(parallelism, Mapping):
+        known = {op.operator_id for op in savepoint_operators}
+        unknown = sorted(set(parallelism) - known)
+        if unknown:
+            raise InvalidArgumentError(f"no such operators: {unknown}")
+        result = {op.operator_id: parallelism.get(op.operator_id, op.parallelism) for op in savepoint_operators}
+    else:
+        result = {op.operator_id: parallelism for op in savepoint_operators}
+    for op in savepoint_operators:
+        check_new_parallelism(op, result[op.operator_id])
+    return result
+
+
+@dataclass
+class OperatorPlan:
+    operator: OperatorView
+    parallelism: int
+    list_ranges: dict[str, list[list[pb.ElementRange]]]
+
+
+class RestorePlan:
+    def __init__(self, savepoint: Savepoint, parallelism: int | Mapping[str, int]) -> None:
+        self.savepoint = savepoint
+        wanted = resolve_parallelism(list(savepoint.manifest.operators), parallelism)
+        self.operators: dict[str, OperatorPlan] = {}
+        for op in savepoint.operators:
+            p = wanted[op.operator_id]
+            self.operators[op.operator_id] = OperatorPlan(op, p, plan_list_state(op.proto, p))
+
+    def subtask(self, operator_id: str, index: int) -> SubtaskRestore:
+        if operator_id not in self.operators:
+            raise InvalidArgumentError(f"savepoint has no operator {operator_id!r}")
+        plan = self.operators[operator_id]
+        if not 0 <= index < plan.parallelism:
+            raise InvalidArgumentError(f"subtask {index} outside parallelism {plan.parallelism} of {operator_id!r}")
+        return SubtaskRestore(plan, index)
+
+    def subtasks(self, operator_id: str) -> list[SubtaskRestore]:
+        return [self.subtask(operator_id, i) for i in range(self.operators[operator_id].parallelism)]
+
+
+class SubtaskRestore:
+    """One new subtask's share: its key-group range and its list elements."""
+
+    def __init__(self, plan: OperatorPlan, index: int) -> None:
+        self._plan = plan
+        self.operator_id = plan.operator.operator_id
+        self.index = index
+        self.parallelism = plan.parallelism
+        self.key_group_range: KeyGroupRange = key_group_range(plan.operator.max_parallelism, plan.parallelism, index)
+
+    def list_ranges(self, name: str) -> list[pb.ElementRange]:
+        if name not in self._plan.list_ranges:
+            raise InvalidArgumentError("no such list state", state=f"{self.operator_id}/{name}")
+        return self._plan.list_ranges[name][self.index]
+
+    def _list_view(self, name: str, serializer: Serializer | None) -> ListStateView:
+        return self._plan.operator.list_state(name, serializer)
+
+    def list_state(self, name: str, serializer: Serializer | None = None) -> Iterator:
+        """This subtask's elements of a list state, decoded lazily."""
+        return self._list_view(name, serializer).iter_ranges(self.list_ranges(name))
+
+    def list_arrow(self, name: str, serializer: Serializer | None = None) -> pa.Array:
+        return self._list_view(name, serializer).arrow_ranges(self.list_ranges(name))
+
+    def _keyed_view(self, name: str, value_serializer: Serializer | None) -> KeyedStateView:
+        return self._plan.operator.keyed_state(name, value_serializer)
+
+    def keyed_chunks(self, name: str) -> list[pb.Chunk]:
+        return self._keyed_view(name, None).chunks_in(self.key_group_range)
+
+    def keyed_state(self, name: str, value_serializer: Serializer | None = None) -> Iterator[tuple]:
+        """This subtask's entries of a keyed state, decoded lazily."""
+        view = self._keyed_view(name, value_serializer)
+        return view.iter_chunks(view.chunks_in(self.key_group_range))
+
+    def keyed_arrow(self, name: str, value_serializer: Serializer | None = None) -> pa.Table:
+        view = self._keyed_view(name, value_serializer)
+        return view.arrow_chunks(view.chunks_in(self.key_group_range))
+
+    def planned_bytes(self) -> int:
+        """Stored bytes of every chunk this subtask reads (inline chunks count zero: they come with the manifest)."""
+        op = self._plan.operator.proto
+        total = 0
+        for ls in op.list_states:
+            for chunk_index in {r.chunk for r in self.list_ranges(ls.name)}:
+                total += _stored_length(ls.chunks[chunk_index])
+        for ks in op.keyed_states:
+            total += sum(_stored_length(c) for c in self.keyed_chunks(ks.name))
+        return total
+
+
+def _stored_length(chunk: pb.Chunk) -> int:
+    return chunk.range.length if chunk.WhichOneof("location") == "range" else 0

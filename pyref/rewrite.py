@@ -1,0 +1,211 @@
+"""New savepoints derived from existing ones: rescale and serializer migration.
+
+By default a derived savepoint is *shallow*: it lists the source as a base and
+refers to the source's data files, so no state bytes are copied
+(spec/format.md §8). The source must then stay where it is: deleting or
+replacing it breaks the derived savepoint, which readers detect and report. With
+``copy=True`` the derived savepoint is self-contained: every chunk it uses is
+copied byte for byte (no decoding) into its own data files.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Mapping
+
+from . import __version__
+from ._proto.savepoint.v1 import manifest_pb2 as pb
+from .chunk import encode_chunk
+from .errors import IncompatibleSerializerError, InvalidArgumentError
+from .io import SavepointIO, open_io
+from .manifest import FEATURE_EXTERNAL_BASES, KEYED_COLUMNS, LIST_COLUMNS, state_label
+from .reader import Savepoint
+from .restore import plan_list_state, resolve_parallelism
+from .serializers import Compatibility, ListOf, Serializer, migrate_array, resolve_compatibility, serializer_from_snapshot
+from .writer import ChunkSink, delete_replaced, publish, read_previous
+
+
+class Derivation:
+    """The target manifest under construction, and where each of its chunks lives."""
+
+    def __init__(self, source: Savepoint, target: SavepointIO, copy: bool) -> None:
+        self.source = source
+        self.copy = copy
+        self.sink = ChunkSink(target)
+        self.manifest = pb.Manifest(savepoint_id=str(uuid.uuid4()), created_by=f"pyref {__version__}",
+                                    created_at_ms=int(time.time() * 1000))
+        if not copy:
+            if target.parent_key() != source.io.parent_key():
+                raise InvalidArgumentError(
+                    "a shallow savepoint must be a sibling of its source (same parent directory), because it "
+                    "names the source by directory name; put the target beside the source or pass copy=True",
+                    path=target.location)
+            self._refer_to_source()
+        # The target's own files follow the referenced ones.
+        self._own_offset = len(self.manifest.data_files)
+
+    def _refer_to_source(self) -> None:
+        """List the source (and the source's own bases, flattened) as bases; keep file indexes."""
+        source_dir = os.path.basename(self.source.location.rstrip("/"))
+        bases = [pb.BaseSavepoint(directory=source_dir, savepoint_id=self.source.savepoint_id)]
+        bases += list(self.source.manifest.bases)
+        index = {b.directory: i + 1 for i, b in enumerate(bases)}
+        self.manifest.bases.extend(bases)
+        self.manifest.required_features.append(FEATURE_EXTERNAL_BASES)
+        for f in self.source.manifest.data_files:
+            directory = source_dir if f.base == 0 else self.source.manifest.bases[f.base - 1].directory
+            self.manifest.data_files.append(pb.DataFile(path=f.path, size=f.size, base=index[directory]))
+
+    def _own(self, chunk: pb.Chunk) -> pb.Chunk:
+        if chunk.WhichOneof("location") == "range":
+            chunk.range.file += self._own_offset
+        return chunk
+
+    def place(self, chunk: pb.Chunk, label: str) -> pb.Chunk:
+        """The source's chunk as the target refers to it: same file (shallow) or a byte copy."""
+        if self.copy and chunk.WhichOneof("location") == "range":
+            return self._own(self.sink.put_stored(chunk, self.source.store.read_stored(chunk, label)))
+        placed = pb.Chunk()
+        placed.CopyFrom(chunk)
+        return placed
+
+    def put_new(self, payload: bytes, rows: int, key_group: int = 0) -> pb.Chunk:
+        """A chunk with new bytes, stored in the target's own files."""
+        return self._own(self.sink.put(payload, rows, key_group))
+
+    def publish(self, target: SavepointIO, operators: list[pb.Operator], previous: bytes | None) -> pb.Manifest:
+        self.manifest.data_files.extend(self.sink.close())
+        self.manifest.operators.extend(operators)
+        publish(target, self.manifest, previous)
+        return self.manifest
+
+
+def _derive(source: str | os.PathLike[str], target: str | os.PathLike[str], *, copy: bool, overwrite: bool,
+            build: Callable[[Savepoint, Derivation], list[pb.Operator]]) -> pb.Manifest:
+    src = Savepoint.open(source)
+    target_io = open_io(target)
+    if os.path.realpath(target_io.location) == os.path.realpath(src.location):
+        raise InvalidArgumentError("target must differ from the source savepoint", path=target_io.location)
+    previous = read_previous(target_io, overwrite)
+    derivation = Derivation(src, target_io, copy)
+    try:
+        manifest = derivation.publish(target_io, build(src, derivation), previous)
+    except BaseException:
+        derivation.sink.abort()
+        raise
+    delete_replaced(target_io, manifest, previous)
+    return manifest
+
+
+def _copy_states(op: pb.Operator, derivation: Derivation) -> pb.Operator:
+    """The operator with every chunk placed in the target."""
+    new = pb.Operator()
+    new.CopyFrom(op)
+    for state in [*new.list_states, *new.keyed_states]:
+        label = state_label(op, state.name)
+        placed = [derivation.place(c, label) for c in state.chunks]
+        del state.chunks[:]
+        state.chunks.extend(placed)
+    return new
+
+
+def _compact_list_state(state: pb.ListState) -> None:
+    """Drop chunks no partition refers to (e.g. broadcast copies of removed subtasks)."""
+    used = sorted({r.chunk for p in state.partitions for r in p.ranges})
+    remap = {old: new for new, old in enumerate(used)}
+    chunks = [state.chunks[i] for i in used]
+    del state.chunks[:]
+    state.chunks.extend(chunks)
+    for p in state.partitions:
+        for r in p.ranges:
+            r.chunk = remap[r.chunk]
+
+
+def rescaled_operator(op: pb.Operator, parallelism: int) -> pb.Operator:
+    """The operator as if its state had been restored at ``parallelism`` and snapshotted
+    again unchanged: keyed chunks stay, SPLIT/BROADCAST partitions are re-cut by
+    reference, UNION partitions stay as written (union state is stored once)."""
+    new = pb.Operator()
+    new.CopyFrom(op)
+    new.parallelism = parallelism
+    plan = plan_list_state(op, parallelism)
+    for state in new.list_states:
+        if state.mode != pb.UNION:
+            del state.partitions[:]
+            state.partitions.extend(pb.Partition(ranges=ranges) for ranges in plan[state.name])
+            _compact_list_state(state)
+    return new
+
+
+def rescale(source: str | os.PathLike[str], target: str | os.PathLike[str], parallelism: int | Mapping[str, int], *,
+            copy: bool = False, overwrite: bool = False) -> pb.Manifest:
+    """Write the savepoint ``source`` restored at a new parallelism to ``target``.
+
+    ``parallelism`` is one number for every operator or a map from operator id
+    (unlisted operators keep theirs). Shallow by default: no state bytes are
+    written, the target refers to the source's data files.
+    """
+
+    def build(src: Savepoint, derivation: Derivation) -> list[pb.Operator]:
+        wanted = resolve_parallelism(list(src.manifest.operators), parallelism)
+        return [_copy_states(rescaled_operator(op, wanted[op.operator_id]), derivation) for op in src.manifest.operators]
+
+    return _derive(source, target, copy=copy, overwrite=overwrite, build=build)
+
+
+def migrate_state(source: str | os.PathLike[str], target: str | os.PathLike[str], operator_id: str, state: str,
+                  serializer: Serializer, *, copy: bool = False, overwrite: bool = False) -> pb.Manifest:
+    """Write ``source`` to ``target`` with one state's values (list elements, or keyed
+    values) under a new serializer: schema evolution.
+
+    The new serializer is resolved against the stored snapshot: as is and
+    reconfigured only update the snapshot; after migration the state's chunks are
+    decoded with the old serializer and re-encoded with the new one; incompatible
+    raises :class:`IncompatibleSerializerError` naming the state and both serializers.
+    """
+
+    def build(src: Savepoint, derivation: Derivation) -> list[pb.Operator]:
+        operators = []
+        found = False
+        for op in src.manifest.operators:
+            new = _copy_states(op, derivation) if op.operator_id != operator_id else _migrate(op, derivation)
+            found = found or op.operator_id == operator_id
+            operators.append(new)
+        if not found:
+            raise InvalidArgumentError(f"savepoint has no operator {operator_id!r}")
+        return operators
+
+    def _migrate(op: pb.Operator, derivation: Derivation) -> pb.Operator:
+        new = _copy_states(op, derivation)
+        target_state = next((s for s in [*new.list_states, *new.keyed_states] if s.name == state), None)
+        if target_state is None:
+            raise InvalidArgumentError("no such state", state=state_label(op, state))
+        label = state_label(op, state)
+        is_list = isinstance(target_state, pb.ListState)
+        snapshot_field = "element_serializer" if is_list else "value_serializer"
+        old_snapshot = getattr(target_state, snapshot_field)
+        result = resolve_compatibility(old_snapshot, serializer)
+        if result.kind is Compatibility.INCOMPATIBLE:
+            raise IncompatibleSerializerError(
+                f"serializer {serializer.serializer_id!r} cannot read state written with "
+                f"{old_snapshot.serializer_id!r}: {result.reason}", state=label)
+        if result.kind is Compatibility.COMPATIBLE_AFTER_MIGRATION:
+            old = serializer_from_snapshot(old_snapshot)
+            stored_old, stored_new = old, result.serializer
+            if not is_list and target_state.kind == pb.LIST:
+                stored_old, stored_new = ListOf(old), ListOf(result.serializer)
+            columns = LIST_COLUMNS if is_list else KEYED_COLUMNS[target_state.kind]
+            source_state = next(s for s in [*op.list_states, *op.keyed_states] if s.name == state)
+            migrated = []
+            for chunk in source_state.chunks:
+                cols = derivation.source.store.read_columns(chunk, columns, label)
+                cols[-1] = migrate_array(stored_old, stored_new, cols[-1])
+                migrated.append(derivation.put_new(encode_chunk(cols), chunk.row_count, chunk.key_group))
+            del target_state.chunks[:]
+            target_state.chunks.extend(migrated)
+        getattr(target_state, snapshot_field).CopyFrom(result.serializer.snapshot())
+        return new
+
+    return _derive(source, target, copy=copy, overwrite=overwrite, build=build)

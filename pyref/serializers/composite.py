@@ -1,0 +1,518 @@
+"""Composite serializers: nullable, tuple, list, map (spec §3.7-§3.10).
+
+Children are framed (§4): a fixed-width child is written as its exact bytes,
+a variable-width child as a u32 length followed by its bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from pyref.errors import CorruptSavepointError, InvalidArgumentError
+
+from .base import (
+    _U32,
+    _U32_MAX,
+    MAX_NESTING_DEPTH,
+    MAX_TUPLE_FIELDS,
+    Compatibility,
+    CompatibilityResult,
+    Serializer,
+    check_builtin_snapshot,
+    check_count,
+    combine_children,
+    corrupt,
+    different_ids,
+    is_builtin_id,
+    min_framed_size,
+    read_framed,
+    read_u32,
+    register_builtin,
+    serializer_from_snapshot,
+    write_framed,
+)
+
+__all__ = ["ListOf", "MapOf", "Nullable", "Tuple"]
+
+_AS_IS = Compatibility.COMPATIBLE_AS_IS
+_MIGRATE = Compatibility.COMPATIBLE_AFTER_MIGRATION
+_RECONF = Compatibility.COMPATIBLE_WITH_RECONFIGURED_SERIALIZER
+_INCOMPATIBLE = Compatibility.INCOMPATIBLE
+
+
+def _check_child(parent: str, child: Any) -> Serializer:
+    if not isinstance(child, Serializer):
+        raise InvalidArgumentError(f"{parent} expects Serializer instances, got {type(child).__name__}")
+    if child.depth + 1 > MAX_NESTING_DEPTH:
+        raise InvalidArgumentError(f"{parent} would nest serializers deeper than {MAX_NESTING_DEPTH} levels")
+    return child
+
+
+def _restore_children(snapshot) -> list[Serializer]:
+    return [serializer_from_snapshot(c) for c in snapshot.nested]
+
+
+def _wrap_invalid(prefix: str, e: InvalidArgumentError) -> InvalidArgumentError:
+    return InvalidArgumentError(f"{prefix}: {e.reason}")
+
+
+def _is_sequence(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes, bytearray, memoryview))
+
+
+# --------------------------------------------------------------------------
+
+
+@register_builtin
+class Nullable(Serializer):
+    """A value of ``inner`` or null: 0x00, or 0x01 followed by E_inner(v) (§3.7)."""
+
+    serializer_id = "nullable"
+    version = 1
+
+    def __init__(self, inner: Serializer) -> None:
+        self.inner = _check_child("Nullable", inner)
+        if isinstance(inner, Nullable):
+            raise InvalidArgumentError("Nullable(Nullable(...)) is not allowed: one null flag suffices")
+        self._depth = inner.depth + 1
+
+    @property
+    def nested_serializers(self) -> tuple[Serializer, ...]:
+        return (self.inner,)
+
+    @property
+    def depth(self) -> int:
+        return self._depth
+
+    def encode(self, value: Any) -> bytes:
+        if value is None:
+            return b"\x00"
+        return b"\x01" + self.inner.encode(value)
+
+    def _decode_range(self, mv: memoryview, start: int, end: int) -> Any:
+        if end <= start:
+            raise corrupt(self.serializer_id, "missing null flag", start)
+        flag = mv[start]
+        if flag == 0:
+            if end - start != 1:
+                raise corrupt(
+                    self.serializer_id, f"{end - start - 1} trailing bytes after the null flag", start + 1
+                )
+            return None
+        if flag != 1:
+            raise corrupt(self.serializer_id, f"null flag 0x{flag:02x} is neither 0x00 nor 0x01", start)
+        return self.inner._decode_range(mv, start + 1, end)
+
+    def arrow_type(self) -> pa.DataType:
+        return self.inner.arrow_type()
+
+    def _to_arrow_value(self, value: Any) -> Any:
+        return None if value is None else self.inner._to_arrow_value(value)
+
+    def _from_arrow_value(self, item: Any) -> Any:
+        return None if item is None else self.inner._from_arrow_value(item)
+
+    @classmethod
+    def from_snapshot(cls, snapshot) -> Nullable:
+        check_builtin_snapshot(snapshot, nested=1)
+        (inner,) = _restore_children(snapshot)
+        if isinstance(inner, Nullable):
+            raise CorruptSavepointError("nullable snapshot wraps another nullable")
+        return cls(inner)
+
+    def resolve_compatibility(self, old_snapshot) -> CompatibilityResult:
+        if old_snapshot.serializer_id == "nullable":
+            serializer_from_snapshot(old_snapshot)
+            r = self.inner.resolve_compatibility(old_snapshot.nested[0])
+            if r.kind is _RECONF:
+                return CompatibilityResult(_RECONF, Nullable(r.serializer), f"nullable inner: {r.reason}")
+            return CompatibilityResult(r.kind, self, f"nullable inner: {r.reason}")
+        # X -> nullable(X): the flag byte changes every encoding.
+        r = self.inner.resolve_compatibility(old_snapshot)
+        if r.kind is _INCOMPATIBLE:
+            return CompatibilityResult(_INCOMPATIBLE, self, r.reason)
+        return CompatibilityResult(
+            _MIGRATE,
+            self,
+            f"{old_snapshot.serializer_id} values become nullable; every encoding gains a 0x01 flag byte",
+        )
+
+    def __repr__(self) -> str:
+        return f"Nullable({self.inner!r})"
+
+
+# --------------------------------------------------------------------------
+
+
+def _default_names(n: int) -> tuple[str, ...]:
+    return tuple(f"f{i}" for i in range(n))
+
+
+@register_builtin
+class Tuple(Serializer):
+    """Fixed sequence of fields, each framed (§3.8). Snapshot version 2 names the fields."""
+
+    serializer_id = "tuple"
+    version = 2
+
+    def __init__(self, *fields: Serializer, names: Sequence[str] | None = None) -> None:
+        if not fields:
+            raise InvalidArgumentError("Tuple needs at least one field")
+        if len(fields) > MAX_TUPLE_FIELDS:
+            raise InvalidArgumentError(f"Tuple has {len(fields)} fields, more than {MAX_TUPLE_FIELDS}")
+        self.fields: tuple[Serializer, ...] = tuple(_check_child("Tuple", f) for f in fields)
+        defaults = _default_names(len(fields))
+        if names is None:
+            self.names = defaults
+        else:
+            if isinstance(names, str) or not _is_sequence(names):
+                raise InvalidArgumentError("Tuple names must be a sequence of strings")
+            names = tuple(names)
+            if len(names) != len(fields):
+                raise InvalidArgumentError(f"Tuple has {len(fields)} fields but {len(names)} names")
+            for n in names:
+                if not isinstance(n, str) or not n:
+                    raise InvalidArgumentError(f"Tuple field names must be non-empty strings, got {n!r}")
+            if len(set(names)) != len(names):
+                raise InvalidArgumentError(f"Tuple field names must be unique, got {names!r}")
+            self.names = names
+        #: True when the fields carry only the default names f0, f1, ...
+        self.positional = self.names == defaults
+        widths = [f.fixed_width for f in self.fields]
+        self._fixed = None if None in widths else sum(widths)  # type: ignore[arg-type]
+        self._depth = 1 + max(f.depth for f in self.fields)
+
+    @property
+    def fixed_width(self) -> int | None:
+        return self._fixed
+
+    @property
+    def nested_serializers(self) -> tuple[Serializer, ...]:
+        return self.fields
+
+    @property
+    def depth(self) -> int:
+        return self._depth
+
+    def _values(self, value: Any) -> Sequence[Any]:
+        if isinstance(value, Mapping):
+            if set(value) != set(self.names):
+                raise self._invalid(value, f"keys {sorted(map(str, value))} are not the field names {list(self.names)}")
+            return [value[n] for n in self.names]
+        if not _is_sequence(value):
+            raise self._invalid(value)
+        if len(value) != len(self.fields):
+            raise self._invalid(value, f"{len(value)} items for {len(self.fields)} fields")
+        return value
+
+    def encode(self, value: Any) -> bytes:
+        values = self._values(value)
+        out = bytearray()
+        for i, (f, v) in enumerate(zip(self.fields, values)):
+            try:
+                write_framed(f, v, out)
+            except InvalidArgumentError as e:
+                raise _wrap_invalid(f"tuple field {i} ({self.names[i]})", e) from e
+        return bytes(out)
+
+    def _decode_range(self, mv: memoryview, start: int, end: int) -> tuple:
+        pos = start
+        out = []
+        for f in self.fields:
+            v, pos = read_framed(f, mv, pos, end)
+            out.append(v)
+        if pos != end:
+            raise corrupt(self.serializer_id, f"{end - pos} trailing bytes after the last field", pos)
+        return tuple(out)
+
+    def arrow_type(self) -> pa.DataType:
+        return pa.struct([pa.field(n, f.arrow_type()) for n, f in zip(self.names, self.fields)])
+
+    def _to_arrow_value(self, value: Any) -> Any:
+        return {n: f._to_arrow_value(v) for n, f, v in zip(self.names, self.fields, value)}
+
+    def _from_arrow_value(self, item: Any) -> Any:
+        if isinstance(item, Mapping):
+            if set(item) != set(self.names):
+                raise self._invalid(item, f"struct fields {sorted(item)} are not {list(self.names)}")
+            return tuple(f._from_arrow_value(item[n]) for n, f in zip(self.names, self.fields))
+        if item is None:
+            return None
+        return tuple(f._from_arrow_value(v) for f, v in zip(self.fields, item))
+
+    def snapshot(self):
+        snap = super().snapshot()
+        snap.field_names.extend(self.names)
+        return snap
+
+    @classmethod
+    def from_snapshot(cls, snapshot) -> Tuple:
+        check_builtin_snapshot(snapshot, nested=None, field_names=snapshot.version >= 2)
+        n = len(snapshot.nested)
+        if n == 0:
+            raise CorruptSavepointError("tuple snapshot has no fields")
+        if n > MAX_TUPLE_FIELDS:
+            raise CorruptSavepointError(f"tuple snapshot has {n} fields, more than {MAX_TUPLE_FIELDS}")
+        if snapshot.version == 1:
+            names = None  # version 1 had no names: f0, f1, ...
+        else:
+            names = tuple(snapshot.field_names)
+            if len(names) != n:
+                raise CorruptSavepointError(
+                    f"tuple snapshot has {n} fields but {len(names)} field_names"
+                )
+            if any(not x for x in names) or len(set(names)) != n:
+                raise CorruptSavepointError(f"tuple snapshot field_names must be unique and non-empty: {names!r}")
+        return cls(*_restore_children(snapshot), names=names)
+
+    def resolve_compatibility(self, old_snapshot) -> CompatibilityResult:
+        if old_snapshot.serializer_id != "tuple":
+            return different_ids(old_snapshot, self)
+        old = serializer_from_snapshot(old_snapshot)
+        assert isinstance(old, Tuple)
+        if len(old.fields) != len(self.fields):
+            return CompatibilityResult(
+                _INCOMPATIBLE,
+                self,
+                f"tuple arity changed from {len(old.fields)} to {len(self.fields)} fields",
+            )
+        results = [
+            (f"field {i} ({self.names[i]})", f.resolve_compatibility(old_snapshot.nested[i]))
+            for i, f in enumerate(self.fields)
+        ]
+        kind = combine_children(results)
+        if kind is _INCOMPATIBLE or kind is _MIGRATE:
+            where, r = next((w, r) for w, r in results if r.kind is kind)
+            return CompatibilityResult(kind, self, f"tuple {where}: {r.reason}")
+        take_old_names = self.positional and not old.positional
+        if kind is _RECONF or take_old_names:
+            names = old.names if take_old_names else self.names
+            reconfigured = Tuple(*(r.serializer for _, r in results), names=names)
+            why = [f"{w}: {r.reason}" for w, r in results if r.kind is _RECONF]
+            if take_old_names:
+                why.append(f"the positional tuple takes the stored field names {list(old.names)}")
+            return CompatibilityResult(_RECONF, reconfigured, "tuple " + "; ".join(why))
+        if old.names != self.names:
+            return CompatibilityResult(
+                _AS_IS, self, "tuple field names changed; names are presentation and the bytes are identical"
+            )
+        return CompatibilityResult(_AS_IS, self, "same tuple serializer")
+
+    def __repr__(self) -> str:
+        inner = ", ".join(map(repr, self.fields))
+        return f"Tuple({inner})" if self.positional else f"Tuple({inner}, names={self.names!r})"
+
+
+# --------------------------------------------------------------------------
+
+
+@register_builtin
+class ListOf(Serializer):
+    """u32 count, then each element framed (§3.9)."""
+
+    serializer_id = "list"
+    version = 1
+
+    def __init__(self, element: Serializer) -> None:
+        self.element = _check_child("ListOf", element)
+        self._depth = element.depth + 1
+
+    @property
+    def nested_serializers(self) -> tuple[Serializer, ...]:
+        return (self.element,)
+
+    @property
+    def depth(self) -> int:
+        return self._depth
+
+    def encode(self, value: Any) -> bytes:
+        if not _is_sequence(value):
+            raise self._invalid(value)
+        if len(value) > _U32_MAX:
+            raise self._invalid(value, f"{len(value)} elements exceed the u32 count")
+        out = bytearray(_U32.pack(len(value)))
+        for i, v in enumerate(value):
+            try:
+                write_framed(self.element, v, out)
+            except InvalidArgumentError as e:
+                raise _wrap_invalid(f"list element {i}", e) from e
+        return bytes(out)
+
+    def _decode_range(self, mv: memoryview, start: int, end: int) -> list:
+        count = read_u32(mv, start, end, "element count", self.serializer_id)
+        pos = start + 4
+        check_count(count, min_framed_size(self.element), pos, end, "element count", self.serializer_id)
+        out = []
+        for _ in range(count):
+            v, pos = read_framed(self.element, mv, pos, end)
+            out.append(v)
+        if pos != end:
+            raise corrupt(self.serializer_id, f"{end - pos} trailing bytes after the last element", pos)
+        return out
+
+    def arrow_type(self) -> pa.DataType:
+        return pa.list_(self.element.arrow_type())
+
+    def _to_arrow_value(self, value: Any) -> Any:
+        return [self.element._to_arrow_value(v) for v in value]
+
+    def _from_arrow_value(self, item: Any) -> Any:
+        return None if item is None else [self.element._from_arrow_value(v) for v in item]
+
+    @classmethod
+    def from_snapshot(cls, snapshot) -> ListOf:
+        check_builtin_snapshot(snapshot, nested=1)
+        return cls(*_restore_children(snapshot))
+
+    def resolve_compatibility(self, old_snapshot) -> CompatibilityResult:
+        if old_snapshot.serializer_id != "list":
+            return different_ids(old_snapshot, self)
+        serializer_from_snapshot(old_snapshot)
+        r = self.element.resolve_compatibility(old_snapshot.nested[0])
+        if r.kind is _RECONF:
+            return CompatibilityResult(_RECONF, ListOf(r.serializer), f"list element: {r.reason}")
+        return CompatibilityResult(r.kind, self, f"list element: {r.reason}")
+
+    def __repr__(self) -> str:
+        return f"ListOf({self.element!r})"
+
+
+# --------------------------------------------------------------------------
+
+
+def _key_allowed(s: Serializer) -> bool:
+    """Map keys need value equality that matches byte equality (§3.10)."""
+    if not is_builtin_id(s.serializer_id):
+        return True  # user-defined: the registrant vouches for its keys
+    if s.serializer_id in ("int32", "int64", "boolean", "string", "bytes"):
+        return True
+    if isinstance(s, (Nullable, Tuple)):
+        return all(_key_allowed(c) for c in s.nested_serializers)
+    return False
+
+
+@register_builtin
+class MapOf(Serializer):
+    """u32 count, then F(key) F(value) per entry in insertion order (§3.10)."""
+
+    serializer_id = "map"
+    version = 1
+
+    def __init__(self, key: Serializer, value: Serializer) -> None:
+        self.key = _check_child("MapOf", key)
+        self.value = _check_child("MapOf", value)
+        if not _key_allowed(key):
+            raise InvalidArgumentError(
+                f"MapOf key serializer {key!r} is not allowed: keys must be int32, int64, boolean, "
+                f"string, bytes, or nullable/tuple of those"
+            )
+        self._depth = 1 + max(key.depth, value.depth)
+        self._min_entry = min_framed_size(key) + min_framed_size(value)
+
+    @property
+    def nested_serializers(self) -> tuple[Serializer, ...]:
+        return (self.key, self.value)
+
+    @property
+    def depth(self) -> int:
+        return self._depth
+
+    def _items(self, value: Any) -> list[tuple[Any, Any]]:
+        if isinstance(value, Mapping):
+            return list(value.items())
+        if _is_sequence(value):  # list of (key, value) pairs, as Arrow's to_pylist gives
+            items = []
+            for pair in value:
+                if not _is_sequence(pair) or len(pair) != 2:
+                    raise self._invalid(value, "expected a mapping or a sequence of (key, value) pairs")
+                items.append((pair[0], pair[1]))
+            return items
+        raise self._invalid(value)
+
+    def encode(self, value: Any) -> bytes:
+        items = self._items(value)
+        if len(items) > _U32_MAX:
+            raise self._invalid(value, f"{len(items)} entries exceed the u32 count")
+        out = bytearray(_U32.pack(len(items)))
+        seen: set[bytes] = set()
+        for i, (k, v) in enumerate(items):
+            before = len(out)
+            try:
+                write_framed(self.key, k, out)
+            except InvalidArgumentError as e:
+                raise _wrap_invalid(f"map key {i}", e) from e
+            kb = bytes(out[before:])
+            if kb in seen:
+                raise self._invalid(value, f"duplicate key {k!r}")
+            seen.add(kb)
+            try:
+                write_framed(self.value, v, out)
+            except InvalidArgumentError as e:
+                raise _wrap_invalid(f"map value {i} (key {k!r})", e) from e
+        return bytes(out)
+
+    def _decode_range(self, mv: memoryview, start: int, end: int) -> dict:
+        count = read_u32(mv, start, end, "entry count", self.serializer_id)
+        pos = start + 4
+        check_count(count, self._min_entry, pos, end, "entry count", self.serializer_id)
+        out: dict = {}
+        for _ in range(count):
+            key_pos = pos
+            k, pos = read_framed(self.key, mv, pos, end)
+            v, pos = read_framed(self.value, mv, pos, end)
+            if k in out:
+                raise corrupt(self.serializer_id, f"duplicate key {k!r}", key_pos)
+            out[k] = v
+        if pos != end:
+            raise corrupt(self.serializer_id, f"{end - pos} trailing bytes after the last entry", pos)
+        return out
+
+    def arrow_type(self) -> pa.DataType:
+        return pa.map_(self.key.arrow_type(), self.value.arrow_type())
+
+    def _to_arrow_value(self, value: Any) -> Any:
+        return [(self.key._to_arrow_value(k), self.value._to_arrow_value(v)) for k, v in value.items()]
+
+    def _from_arrow_value(self, item: Any) -> Any:
+        if item is None:
+            return None
+        pairs = item.items() if isinstance(item, Mapping) else item
+        out = {}
+        for k, v in pairs:
+            key = self.key._from_arrow_value(k)
+            if key in out:
+                raise self._invalid(item, f"duplicate key {key!r}")
+            out[key] = self.value._from_arrow_value(v)
+        return out
+
+    @classmethod
+    def from_snapshot(cls, snapshot) -> MapOf:
+        check_builtin_snapshot(snapshot, nested=2)
+        key, value = _restore_children(snapshot)
+        if not _key_allowed(key):
+            raise CorruptSavepointError(f"map snapshot has a key serializer not allowed for keys: {key!r}")
+        return cls(key, value)
+
+    def resolve_compatibility(self, old_snapshot) -> CompatibilityResult:
+        if old_snapshot.serializer_id != "map":
+            return different_ids(old_snapshot, self)
+        serializer_from_snapshot(old_snapshot)
+        results = [
+            ("key", self.key.resolve_compatibility(old_snapshot.nested[0])),
+            ("value", self.value.resolve_compatibility(old_snapshot.nested[1])),
+        ]
+        kind = combine_children(results)
+        if kind is _AS_IS:
+            return CompatibilityResult(_AS_IS, self, "same map serializer")
+        where, r = next((w, r) for w, r in results if r.kind is kind)
+        if kind is _RECONF:
+            return CompatibilityResult(
+                _RECONF, MapOf(results[0][1].serializer, results[1][1].serializer), f"map {where}: {r.reason}"
+            )
+        return CompatibilityResult(kind, self, f"map {where}: {r.reason}")
+
+    def __repr__(self) -> str:
+        return f"MapOf({self.key!r}, {self.value!r})"

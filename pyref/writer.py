@@ -1,0 +1,489 @@
+"""Writing a savepoint: stream states of many subtasks into chunks, then commit.
+
+Memory is bounded by the buffer budget (default 64 MiB) and the chunk size, not
+by the state size: keyed entries wait in per-key-group buffers that are flushed
+as chunks when they reach the chunk size or when the budget is exceeded.
+
+Commit protocol (spec/format.md §10): data files get fresh unique names, are
+fsynced, and only then is the manifest written aside and renamed over the old
+one under an exclusive lock. A reader therefore sees the previous savepoint or
+the complete new one, never a mix; a failed or killed writer leaves at most
+unreferenced data files, which no reader looks at.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from . import __version__
+from ._proto.savepoint.v1 import manifest_pb2 as pb
+from .checksum import crc32c
+from .chunk import encode_chunk
+from .codecs import Codec, compress
+from .errors import InvalidArgumentError, SavepointError
+from .io import MANIFEST_NAME, SavepointIO, open_io
+from .key_groups import check_parallelism, compute_key_groups, default_max_parallelism, key_group_range
+from .keys import as_key_array, key_type_of
+from .manifest import DATA_FILE_MAGIC, decode_manifest, encode_manifest
+from .redistribution import DistributionMode
+from .serializers import ListOf, Serializer
+
+DEFAULT_CHUNK_BYTES = 1 << 20
+DEFAULT_BUFFER_BYTES = 64 << 20
+DEFAULT_FILE_BYTES = 256 << 20
+DEFAULT_INLINE_BYTES = 1024
+
+
+class ChunkSink:
+    """Stores chunk payloads: compressed, checksummed, appended to rolling data
+    files (or inlined in the manifest when tiny). Usable on its own by parallel
+    writers (the Spark tasks), each with its own sink and file names."""
+
+    def __init__(self, io: SavepointIO, *, codec: Codec = Codec.ZSTD, file_bytes: int = DEFAULT_FILE_BYTES,
+                 inline_bytes: int = DEFAULT_INLINE_BYTES) -> None:
+        self.io = io
+        self.codec = codec
+        self.file_bytes = file_bytes
+        self.inline_bytes = inline_bytes
+        self.files: list[pb.DataFile] = []
+        self._out = None
+
+    def put(self, payload: bytes, row_count: int, key_group: int = 0) -> pb.Chunk:
+        stored = compress(self.codec, payload)
+        codec = self.codec
+        if len(stored) >= len(payload):  # incompressible: keep it raw, saves the decode
+            stored, codec = payload, Codec.NONE
+        chunk = pb.Chunk(key_group=key_group, row_count=row_count, codec=codec, raw_length=len(payload),
+                         crc32c=crc32c(stored))
+        if len(stored) <= self.inline_bytes:
+            chunk.inline_data = stored
+            return chunk
+        if self._out is None or self._out.tell() + len(stored) > self.file_bytes:
+            self._roll()
+        offset = self._out.tell()
+        self._out.write(stored)
+        chunk.range.file = len(self.files) - 1
+        chunk.range.offset = offset
+        chunk.range.length = len(stored)
+        return chunk
+
+    def put_stored(self, chunk: pb.Chunk, stored: bytes) -> pb.Chunk:
+        """Store an existing chunk's stored bytes unchanged (copying between savepoints)."""
+        copy = pb.Chunk()
+        copy.CopyFrom(chunk)
+        if chunk.WhichOneof("location") == "inline_data":
+            return copy
+        if self._out is None or self._out.tell() + len(stored) > self.file_bytes:
+            self._roll()
+        copy.range.file = len(self.files) - 1
+        copy.range.offset = self._out.tell()
+        self._out.write(stored)
+        return copy
+
+    def _roll(self) -> None:
+        self._close_current()
+        self._out = self.io.create(f"data/{uuid.uuid4().hex}.svd")
+        self._out.write(DATA_FILE_MAGIC)
+        self.files.append(pb.DataFile(path=self._out.path))
+
+    def _close_current(self) -> None:
+        if self._out is not None:
+            self.files[-1].size = self._out.tell()
+            self._out.close()
+            self._out = None
+
+    def close(self) -> list[pb.DataFile]:
+        self._close_current()
+        return self.files
+
+    def abort(self) -> None:
+        try:
+            self._close_current()
+        finally:
+            for f in self.files:
+                self.io.delete(f.path)
+
+
+@dataclass
+class _Budget:
+    limit: int
+    used: int = 0
+
+
+def _split_rows(sizes: np.ndarray, target: int) -> list[tuple[int, int]]:
+    """Cut rows into consecutive runs of about ``target`` bytes (at least one row each)."""
+    n = len(sizes)
+    if n == 0:
+        return []
+    ends = np.cumsum(sizes, dtype=np.int64)
+    runs, start, base = [], 0, 0
+    while start < n:
+        stop = int(np.searchsorted(ends, base + target, side="right"))
+        stop = max(stop, start + 1)
+        runs.append((start, stop))
+        base = int(ends[stop - 1])
+        start = stop
+    return runs
+
+
+def _byte_sizes(columns: Sequence[pa.Array]) -> np.ndarray:
+    sizes = np.zeros(len(columns[0]), dtype=np.int64)
+    for c in columns:
+        offsets = np.frombuffer(c.buffers()[1], dtype=np.int32, count=len(c) + 1, offset=c.offset * 4)
+        sizes += np.diff(offsets)
+    return sizes
+
+
+@dataclass
+class _Pending:
+    columns: list[list[pa.Array]] = field(default_factory=list)
+    nbytes: int = 0
+
+
+class _BufferedState:
+    """Rows wait in per-slot buffers (a key group, or a list partition) until a
+    chunk's worth has gathered or the writer's budget needs the memory back."""
+
+    def __init__(self, writer: SavepointWriter, operator: OperatorWriter, name: str) -> None:
+        self._writer = writer
+        self.operator = operator
+        self.name = name
+        self.chunks: list[pb.Chunk] = []
+        self._pending: dict[int, _Pending] = {}
+
+    @property
+    def label(self) -> str:
+        return f"{self.operator.operator_id}/{self.name}"
+
+    def _append(self, slot: int, columns: list[pa.Array], nbytes: int) -> None:
+        pending = self._pending.setdefault(slot, _Pending())
+        pending.columns.append(columns)
+        pending.nbytes += nbytes
+        self._writer._budget.used += nbytes
+        if pending.nbytes >= self._writer.chunk_bytes:
+            self._flush_slot(slot)
+
+    def _flush_slot(self, slot: int) -> None:
+        pending = self._pending.pop(slot)
+        self._writer._budget.used -= pending.nbytes
+        columns = [pa.concat_arrays([p[i] for p in pending.columns]) for i in range(len(pending.columns[0]))]
+        for start, stop in _split_rows(_byte_sizes(columns), self._writer.chunk_bytes):
+            pieces = [c.slice(start, stop - start) for c in columns]
+            self._emit(slot, self._writer._sink.put(encode_chunk(pieces), stop - start, key_group=self._key_group(slot)))
+
+    def _key_group(self, slot: int) -> int:
+        return 0
+
+    def _emit(self, slot: int, chunk: pb.Chunk) -> None:
+        self.chunks.append(chunk)
+
+    def largest_pending(self) -> tuple[int, int]:
+        slot = max(self._pending, key=lambda g: self._pending[g].nbytes)
+        return self._pending[slot].nbytes, slot
+
+    def flush(self) -> None:
+        for slot in sorted(self._pending):
+            self._flush_slot(slot)
+
+
+class ListStateWriter(_BufferedState):
+    """Appends elements to the partitions of one operator list state."""
+
+    def __init__(self, writer: SavepointWriter, operator: OperatorWriter, name: str, mode: DistributionMode,
+                 serializer: Serializer) -> None:
+        super().__init__(writer, operator, name)
+        self.mode = DistributionMode(mode)
+        self.serializer = serializer
+        self.partitions = [pb.Partition() for _ in range(operator.parallelism)]
+
+    def add(self, subtask: int, elements: Iterable | pa.Array) -> None:
+        """Append elements (Python values or an Arrow array) to ``subtask``'s list."""
+        self.add_encoded(subtask, self.serializer.encode_array(_values(elements)))
+
+    def add_encoded(self, subtask: int, encoded: pa.Array) -> None:
+        """Append already serialized elements (a binary array)."""
+        self._writer._check_open()
+        if not 0 <= subtask < len(self.partitions):
+            raise InvalidArgumentError(f"subtask {subtask} outside parallelism {len(self.partitions)}",
+                                       state=self.label)
+        encoded = _binary(encoded)
+        if len(encoded):
+            self._append(subtask, [encoded], int(_byte_sizes([encoded]).sum()))
+            self._writer._relieve_budget()
+
+    def _emit(self, slot: int, chunk: pb.Chunk) -> None:
+        self.chunks.append(chunk)
+        self.partitions[slot].ranges.append(pb.ElementRange(chunk=len(self.chunks) - 1, count=chunk.row_count))
+
+    def to_proto(self) -> pb.ListState:
+        return pb.ListState(name=self.name, mode=int(self.mode), element_serializer=self.serializer.snapshot(),
+                            chunks=self.chunks, partitions=self.partitions)
+
+
+class KeyedStateWriter(_BufferedState):
+    """Adds entries of one keyed state, grouped into key-group chunks."""
+
+    def __init__(self, writer: SavepointWriter, operator: OperatorWriter, name: str, kind: int,
+                 value_serializer: Serializer, user_key_serializer: Serializer | None) -> None:
+        super().__init__(writer, operator, name)
+        self.kind = kind
+        self.value_serializer = value_serializer
+        self.user_key_serializer = user_key_serializer
+        # LIST state stores each key's whole list as one value (spec/format.md §7.1).
+        self._stored_value = ListOf(value_serializer) if kind == pb.LIST else value_serializer
+
+    def add(self, keys: Sequence | pa.Array, values: Sequence | pa.Array, user_keys: Sequence | pa.Array | None = None,
+            *, subtask: int | None = None) -> None:
+        """Add entries: ``values[i]`` under ``keys[i]`` (and ``user_keys[i]`` for MAP state).
+
+        With ``subtask``, every key must belong to that subtask's key-group range,
+        as in a Flink snapshot where each subtask writes only its own key groups.
+        """
+        op = self.operator
+        key_array = as_key_array(keys, op.key_serializer)
+        if (user_keys is None) != (self.kind != pb.MAP):
+            raise InvalidArgumentError("user_keys are required for MAP state and only for it", state=self.label)
+        columns = [op.key_serializer.encode_array(key_array)]
+        if user_keys is not None:
+            columns.append(self.user_key_serializer.encode_array(_values(user_keys)))
+        columns.append(self._stored_value.encode_array(_values(values)))
+        groups = compute_key_groups(key_array, op.max_parallelism, op.key_type)
+        if subtask is not None:
+            own = key_group_range(op.max_parallelism, op.parallelism, subtask)
+            outside = (groups < own.first) | (groups > own.last)
+            if outside.any():
+                bad = int(np.argmax(outside))
+                raise InvalidArgumentError(
+                    f"key {key_array[bad].as_py()!r} belongs to key group {int(groups[bad])}, outside subtask "
+                    f"{subtask}'s range {own.first}..{own.last}", state=self.label)
+        self.add_encoded(columns, groups)
+
+    def add_encoded(self, columns: Sequence[pa.Array], key_groups: np.ndarray) -> None:
+        """Add serialized columns (key[, user key], value) whose key groups are known."""
+        self._writer._check_open()
+        columns = [_binary(c) for c in columns]
+        if len({len(c) for c in columns}) != 1 or len(columns[0]) != len(key_groups):
+            raise InvalidArgumentError("keys, values and user keys differ in length", state=self.label)
+        if len(key_groups) == 0:
+            return
+        key_groups = np.asarray(key_groups)
+        order = np.argsort(key_groups, kind="stable")
+        sorted_groups = key_groups[order]
+        if sorted_groups[0] < 0 or sorted_groups[-1] >= self.operator.max_parallelism:
+            raise InvalidArgumentError("key group out of range", state=self.label)
+        if not (np.diff(order) == 1).all():
+            indices = pa.array(order)
+            columns = [c.take(indices) for c in columns]
+        size_ends = np.concatenate([[0], np.cumsum(_byte_sizes(columns))])
+        bounds = np.flatnonzero(np.diff(sorted_groups)) + 1
+        starts = np.concatenate([[0], bounds]).tolist()
+        stops = np.concatenate([bounds, [len(order)]]).tolist()
+        for start, stop in zip(starts, stops):
+            self._append(int(sorted_groups[start]), [c.slice(start, stop - start) for c in columns],
+                         int(size_ends[stop] - size_ends[start]))
+        self._writer._relieve_budget()
+
+    def _key_group(self, slot: int) -> int:
+        return slot
+
+    def to_proto(self) -> pb.KeyedState:
+        state = pb.KeyedState(name=self.name, kind=self.kind, value_serializer=self.value_serializer.snapshot(),
+                              chunks=sorted(self.chunks, key=lambda c: c.key_group))
+        if self.user_key_serializer is not None:
+            state.user_key_serializer.CopyFrom(self.user_key_serializer.snapshot())
+        return state
+
+
+def _values(values: Sequence | pa.Array) -> Sequence | pa.Array:
+    return values if isinstance(values, (pa.Array, pa.ChunkedArray)) else list(values)
+
+
+def _binary(column: pa.Array) -> pa.Array:
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if not pa.types.is_binary(column.type):
+        column = column.cast(pa.binary())
+    return column
+
+
+class OperatorWriter:
+    def __init__(self, writer: SavepointWriter, operator_id: str, parallelism: int, max_parallelism: int,
+                 key_serializer: Serializer | None, name: str) -> None:
+        self._writer = writer
+        self.operator_id = operator_id
+        self.name = name
+        self.parallelism = parallelism
+        self.max_parallelism = max_parallelism
+        self.key_serializer = key_serializer
+        self.key_type = key_type_of(key_serializer.snapshot()) if key_serializer is not None else None
+        self.list_states: dict[str, ListStateWriter] = {}
+        self.keyed_states: dict[str, KeyedStateWriter] = {}
+
+    def _check_name(self, name: str) -> None:
+        if not name or name in self.list_states or name in self.keyed_states:
+            raise InvalidArgumentError(f"state name {name!r} is empty or already used in operator {self.operator_id!r}")
+
+    def list_state(self, name: str, serializer: Serializer,
+                   mode: DistributionMode = DistributionMode.SPLIT_DISTRIBUTE) -> ListStateWriter:
+        self._check_name(name)
+        state = ListStateWriter(self._writer, self, name, mode, serializer)
+        self.list_states[name] = state
+        return state
+
+    def keyed_state(self, name: str, value_serializer: Serializer, *, kind: str = "value",
+                    user_key_serializer: Serializer | None = None) -> KeyedStateWriter:
+        """A keyed state: ``kind`` is "value", "list" (value_serializer serializes one
+        element) or "map" (needs ``user_key_serializer``)."""
+        self._check_name(name)
+        if self.key_serializer is None:
+            raise InvalidArgumentError(f"operator {self.operator_id!r} was added without a key serializer")
+        kinds = {"value": pb.VALUE, "list": pb.LIST, "map": pb.MAP}
+        if kind not in kinds:
+            raise InvalidArgumentError(f"unknown keyed state kind {kind!r}; choose one of {sorted(kinds)}")
+        if (user_key_serializer is None) != (kind != "map"):
+            raise InvalidArgumentError("a user_key_serializer is required for map state and only for it")
+        state = KeyedStateWriter(self._writer, self, name, kinds[kind], value_serializer, user_key_serializer)
+        self.keyed_states[name] = state
+        return state
+
+    def to_proto(self) -> pb.Operator:
+        op = pb.Operator(operator_id=self.operator_id, name=self.name, parallelism=self.parallelism,
+                         max_parallelism=self.max_parallelism,
+                         list_states=[s.to_proto() for s in self.list_states.values()],
+                         keyed_states=[s.to_proto() for s in self.keyed_states.values()])
+        if self.keyed_states:
+            op.key_serializer.CopyFrom(self.key_serializer.snapshot())
+        return op
+
+
+class SavepointWriter:
+    """Writes a new savepoint at ``path``.
+
+    Use as a context manager: the savepoint is committed when the block ends
+    without an exception and aborted (its data files removed) otherwise::
+
+        with SavepointWriter("/savepoints/sp-1") as w:
+            src = w.add_operator("kafka-source", parallelism=2)
+            offsets = src.list_state("offsets", Int64())
+            offsets.add(0, [10, 11])
+            offsets.add(1, [20, 21])
+
+    An existing savepoint at ``path`` is refused unless ``overwrite=True``; it is
+    replaced only by the atomic commit, and its data files are deleted after it.
+    """
+
+    def __init__(self, path: str, *, overwrite: bool = False, codec: str | Codec = Codec.ZSTD,
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES, buffer_bytes: int = DEFAULT_BUFFER_BYTES,
+                 file_bytes: int = DEFAULT_FILE_BYTES, inline_bytes: int = DEFAULT_INLINE_BYTES) -> None:
+        if chunk_bytes < 1 or buffer_bytes < chunk_bytes:
+            raise InvalidArgumentError("need 1 <= chunk_bytes <= buffer_bytes")
+        self.io = open_io(path)
+        self.chunk_bytes = chunk_bytes
+        self._previous = read_previous(self.io, overwrite)
+        self._sink = ChunkSink(self.io, codec=Codec.parse(codec), file_bytes=file_bytes, inline_bytes=inline_bytes)
+        self._budget = _Budget(buffer_bytes)
+        self.operators: dict[str, OperatorWriter] = {}
+        self._done = False
+
+    def _check_open(self) -> None:
+        if self._done:
+            raise InvalidArgumentError("this writer has already committed or aborted")
+
+    def add_operator(self, operator_id: str, parallelism: int, *, max_parallelism: int | None = None,
+                     key_serializer: Serializer | None = None, name: str = "") -> OperatorWriter:
+        self._check_open()
+        if not operator_id or operator_id in self.operators:
+            raise InvalidArgumentError(f"operator id {operator_id!r} is empty or already used")
+        max_parallelism = default_max_parallelism(parallelism) if max_parallelism is None else max_parallelism
+        check_parallelism(parallelism, max_parallelism)
+        op = OperatorWriter(self, operator_id, parallelism, max_parallelism, key_serializer, name)
+        self.operators[operator_id] = op
+        return op
+
+    def _relieve_budget(self) -> None:
+        # Flush the largest buffered key groups until the budget has room again.
+        while self._budget.used > self._budget.limit:
+            candidates = [(s.largest_pending(), s) for s in self._states() if s._pending]
+            (_, slot), state = max(candidates, key=lambda c: c[0][0])
+            state._flush_slot(slot)
+
+    def _states(self) -> list[_BufferedState]:
+        return [s for op in self.operators.values() for s in [*op.list_states.values(), *op.keyed_states.values()]]
+
+    def build_manifest(self) -> pb.Manifest:
+        for state in self._states():
+            state.flush()
+        files = self._sink.close()
+        return pb.Manifest(savepoint_id=str(uuid.uuid4()), created_by=f"pyref {__version__}",
+                           created_at_ms=int(time.time() * 1000), data_files=files,
+                           operators=[op.to_proto() for op in self.operators.values()])
+
+    def commit(self) -> pb.Manifest:
+        """Flush everything and atomically publish the savepoint."""
+        self._check_open()
+        try:
+            manifest = self.build_manifest()
+            publish(self.io, manifest, self._previous)
+        except BaseException:
+            self.abort()
+            raise
+        self._done = True
+        delete_replaced(self.io, manifest, self._previous)
+        return manifest
+
+    def abort(self) -> None:
+        if not self._done:
+            self._done = True
+            self._sink.abort()
+
+    def __enter__(self) -> SavepointWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+def read_previous(io: SavepointIO, overwrite: bool) -> bytes | None:
+    """The manifest a new commit will replace; refuses to replace one unless ``overwrite``."""
+    previous = io.read_file(MANIFEST_NAME) if io.size(MANIFEST_NAME) is not None else None
+    if previous is not None and not overwrite:
+        raise InvalidArgumentError("a savepoint already exists here; pass overwrite=True to replace it",
+                                   path=io.location)
+    return previous
+
+
+def publish(io: SavepointIO, manifest: pb.Manifest, previous: bytes | None) -> None:
+    """Commit ``manifest`` atomically in place of ``previous`` (spec/format.md §10)."""
+    data = encode_manifest(manifest)
+    # Round-trip through the reader's validation: never publish what a reader would refuse.
+    decode_manifest(data, path=io.describe(MANIFEST_NAME))
+    io.commit_manifest(data, previous)
+
+
+def delete_replaced(io: SavepointIO, manifest: pb.Manifest, previous: bytes | None) -> None:
+    """After a commit, delete the data files only the replaced savepoint used.
+
+    Best effort: a file left behind is unreferenced and harmless.
+    """
+    if previous is None:
+        return
+    try:
+        old, _ = decode_manifest(previous, path=io.describe(MANIFEST_NAME))
+    except SavepointError:
+        return  # the replaced manifest was unreadable; leave its files alone
+    keep = {f.path for f in manifest.data_files if f.base == 0}
+    for f in old.data_files:
+        if f.base == 0 and f.path not in keep:
+            try:
+                io.delete(f.path)
+            except OSError:
+                pass
