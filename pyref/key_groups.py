@@ -363,7 +363,8 @@ def _segment_polynomial(
 def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(offsets rebased to 0 as int64, value bytes as uint8) of a (large)
     string/binary array, zero-copy where possible."""
-    offset_type = np.int64 if pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type) else np.int32
+    large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
+    offset_type = np.int64 if large else np.int32
     _, offsets_buf, data_buf = arr.buffers()
     offsets = np.frombuffer(offsets_buf, dtype=offset_type)[arr.offset : arr.offset + len(arr) + 1]
     offsets = offsets.astype(np.int64)
@@ -403,14 +404,10 @@ def _bytes_hash_u32(arr: pa.Array) -> np.ndarray:
     return _segment_polynomial(units, offsets, start_value_one=True)
 
 
-def _describe(key_type: KeyType) -> str:
-    return repr(key_type)
-
-
 def _hash_u32(arr: pa.Array, key_type: KeyType) -> np.ndarray:
     """Vectorised :func:`java_hash` (as uint32) of a non-chunked array."""
     if arr.null_count:
-        raise InvalidArgumentError(f"keys of type {_describe(key_type)} must not be null")
+        raise InvalidArgumentError(f"keys of type {key_type!r} must not be null")
     t = arr.type
     if isinstance(key_type, tuple):
         if not pa.types.is_struct(t) or t.num_fields != len(key_type):
@@ -449,12 +446,21 @@ def _hash_u32(arr: pa.Array, key_type: KeyType) -> np.ndarray:
     raise AssertionError(key_type)  # unreachable: check_key_type ran first
 
 
+def _is_variable_width(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+    )
+
+
 def _batches(arr: pa.Array) -> Iterator[pa.Array]:
     """Slices of ``arr`` of at most _BATCH_ROWS rows and (roughly) at most
     _BATCH_BYTES bytes of variable-length data, so temporaries stay bounded."""
     n = len(arr)
     rows = _BATCH_ROWS
-    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type) or pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type):
+    if _is_variable_width(arr.type):
         offsets, _ = _binary_parts(arr)
         start = 0
         while start < n:

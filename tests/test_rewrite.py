@@ -1,0 +1,154 @@
+"""Rescale (shallow and copy) and serializer migration."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from conftest import write_seeds
+from pyref import (
+    CorruptSavepointError,
+    IncompatibleSerializerError,
+    InvalidArgumentError,
+    Savepoint,
+    SavepointWriter,
+    migrate_state,
+    rescale,
+)
+from pyref.redistribution import DistributionMode
+from pyref.serializers import Int32, Int64, String, Tuple
+
+
+def _offsets(path, parallelism):
+    sp = Savepoint.open(path)
+    return [list(s.list_state("offsets")) for s in sp.restore_plan(parallelism).subtasks("kafka-source")]
+
+
+@pytest.fixture
+def big_seeds(tmp_path):
+    write_seeds(tmp_path / "sp", inline_bytes=0)
+    return tmp_path / "sp"
+
+
+def test_shallow_rescale_writes_no_state_bytes(big_seeds, tmp_path):
+    manifest = rescale(big_seeds, tmp_path / "sp4", 4)
+    assert not (tmp_path / "sp4" / "data").exists()
+    assert [b.directory for b in manifest.bases] == ["sp"]
+    assert "external-bases" in manifest.required_features
+    sp4 = Savepoint.open(tmp_path / "sp4")
+    assert [o.parallelism for o in sp4.operators] == [4, 4]
+    assert _offsets(tmp_path / "sp4", 4) == [[100], [101], [200], [201]]
+    counts = dict(sp4.operator("url-counter").keyed_state("count").items())
+    assert counts == {f"/page/{i}": i for i in range(50)}
+
+
+def test_rescaled_savepoint_is_what_flink_would_snapshot_after_restoring(big_seeds, tmp_path):
+    rescale(big_seeds, tmp_path / "sp1", 1)
+    sp1 = Savepoint.open(tmp_path / "sp1").operator("kafka-source").list_state("offsets")
+    assert sp1.partition_count == 1 and list(sp1.partition(0)) == [100, 101, 200, 201]
+
+
+def test_chained_shallow_rescales_flatten_their_bases(big_seeds, tmp_path):
+    rescale(big_seeds, tmp_path / "sp4", 4)
+    manifest = rescale(tmp_path / "sp4", tmp_path / "sp3", 3)
+    assert sorted(b.directory for b in manifest.bases) == ["sp", "sp4"]
+    assert sorted(x for s in _offsets(tmp_path / "sp3", 3) for x in s) == [100, 101, 200, 201]
+
+
+def test_deleting_the_base_of_a_shallow_savepoint_is_detected(big_seeds, tmp_path):
+    rescale(big_seeds, tmp_path / "sp4", 4)
+    shutil.rmtree(big_seeds)
+    with pytest.raises(CorruptSavepointError, match="base savepoint 'sp' is missing"):
+        _offsets(tmp_path / "sp4", 4)
+
+
+def test_replacing_the_base_is_detected(big_seeds, tmp_path):
+    rescale(big_seeds, tmp_path / "sp4", 4)
+    write_seeds(big_seeds, overwrite=True, inline_bytes=0)
+    with pytest.raises(CorruptSavepointError, match="was replaced"):
+        _offsets(tmp_path / "sp4", 4)
+
+
+def test_copy_rescale_is_self_contained(big_seeds, tmp_path):
+    manifest = rescale(big_seeds, tmp_path / "elsewhere" / "sp4", 4, copy=True)
+    assert not manifest.bases and not manifest.required_features
+    shutil.rmtree(big_seeds)
+    assert _offsets(tmp_path / "elsewhere" / "sp4", 4) == [[100], [101], [200], [201]]
+
+
+def test_shallow_target_must_be_a_sibling(big_seeds, tmp_path):
+    with pytest.raises(InvalidArgumentError, match="sibling"):
+        rescale(big_seeds, tmp_path / "nested" / "sp4", 4)
+    assert not (tmp_path / "nested" / "sp4" / "_manifest").exists()
+
+
+def test_rescale_refuses_to_overwrite_and_to_target_itself(big_seeds, tmp_path):
+    with pytest.raises(InvalidArgumentError):
+        rescale(big_seeds, big_seeds, 4)
+    rescale(big_seeds, tmp_path / "sp4", 4)
+    with pytest.raises(InvalidArgumentError, match="already exists"):
+        rescale(big_seeds, tmp_path / "sp4", 4)
+
+
+def test_broadcast_copies_of_removed_subtasks_are_dropped(tmp_path):
+    with SavepointWriter(str(tmp_path / "sp"), inline_bytes=0) as w:
+        st = w.add_operator("op", parallelism=3).list_state("rules", String(), DistributionMode.BROADCAST)
+        for i in range(3):
+            st.add(i, ["r1", "r2"])
+    manifest = rescale(tmp_path / "sp", tmp_path / "sp1", 1)
+    state = manifest.operators[0].list_states[0]
+    assert len(state.chunks) == 1 and len(state.partitions) == 1
+
+
+def test_union_state_is_stored_once_whatever_the_parallelism(tmp_path):
+    with SavepointWriter(str(tmp_path / "sp"), inline_bytes=0) as w:
+        st = w.add_operator("op", parallelism=2).list_state("watermarks", Int64(), DistributionMode.UNION)
+        st.add(0, [1])
+        st.add(1, [2, 3])
+    manifest = rescale(tmp_path / "sp", tmp_path / "sp100", 100)
+    state = manifest.operators[0].list_states[0]
+    assert len(state.partitions) == 2 and sum(len(p.ranges) for p in state.partitions) == 2
+    plan = Savepoint.open(tmp_path / "sp100").restore_plan(100)
+    assert all(sorted(s.list_state("watermarks")) == [1, 2, 3] for s in plan.subtasks("op"))
+
+
+def test_migrate_int32_to_int64_rewrites_the_state(tmp_path):
+    with SavepointWriter(str(tmp_path / "sp"), inline_bytes=0) as w:
+        op = w.add_operator("op", parallelism=2, key_serializer=String())
+        op.keyed_state("count", Int32()).add(["a", "b"], [1, -2])
+        op.keyed_state("other", Int32()).add(["a"], [7])
+    manifest = migrate_state(tmp_path / "sp", tmp_path / "sp-v2", "op", "count", Int64())
+    states = {s.name: s for s in manifest.operators[0].keyed_states}
+    assert states["count"].value_serializer.serializer_id == "int64"
+    assert states["other"].value_serializer.serializer_id == "int32"
+    view = Savepoint.open(tmp_path / "sp-v2").operator("op").keyed_state("count")
+    assert dict(view.items()) == {"a": 1, "b": -2}
+    raw = next(view.read_encoded(view.proto.chunks))[1][1]
+    assert len(raw[0].as_py()) == 8  # re-encoded as int64
+
+
+def test_incompatible_serializer_names_state_and_both_serializers(tmp_path):
+    with SavepointWriter(str(tmp_path / "sp")) as w:
+        w.add_operator("op", parallelism=1, key_serializer=String()).keyed_state("count", Int64()).add(["a"], [1])
+    with pytest.raises(IncompatibleSerializerError, match="'string'.*'int64'") as info:
+        migrate_state(tmp_path / "sp", tmp_path / "sp2", "op", "count", String())
+    assert info.value.state == "op/count"
+    assert not (tmp_path / "sp2" / "_manifest").exists()
+    with pytest.raises(IncompatibleSerializerError):
+        Savepoint.open(tmp_path / "sp").operator("op").keyed_state("count", String())
+
+
+def test_opening_with_a_migratable_serializer_reads_old_bytes(tmp_path):
+    with SavepointWriter(str(tmp_path / "sp")) as w:
+        w.add_operator("op", parallelism=1).list_state("s", Int32()).add(0, [1, 2])
+    state = Savepoint.open(tmp_path / "sp").operator("op").list_state("s", Int64())
+    assert list(state.partition(0)) == [1, 2]
+
+
+def test_reconfigured_tuple_takes_the_stored_field_names(tmp_path):
+    with SavepointWriter(str(tmp_path / "sp")) as w:
+        w.add_operator("op", parallelism=1).list_state("s", Tuple(String(), Int32(), names=("url", "n"))).add(
+            0, [("a", 1)])
+    state = Savepoint.open(tmp_path / "sp").operator("op").list_state("s", Tuple(String(), Int32()))
+    assert state.serializer.arrow_type().names == ["url", "n"]
