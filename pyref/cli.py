@@ -43,7 +43,8 @@ def _print_describe(info: dict) -> None:
         print(f"  refers to base {b['directory']} ({b['savepoint_id']})")
     print(f"  {info['data_files']} data files, {info['data_bytes']} bytes of its own")
     for op in info["operators"]:
-        print(f"operator {op['operator_id']}{f' ({op['name']})' if op['name'] else ''}: parallelism "
+        name = f" ({op['name']})" if op["name"] else ""
+        print(f"operator {op['operator_id']}{name}: parallelism "
               f"{op['parallelism']}, max parallelism {op['max_parallelism']}"
               + (f", keys {op['key_serializer']}" if op["key_serializer"] else ""))
         ranges = ", ".join(f"{s['subtask']}:{s['first_key_group']}-{s['last_key_group']}" for s in op["subtasks"])

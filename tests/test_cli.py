@@ -1,0 +1,87 @@
+"""The pyref command line: output for people, --json for scripts, meaningful exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import write_seeds
+from pyref.cli import main
+
+
+def run_json(capsys, *argv):
+    code = main([*argv, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_inspect_lists_operators_states_and_key_group_ranges(seeds, capsys):
+    code, info = run_json(capsys, "inspect", str(seeds))
+    assert code == 0 and info["format_version"] == "1.0"
+    source, counter = info["operators"]
+    assert source["states"][0] | {"chunks": 0, "stored_bytes": 0, "raw_bytes": 0} == {
+        "name": "offsets", "type": "list", "mode": "SPLIT_DISTRIBUTE", "serializer": "int64@v1",
+        "elements_per_partition": [2, 2], "chunks": 0, "stored_bytes": 0, "raw_bytes": 0}
+    assert counter["key_serializer"] == "string@v1" and counter["max_parallelism"] == 128
+    assert counter["subtasks"] == [{"subtask": 0, "first_key_group": 0, "last_key_group": 63},
+                                   {"subtask": 1, "first_key_group": 64, "last_key_group": 127}]
+    assert counter["states"][0]["entries"] == 50
+
+
+def test_inspect_human_output(seeds, capsys):
+    assert main(["inspect", str(seeds)]) == 0
+    out = capsys.readouterr().out
+    assert "list state offsets [SPLIT_DISTRIBUTE] int64@v1" in out
+    assert "key groups per subtask: 0:0-63, 1:64-127" in out
+
+
+def test_plan_shows_who_holds_what(seeds, capsys):
+    code, info = run_json(capsys, "plan", str(seeds), "-p", "4")
+    assert code == 0
+    source = info["operators"][0]
+    assert [s["list_states"]["offsets"] for s in source["subtasks"]] == [1, 1, 1, 1]
+
+
+def test_verify_ok_and_corrupt(tmp_path, capsys):
+    write_seeds(tmp_path / "sp", inline_bytes=0)
+    code, report = run_json(capsys, "verify", str(tmp_path / "sp"))
+    assert code == 0 and report["ok"] and report["chunks"] > 0
+    data = next((tmp_path / "sp" / "data").iterdir())
+    raw = bytearray(data.read_bytes())
+    raw[-1] ^= 0xFF
+    data.write_bytes(bytes(raw))
+    code, report = run_json(capsys, "verify", str(tmp_path / "sp"))
+    assert code == 3 and not report["ok"] and "CRC32C mismatch" in report["errors"][0]
+
+
+def test_rescale_command(tmp_path, capsys):
+    write_seeds(tmp_path / "sp", inline_bytes=0)
+    code, result = run_json(capsys, "rescale", str(tmp_path / "sp"), str(tmp_path / "sp4"), "--operator",
+                            "kafka-source=4")
+    assert code == 0 and result["new_data_bytes"] == 0 and result["bases"] == ["sp"]
+    code, info = run_json(capsys, "inspect", str(tmp_path / "sp4"))
+    assert [o["parallelism"] for o in info["operators"]] == [4, 2]
+
+
+@pytest.mark.parametrize("argv,code", [
+    (["inspect", "/nonexistent/savepoint"], 4),
+    (["plan", "{seeds}", "-p", "1000"], 2),
+    (["plan", "{seeds}"], 2),
+    (["rescale", "{seeds}", "{seeds}", "-p", "2"], 2),
+])
+def test_exit_codes(seeds, capsys, argv, code):
+    assert main([a.format(seeds=seeds) for a in argv]) == code
+    assert "pyref:" in capsys.readouterr().err
+
+
+def test_json_errors_go_to_stdout(capsys):
+    code, err = run_json(capsys, "inspect", "/nonexistent/savepoint")
+    assert code == 4 and err["type"] == "SavepointNotFoundError"
+
+
+def test_console_script_runs(seeds):
+    result = subprocess.run([sys.executable, "-m", "pyref.cli", "inspect", str(seeds), "--json"],
+                            capture_output=True, text=True, check=True)
+    assert json.loads(result.stdout)["operators"][0]["operator_id"] == "kafka-source"
