@@ -344,7 +344,11 @@ def _segment_polynomial(
     """
     lengths = np.diff(offsets)
     n_units = int(offsets[-1])
-    if n_units:
+    width = int(lengths[0]) if len(lengths) else 0
+    if n_units and (lengths == width).all():
+        # Equal lengths (fixed-size keys): one matrix-vector product, no index arithmetic.
+        h = (units.reshape(-1, width) * _powers_of_31(width)[::-1]).sum(axis=1, dtype=np.uint32)
+    elif n_units:
         ends = np.repeat(offsets[1:], lengths)
         exponents = ends - 1 - np.arange(n_units, dtype=ends.dtype)
         contributions = units * _powers_of_31(int(lengths.max()))[exponents]

@@ -23,7 +23,7 @@ from google.protobuf.message import DecodeError
 
 from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .checksum import crc32c
-from .codecs import MAX_RAW_LENGTH, Codec
+from .codecs import MAX_RAW_LENGTH, MAX_ZSTD_RATIO, Codec
 from .errors import CorruptSavepointError, UnsupportedFormatError
 from .io import check_directory_name, check_relative_path
 from .key_groups import UPPER_BOUND_MAX_PARALLELISM
@@ -211,3 +211,5 @@ def _validate_chunk(m: pb.Manifest, chunk: pb.Chunk, columns: int, label: str, c
                       label)
     if chunk.codec == Codec.NONE and stored != chunk.raw_length:
         raise corrupt(f"uncompressed chunk stores {stored} bytes but declares {chunk.raw_length}", label)
+    if chunk.codec == Codec.ZSTD and chunk.raw_length > MAX_ZSTD_RATIO * stored:
+        raise corrupt(f"zstd chunk of {stored} stored bytes cannot expand to its declared {chunk.raw_length}", label)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -25,6 +26,7 @@ from .io import MANIFEST_NAME, SavepointIO, open_io
 from .key_groups import KeyGroupRange, compute_key_groups
 from .keys import as_key_array, key_type_of
 from .manifest import KEYED_COLUMNS, LIST_COLUMNS, FormatVersion, decode_manifest, state_label
+from .parallel import ordered_map
 from .redistribution import DistributionMode
 from .serializers import Compatibility, ListOf, Serializer, resolve_compatibility, serializer_from_snapshot
 
@@ -39,6 +41,7 @@ class ChunkStore:
         self.manifest = manifest
         self._bases: dict[int, SavepointIO] = {}
         self._checked_sizes: set[int] = set()
+        self._lock = threading.Lock()
         #: Stored bytes fetched so far, for read-amplification accounting.
         self.bytes_read = 0
 
@@ -80,7 +83,8 @@ class ChunkStore:
                         path=where, state=state)
                 self._checked_sizes.add(r.file)
             stored = io.read_range(rel, r.offset, r.length)
-            self.bytes_read += r.length
+            with self._lock:
+                self.bytes_read += r.length
         computed = crc32c(stored)
         if computed != chunk.crc32c:
             raise CorruptSavepointError(f"chunk CRC32C mismatch (stored {chunk.crc32c:#010x}, computed {computed:#010x})",
@@ -92,6 +96,10 @@ class ChunkStore:
         where = self.describe(chunk)
         payload = decompress(chunk.codec, stored, chunk.raw_length, path=where, state=state)
         return decode_chunk(payload, expected_rows=chunk.row_count, expected_columns=columns, path=where, state=state)
+
+    def read_many(self, chunks: Sequence[pb.Chunk], columns: int, state: str) -> Iterator[list[pa.BinaryArray]]:
+        """``read_columns`` of each chunk, in order, several chunks decoding at once."""
+        return ordered_map(lambda chunk: self.read_columns(chunk, columns, state), chunks)
 
     def describe(self, chunk: pb.Chunk) -> str:
         if chunk.WhichOneof("location") == "inline_data":
@@ -136,13 +144,18 @@ class ListStateView:
         return [sum(r.count for r in p.ranges) for p in self.proto.partitions]
 
     def read_encoded(self, ranges: Sequence[pb.ElementRange]) -> Iterator[pa.BinaryArray]:
-        """Serialized elements of ``ranges``, one Arrow slice per range; each chunk read once in a row."""
-        cached: tuple[int, pa.BinaryArray] | None = None
+        """Serialized elements of ``ranges``, one Arrow slice per range; consecutive
+        ranges of one chunk share a single read."""
+        runs: list[tuple[int, list[pb.ElementRange]]] = []
         for r in ranges:
-            if cached is None or cached[0] != r.chunk:
-                (column,) = self._store.read_columns(self.proto.chunks[r.chunk], LIST_COLUMNS, self.label)
-                cached = (r.chunk, column)
-            yield cached[1].slice(r.first, r.count)
+            if runs and runs[-1][0] == r.chunk:
+                runs[-1][1].append(r)
+            else:
+                runs.append((r.chunk, [r]))
+        chunks = [self.proto.chunks[index] for index, _ in runs]
+        for (_, run), (column,) in zip(runs, self._store.read_many(chunks, LIST_COLUMNS, self.label)):
+            for r in run:
+                yield column.slice(r.first, r.count)
 
     def iter_ranges(self, ranges: Sequence[pb.ElementRange]) -> Iterator:
         decode = self.serializer.decode
@@ -196,8 +209,9 @@ class KeyedStateView:
         return sorted(set(self._groups.tolist()))
 
     def read_encoded(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
-        for chunk in chunks:
-            yield chunk.key_group, self._store.read_columns(chunk, self._columns, self.label)
+        chunks = list(chunks)
+        for chunk, columns in zip(chunks, self._store.read_many(chunks, self._columns, self.label)):
+            yield chunk.key_group, columns
 
     def iter_chunks(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple]:
         """Lazily decoded entries: (key, value) or, for MAP state, (key, user_key, value)."""

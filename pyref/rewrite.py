@@ -58,7 +58,8 @@ class Derivation:
             directory = source_dir if f.base == 0 else self.source.manifest.bases[f.base - 1].directory
             self.manifest.data_files.append(pb.DataFile(path=f.path, size=f.size, base=index[directory]))
 
-    def _own(self, chunk: pb.Chunk) -> pb.Chunk:
+    def own(self, chunk: pb.Chunk) -> pb.Chunk:
+        """A completed chunk of the sink, with its file index counted past the referenced files."""
         if chunk.WhichOneof("location") == "range":
             chunk.range.file += self._own_offset
         return chunk
@@ -66,14 +67,10 @@ class Derivation:
     def place(self, chunk: pb.Chunk, label: str) -> pb.Chunk:
         """The source's chunk as the target refers to it: same file (shallow) or a byte copy."""
         if self.copy and chunk.WhichOneof("location") == "range":
-            return self._own(self.sink.put_stored(chunk, self.source.store.read_stored(chunk, label)))
+            return self.own(self.sink.put_stored(chunk, self.source.store.read_stored(chunk, label)))
         placed = pb.Chunk()
         placed.CopyFrom(chunk)
         return placed
-
-    def put_new(self, payload: bytes, rows: int, key_group: int = 0) -> pb.Chunk:
-        """A chunk with new bytes, stored in the target's own files."""
-        return self._own(self.sink.put(payload, rows, key_group))
 
     def publish(self, target: SavepointIO, operators: list[pb.Operator], previous: bytes | None) -> pb.Manifest:
         self.manifest.data_files.extend(self.sink.close())
@@ -202,9 +199,10 @@ def migrate_state(source: str | os.PathLike[str], target: str | os.PathLike[str]
             for chunk in source_state.chunks:
                 cols = derivation.source.store.read_columns(chunk, columns, label)
                 cols[-1] = migrate_array(stored_old, stored_new, cols[-1])
-                migrated.append(derivation.put_new(encode_chunk(cols), chunk.row_count, chunk.key_group))
+                migrated.append(derivation.sink.put(encode_chunk(cols), chunk.row_count, chunk.key_group))
+            derivation.sink.flush()  # chunks are complete only now; the manifest copies them
             del target_state.chunks[:]
-            target_state.chunks.extend(migrated)
+            target_state.chunks.extend(derivation.own(c) for c in migrated)
         getattr(target_state, snapshot_field).CopyFrom(result.serializer.snapshot())
         return new
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections import deque
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,6 +33,7 @@ from .io import MANIFEST_NAME, SavepointIO, open_io
 from .key_groups import check_parallelism, compute_key_groups, default_max_parallelism, key_group_range
 from .keys import as_key_array, key_type_of
 from .manifest import DATA_FILE_MAGIC, decode_manifest, encode_manifest
+from .parallel import WORKERS
 from .redistribution import DistributionMode
 from .serializers import ListOf, Serializer
 
@@ -43,35 +46,64 @@ DEFAULT_INLINE_BYTES = 1024
 class ChunkSink:
     """Stores chunk payloads: compressed, checksummed, appended to rolling data
     files (or inlined in the manifest when tiny). Usable on its own by parallel
-    writers (the Spark tasks), each with its own sink and file names."""
+    writers (the Spark tasks), each with its own sink and file names.
+
+    Compression runs on worker threads while the caller goes on buffering; the
+    returned :class:`pb.Chunk` is completed (location, codec, CRC) by the time
+    :meth:`close` returns. At most a few chunks wait, so memory stays bounded.
+    """
 
     def __init__(self, io: SavepointIO, *, codec: Codec = Codec.ZSTD, file_bytes: int = DEFAULT_FILE_BYTES,
-                 inline_bytes: int = DEFAULT_INLINE_BYTES) -> None:
+                 inline_bytes: int = DEFAULT_INLINE_BYTES, workers: int = WORKERS, file_prefix: str = "") -> None:
         self.io = io
+        # Names the files of one job (e.g. a Spark job id) so its driver can find them all.
+        self.file_prefix = file_prefix
         self.codec = codec
         self.file_bytes = file_bytes
         self.inline_bytes = inline_bytes
         self.files: list[pb.DataFile] = []
         self._out = None
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="pyref-compress") if workers > 1 else None
+        self._in_flight: deque[tuple[pb.Chunk, Future]] = deque()
+        self._limit = 2 * workers
+
+    def _compress(self, payload: bytes) -> tuple[bytes, Codec, int]:
+        stored = compress(self.codec, payload)
+        if len(stored) >= len(payload):  # incompressible: keep it raw, saves the decode
+            return payload, Codec.NONE, crc32c(payload)
+        return stored, self.codec, crc32c(stored)
 
     def put(self, payload: bytes, row_count: int, key_group: int = 0) -> pb.Chunk:
-        stored = compress(self.codec, payload)
-        codec = self.codec
-        if len(stored) >= len(payload):  # incompressible: keep it raw, saves the decode
-            stored, codec = payload, Codec.NONE
-        chunk = pb.Chunk(key_group=key_group, row_count=row_count, codec=codec, raw_length=len(payload),
-                         crc32c=crc32c(stored))
+        chunk = pb.Chunk(key_group=key_group, row_count=row_count, raw_length=len(payload))
+        if self._pool is None:
+            self._store(chunk, *self._compress(payload))
+            return chunk
+        self._in_flight.append((chunk, self._pool.submit(self._compress, payload)))
+        while len(self._in_flight) > self._limit:
+            self._complete_one()
+        return chunk
+
+    def _complete_one(self) -> None:
+        chunk, future = self._in_flight.popleft()
+        self._store(chunk, *future.result())
+
+    def flush(self) -> None:
+        """Complete every chunk returned so far (location, codec, CRC)."""
+        while self._in_flight:
+            self._complete_one()
+
+    def _store(self, chunk: pb.Chunk, stored: bytes, codec: Codec, crc: int) -> None:
+        chunk.codec = codec
+        chunk.crc32c = crc
         if len(stored) <= self.inline_bytes:
             chunk.inline_data = stored
-            return chunk
+            return
         if self._out is None or self._out.tell() + len(stored) > self.file_bytes:
             self._roll()
-        offset = self._out.tell()
-        self._out.write(stored)
         chunk.range.file = len(self.files) - 1
-        chunk.range.offset = offset
+        chunk.range.offset = self._out.tell()
         chunk.range.length = len(stored)
-        return chunk
+        self._out.write(stored)
 
     def put_stored(self, chunk: pb.Chunk, stored: bytes) -> pb.Chunk:
         """Store an existing chunk's stored bytes unchanged (copying between savepoints)."""
@@ -79,6 +111,7 @@ class ChunkSink:
         copy.CopyFrom(chunk)
         if chunk.WhichOneof("location") == "inline_data":
             return copy
+        self.flush()
         if self._out is None or self._out.tell() + len(stored) > self.file_bytes:
             self._roll()
         copy.range.file = len(self.files) - 1
@@ -88,7 +121,7 @@ class ChunkSink:
 
     def _roll(self) -> None:
         self._close_current()
-        self._out = self.io.create(f"data/{uuid.uuid4().hex}.svd")
+        self._out = self.io.create(f"data/{self.file_prefix}{uuid.uuid4().hex}.svd")
         self._out.write(DATA_FILE_MAGIC)
         self.files.append(pb.DataFile(path=self._out.path))
 
@@ -99,10 +132,19 @@ class ChunkSink:
             self._out = None
 
     def close(self) -> list[pb.DataFile]:
+        self.flush()
+        self._shutdown()
         self._close_current()
         return self.files
 
+    def _shutdown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
     def abort(self) -> None:
+        self._in_flight.clear()
+        self._shutdown()
         try:
             self._close_current()
         finally:
@@ -273,13 +315,13 @@ class KeyedStateWriter(_BufferedState):
         if len(key_groups) == 0:
             return
         key_groups = np.asarray(key_groups)
-        order = np.argsort(key_groups, kind="stable")
-        sorted_groups = key_groups[order]
-        if sorted_groups[0] < 0 or sorted_groups[-1] >= self.operator.max_parallelism:
+        if key_groups.min() < 0 or key_groups.max() >= self.operator.max_parallelism:
             raise InvalidArgumentError("key group out of range", state=self.label)
+        # Key groups fit 16 bits, for which numpy's stable sort is a radix sort.
+        order = np.argsort(key_groups.astype(np.uint16), kind="stable")
+        sorted_groups = key_groups[order]
         if not (np.diff(order) == 1).all():
-            indices = pa.array(order)
-            columns = [c.take(indices) for c in columns]
+            columns = [_take(c, order) for c in columns]
         size_ends = np.concatenate([[0], np.cumsum(_byte_sizes(columns))])
         bounds = np.flatnonzero(np.diff(sorted_groups)) + 1
         starts = np.concatenate([[0], bounds]).tolist()
@@ -298,6 +340,18 @@ class KeyedStateWriter(_BufferedState):
         if self.user_key_serializer is not None:
             state.user_key_serializer.CopyFrom(self.user_key_serializer.snapshot())
         return state
+
+
+def _take(column: pa.Array, order: np.ndarray) -> pa.Array:
+    """Rows of a binary column in ``order``; a numpy gather when all rows are one width."""
+    offsets = np.frombuffer(column.buffers()[1], dtype=np.int32, count=len(column) + 1, offset=column.offset * 4)
+    width = int(offsets[1] - offsets[0]) if len(column) else 0
+    if width and int(offsets[-1] - offsets[0]) == width * len(column):
+        data = np.frombuffer(column.buffers()[2], dtype=np.uint8, count=width * len(column), offset=int(offsets[0]))
+        gathered = data.reshape(-1, width)[order]
+        new_offsets = np.arange(len(column) + 1, dtype=np.int32) * width
+        return pa.Array.from_buffers(pa.binary(), len(column), [None, pa.py_buffer(new_offsets), pa.py_buffer(gathered)])
+    return column.take(pa.array(order))
 
 
 def _values(values: Sequence | pa.Array) -> Sequence | pa.Array:
@@ -380,13 +434,15 @@ class SavepointWriter:
 
     def __init__(self, path: str, *, overwrite: bool = False, codec: str | Codec = Codec.ZSTD,
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES, buffer_bytes: int = DEFAULT_BUFFER_BYTES,
-                 file_bytes: int = DEFAULT_FILE_BYTES, inline_bytes: int = DEFAULT_INLINE_BYTES) -> None:
+                 file_bytes: int = DEFAULT_FILE_BYTES, inline_bytes: int = DEFAULT_INLINE_BYTES,
+                 file_prefix: str = "") -> None:
         if chunk_bytes < 1 or buffer_bytes < chunk_bytes:
             raise InvalidArgumentError("need 1 <= chunk_bytes <= buffer_bytes")
         self.io = open_io(path)
         self.chunk_bytes = chunk_bytes
         self._previous = read_previous(self.io, overwrite)
-        self._sink = ChunkSink(self.io, codec=Codec.parse(codec), file_bytes=file_bytes, inline_bytes=inline_bytes)
+        self._sink = ChunkSink(self.io, codec=Codec.parse(codec), file_bytes=file_bytes, inline_bytes=inline_bytes,
+                               file_prefix=file_prefix)
         self._budget = _Budget(buffer_bytes)
         self.operators: dict[str, OperatorWriter] = {}
         self._done = False
