@@ -308,6 +308,7 @@ class ArrowIO(SavepointIO):
         if current != expected_previous:
             raise ConcurrentWriteError("the savepoint changed since this writer started; nothing was committed",
                                        path=self.describe(MANIFEST_NAME))
+        self.fs.create_dir(self.root, recursive=True)  # a shallow savepoint may have no data files
         if self.fs.type_name in ("local", "hdfs"):
             # Filesystems with rename: write aside, then rename over the old manifest.
             tmp = f"{MANIFEST_NAME}.{uuid.uuid4().hex}.tmp"
@@ -327,8 +328,11 @@ class ArrowIO(SavepointIO):
         return self.location.rsplit("/", 1)[0]
 
 
-def open_io(location: str | os.PathLike[str]) -> SavepointIO:
-    """Local paths and ``file://`` URIs get :class:`LocalIO`; other URIs :class:`ArrowIO`."""
+def open_io(location: str | os.PathLike[str] | SavepointIO) -> SavepointIO:
+    """Local paths and ``file://`` URIs get :class:`LocalIO`; other URIs :class:`ArrowIO`;
+    a :class:`SavepointIO` is used as it is (any storage a caller implements)."""
+    if isinstance(location, SavepointIO):
+        return location
     location = os.fspath(location)
     if not location:
         raise InvalidArgumentError("empty savepoint location")
