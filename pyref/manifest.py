@@ -31,7 +31,9 @@ from .key_groups import UPPER_BOUND_MAX_PARALLELISM
 MAGIC = b"\x89SVP\r\n\x1a\n"
 DATA_FILE_MAGIC = b"\x89SVD\r\n\x1a\n"
 FORMAT_MAJOR = 1
-FORMAT_MINOR = 0
+#: Newest minor version this library reads and writes. 1.1 added the optional
+#: feature "chunk-key-bounds" (spec/format.md §7.6).
+FORMAT_MINOR = 1
 _HEAD = struct.Struct("<8sHHI")
 ENVELOPE_OVERHEAD = _HEAD.size + 4
 
@@ -39,7 +41,11 @@ ENVELOPE_OVERHEAD = _HEAD.size + 4
 FEATURE_EXTERNAL_BASES = "external-bases"
 KNOWN_REQUIRED_FEATURES = frozenset({FEATURE_EXTERNAL_BASES})
 #: Optional features this reader implements; unknown optional features are ignored.
-KNOWN_OPTIONAL_FEATURES: frozenset[str] = frozenset()
+FEATURE_CHUNK_KEY_BOUNDS = "chunk-key-bounds"
+KNOWN_OPTIONAL_FEATURES = frozenset({FEATURE_CHUNK_KEY_BOUNDS})
+#: The format minor version that introduced each feature; a savepoint is labelled
+#: with the lowest version that has every feature it uses (spec/format.md §9.4).
+FEATURE_MINOR = {FEATURE_EXTERNAL_BASES: 0, FEATURE_CHUNK_KEY_BOUNDS: 1}
 
 #: Columns of a chunk payload per state kind (spec/format.md §7.1, §7.2).
 KEYED_COLUMNS = {pb.VALUE: 2, pb.LIST: 2, pb.MAP: 3}
@@ -55,7 +61,15 @@ class FormatVersion:
         return f"{self.major}.{self.minor}"
 
 
-def encode_manifest(manifest: pb.Manifest, minor: int = FORMAT_MINOR) -> bytes:
+def minor_version_for(manifest: pb.Manifest) -> int:
+    """The lowest format minor version that has every feature the manifest uses."""
+    features = [*manifest.required_features, *manifest.optional_features]
+    return max((FEATURE_MINOR.get(f, FORMAT_MINOR) for f in features), default=0)
+
+
+def encode_manifest(manifest: pb.Manifest, minor: int | None = None) -> bytes:
+    """The ``_manifest`` file's bytes; the minor version defaults to :func:`minor_version_for`."""
+    minor = minor_version_for(manifest) if minor is None else minor
     body = manifest.SerializeToString(deterministic=True)
     head = _HEAD.pack(MAGIC, FORMAT_MAJOR, minor, len(body))
     return head + body + struct.pack("<I", crc32c(head + body))
@@ -159,8 +173,8 @@ def _validate_list_state(m: pb.Manifest, op: pb.Operator, ls: pb.ListState, corr
         raise corrupt(f"{len(ls.partitions)} partitions for parallelism {op.parallelism}", label)
     for chunk in ls.chunks:
         _validate_chunk(m, chunk, LIST_COLUMNS, label, corrupt)
-        if chunk.key_group:
-            raise corrupt("list chunk has a key group", label)
+        if chunk.key_group or chunk.HasField("key_bounds"):
+            raise corrupt("list chunk has a key group or key bounds", label)
     for p, partition in enumerate(ls.partitions):
         for r in partition.ranges:
             if r.chunk >= len(ls.chunks):
@@ -187,6 +201,8 @@ def _validate_keyed_state(m: pb.Manifest, op: pb.Operator, ks: pb.KeyedState, co
             raise corrupt("key-group chunks are not ordered by key group", label)
         previous = chunk.key_group
         _validate_chunk(m, chunk, KEYED_COLUMNS[ks.kind], label, corrupt)
+        if chunk.HasField("key_bounds") and chunk.key_bounds.min > chunk.key_bounds.max:
+            raise corrupt(f"chunk of key group {chunk.key_group} has key bounds with min > max", label)
 
 
 def _validate_chunk(m: pb.Manifest, chunk: pb.Chunk, columns: int, label: str, corrupt) -> None:

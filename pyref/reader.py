@@ -16,6 +16,7 @@ from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute is used below; it is not imported by "import pyarrow")
 
 from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .checksum import crc32c
@@ -234,9 +235,12 @@ class KeyedStateView:
         """The state of one key (value, list, or dict for MAP), reading only its key group's chunks."""
         group = self.key_group_of(key)
         wanted = self.key_serializer.encode(key)
+        # Format 1.1 key bounds let a lookup skip chunks that cannot hold the key.
+        chunks = [c for c in self.chunks_in(KeyGroupRange(group, group))
+                  if not c.HasField("key_bounds") or c.key_bounds.min <= wanted <= c.key_bounds.max]
         found: dict = {}
         hit = False
-        for _, columns in self.read_encoded(self.chunks_in(KeyGroupRange(group, group))):
+        for _, columns in self.read_encoded(chunks):
             keys = columns[0]
             matches = np.flatnonzero(pa.compute.equal(keys, pa.scalar(wanted, pa.binary())).to_numpy(zero_copy_only=False))
             for i in matches.tolist():

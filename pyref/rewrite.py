@@ -20,7 +20,7 @@ from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .chunk import encode_chunk
 from .errors import IncompatibleSerializerError, InvalidArgumentError
 from .io import SavepointIO, open_io
-from .manifest import FEATURE_EXTERNAL_BASES, KEYED_COLUMNS, LIST_COLUMNS, state_label
+from .manifest import FEATURE_EXTERNAL_BASES, KEYED_COLUMNS, KNOWN_OPTIONAL_FEATURES, LIST_COLUMNS, state_label
 from .reader import Savepoint
 from .restore import plan_list_state, resolve_parallelism
 from .serializers import Compatibility, ListOf, Serializer, migrate_array, resolve_compatibility, serializer_from_snapshot
@@ -36,6 +36,9 @@ class Derivation:
         self.sink = ChunkSink(target)
         self.manifest = pb.Manifest(savepoint_id=str(uuid.uuid4()), created_by=f"pyref {__version__}",
                                     created_at_ms=int(time.time() * 1000))
+        # Carry over only the optional features this library maintains (spec/format.md §9.2).
+        self.manifest.optional_features.extend(f for f in source.manifest.optional_features
+                                               if f in KNOWN_OPTIONAL_FEATURES)
         if not copy:
             if target.parent_key() != source.io.parent_key():
                 raise InvalidArgumentError(
@@ -75,6 +78,8 @@ class Derivation:
     def publish(self, target: SavepointIO, operators: list[pb.Operator], previous: bytes | None) -> pb.Manifest:
         self.manifest.data_files.extend(self.sink.close())
         self.manifest.operators.extend(operators)
+        # Fields from a newer writer may carry invariants this library cannot keep.
+        self.manifest.DiscardUnknownFields()
         publish(target, self.manifest, previous)
         return self.manifest
 
@@ -199,7 +204,10 @@ def migrate_state(source: str | os.PathLike[str], target: str | os.PathLike[str]
             for chunk in source_state.chunks:
                 cols = derivation.source.store.read_columns(chunk, columns, label)
                 cols[-1] = migrate_array(stored_old, stored_new, cols[-1])
-                migrated.append(derivation.sink.put(encode_chunk(cols), chunk.row_count, chunk.key_group))
+                new_chunk = derivation.sink.put(encode_chunk(cols), chunk.row_count, chunk.key_group)
+                if chunk.HasField("key_bounds"):  # keys are unchanged, so are their bounds
+                    new_chunk.key_bounds.CopyFrom(chunk.key_bounds)
+                migrated.append(new_chunk)
             derivation.sink.flush()  # chunks are complete only now; the manifest copies them
             del target_state.chunks[:]
             target_state.chunks.extend(derivation.own(c) for c in migrated)

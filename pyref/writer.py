@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (makes pa.compute available)
 
 from . import __version__
 from ._proto.savepoint.v1 import manifest_pb2 as pb
@@ -32,7 +33,7 @@ from .errors import InvalidArgumentError, SavepointError
 from .io import MANIFEST_NAME, SavepointIO, open_io
 from .key_groups import check_parallelism, compute_key_groups, default_max_parallelism, key_group_range
 from .keys import as_key_array, key_type_of
-from .manifest import DATA_FILE_MAGIC, decode_manifest, encode_manifest
+from .manifest import DATA_FILE_MAGIC, FEATURE_CHUNK_KEY_BOUNDS, decode_manifest, encode_manifest
 from .parallel import WORKERS
 from .redistribution import DistributionMode
 from .serializers import ListOf, Serializer
@@ -214,10 +215,20 @@ class _BufferedState:
     def _flush_slot(self, slot: int) -> None:
         pending = self._pending.pop(slot)
         self._writer._budget.used -= pending.nbytes
-        columns = [pa.concat_arrays([p[i] for p in pending.columns]) for i in range(len(pending.columns[0]))]
+        columns = self._arrange([pa.concat_arrays([p[i] for p in pending.columns])
+                                 for i in range(len(pending.columns[0]))])
         for start, stop in _split_rows(_byte_sizes(columns), self._writer.chunk_bytes):
             pieces = [c.slice(start, stop - start) for c in columns]
-            self._emit(slot, self._writer._sink.put(encode_chunk(pieces), stop - start, key_group=self._key_group(slot)))
+            chunk = self._writer._sink.put(encode_chunk(pieces), stop - start, key_group=self._key_group(slot))
+            self._describe(chunk, pieces)
+            self._emit(slot, chunk)
+
+    def _arrange(self, columns: list[pa.Array]) -> list[pa.Array]:
+        """The rows of one flush in the order they are stored."""
+        return columns
+
+    def _describe(self, chunk: pb.Chunk, pieces: list[pa.Array]) -> None:
+        """Add what a reader may use to skip the chunk."""
 
     def _key_group(self, slot: int) -> int:
         return 0
@@ -334,6 +345,19 @@ class KeyedStateWriter(_BufferedState):
     def _key_group(self, slot: int) -> int:
         return slot
 
+    def _arrange(self, columns: list[pa.Array]) -> list[pa.Array]:
+        if not self._writer.sort_keys:
+            return columns
+        # Sorted rows make the key bounds of a flush's chunks disjoint (stable: the last write of a key stays last).
+        order = pa.compute.sort_indices(columns[0])
+        return [c.take(order) for c in columns]
+
+    def _describe(self, chunk: pb.Chunk, pieces: list[pa.Array]) -> None:
+        if self._writer.key_bounds:
+            bounds = pa.compute.min_max(pieces[0])
+            chunk.key_bounds.min = bounds["min"].as_py()
+            chunk.key_bounds.max = bounds["max"].as_py()
+
     def to_proto(self) -> pb.KeyedState:
         state = pb.KeyedState(name=self.name, kind=self.kind, value_serializer=self.value_serializer.snapshot(),
                               chunks=sorted(self.chunks, key=lambda c: c.key_group))
@@ -346,7 +370,7 @@ def _take(column: pa.Array, order: np.ndarray) -> pa.Array:
     """Rows of a binary column in ``order``; a numpy gather when all rows are one width."""
     offsets = np.frombuffer(column.buffers()[1], dtype=np.int32, count=len(column) + 1, offset=column.offset * 4)
     width = int(offsets[1] - offsets[0]) if len(column) else 0
-    if width and int(offsets[-1] - offsets[0]) == width * len(column):
+    if width and bool((np.diff(offsets) == width).all()):
         data = np.frombuffer(column.buffers()[2], dtype=np.uint8, count=width * len(column), offset=int(offsets[0]))
         gathered = data.reshape(-1, width)[order]
         new_offsets = np.arange(len(column) + 1, dtype=np.int32) * width
@@ -435,11 +459,14 @@ class SavepointWriter:
     def __init__(self, path: str, *, overwrite: bool = False, codec: str | Codec = Codec.ZSTD,
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES, buffer_bytes: int = DEFAULT_BUFFER_BYTES,
                  file_bytes: int = DEFAULT_FILE_BYTES, inline_bytes: int = DEFAULT_INLINE_BYTES,
-                 file_prefix: str = "") -> None:
+                 file_prefix: str = "", key_bounds: bool = False, sort_keys: bool = False) -> None:
         if chunk_bytes < 1 or buffer_bytes < chunk_bytes:
             raise InvalidArgumentError("need 1 <= chunk_bytes <= buffer_bytes")
         self.io = open_io(path)
         self.chunk_bytes = chunk_bytes
+        # Format 1.1 (spec/format.md §7.6): key bounds per keyed chunk; sorting makes them disjoint.
+        self.key_bounds = key_bounds or sort_keys
+        self.sort_keys = sort_keys
         self._previous = read_previous(self.io, overwrite)
         self._sink = ChunkSink(self.io, codec=Codec.parse(codec), file_bytes=file_bytes, inline_bytes=inline_bytes,
                                file_prefix=file_prefix)
@@ -476,9 +503,12 @@ class SavepointWriter:
         for state in self._states():
             state.flush()
         files = self._sink.close()
-        return pb.Manifest(savepoint_id=str(uuid.uuid4()), created_by=f"pyref {__version__}",
-                           created_at_ms=int(time.time() * 1000), data_files=files,
-                           operators=[op.to_proto() for op in self.operators.values()])
+        manifest = pb.Manifest(savepoint_id=str(uuid.uuid4()), created_by=f"pyref {__version__}",
+                               created_at_ms=int(time.time() * 1000), data_files=files,
+                               operators=[op.to_proto() for op in self.operators.values()])
+        if self.key_bounds:
+            manifest.optional_features.append(FEATURE_CHUNK_KEY_BOUNDS)
+        return manifest
 
     def commit(self) -> pb.Manifest:
         """Flush everything and atomically publish the savepoint."""

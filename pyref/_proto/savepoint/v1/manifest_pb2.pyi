@@ -148,7 +148,7 @@ class FileRange(_message.Message):
     def __init__(self, file: _Optional[int] = ..., offset: _Optional[int] = ..., length: _Optional[int] = ...) -> None: ...
 
 class Chunk(_message.Message):
-    __slots__ = ("key_group", "row_count", "range", "inline_data", "codec", "raw_length", "crc32c")
+    __slots__ = ("key_group", "row_count", "range", "inline_data", "codec", "raw_length", "crc32c", "key_bounds")
     KEY_GROUP_FIELD_NUMBER: _ClassVar[int]
     ROW_COUNT_FIELD_NUMBER: _ClassVar[int]
     RANGE_FIELD_NUMBER: _ClassVar[int]
@@ -156,6 +156,7 @@ class Chunk(_message.Message):
     CODEC_FIELD_NUMBER: _ClassVar[int]
     RAW_LENGTH_FIELD_NUMBER: _ClassVar[int]
     CRC32C_FIELD_NUMBER: _ClassVar[int]
+    KEY_BOUNDS_FIELD_NUMBER: _ClassVar[int]
     key_group: int
     row_count: int
     range: FileRange
@@ -163,4 +164,13 @@ class Chunk(_message.Message):
     codec: Codec
     raw_length: int
     crc32c: int
-    def __init__(self, key_group: _Optional[int] = ..., row_count: _Optional[int] = ..., range: _Optional[_Union[FileRange, _Mapping]] = ..., inline_data: _Optional[bytes] = ..., codec: _Optional[_Union[Codec, str]] = ..., raw_length: _Optional[int] = ..., crc32c: _Optional[int] = ...) -> None: ...
+    key_bounds: KeyBounds
+    def __init__(self, key_group: _Optional[int] = ..., row_count: _Optional[int] = ..., range: _Optional[_Union[FileRange, _Mapping]] = ..., inline_data: _Optional[bytes] = ..., codec: _Optional[_Union[Codec, str]] = ..., raw_length: _Optional[int] = ..., crc32c: _Optional[int] = ..., key_bounds: _Optional[_Union[KeyBounds, _Mapping]] = ...) -> None: ...
+
+class KeyBounds(_message.Message):
+    __slots__ = ("min", "max")
+    MIN_FIELD_NUMBER: _ClassVar[int]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    min: bytes
+    max: bytes
+    def __init__(self, min: _Optional[bytes] = ..., max: _Optional[bytes] = ...) -> None: ...
