@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -88,7 +89,11 @@ class SavepointIO(ABC):
 
     @abstractmethod
     def commit_manifest(self, data: bytes, expected_previous: bytes | None) -> None:
-        """Atomically make ``data`` the manifest, if the current one is still ``expected_previous``."""
+        """Atomically make ``data`` the manifest, if the current one is still ``expected_previous``.
+
+        Raises :class:`ConcurrentWriteError` before writing anything when it is not;
+        any other error leaves the outcome unknown (the manifest may be published).
+        """
 
     @abstractmethod
     def sibling(self, name: str) -> SavepointIO:
@@ -154,14 +159,21 @@ class LocalIO(SavepointIO):
             return os.stat(self._full(rel)).st_size
         except FileNotFoundError:
             return None
+        except OSError as exc:  # a path through a file, too long, a symlink loop
+            raise CorruptSavepointError(f"cannot resolve the path: {exc.strerror}", path=self.describe(rel)) from None
 
     def read_range(self, rel: str, offset: int, length: int) -> bytes:
         full = self._full(rel)
         try:
-            fd = os.open(full, os.O_RDONLY)
+            # O_NONBLOCK: opening a FIFO planted in a savepoint must not hang (regular files ignore it).
+            fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK)
         except FileNotFoundError:
             raise SavepointNotFoundError("file does not exist", path=self.describe(rel)) from None
+        except OSError as exc:
+            raise CorruptSavepointError(f"cannot open the file: {exc.strerror}", path=self.describe(rel)) from None
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise CorruptSavepointError("not a regular file", path=self.describe(rel))
             data = os.pread(fd, length, offset)
         finally:
             os.close(fd)
@@ -213,6 +225,10 @@ class LocalIO(SavepointIO):
             if current != expected_previous:
                 raise ConcurrentWriteError("the savepoint changed since this writer started; nothing was committed",
                                            path=manifest)
+            # New data files' directory entries must be durable before the manifest names them.
+            data_dir = os.path.join(self.root, "data")
+            if os.path.isdir(data_dir):
+                _fsync_dir(data_dir)
             tmp = os.path.join(self.root, f"{MANIFEST_NAME}.{uuid.uuid4().hex}.tmp")
             out = _LocalOutput(tmp, tmp)
             try:
@@ -223,11 +239,19 @@ class LocalIO(SavepointIO):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp)
                 raise
-            _fsync_dir(self.root)
+            # The rename happened: the commit is visible. A failing directory fsync now can
+            # only weaken durability; it must not turn into an abort that deletes data files.
+            with contextlib.suppress(OSError):
+                _fsync_dir(self.root)
 
     def sibling(self, name: str) -> SavepointIO:
         check_directory_name(name)
-        return LocalIO(os.path.join(os.path.dirname(self.root), name))
+        full = os.path.join(os.path.dirname(self.root), name)
+        # A base is a sibling directory: a symlink in its place must not lead elsewhere.
+        if os.path.dirname(os.path.realpath(full)) != os.path.realpath(os.path.dirname(self.root)):
+            raise CorruptSavepointError(f"base directory {name!r} leads out of the parent directory through a symlink",
+                                        path=full)
+        return LocalIO(full)
 
     def parent_key(self) -> str:
         return os.path.realpath(os.path.dirname(self.root))

@@ -52,6 +52,9 @@ class ChunkStore:
             return self.io
         if base not in self._bases:
             ref = self.manifest.bases[base - 1]
+            if ref.directory == os.path.basename(self.io.location.rstrip("/")):
+                raise CorruptSavepointError(f"base {ref.directory!r} names this savepoint's own directory",
+                                            path=self.io.describe(MANIFEST_NAME))
             io = self.io.sibling(ref.directory)
             if io.size(MANIFEST_NAME) is None:
                 raise CorruptSavepointError(f"base savepoint {ref.directory!r} is missing; this savepoint refers to "
@@ -238,19 +241,19 @@ class KeyedStateView:
         # Format 1.1 key bounds let a lookup skip chunks that cannot hold the key.
         chunks = [c for c in self.chunks_in(KeyGroupRange(group, group))
                   if not c.HasField("key_bounds") or c.key_bounds.min <= wanted <= c.key_bounds.max]
-        found: dict = {}
-        hit = False
+        # Rows of the key, in stored order; the last row of a (user) key wins (spec/format.md §7.1).
+        # User keys are told apart by their bytes, which is the same in every language.
+        latest: dict[bytes, object] = {}
         for _, columns in self.read_encoded(chunks):
-            keys = columns[0]
-            matches = np.flatnonzero(pa.compute.equal(keys, pa.scalar(wanted, pa.binary())).to_numpy(zero_copy_only=False))
-            for i in matches.tolist():
-                hit = True
-                value = self._stored_value.decode(columns[-1][i].as_buffer())
-                if self.user_key_serializer is None:
-                    found = value  # the last write of a key wins
-                else:
-                    found[self.user_key_serializer.decode(columns[1][i].as_buffer())] = value
-        return found if hit else default
+            matches = pa.compute.equal(columns[0], pa.scalar(wanted, pa.binary())).to_numpy(zero_copy_only=False)
+            for i in np.flatnonzero(matches).tolist():
+                user_key = columns[1][i].as_py() if self.user_key_serializer is not None else b""
+                latest[user_key] = columns[-1][i].as_buffer()
+        if not latest:
+            return default
+        if self.user_key_serializer is None:
+            return self._stored_value.decode(latest[b""])
+        return {self.user_key_serializer.decode(k): self._stored_value.decode(v) for k, v in latest.items()}
 
     def arrow_chunks(self, chunks: Sequence[pb.Chunk]) -> pa.Table:
         """Entries decoded to Arrow: key_group, key[, user_key], value."""

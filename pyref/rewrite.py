@@ -21,9 +21,17 @@ from .chunk import encode_chunk
 from .errors import IncompatibleSerializerError, InvalidArgumentError
 from .io import SavepointIO, open_io
 from .manifest import FEATURE_EXTERNAL_BASES, KEYED_COLUMNS, KNOWN_OPTIONAL_FEATURES, LIST_COLUMNS, state_label
-from .reader import Savepoint
+from .reader import ChunkStore, Savepoint
 from .restore import plan_list_state, resolve_parallelism
-from .serializers import Compatibility, ListOf, Serializer, migrate_array, resolve_compatibility, serializer_from_snapshot
+from .serializers import (
+    Compatibility,
+    CompatibilityResult,
+    ListOf,
+    Serializer,
+    migrate_array,
+    resolve_compatibility,
+    serializer_from_snapshot,
+)
 from .writer import ChunkSink, delete_replaced, publish, read_previous
 
 
@@ -51,7 +59,7 @@ class Derivation:
 
     def _refer_to_source(self) -> None:
         """List the source (and the source's own bases, flattened) as bases; keep file indexes."""
-        source_dir = os.path.basename(self.source.location.rstrip("/"))
+        source_dir = _directory_name(self.source.io)
         bases = [pb.BaseSavepoint(directory=source_dir, savepoint_id=self.source.savepoint_id)]
         bases += list(self.source.manifest.bases)
         index = {b.directory: i + 1 for i, b in enumerate(bases)}
@@ -76,11 +84,15 @@ class Derivation:
         return placed
 
     def publish(self, target: SavepointIO, operators: list[pb.Operator], previous: bytes | None) -> pb.Manifest:
-        self.manifest.data_files.extend(self.sink.close())
+        try:
+            self.manifest.data_files.extend(self.sink.close())
+        except BaseException:
+            self.sink.abort()
+            raise
         self.manifest.operators.extend(operators)
         # Fields from a newer writer may carry invariants this library cannot keep.
         self.manifest.DiscardUnknownFields()
-        publish(target, self.manifest, previous)
+        publish(target, self.manifest, previous, self.sink.abort)
         return self.manifest
 
 
@@ -90,15 +102,24 @@ def _derive(source: str | os.PathLike[str], target: str | os.PathLike[str], *, c
     target_io = open_io(target)
     if os.path.realpath(target_io.location) == os.path.realpath(src.location):
         raise InvalidArgumentError("target must differ from the source savepoint", path=target_io.location)
+    if not copy and _directory_name(target_io) in {_directory_name(src.io), *(b.directory for b in src.manifest.bases)}:
+        # Replacing a savepoint this one reads from would delete the data it refers to.
+        raise InvalidArgumentError("target is a base of the source; a shallow savepoint cannot replace its own base",
+                                   path=target_io.location)
     previous = read_previous(target_io, overwrite)
     derivation = Derivation(src, target_io, copy)
     try:
-        manifest = derivation.publish(target_io, build(src, derivation), previous)
+        operators = build(src, derivation)
     except BaseException:
         derivation.sink.abort()
         raise
+    manifest = derivation.publish(target_io, operators, previous)
     delete_replaced(target_io, manifest, previous)
     return manifest
+
+
+def _directory_name(io: SavepointIO) -> str:
+    return os.path.basename(io.location.rstrip("/"))
 
 
 def _copy_states(op: pb.Operator, derivation: Derivation) -> pb.Operator:
@@ -185,33 +206,50 @@ def migrate_state(source: str | os.PathLike[str], target: str | os.PathLike[str]
         if target_state is None:
             raise InvalidArgumentError("no such state", state=state_label(op, state))
         label = state_label(op, state)
-        is_list = isinstance(target_state, pb.ListState)
-        snapshot_field = "element_serializer" if is_list else "value_serializer"
-        old_snapshot = getattr(target_state, snapshot_field)
-        result = resolve_compatibility(old_snapshot, serializer)
-        if result.kind is Compatibility.INCOMPATIBLE:
-            raise IncompatibleSerializerError(
-                f"serializer {serializer.serializer_id!r} cannot read state written with "
-                f"{old_snapshot.serializer_id!r}: {result.reason}", state=label)
-        if result.kind is Compatibility.COMPATIBLE_AFTER_MIGRATION:
-            old = serializer_from_snapshot(old_snapshot)
-            stored_old, stored_new = old, result.serializer
-            if not is_list and target_state.kind == pb.LIST:
-                stored_old, stored_new = ListOf(old), ListOf(result.serializer)
-            columns = LIST_COLUMNS if is_list else KEYED_COLUMNS[target_state.kind]
+        result, stored = resolve_migration(target_state, serializer, label)
+        if stored is not None:
             source_state = next(s for s in [*op.list_states, *op.keyed_states] if s.name == state)
-            migrated = []
-            for chunk in source_state.chunks:
-                cols = derivation.source.store.read_columns(chunk, columns, label)
-                cols[-1] = migrate_array(stored_old, stored_new, cols[-1])
-                new_chunk = derivation.sink.put(encode_chunk(cols), chunk.row_count, chunk.key_group)
-                if chunk.HasField("key_bounds"):  # keys are unchanged, so are their bounds
-                    new_chunk.key_bounds.CopyFrom(chunk.key_bounds)
-                migrated.append(new_chunk)
+            migrated = [migrate_chunk(derivation.source.store, source_state, label, chunk, stored, derivation.sink)
+                        for chunk in source_state.chunks]
             derivation.sink.flush()  # chunks are complete only now; the manifest copies them
             del target_state.chunks[:]
             target_state.chunks.extend(derivation.own(c) for c in migrated)
+        snapshot_field = "element_serializer" if isinstance(target_state, pb.ListState) else "value_serializer"
         getattr(target_state, snapshot_field).CopyFrom(result.serializer.snapshot())
         return new
 
     return _derive(source, target, copy=copy, overwrite=overwrite, build=build)
+
+
+def resolve_migration(state: pb.ListState | pb.KeyedState, serializer: Serializer, label: str
+                      ) -> tuple[CompatibilityResult, tuple[Serializer, Serializer] | None]:
+    """How ``serializer`` takes over ``state``'s values (list elements or keyed values):
+    the resolution, and the stored (old, new) serializers when the chunks must be
+    re-encoded (compatible after migration), else None. Raises
+    :class:`IncompatibleSerializerError` naming the state and both serializers."""
+    is_list = isinstance(state, pb.ListState)
+    old_snapshot = state.element_serializer if is_list else state.value_serializer
+    result = resolve_compatibility(old_snapshot, serializer)
+    if result.kind is Compatibility.INCOMPATIBLE:
+        raise IncompatibleSerializerError(
+            f"serializer {serializer.serializer_id!r} cannot read state written with "
+            f"{old_snapshot.serializer_id!r}: {result.reason}", state=label)
+    if result.kind is not Compatibility.COMPATIBLE_AFTER_MIGRATION:
+        return result, None
+    old, new = serializer_from_snapshot(old_snapshot), result.serializer
+    if not is_list and state.kind == pb.LIST:  # keyed LIST state stores each key's whole list
+        old, new = ListOf(old), ListOf(new)
+    return result, (old, new)
+
+
+def migrate_chunk(store: ChunkStore, state: pb.ListState | pb.KeyedState, label: str, chunk: pb.Chunk,
+                  stored: tuple[Serializer, Serializer], sink: ChunkSink) -> pb.Chunk:
+    """Re-encode one chunk's values from ``stored[0]`` to ``stored[1]`` into ``sink``
+    (the returned chunk is complete once the sink is flushed)."""
+    columns = LIST_COLUMNS if isinstance(state, pb.ListState) else KEYED_COLUMNS[state.kind]
+    cols = store.read_columns(chunk, columns, label)
+    cols[-1] = migrate_array(stored[0], stored[1], cols[-1])
+    new_chunk = sink.put(encode_chunk(cols), chunk.row_count, chunk.key_group)
+    if chunk.HasField("key_bounds"):  # keys are unchanged, so are their bounds
+        new_chunk.key_bounds.CopyFrom(chunk.key_bounds)
+    return new_chunk

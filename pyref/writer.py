@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -29,7 +29,7 @@ from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .checksum import crc32c
 from .chunk import encode_chunk
 from .codecs import Codec, compress
-from .errors import InvalidArgumentError, SavepointError
+from .errors import ConcurrentWriteError, InvalidArgumentError, SavepointError
 from .io import MANIFEST_NAME, SavepointIO, open_io
 from .key_groups import check_parallelism, compute_key_groups, default_max_parallelism, key_group_range
 from .keys import as_key_array, key_type_of
@@ -372,7 +372,8 @@ def _take(column: pa.Array, order: np.ndarray) -> pa.Array:
     width = int(offsets[1] - offsets[0]) if len(column) else 0
     if width and bool((np.diff(offsets) == width).all()):
         data = np.frombuffer(column.buffers()[2], dtype=np.uint8, count=width * len(column), offset=int(offsets[0]))
-        gathered = data.reshape(-1, width)[order]
+        # One fixed-size element per row: numpy copies each row as a unit.
+        gathered = np.take(data.view(np.dtype((np.void, width))), order)
         new_offsets = np.arange(len(column) + 1, dtype=np.int32) * width
         return pa.Array.from_buffers(pa.binary(), len(column), [None, pa.py_buffer(new_offsets), pa.py_buffer(gathered)])
     return column.take(pa.array(order))
@@ -515,11 +516,13 @@ class SavepointWriter:
         self._check_open()
         try:
             manifest = self.build_manifest()
-            publish(self.io, manifest, self._previous)
         except BaseException:
             self.abort()
             raise
-        self._done = True
+        try:
+            publish(self.io, manifest, self._previous, self.abort)
+        finally:
+            self._done = True
         delete_replaced(self.io, manifest, self._previous)
         return manifest
 
@@ -547,12 +550,25 @@ def read_previous(io: SavepointIO, overwrite: bool) -> bytes | None:
     return previous
 
 
-def publish(io: SavepointIO, manifest: pb.Manifest, previous: bytes | None) -> None:
-    """Commit ``manifest`` atomically in place of ``previous`` (spec/format.md §10)."""
-    data = encode_manifest(manifest)
-    # Round-trip through the reader's validation: never publish what a reader would refuse.
-    decode_manifest(data, path=io.describe(MANIFEST_NAME))
-    io.commit_manifest(data, previous)
+def publish(io: SavepointIO, manifest: pb.Manifest, previous: bytes | None, abort: Callable[[], None]) -> None:
+    """Commit ``manifest`` atomically in place of ``previous`` (spec/format.md §10).
+
+    ``abort`` (deleting the new data files) runs only when the manifest was certainly
+    not published; if the outcome of the manifest write is unknown, the data files
+    stay, at worst as unreferenced leftovers.
+    """
+    try:
+        data = encode_manifest(manifest)
+        # Round-trip through the reader's validation: never publish what a reader would refuse.
+        decode_manifest(data, path=io.describe(MANIFEST_NAME))
+    except BaseException:
+        abort()
+        raise
+    try:
+        io.commit_manifest(data, previous)
+    except ConcurrentWriteError:
+        abort()  # refused before anything was written
+        raise
 
 
 def delete_replaced(io: SavepointIO, manifest: pb.Manifest, previous: bytes | None) -> None:

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from conftest import write_seeds
+from pyref.testing import write_seeds
 from pyref import ConcurrentWriteError, InvalidArgumentError, Savepoint, SavepointNotFoundError, SavepointWriter
 from pyref.serializers import Int64
 
@@ -70,3 +70,19 @@ def test_writer_cannot_be_used_after_commit(tmp_path):
     w.commit()
     with pytest.raises(InvalidArgumentError):
         st.add(0, [1])
+
+
+def test_an_unknown_commit_outcome_keeps_the_data_files(tmp_path, monkeypatch):
+    """If the manifest write fails after it may have landed, deleting data would break the savepoint."""
+    path = tmp_path / "sp"
+
+    def fails_after_rename(self, data, expected_previous):
+        (path / "_manifest").write_bytes(data)
+        raise OSError("connection reset while confirming the write")
+
+    monkeypatch.setattr("pyref.io.LocalIO.commit_manifest", fails_after_rename)
+    with pytest.raises(OSError):
+        write_seeds(path, inline_bytes=0)
+    monkeypatch.undo()
+    assert sorted(Savepoint.open(path).restore_plan(1).subtask("kafka-source", 0).list_state("offsets")) == [
+        100, 101, 200, 201]

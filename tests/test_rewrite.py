@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from conftest import write_seeds
+from pyref.testing import write_seeds
 from pyref import (
     CorruptSavepointError,
     IncompatibleSerializerError,
@@ -151,4 +151,12 @@ def test_reconfigured_tuple_takes_the_stored_field_names(tmp_path):
         w.add_operator("op", parallelism=1).list_state("s", Tuple(String(), Int32(), names=("url", "n"))).add(
             0, [("a", 1)])
     state = Savepoint.open(tmp_path / "sp").operator("op").list_state("s", Tuple(String(), Int32()))
-    assert state.serializer.arrow_type().names == ["url", "n"]
+    assert [f.name for f in state.serializer.arrow_type()] == ["url", "n"]  # StructType.names needs pyarrow 16
+
+
+def test_a_shallow_savepoint_cannot_replace_its_own_base(big_seeds, tmp_path):
+    rescale(big_seeds, tmp_path / "b", 4)
+    with pytest.raises(InvalidArgumentError, match="own base"):
+        rescale(tmp_path / "b", big_seeds, 2, overwrite=True)
+    assert _offsets(tmp_path / "b", 4) == [[100], [101], [200], [201]]
+    assert _offsets(big_seeds, 2) == [[100, 101], [200, 201]]

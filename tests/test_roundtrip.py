@@ -142,3 +142,11 @@ def test_json_values_decode_to_arrow_strings(tmp_path):
     arr = Savepoint.open(tmp_path / "sp").operator("op").list_state("s").arrow_ranges(
         Savepoint.open(tmp_path / "sp").manifest.operators[0].list_states[0].partitions[0].ranges)
     assert json.loads(arr[0].as_py()) == {"b": 1}
+
+
+def test_map_state_last_row_of_a_user_key_wins(tmp_path):
+    with SavepointWriter(str(tmp_path / "sp")) as w:
+        op = w.add_operator("op", parallelism=1, key_serializer=String())
+        op.keyed_state("m", Int64(), kind="map", user_key_serializer=String()).add(
+            ["k", "k", "k"], [1, 2, 3], user_keys=["a", "b", "a"])
+    assert Savepoint.open(tmp_path / "sp").operator("op").keyed_state("m").get("k") == {"a": 3, "b": 2}

@@ -1,0 +1,32 @@
+"""Helpers for tests of pyref and of other implementations: ready-made savepoints.
+
+Shipped with the library (like zarr.testing) so downstream projects can write
+the same scenarios the reference tests use.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..redistribution import DistributionMode
+from ..serializers import Int64, String
+from ..writer import SavepointWriter
+
+#: Kafka partition offsets per subtask in :func:`write_seeds`.
+SEED_OFFSETS = ([100, 101], [200, 201])
+#: URL -> count in :func:`write_seeds`.
+SEED_COUNTS = {f"/page/{i}": i for i in range(50)}
+
+
+def write_seeds(path: str | os.PathLike[str], *, parallelism: int = 2, **writer_options) -> None:
+    """The seeds' scenario: a Kafka source whose two subtasks hold two partition
+    offsets each (SPLIT_DISTRIBUTE list state) and a per-URL count as keyed state."""
+    if parallelism < len(SEED_OFFSETS):
+        raise ValueError(f"the seeds' offsets need parallelism >= {len(SEED_OFFSETS)}")
+    with SavepointWriter(os.fspath(path), **writer_options) as w:
+        source = w.add_operator("kafka-source", parallelism=parallelism)
+        offsets = source.list_state("offsets", Int64(), DistributionMode.SPLIT_DISTRIBUTE)
+        for subtask, values in enumerate(SEED_OFFSETS):
+            offsets.add(subtask, values)
+        counter = w.add_operator("url-counter", parallelism=parallelism, key_serializer=String())
+        counter.keyed_state("count", Int64()).add(list(SEED_COUNTS), list(SEED_COUNTS.values()))
