@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import re
 import struct
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -31,24 +29,9 @@ from pyref.serializers import (
     encode_framed,
     serializer_from_snapshot,
 )
+from serializer_spec_tables import spec_hex_examples
 
-SPEC = Path(__file__).resolve().parents[2] / "spec" / "serializers.md"
 Snap = serializer_pb2.SerializerSnapshot
-
-
-def spec_hex_examples(section: str) -> set[str]:
-    """The hex cells (last column of table rows) of one ``### <section>`` of the spec."""
-    text = SPEC.read_text(encoding="utf-8")
-    m = re.search(rf"^### {re.escape(section)} .*?\n(.*?)(?=^##)", text, re.M | re.S)
-    assert m, f"spec section {section} not found"
-    found = set()
-    for line in m.group(1).splitlines():
-        if line.startswith("|"):
-            last = line.strip().strip("|").split("|")[-1].strip()
-            h = re.fullmatch(r"`([0-9a-f]{2}(?: [0-9a-f]{2})*)`", last)
-            if h:
-                found.add(h.group(1))
-    return found
 
 
 URL_COUNT = Tuple(String(), Int32(), names=("url", "n"))
@@ -330,6 +313,7 @@ def test_tuple_v1_snapshot_is_read_with_positional_names():
         Snap(serializer_id="list", version=1, nested=[Int32().snapshot()], field_names=["x"]),
     ],
 )
+
 def test_malformed_composite_snapshots(snap):
     with pytest.raises(CorruptSavepointError):
         serializer_from_snapshot(snap)

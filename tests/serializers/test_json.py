@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -13,24 +11,7 @@ from hypothesis import strategies as st
 
 from pyref.errors import CorruptSavepointError, InvalidArgumentError
 from pyref.serializers import Json, ListOf, Nullable, serializer_from_snapshot
-
-SPEC = Path(__file__).resolve().parents[2] / "spec" / "serializers.md"
-
-
-def spec_hex_examples(section: str) -> set[str]:
-    """The hex cells (last column of table rows) of one ``### <section>`` of the spec."""
-    text = SPEC.read_text(encoding="utf-8")
-    m = re.search(rf"^### {re.escape(section)} .*?\n(.*?)(?=^##)", text, re.M | re.S)
-    assert m, f"spec section {section} not found"
-    found = set()
-    for line in m.group(1).splitlines():
-        if line.startswith("|"):
-            last = line.strip().strip("|").split("|")[-1].strip()
-            h = re.fullmatch(r"`([0-9a-f]{2}(?: [0-9a-f]{2})*)`", last)
-            if h:
-                found.add(h.group(1))
-    return found
-
+from serializer_spec_tables import spec_hex_examples
 
 EXAMPLES = [
     ({"a": [1, True, None]}, "7b 22 61 22 3a 5b 31 2c 74 72 75 65 2c 6e 75 6c 6c 5d 7d"),
@@ -98,6 +79,7 @@ def test_nested_and_nullable():
         (b"[" * 100_000, "invalid JSON"),  # too deep for the parser
     ],
 )
+
 def test_corrupt(data, fragment):
     with pytest.raises(CorruptSavepointError) as e:
         Json().decode(data)

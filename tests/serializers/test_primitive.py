@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import math
-import re
 import struct
 import time
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -16,24 +14,7 @@ from hypothesis import strategies as st
 
 from pyref.errors import CorruptSavepointError, InvalidArgumentError
 from pyref.serializers import Boolean, Bytes, Float64, Int32, Int64, String
-
-SPEC = Path(__file__).resolve().parents[2] / "spec" / "serializers.md"
-
-
-def spec_hex_examples(section: str) -> set[str]:
-    """The hex cells (last column of table rows) of one ``### <section>`` of the spec."""
-    text = SPEC.read_text(encoding="utf-8")
-    m = re.search(rf"^### {re.escape(section)} .*?\n(.*?)(?=^##)", text, re.M | re.S)
-    assert m, f"spec section {section} not found"
-    found = set()
-    for line in m.group(1).splitlines():
-        if line.startswith("|"):
-            last = line.strip().strip("|").split("|")[-1].strip()
-            h = re.fullmatch(r"`([0-9a-f]{2}(?: [0-9a-f]{2})*)`", last)
-            if h:
-                found.add(h.group(1))
-    return found
-
+from serializer_spec_tables import spec_hex_examples
 
 # (section, serializer, value, hex) -- the examples of spec/serializers.md §3.1-§3.6.
 EXAMPLES = [
@@ -329,6 +310,7 @@ def test_bad_values_refused(ser, value):
         (Int64(), "12"),
     ],
 )
+
 def test_bad_arrays_refused(ser, values):
     with pytest.raises(InvalidArgumentError):
         ser.encode_array(values)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -14,24 +13,9 @@ from hypothesis import strategies as st
 from pyref._proto.savepoint.v1 import serializer_pb2
 from pyref.errors import CorruptSavepointError, InvalidArgumentError
 from pyref.serializers import ListOf, Protobuf, serializer_from_snapshot
+from serializer_spec_tables import spec_hex_examples
 
-SPEC = Path(__file__).resolve().parents[2] / "spec" / "serializers.md"
 F = descriptor_pb2.FieldDescriptorProto
-
-
-def spec_hex_examples(section: str) -> set[str]:
-    """The hex cells (last column of table rows) of one ``### <section>`` of the spec."""
-    text = SPEC.read_text(encoding="utf-8")
-    m = re.search(rf"^### {re.escape(section)} .*?\n(.*?)(?=^##)", text, re.M | re.S)
-    assert m, f"spec section {section} not found"
-    found = set()
-    for line in m.group(1).splitlines():
-        if line.startswith("|"):
-            last = line.strip().strip("|").split("|")[-1].strip()
-            h = re.fullmatch(r"`([0-9a-f]{2}(?: [0-9a-f]{2})*)`", last)
-            if h:
-                found.add(h.group(1))
-    return found
 
 
 def field(name, number, ftype, *, repeated=False, type_name=None):
