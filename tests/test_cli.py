@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import write_seeds
+from pyref.testing import write_seeds
 from pyref.cli import main
 
 

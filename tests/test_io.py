@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import write_seeds
+from pyref.testing import write_seeds
 from pyref import CorruptSavepointError, Savepoint, SavepointWriter, rescale
 from pyref.io import ArrowIO, LocalIO, check_relative_path, open_io
 from pyref.serializers import Int64

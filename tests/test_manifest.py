@@ -14,7 +14,7 @@ from pyref.manifest import MAGIC, decode_manifest, encode_manifest
 
 @pytest.fixture
 def manifest(tmp_path):
-    from conftest import write_seeds
+    from pyref.testing import write_seeds
 
     write_seeds(tmp_path / "sp", inline_bytes=0)
     m, _ = decode_manifest((tmp_path / "sp" / "_manifest").read_bytes(), path="_manifest")
@@ -127,7 +127,7 @@ def test_partition_count_must_match_parallelism(manifest):
 
 
 def test_data_file_of_wrong_size_is_reported_on_read(tmp_path):
-    from conftest import write_seeds
+    from pyref.testing import write_seeds
 
     write_seeds(tmp_path / "sp", inline_bytes=0)
     data_file = next((tmp_path / "sp" / "data").iterdir())

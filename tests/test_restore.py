@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import write_seeds
+from pyref.testing import write_seeds
 from pyref import InvalidArgumentError, Savepoint, assign_to_key_group, key_group_range
 
 
