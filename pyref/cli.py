@@ -18,6 +18,7 @@ from .errors import CorruptSavepointError, InvalidArgumentError, SavepointError
 from .inspection import describe, verify
 from .reader import Savepoint
 from .rewrite import rescale
+from .spark.cli import add_spark_commands
 
 
 def _parallelism(args: argparse.Namespace) -> int | dict[str, int]:
@@ -109,10 +110,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-p", "--parallelism", type=int, help="new parallelism of every operator")
         p.add_argument("--operator", action="append", metavar="ID=N", help="new parallelism of one operator")
         p.add_argument("--json", action="store_true")
+    add_spark_commands(sub)  # imports pyspark only when one of them runs
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
+    if hasattr(args, "handler"):
+        return args.handler(args)
     if args.command == "inspect":
         info = describe(Savepoint.open(args.path))
         print(json.dumps(info, indent=2)) if args.json else _print_describe(info)

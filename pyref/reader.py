@@ -255,17 +255,26 @@ class KeyedStateView:
             return self._stored_value.decode(latest[b""])
         return {self.user_key_serializer.decode(k): self._stored_value.decode(v) for k, v in latest.items()}
 
-    def arrow_chunks(self, chunks: Sequence[pb.Chunk]) -> pa.Table:
-        """Entries decoded to Arrow: key_group, key[, user_key], value."""
+    def _arrow_columns(self) -> tuple[list[str], list[Serializer]]:
         names = ["key_group", "key", *(["user_key"] if self.user_key_serializer else []), "value"]
         serializers = [self.key_serializer, *([self.user_key_serializer] if self.user_key_serializer else []),
                        self._stored_value]
-        batches = []
+        return names, serializers
+
+    def arrow_batches(self, chunks: Sequence[pb.Chunk]) -> Iterator[pa.RecordBatch]:
+        """Entries decoded to Arrow, one record batch per chunk, as they are read:
+        key_group, key[, user_key], value."""
+        names, serializers = self._arrow_columns()
         for group, columns in self.read_encoded(chunks):
             arrays = [pa.array(np.full(len(columns[0]), group, dtype=np.int32))]
             arrays += [s.decode_array(c) for s, c in zip(serializers, columns)]
-            batches.append(pa.record_batch(arrays, names=names))
+            yield pa.record_batch(arrays, names=names)
+
+    def arrow_chunks(self, chunks: Sequence[pb.Chunk]) -> pa.Table:
+        """Entries decoded to Arrow: key_group, key[, user_key], value."""
+        batches = list(self.arrow_batches(chunks))
         if not batches:
+            names, serializers = self._arrow_columns()
             schema = pa.schema([pa.field("key_group", pa.int32()),
                                 *(pa.field(n, s.arrow_type()) for n, s in zip(names[1:], serializers))])
             return schema.empty_table()

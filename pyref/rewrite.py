@@ -100,12 +100,7 @@ def _derive(source: str | os.PathLike[str], target: str | os.PathLike[str], *, c
             build: Callable[[Savepoint, Derivation], list[pb.Operator]]) -> pb.Manifest:
     src = Savepoint.open(source)
     target_io = open_io(target)
-    if os.path.realpath(target_io.location) == os.path.realpath(src.location):
-        raise InvalidArgumentError("target must differ from the source savepoint", path=target_io.location)
-    if not copy and _directory_name(target_io) in {_directory_name(src.io), *(b.directory for b in src.manifest.bases)}:
-        # Replacing a savepoint this one reads from would delete the data it refers to.
-        raise InvalidArgumentError("target is a base of the source; a shallow savepoint cannot replace its own base",
-                                   path=target_io.location)
+    check_target(src, target_io, copy)
     previous = read_previous(target_io, overwrite)
     derivation = Derivation(src, target_io, copy)
     try:
@@ -116,6 +111,16 @@ def _derive(source: str | os.PathLike[str], target: str | os.PathLike[str], *, c
     manifest = derivation.publish(target_io, operators, previous)
     delete_replaced(target_io, manifest, previous)
     return manifest
+
+
+def check_target(source: Savepoint, target: SavepointIO, copy: bool) -> None:
+    """Refuse a target a savepoint derived from ``source`` cannot be written to."""
+    if os.path.realpath(target.location) == os.path.realpath(source.location):
+        raise InvalidArgumentError("target must differ from the source savepoint", path=target.location)
+    if not copy and _directory_name(target) in {_directory_name(source.io), *(b.directory for b in source.manifest.bases)}:
+        # Replacing a savepoint this one reads from would delete the data it refers to.
+        raise InvalidArgumentError("target is a base of the source; a shallow savepoint cannot replace its own base",
+                                   path=target.location)
 
 
 def _directory_name(io: SavepointIO) -> str:

@@ -96,8 +96,23 @@ def _file_descriptor_set(desc: _descriptor.Descriptor) -> descriptor_pb2.FileDes
     return out
 
 
+def _check_text(fds: descriptor_pb2.FileDescriptorSet) -> None:
+    """descriptor.proto is proto2: its strings are not checked for UTF-8 when parsed, and a
+    name that is not UTF-8 would fail later, untyped, wherever it is first read."""
+    stack: list[message.Message] = [fds]
+    while stack:
+        for field, value in stack.pop().ListFields():
+            values = value if _is_repeated(field) else [value]
+            if field.type in (_FD.TYPE_MESSAGE, _FD.TYPE_GROUP):
+                stack.extend(values)
+            elif field.type == _FD.TYPE_STRING and not all(isinstance(v, str) for v in values):
+                # The runtime hands back bytes for a proto2 string that is not UTF-8.
+                raise CorruptSavepointError(f"protobuf descriptor set: {field.full_name} is not UTF-8 text")
+
+
 def _load_message_class(fds: descriptor_pb2.FileDescriptorSet, message_name: str) -> type[message.Message]:
     """Build ``message_name`` from ``fds`` in a private descriptor pool."""
+    _check_text(fds)
     by_name: dict[str, descriptor_pb2.FileDescriptorProto] = {}
     for f in fds.file:
         if f.name in by_name:

@@ -1,0 +1,94 @@
+"""The conformance kit judges readers: it fails a wrong dump, a reader that reads
+what it must refuse, and a refusal with the wrong category or without the protocol."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import sys
+import textwrap
+
+import pytest
+
+from compat_tests import ROOT, generate_goldens, generate_rejects
+from compat_tests.conformance import discover, main, reader_argv, run
+
+PYREF = shlex.join([sys.executable, "-m", "compat_tests.dump_pyref"])
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpus")
+    generate_goldens.generate(root / "golden", ["keyed-map"])
+    generate_rejects.generate(root / "reject", root / "forward", ["unknown-codec", "chunk-bad-checksum",
+                                                                  "unknown-optional-feature"])
+    return root
+
+
+def _reader(tmp_path, body: str) -> str:
+    script = tmp_path / "reader.py"
+    script.write_text(textwrap.dedent(body))
+    return shlex.join([sys.executable, str(script)])
+
+
+def _results(reader, corpus):
+    return {r.case: r for r in run(reader, discover(corpus), jobs=2, cwd=str(ROOT.parent))}
+
+
+def test_pyref_passes(corpus):
+    results = _results(PYREF, corpus)
+    assert len(results) == 4 and all(r.passed for r in results.values()), results
+
+
+def test_a_reader_that_reads_everything_fails(tmp_path, corpus):
+    reader = _reader(tmp_path, """
+        import json
+        print(json.dumps({"canonical_version": 1, "format_version": "1.0", "parallelisms": [], "operators": []}))
+    """)
+    results = _results(reader, corpus)
+    assert not any(r.passed for r in results.values())
+    assert "must refuse" in results["reject/unknown-codec"].detail
+    assert "differs from expected.json at $." in results["golden/1.0/keyed-map"].detail
+
+
+def test_wrong_category_and_protocol_violations_fail(tmp_path, corpus):
+    reader = _reader(tmp_path, """
+        import json, sys
+        if "codec" in sys.argv[1]:
+            print(json.dumps({"error": {"category": "corrupt", "message": "?"}}))
+        else:
+            print("Traceback: something broke", file=sys.stderr)
+        sys.exit(3)
+    """)
+    results = _results(reader, corpus)
+    assert "refused as 'corrupt', expected 'unsupported-feature'" in results["reject/unknown-codec"].detail
+    assert "without an error document" in results["reject/chunk-bad-checksum"].detail
+    assert "refused a savepoint it must read" in results["forward/unknown-optional-feature"].detail
+    lenient = {r.case: r for r in run(reader, discover(corpus), strict_categories=False)}
+    assert lenient["reject/unknown-codec"].passed
+
+
+def test_placeholders():
+    assert reader_argv("r --in {savepoint} -p={parallelisms}", ROOT / "x", [1, 2]) == ["r", "--in", str(ROOT / "x"),
+                                                                                       "-p=1,2"]
+    assert reader_argv("r -v", ROOT / "x", [3]) == ["r", "-v", str(ROOT / "x"), "--parallelism", "3"]
+
+
+def test_command_line_exit_codes(corpus, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT.parent)
+    assert main(["--reader", PYREF, "--root", str(corpus), "-q"]) == 0
+    assert capsys.readouterr().out.strip().endswith("conformance: 4 passed, 0 failed")
+    assert main(["--reader", "false", "--root", str(corpus), "--corpus", "golden"]) == 1
+    tampered = tmp_path / "tampered"
+    shutil.copytree(corpus, tampered)
+    (tampered / "golden" / "1.0" / "keyed-map" / "expected.json").write_text("{}")  # refused up front
+    assert main(["--reader", PYREF, "--root", str(tampered), "--corpus", "golden"]) == 2
+
+
+def test_checking_a_writers_savepoint(corpus, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT.parent)
+    case = corpus / "golden" / "1.0" / "keyed-map"
+    assert main(["--savepoint", str(case / "savepoint"), "--expected", str(case / "expected.json")]) == 0
+    other = corpus / "forward" / "unknown-optional-feature" / "expected.json"
+    assert main(["--savepoint", str(case / "savepoint"), "--expected", str(other)]) == 1
+    assert "dump differs" in capsys.readouterr().out

@@ -1,0 +1,52 @@
+"""The generators: they write checked cases, never overwrite one, and keep SHA256SUMS."""
+
+from __future__ import annotations
+
+import pytest
+
+from compat_tests import ROOT, generate_goldens, generate_rejects
+from compat_tests._build import read_sums
+from compat_tests.conformance import discover, verify_corpora
+
+
+def test_golden_generator_refuses_to_overwrite(tmp_path):
+    made = generate_goldens.generate(tmp_path, ["inline-small-state", "tuple-snapshot-v1"])
+    assert made == ["inline-small-state", "tuple-snapshot-v1"]
+    sums = read_sums(tmp_path)
+    assert any(p.startswith("1.0/tuple-snapshot-v1/savepoint/") for p in sums)
+    assert not verify_corpora(tmp_path.parent, [tmp_path.name])
+    # A second run keeps what exists, and writing over an existing case is refused.
+    assert generate_goldens.generate(tmp_path, ["inline-small-state"]) == []
+    case = next(c for c in generate_goldens.cases() if c.name == "inline-small-state")
+    with pytest.raises(SystemExit, match="written once"):
+        generate_goldens.generate_case(case, tmp_path / "1.0" / "inline-small-state", "test")
+    assert read_sums(tmp_path) == sums
+    assert "| `tuple-snapshot-v1` |" in (tmp_path / "1.0" / "README.md").read_text()
+
+
+def test_reject_generator_checks_pyref_refuses(tmp_path):
+    made = generate_rejects.generate(tmp_path / "reject", tmp_path / "forward",
+                                     ["unknown-codec", "newer-major-version", "unknown-fields"])
+    assert sorted(made) == ["newer-major-version", "unknown-codec", "unknown-fields"]
+    assert not verify_corpora(tmp_path, ["reject", "forward"])
+    assert {c.name for c in discover(tmp_path)} == {"reject/unknown-codec", "reject/newer-major-version",
+                                                    "forward/unknown-fields"}
+
+
+def test_a_reject_pyref_reads_is_not_kept(tmp_path):
+    case = generate_rejects.manifest_case("not-really-broken", "corrupt", "nothing", lambda sp: None)
+    with pytest.raises(SystemExit, match="pyref reads it"):
+        generate_rejects.generate_reject(case, tmp_path / "x", "test")
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.slow
+def test_generators_make_every_committed_case(tmp_path):
+    """Regenerating everything elsewhere gives the committed case list, and every case
+    still passes the generators' own checks against the current pyref."""
+    generate_goldens.generate(tmp_path / "golden")
+    generate_rejects.generate(tmp_path / "reject", tmp_path / "forward")
+    fresh = {c.name for c in discover(tmp_path)}
+    committed = {c.name for c in discover(ROOT)}
+    if committed:
+        assert committed <= fresh, f"committed cases the generators no longer make: {sorted(committed - fresh)}"

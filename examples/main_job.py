@@ -1,0 +1,151 @@
+"""The main job: the seeds' scenario, bootstrapped with Spark, restored at parallelism 1 and 4.
+
+A Kafka source holds the offsets of 4 partitions at parallelism 2 (SPLIT_DISTRIBUTE
+list state) and a counter holds a count per URL (keyed state) at parallelism 2. The
+job bootstraps that savepoint with Spark, verifies it with the core, rescales it to
+parallelism 1 and 4 (shallow: no state bytes copied), prints who holds what per
+subtask, reads the result back with Spark and verifies everything again.
+
+    python examples/main_job.py [--out DIR] [--master URL] [--no-spark]
+
+Exits 0 when every check passes, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pyref import DistributionMode, Savepoint, SavepointWriter, rescale
+from pyref.inspection import verify
+from pyref.serializers import Int64, String
+
+OFFSETS = {0: [100, 101], 1: [200, 201]}  # Kafka partition offsets held by source subtasks 0 and 1
+COUNTS = {f"/page/{i}": i for i in range(50)}  # hits per URL
+
+
+def bootstrap_with_spark(spark, path: Path) -> None:
+    from pyref.spark import SavepointBuilder
+
+    rows = [(subtask, position, offset)
+            for subtask, values in OFFSETS.items() for position, offset in enumerate(values)]
+    offsets = spark.createDataFrame(rows, "subtask int, position int, offset long")
+    counts = spark.createDataFrame(list(COUNTS.items()), "url string, hits long")
+    with SavepointBuilder(spark, path, overwrite=True) as b:
+        b.add_operator("kafka-source", parallelism=2)
+        b.add_list_state("kafka-source", "offsets", offsets, Int64(), DistributionMode.SPLIT_DISTRIBUTE,
+                         value="offset", order_by="position")
+        b.add_operator("url-counter", parallelism=2, key_serializer=String())
+        b.add_keyed_state("url-counter", "count", counts, Int64(), key="url", value="hits")
+
+
+def bootstrap_with_core(path: Path) -> None:
+    with SavepointWriter(str(path), overwrite=True) as w:
+        offsets = w.add_operator("kafka-source", parallelism=2).list_state("offsets", Int64())
+        for subtask, values in OFFSETS.items():
+            offsets.add(subtask, values)
+        w.add_operator("url-counter", parallelism=2, key_serializer=String()).keyed_state("count", Int64()).add(
+            list(COUNTS), list(COUNTS.values()))
+
+
+class Checks:
+    def __init__(self) -> None:
+        self.failed: list[str] = []
+
+    def __call__(self, ok: bool, what: str) -> None:
+        print(f"  [{'ok' if ok else 'FAILED'}] {what}")
+        if not ok:
+            self.failed.append(what)
+
+
+def verified(path: Path, check: Checks) -> Savepoint:
+    sp = Savepoint.open(path)
+    report = verify(sp)
+    check(report.ok, f"verify {path.name}: {report.chunks} chunks, {report.values} values, every checksum")
+    return sp
+
+
+def show_subtasks(sp: Savepoint, parallelism: int, check: Checks) -> None:
+    """Who holds what when the savepoint is restored at its parallelism."""
+    plan = sp.restore_plan(parallelism)
+    view = sp.operator("url-counter").keyed_state("count")
+    offsets, urls = [], []
+    for i in range(parallelism):
+        source, counter = plan.subtask("kafka-source", i), plan.subtask("url-counter", i)
+        held = list(source.list_state("offsets"))
+        counts = dict(counter.keyed_state("count"))
+        groups = counter.key_group_range
+        print(f"  subtask {i}: offsets {held}; {len(counts)} URL counts in key groups {groups.first}..{groups.last}")
+        offsets += held
+        urls += list(counts)
+        check(all(view.key_group_of(url) in groups for url in counts), f"subtask {i} holds only keys of its key groups")
+    check(sorted(offsets) == [o for values in OFFSETS.values() for o in values], "every offset restored exactly once")
+    check(sorted(urls) == sorted(COUNTS), "every URL count restored exactly once")
+    if parallelism == 4:
+        check(all(len(list(plan.subtask("kafka-source", i).list_state("offsets"))) == 1 for i in range(4)),
+              "at parallelism 4 each source subtask reads one partition (none idle)")
+
+
+def read_back_with_spark(spark, path: Path, check: Checks) -> None:
+    def state(operator: str, name: str):
+        return spark.read.format("savepoint").option("operator", operator).option("state", name).load(str(path))
+
+    spark.read.format("savepoint-metadata").load(str(path)).select(
+        "operator_id", "parallelism", "max_parallelism", "state", "kind", "mode", "serializer", "entries",
+        "chunks").show(truncate=False)
+    offsets = state("kafka-source", "offsets")
+    offsets.orderBy("subtask", "index").show()
+    counts = state("url-counter", "count")
+    counts.orderBy("key_group").show(5)
+    check({(r.subtask, r.value) for r in offsets.collect()} == {(0, 100), (1, 101), (2, 200), (3, 201)},
+          "Spark reads one offset per subtask at parallelism 4")
+    check({r.key: r.value for r in counts.collect()} == COUNTS, "Spark reads every URL count")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default="./out", help="directory for the savepoints (default ./out)")
+    parser.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    parser.add_argument("--no-spark", action="store_true", help="bootstrap and read with the core only")
+    args = parser.parse_args(argv)
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    check = Checks()
+    spark, owned = None, False
+    if not args.no_spark:
+        from pyspark.sql import SparkSession
+
+        from pyref.spark import spark_session
+
+        owned = SparkSession.getActiveSession() is None  # a session someone else started stays up
+        spark = spark_session(args.master, app_name="pyref main job", **{"spark.ui.showConsoleProgress": "false"})
+        spark.sparkContext.setLogLevel("ERROR")
+    try:
+        seeds = out / "seeds"
+        print(f"bootstrapping {seeds} with {'Spark ' + args.master if spark else 'the core'}")
+        bootstrap_with_spark(spark, seeds) if spark else bootstrap_with_core(seeds)
+        verified(seeds, check)
+        show_subtasks(Savepoint.open(seeds), 2, check)
+        for parallelism in (1, 4):
+            target = out / f"seeds-p{parallelism}"
+            manifest = rescale(seeds, target, parallelism, overwrite=True)
+            new_bytes = sum(f.size for f in manifest.data_files if f.base == 0)
+            print(f"rescaled to parallelism {parallelism}: {target} ({new_bytes} bytes of state copied)")
+            check(new_bytes == 0, "rescaling copied no state bytes")
+            show_subtasks(verified(target, check), parallelism, check)
+        if spark is not None:
+            print(f"reading {out / 'seeds-p4'} back with Spark")
+            read_back_with_spark(spark, out / "seeds-p4", check)
+    finally:
+        if owned:
+            spark.stop()
+    if check.failed:
+        print(f"FAILED: {len(check.failed)} checks: {check.failed}", file=sys.stderr)
+        return 1
+    print("OK: every check passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+"""Make the committed seed corpus: ``python -m fuzz.seeds [--out fuzz/corpus]``.
+
+Seeds are real savepoints written by pyref's writer (and a shallow rescale with a
+base), cut into the input layouts of :mod:`fuzz.targets`. Deterministic apart from
+savepoint ids and timestamps; rerun it when the format changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import tempfile
+
+from pyref import SavepointWriter, rescale
+from pyref._proto.savepoint.v1 import manifest_pb2 as pb
+from pyref.codecs import Codec, compress, decompress
+from pyref.manifest import decode_manifest
+from pyref.redistribution import DistributionMode
+from pyref.serializers import (
+    Boolean,
+    Bytes,
+    Float64,
+    Int32,
+    Int64,
+    Json,
+    ListOf,
+    MapOf,
+    Nullable,
+    Protobuf,
+    String,
+    Tuple,
+)
+
+from .targets import CHUNK_SERIALIZERS, KEY_SERIALIZERS, chunk_input, manifest_input, savepoint_input, serializer_input
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _write_savepoints(root: str) -> dict[str, str]:
+    """A few small savepoints covering every state kind and mode; name -> directory."""
+    out = {}
+
+    def path(name):
+        out[name] = os.path.join(root, name)
+        return out[name]
+
+    # The conftest scenario, inline and in a data file.
+    for name, inline in (("seeds-inline", 1024), ("seeds-file", 0)):
+        with SavepointWriter(path(name), inline_bytes=inline) as w:
+            src = w.add_operator("kafka-source", parallelism=2)
+            offsets = src.list_state("offsets", Int64(), DistributionMode.SPLIT_DISTRIBUTE)
+            offsets.add(0, [100, 101])
+            offsets.add(1, [200, 201])
+            counter = w.add_operator("url-counter", parallelism=2, key_serializer=String())
+            counter.keyed_state("count", Int64()).add([f"/page/{i}" for i in range(50)], list(range(50)))
+    # Every keyed kind, every list mode, composite serializers, zstd and raw chunks.
+    with SavepointWriter(path("kinds"), inline_bytes=0, chunk_bytes=512, buffer_bytes=4096) as w:
+        op = w.add_operator("op", parallelism=3, max_parallelism=16, key_serializer=Int64())
+        op.keyed_state("v", Nullable(String())).add(list(range(40)), [None if i % 3 == 0 else "x" * i for i in range(40)])
+        op.keyed_state("l", Tuple(Int32(), Float64(), names=("a", "b")), kind="list").add(
+            [1, 2, 3], [[(1, 1.5)], [], [(2, -0.0), (3, 2.5)]])
+        op.keyed_state("m", ListOf(Boolean()), kind="map", user_key_serializer=String()).add(
+            [1, 1, 2], [[True], [], [False, True]], user_keys=["a", "b", "a"])
+        for mode in DistributionMode:
+            ls = op.list_state(f"list-{mode.name.lower()}", Json(), mode)
+            for sub in range(3):
+                ls.add(sub, [{"sub": sub, "i": i} for i in range(sub + 1)])
+    # Format 1.1 key bounds (sorted keys, so bounds are disjoint), and composite keys.
+    with SavepointWriter(path("composite"), inline_bytes=64, sort_keys=True) as w:
+        op = w.add_operator("op", parallelism=1, key_serializer=Tuple(String(), Int32()))
+        op.keyed_state("map", MapOf(String(), Bytes())).add([("a", 1), ("b", 2)], [{"k": b"\x00"}, {}])
+        op.keyed_state("proto", Protobuf(pb.ElementRange)).add(
+            [("a", 1)], [pb.ElementRange(chunk=1, first=2, count=3)])
+    # A shallow rescale: the target refers to the source's files as a base.
+    rescale(out["kinds"], path("rescaled"), 2)
+    return out
+
+
+def _files(root: str, name: str) -> dict[str, bytes]:
+    files = {}
+    for directory in sorted(os.listdir(root)):
+        for dirpath, _, names in os.walk(os.path.join(root, directory)):
+            for n in sorted(names):
+                if n == ".lock":
+                    continue
+                full = os.path.join(dirpath, n)
+                rel = os.path.relpath(full, root).replace(os.sep, "/")
+                top = rel.split("/")[0]
+                if top == name or top in _bases(root, name):
+                    with open(full, "rb") as f:
+                        files[("sp" if top == name else top) + rel[len(top):]] = f.read()
+    return files
+
+
+def _bases(root: str, name: str) -> set[str]:
+    with open(os.path.join(root, name, "_manifest"), "rb") as f:
+        m, _ = decode_manifest(f.read(), path=name)
+    return {b.directory for b in m.bases}
+
+
+def _snapshots() -> list[tuple[bytes, list[bytes]]]:
+    cases = [
+        (Int64(), [1, -(2**63)]), (Int32(), [7]), (Float64(), [1.5, float("inf")]), (Boolean(), [True, False]),
+        (String(), ["", "héllo"]), (Bytes(), [b"\x00\xff"]), (Json(), [{"a": [1, 2.5, None]}, "x"]),
+        (Nullable(Int64()), [None, 3]), (ListOf(String()), [["a", "bc"], []]),
+        (MapOf(Int32(), ListOf(Int64())), [{1: [2, 3]}, {}]),
+        (Tuple(Int64(), String(), Nullable(Bytes())), [(1, "a", None), (2, "", b"z")]),
+        (Tuple(String(), names=("name",)), [("n",)]),
+        (Protobuf(pb.ElementRange), [pb.ElementRange(chunk=1, count=2)]),
+        (ListOf(ListOf(MapOf(String(), Nullable(Tuple(Int32(), Float64()))))), [[[{"k": (1, 2.0)}, {"n": None}]]]),
+    ]
+    return [(s.snapshot().SerializeToString(deterministic=True), [s.encode(v) for v in values]) for s, values in cases]
+
+
+def _index(serializers, snapshot) -> int:
+    for i, s in enumerate(serializers):
+        if s.snapshot() == snapshot:
+            return i
+    return 0
+
+
+def build(out: str) -> dict[str, int]:
+    seeds: dict[str, list[bytes]] = {t: [] for t in ("manifest", "chunk", "serializer", "savepoint")}
+    root = tempfile.mkdtemp(prefix="pyref-seeds-")
+    try:
+        savepoints = _write_savepoints(root)
+        for name, directory in savepoints.items():
+            with open(os.path.join(directory, "_manifest"), "rb") as f:
+                envelope = f.read()
+            seeds["manifest"] += [manifest_input(envelope, fix=False), manifest_input(envelope, fix=True)]
+            files = _files(root, name)
+            seeds["savepoint"] += [savepoint_input(files, flags=0), savepoint_input(files, flags=7)]
+            m, _ = decode_manifest(envelope, path=name)
+            for op in m.operators:
+                states = [(s, 0) for s in op.list_states] + [(s, {pb.VALUE: 1, pb.MAP: 2, pb.LIST: 3}[s.kind])
+                                                             for s in op.keyed_states]
+                for state, shape in states[:4]:
+                    chunk = state.chunks[0]
+                    if chunk.WhichOneof("location") == "inline_data":
+                        stored = chunk.inline_data
+                    else:
+                        f = m.data_files[chunk.range.file]
+                        where = directory if f.base == 0 else os.path.join(root, m.bases[f.base - 1].directory)
+                        with open(os.path.join(where, f.path), "rb") as fh:
+                            fh.seek(chunk.range.offset)
+                            stored = fh.read(chunk.range.length)
+                    payload = decompress(chunk.codec, stored, chunk.raw_length)
+                    zstd = compress(Codec.ZSTD, payload)
+                    value = state.element_serializer if shape == 0 else state.value_serializer
+                    picks = dict(serializer=_index(CHUNK_SERIALIZERS, value))
+                    if shape:
+                        picks.update(key=_index(KEY_SERIALIZERS, op.key_serializer),
+                                     user_key=_index(KEY_SERIALIZERS, state.user_key_serializer))
+                    for codec, data in ((0, payload), (1, zstd)):
+                        seeds["chunk"].append(chunk_input(data, codec=codec, shape=shape, rows=chunk.row_count,
+                                                          raw_length=len(payload), **picks))
+        for snapshot, values in _snapshots():
+            seeds["serializer"].append(serializer_input(snapshot, values))
+        # A chunk of each serializer's own values.
+        from pyref.chunk import encode_chunk
+
+        for index, s in enumerate(CHUNK_SERIALIZERS):
+            sample = {"int64": [1, 2], "string": ["a"], "bytes": [b"b"], "int32": [3], "float64": [0.5],
+                      "boolean": [True], "json": [[1]], "list": [[1]] if index == 7 else [[True]] if index == 13 else [[("a", None)]],
+                      "map": [{"a": 1}] if index == 8 else [{"a": b"b"}], "nullable": [None, "x"],
+                      "tuple": [(1, "a")] if index == 10 else [(1, 0.5)],
+                      "protobuf": [pb.ElementRange(chunk=3)]}[s.serializer_id]
+            payload = encode_chunk([s.encode_array(sample)])
+            seeds["chunk"].append(chunk_input(payload, codec=0, shape=0, rows=len(sample),
+                                              raw_length=len(payload), serializer=index))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    counts = {}
+    for target, inputs in seeds.items():
+        directory = os.path.join(out, target)
+        shutil.rmtree(directory, ignore_errors=True)
+        os.makedirs(directory)
+        for data in inputs:
+            with open(os.path.join(directory, hashlib.sha1(data).hexdigest()), "wb") as f:
+                f.write(data)
+        counts[target] = len(set(inputs))
+    return counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.path.join(HERE, "corpus"))
+    args = parser.parse_args()
+    print(build(args.out))
+
+
+if __name__ == "__main__":
+    main()

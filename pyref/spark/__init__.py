@@ -1,0 +1,37 @@
+"""pyref on Apache Spark (pyspark >= 4.0): savepoints as DataFrames, bootstrap, rescale,
+max-parallelism change and serializer migration at scale.
+
+- :mod:`~pyref.spark.datasource`: ``spark.read.format("savepoint")`` and ``"savepoint-metadata"``.
+- :mod:`~pyref.spark.writer`: :class:`SavepointBuilder`, bootstrap from DataFrames and edits.
+- :mod:`~pyref.spark.jobs`: :func:`rescale`, :func:`change_max_parallelism`, :func:`migrate_state`.
+- :mod:`~pyref.spark.cli`: the ``pyref`` subcommands that run them.
+
+Hashing, encoding, chunking and redistribution are the core's (:mod:`pyref`);
+this package only distributes them. Names resolve lazily, so ``pyref.spark.cli``
+can register its subcommands without importing pyspark.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "SavepointDataSource": "datasource",
+    "SavepointMetadataDataSource": "datasource",
+    "register": "datasource",
+    "SavepointBuilder": "writer",
+    "WriteOptions": "commit",
+    "Progress": "progress",
+    "rescale": "jobs",
+    "change_max_parallelism": "jobs",
+    "migrate_state": "jobs",
+    "spark_session": "session",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)

@@ -1,0 +1,163 @@
+"""``pyref`` subcommands that run on Spark: spark-rescale, change-max-parallelism, migrate.
+
+Registering them imports nothing of pyspark, so the core CLI works without it;
+a subcommand imports pyspark when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+from .._proto.savepoint.v1 import serializer_pb2
+from ..errors import InvalidArgumentError
+from ..serializers import Serializer, serializer_from_snapshot
+
+_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+_FIELD_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):")
+_VERSION = re.compile(r"@v(\d+)")
+
+
+def parse_serializer(text: str) -> Serializer:
+    """A serializer from its label, as ``pyref inspect`` prints them: ``int64``,
+    ``nullable<int32>``, ``list<string>``, ``map<string,int64>``,
+    ``tuple<url:string,n:int64>@v2`` (snapshot version 1 when omitted; tuple
+    field names before a colon), or a registered user-defined id such as
+    ``com.example.Point``."""
+    snapshot, rest = _parse_snapshot(text.replace(" ", ""), text)
+    if rest:
+        raise InvalidArgumentError(f"unexpected {rest!r} at the end of serializer {text!r}")
+    return serializer_from_snapshot(snapshot)
+
+
+def _parse_snapshot(text: str, whole: str) -> tuple[serializer_pb2.SerializerSnapshot, str]:
+    match = _ID.match(text)
+    if not match:
+        raise InvalidArgumentError(f"expected a serializer id at {text!r} in {whole!r}")
+    snapshot = serializer_pb2.SerializerSnapshot(serializer_id=match.group(), version=1)
+    rest = text[match.end():]
+    if rest.startswith("<"):
+        rest = rest[1:]
+        while True:
+            name = _FIELD_NAME.match(rest)
+            if name:
+                snapshot.field_names.append(name.group(1))
+                rest = rest[name.end():]
+            child, rest = _parse_snapshot(rest, whole)
+            snapshot.nested.append(child)
+            if rest[:1] not in (",", ">"):
+                raise InvalidArgumentError(f"expected ',' or '>' at {rest!r} in {whole!r}")
+            rest, closed = rest[1:], rest[0] == ">"
+            if closed:
+                break
+    version = _VERSION.match(rest)
+    if version:
+        snapshot.version = int(version.group(1))
+        rest = rest[version.end():]
+    return snapshot, rest
+
+
+def _operator_numbers(args: argparse.Namespace, flag: str) -> int | dict[str, int]:
+    """One number for every operator (``flag``) or ``--operator ID=N`` per operator."""
+    if args.operator:
+        result = {}
+        for item in args.operator:
+            op, _, n = item.rpartition("=")
+            if not op or not n.isdigit():
+                raise InvalidArgumentError(f"--operator takes OPERATOR_ID=N, got {item!r}")
+            result[op] = int(n)
+        return result
+    value = getattr(args, flag.lstrip("-").replace("-", "_"))
+    if value is None:
+        raise InvalidArgumentError(f"give {flag} N or --operator ID=N")
+    return value
+
+
+def _run_on_spark(args: argparse.Namespace, job) -> int:
+    try:
+        from pyspark.sql import SparkSession
+
+        from .session import spark_session
+    except ImportError as exc:
+        raise InvalidArgumentError(f"this command needs pyspark >= 4.0 with pandas "
+                                   f"(pip install 'pyref-savepoint[spark]'): {exc}") from None
+    owned = SparkSession.getActiveSession() is None  # a session we did not start stays up
+    spark = spark_session(args.master, app_name=f"pyref {args.command}")
+    try:
+        manifest = job(spark)
+    finally:
+        if owned:
+            spark.stop()
+    result = {"target": args.target, "savepoint_id": manifest.savepoint_id,
+              "bases": [b.directory for b in manifest.bases],
+              "new_data_bytes": sum(f.size for f in manifest.data_files if f.base == 0)}
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"wrote {args.target} ({manifest.savepoint_id}); {result['new_data_bytes']} bytes of new data"
+              + (f"; refers to {', '.join(result['bases'])}" if result["bases"] else ""))
+    return 0
+
+
+def _spark_rescale(args: argparse.Namespace) -> int:
+    from .jobs import rescale
+
+    parallelism = _operator_numbers(args, "--parallelism")
+    return _run_on_spark(args, lambda spark: rescale(args.path, args.target, parallelism, spark=spark, copy=args.copy,
+                                                     overwrite=args.overwrite, progress=not args.json))
+
+
+def _change_max_parallelism(args: argparse.Namespace) -> int:
+    from .jobs import change_max_parallelism
+
+    wanted = _operator_numbers(args, "--max-parallelism")
+    return _run_on_spark(args, lambda spark: change_max_parallelism(
+        spark, args.path, args.target, wanted, copy=args.copy, overwrite=args.overwrite, partitions=args.partitions,
+        progress=not args.json))
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from .jobs import migrate_state
+
+    serializer = parse_serializer(args.serializer)
+    return _run_on_spark(args, lambda spark: migrate_state(
+        spark, args.path, args.target, args.operator, args.state, serializer, copy=args.copy,
+        overwrite=args.overwrite, progress=not args.json))
+
+
+def add_spark_commands(subparsers) -> None:
+    """Register the Spark subcommands on the ``pyref`` parser's subparsers.
+
+    Each sets ``handler``, which the CLI calls with the parsed arguments.
+    """
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("path", help="source savepoint")
+        p.add_argument("target", help="new savepoint (a sibling of the source unless --copy)")
+        p.add_argument("--master", default="local[*]", help="Spark master URL (default: local[*])")
+        p.add_argument("--copy", action="store_true", help="self-contained copy instead of referring to the source")
+        p.add_argument("--overwrite", action="store_true", help="replace a savepoint already at the target")
+        p.add_argument("--json", action="store_true")
+
+    p = subparsers.add_parser("spark-rescale", help="new parallelism (no state bytes copied; --copy copies on Spark)")
+    common(p)
+    p.add_argument("-p", "--parallelism", type=int, help="new parallelism of every operator")
+    p.add_argument("--operator", action="append", metavar="ID=N", help="new parallelism of one operator")
+    p.set_defaults(handler=_spark_rescale)
+
+    p = subparsers.add_parser("change-max-parallelism",
+                              help="new max parallelism: re-hash every key to its new key group, on Spark")
+    common(p)
+    p.add_argument("-m", "--max-parallelism", type=int, help="new max parallelism of every operator")
+    p.add_argument("--operator", action="append", metavar="ID=N", help="new max parallelism of one operator")
+    p.add_argument("--partitions", type=int, help="write tasks per keyed state (default: by size)")
+    p.set_defaults(handler=_change_max_parallelism)
+
+    p = subparsers.add_parser("migrate", help="one state's values under a new serializer (schema evolution), on Spark")
+    common(p)
+    p.add_argument("--operator", required=True, help="operator id")
+    p.add_argument("--state", required=True, help="state name")
+    p.add_argument("--serializer", required=True,
+                   help="new serializer, as inspect prints them: int64, list<string>, map<string,int64>, ...")
+    p.set_defaults(handler=_migrate)

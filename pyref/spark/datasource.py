@@ -1,0 +1,194 @@
+"""Savepoints as Spark DataFrames, through the Python Data Source API (pyspark >= 4.0).
+
+::
+
+    register(spark)
+    counts = (spark.read.format("savepoint").option("operator", "url-counter")
+              .option("state", "count").load("/savepoints/sp-1"))
+    spark.read.format("savepoint-metadata").load("/savepoints/sp-1").show()
+
+Options of ``savepoint``:
+
+- ``operator``, ``state`` (required): the state to read.
+- ``raw`` = ``true``: the stored bytes as binary columns, nothing decoded (reads
+  states whose serializer is not registered where Spark runs).
+- ``target_parallelism`` = N: add ``subtask``, the subtask each row restores to
+  at parallelism N (by key group for keyed state; by the restore plan's
+  redistribution for list state, whose rows then are the lists each new subtask
+  restores, UNION elements once per subtask).
+- ``fragment_bytes``: stored bytes per Spark partition (default 64 MiB).
+
+Keyed state reads as ``key_group, key[, user_key], value[, subtask]`` and list
+state as ``subtask, index, value``, with Spark types from the serializers'
+Arrow types. Spark partitions follow chunks: each carries only its chunks and
+the manifest entries they need, and its task reads only those byte ranges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
+from pyspark.sql.types import StructField, StructType
+
+from .._proto.savepoint.v1 import manifest_pb2 as pb
+from ..errors import InvalidArgumentError
+from ..inspection import describe
+from ..reader import Savepoint
+from ..restore import check_new_parallelism, plan_list_state
+from .fragments import (
+    DEFAULT_FRAGMENT_BYTES,
+    Fragment,
+    chunk_fragments,
+    find_state,
+    keyed_batches,
+    keyed_schema,
+    list_batches,
+    list_fragments,
+    list_schema,
+)
+
+
+def spark_schema(schema: pa.Schema) -> StructType:
+    """The Spark schema of an Arrow schema (every column nullable, as Spark's Arrow reads expect)."""
+    return StructType([StructField(f.name, from_arrow_type(f.type), True) for f in schema])
+
+
+class _Options:
+    def __init__(self, options) -> None:
+        self.path = options.get("path")
+        if not self.path:
+            raise InvalidArgumentError("give the savepoint location: .load(path)")
+        self.operator = options.get("operator")
+        self.state = options.get("state")
+        self.raw = str(options.get("raw", "false")).lower() == "true"
+        target = options.get("target_parallelism")
+        self.target_parallelism = int(target) if target is not None else None
+        self.fragment_bytes = int(options.get("fragment_bytes", DEFAULT_FRAGMENT_BYTES))
+
+    def open(self) -> tuple[Savepoint, pb.Operator, pb.KeyedState | pb.ListState]:
+        sp = Savepoint.open(self.path)
+        if not self.operator or not self.state:
+            names = {op.operator_id: [*op.list_state_names, *op.keyed_state_names] for op in sp.operators}
+            raise InvalidArgumentError(f"options 'operator' and 'state' are required; this savepoint has {names}",
+                                       path=sp.location)
+        op = sp.operator(self.operator).proto
+        state = find_state(op, self.state)
+        if state is None:
+            raise InvalidArgumentError("no such state", state=f"{self.operator}/{self.state}", path=sp.location)
+        if self.target_parallelism is not None:
+            check_new_parallelism(op, self.target_parallelism)
+        return sp, op, state
+
+
+class SavepointDataSource(DataSource):
+    """``spark.read.format("savepoint")``: one state of a savepoint as a DataFrame."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "savepoint"
+
+    def schema(self) -> StructType:
+        options = _Options(self.options)
+        sp, op, state = options.open()
+        if isinstance(state, pb.KeyedState):
+            schema = keyed_schema(sp, op, state, raw=options.raw, subtask=options.target_parallelism is not None)
+        else:
+            schema = list_schema(state, raw=options.raw)
+        return spark_schema(schema)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return SavepointReader(_Options(self.options), schema)
+
+
+class SavepointReader(DataSourceReader):
+    def __init__(self, options: _Options, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+
+    def partitions(self) -> list[InputPartition]:
+        options = self.options
+        sp, op, state = options.open()
+        if isinstance(state, pb.KeyedState):
+            fragments = chunk_fragments(sp, op, state, options.fragment_bytes)
+        else:
+            if options.target_parallelism is None:
+                assignment = [list(p.ranges) for p in state.partitions]
+            else:
+                assignment = plan_list_state(op, options.target_parallelism)[state.name]
+            fragments = list_fragments(sp, op, state, assignment, options.fragment_bytes)
+        return [InputPartition(f) for f in fragments]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        fragment: Fragment | None = partition.value
+        if fragment is None:  # Spark reads one empty partition when a state has no chunks
+            return
+        if fragment.runs:
+            batches = list_batches(fragment, raw=self.options.raw)
+        else:
+            batches = keyed_batches(fragment, raw=self.options.raw, target_parallelism=self.options.target_parallelism)
+        # Spark accepts batches whose Arrow schema equals its own mapping of the Spark schema.
+        target = to_arrow_schema(self.schema)
+        for batch in batches:
+            yield batch if batch.schema.equals(target) else pa.Table.from_batches([batch]).cast(target).to_batches()[0]
+
+
+_METADATA_SCHEMA = pa.schema([
+    ("operator_id", pa.string()), ("operator_name", pa.string()), ("parallelism", pa.int32()),
+    ("max_parallelism", pa.int32()), ("key_serializer", pa.string()), ("state", pa.string()),
+    ("state_type", pa.string()), ("kind", pa.string()), ("mode", pa.string()), ("serializer", pa.string()),
+    ("user_key_serializer", pa.string()), ("entries", pa.int64()), ("chunks", pa.int64()),
+    ("stored_bytes", pa.int64()), ("raw_bytes", pa.int64()),
+])
+
+
+class SavepointMetadataDataSource(DataSource):
+    """``spark.read.format("savepoint-metadata")``: one row per state (per operator
+    without state): operators, states, kinds and modes, serializers, parallelism,
+    max parallelism, entries (elements for list state), chunk counts and bytes."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "savepoint-metadata"
+
+    def schema(self) -> StructType:
+        return spark_schema(_METADATA_SCHEMA)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return _MetadataReader(_Options(self.options).path, schema)
+
+
+class _MetadataReader(DataSourceReader):
+    def __init__(self, path: str, schema: StructType) -> None:
+        self.path = path
+        self.schema = schema
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        rows = []
+        for op in describe(Savepoint.open(self.path))["operators"]:
+            common = {"operator_id": op["operator_id"], "operator_name": op["name"], "parallelism": op["parallelism"],
+                      "max_parallelism": op["max_parallelism"], "key_serializer": op["key_serializer"]}
+            for st in op["states"] or [{}]:
+                rows.append({**common, "state": st.get("name"), "state_type": st.get("type"), "kind": st.get("kind"),
+                             "mode": st.get("mode"), "serializer": st.get("serializer"),
+                             "user_key_serializer": st.get("user_key_serializer"),
+                             "entries": _entries(st),
+                             "chunks": st.get("chunks"), "stored_bytes": st.get("stored_bytes"),
+                             "raw_bytes": st.get("raw_bytes")})
+        target = to_arrow_schema(self.schema)
+        yield from pa.Table.from_pylist(rows, schema=_METADATA_SCHEMA).cast(target).to_batches()
+
+
+def _entries(state: dict) -> int | None:
+    if "elements_per_partition" in state:
+        return sum(state["elements_per_partition"])
+    return state.get("entries")
+
+
+def register(spark: SparkSession) -> None:
+    """Make ``format("savepoint")`` and ``format("savepoint-metadata")`` available on ``spark``."""
+    spark.dataSource.register(SavepointDataSource)
+    spark.dataSource.register(SavepointMetadataDataSource)

@@ -1,0 +1,209 @@
+"""A state cut into task-sized fragments, and one fragment read as Arrow batches.
+
+A fragment carries only what one Spark task needs, as serialized protobuf: the
+chunks it reads, the data files (and bases) those chunks live in, and its
+operator holding just that state. The task then reads exactly its byte ranges
+through the core :class:`~pyref.reader.ChunkStore`, which checks every chunk's
+CRC, and decodes whole chunks with the serializers' vectorised ``decode_array``.
+
+No Spark import here: executors of any kind (data source reads, ``mapInArrow``
+tasks, RDD tasks) share this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+from .._proto.savepoint.v1 import manifest_pb2 as pb
+from ..io import open_io
+from ..key_groups import operator_index_for_key_group
+from ..manifest import KEYED_COLUMNS, LIST_COLUMNS, state_label
+from ..reader import ChunkStore, KeyedStateView, Savepoint
+from ..serializers import serializer_from_snapshot
+from ..writer import _split_rows  # the core's cut of sized items into runs of about N bytes
+
+#: Stored bytes a fragment aims at: big enough to amortise a task, small enough to spread.
+DEFAULT_FRAGMENT_BYTES = 64 << 20
+
+State = pb.KeyedState | pb.ListState
+
+
+class Run(NamedTuple):
+    """List-state rows of a fragment: ``count`` elements from ``first`` of chunk
+    ``chunk`` (fragment-local index), which are elements ``index ..`` of ``subtask``."""
+
+    subtask: int
+    index: int
+    chunk: int
+    first: int
+    count: int
+
+
+@dataclass(frozen=True)
+class Fragment:
+    location: str
+    #: pb.Manifest holding the bases and only the data files of this fragment's chunks.
+    manifest: bytes
+    #: pb.Operator holding only this state, which holds only this fragment's chunks.
+    operator: bytes
+    #: Index of each of the fragment's chunks in the whole state.
+    chunk_indices: tuple[int, ...]
+    #: List state read as rows: which elements, for which subtask (empty otherwise).
+    runs: tuple[Run, ...] = ()
+
+    def open(self) -> tuple[ChunkStore, pb.Operator]:
+        manifest = pb.Manifest.FromString(self.manifest)
+        return ChunkStore(open_io(self.location), manifest), pb.Operator.FromString(self.operator)
+
+
+def stored_length(chunk: pb.Chunk) -> int:
+    return chunk.range.length if chunk.WhichOneof("location") == "range" else len(chunk.inline_data)
+
+
+def find_state(op: pb.Operator, name: str) -> State | None:
+    return next((s for s in [*op.list_states, *op.keyed_states] if s.name == name), None)
+
+
+def _shell(state: State) -> State:
+    """The state without its chunks (and partitions): what every fragment repeats."""
+    shell = type(state)()
+    for field, value in state.ListFields():
+        if field.name in ("chunks", "partitions"):
+            continue
+        if field.message_type is None:
+            setattr(shell, field.name, value)
+        else:
+            getattr(shell, field.name).CopyFrom(value)
+    return shell
+
+
+def _fragment(sp: Savepoint, op: pb.Operator, state: State, shell: State, chunk_indices: Sequence[int],
+              runs: Sequence[Run] = ()) -> Fragment:
+    manifest = pb.Manifest(savepoint_id=sp.manifest.savepoint_id, bases=sp.manifest.bases)
+    local_files: dict[int, int] = {}
+    part = type(shell)()
+    part.CopyFrom(shell)
+    for i in chunk_indices:
+        chunk = part.chunks.add()
+        chunk.CopyFrom(state.chunks[i])
+        if chunk.WhichOneof("location") == "range":
+            f = chunk.range.file
+            if f not in local_files:
+                local_files[f] = len(manifest.data_files)
+                manifest.data_files.append(sp.manifest.data_files[f])
+            chunk.range.file = local_files[f]
+    operator = pb.Operator(operator_id=op.operator_id, name=op.name, parallelism=op.parallelism,
+                           max_parallelism=op.max_parallelism)
+    if op.HasField("key_serializer"):
+        operator.key_serializer.CopyFrom(op.key_serializer)
+    (operator.list_states if isinstance(part, pb.ListState) else operator.keyed_states).append(part)
+    return Fragment(sp.location, manifest.SerializeToString(), operator.SerializeToString(),
+                    tuple(chunk_indices), tuple(runs))
+
+
+def chunk_fragments(sp: Savepoint, op: pb.Operator, state: State,
+                    target_bytes: int = DEFAULT_FRAGMENT_BYTES) -> list[Fragment]:
+    """Consecutive chunks of ``state`` (key-group order for keyed state) in fragments of about ``target_bytes``."""
+    sizes = np.fromiter((stored_length(c) for c in state.chunks), dtype=np.int64, count=len(state.chunks))
+    shell = _shell(state)
+    return [_fragment(sp, op, state, shell, range(start, stop)) for start, stop in _split_rows(sizes, target_bytes)]
+
+
+def list_fragments(sp: Savepoint, op: pb.Operator, state: pb.ListState, assignment: Sequence[Sequence[pb.ElementRange]],
+                   target_bytes: int = DEFAULT_FRAGMENT_BYTES) -> list[Fragment]:
+    """Fragments producing the rows of ``assignment``: per subtask, the element ranges it holds in order."""
+    items: list[tuple[int, int, pb.ElementRange]] = []
+    for subtask, ranges in enumerate(assignment):
+        index = 0
+        for r in ranges:
+            items.append((subtask, index, r))
+            index += r.count
+    # A range costs its share of its chunk's stored bytes.
+    sizes = np.fromiter((stored_length(state.chunks[r.chunk]) * r.count // max(state.chunks[r.chunk].row_count, 1)
+                         for _, _, r in items), dtype=np.int64, count=len(items))
+    fragments, shell = [], _shell(state)
+    for start, stop in _split_rows(sizes, target_bytes):
+        local: dict[int, int] = {}
+        runs = []
+        for subtask, index, r in items[start:stop]:
+            local.setdefault(r.chunk, len(local))
+            runs.append(Run(subtask, index, local[r.chunk], r.first, r.count))
+        fragments.append(_fragment(sp, op, state, shell, list(local), runs))
+    return fragments
+
+
+# --------------------------------------------------------------------------
+# Schemas and batches
+# --------------------------------------------------------------------------
+
+
+def keyed_names(kind: int) -> list[str]:
+    return ["key_group", "key", *(["user_key"] if kind == pb.MAP else []), "value"]
+
+
+def keyed_schema(sp: Savepoint, op: pb.Operator, state: pb.KeyedState, *, raw: bool, subtask: bool) -> pa.Schema:
+    """Arrow schema of :func:`keyed_batches`."""
+    if raw:
+        names = keyed_names(state.kind)
+        schema = pa.schema([pa.field(names[0], pa.int32()), *(pa.field(n, pa.binary()) for n in names[1:])])
+    else:
+        schema = _keyed_view(sp.store, op, state).arrow_chunks([]).schema
+    return schema.append(pa.field("subtask", pa.int32())) if subtask else schema
+
+
+def list_schema(state: pb.ListState, *, raw: bool) -> pa.Schema:
+    """Arrow schema of :func:`list_batches`."""
+    value = pa.binary() if raw else serializer_from_snapshot(state.element_serializer).arrow_type()
+    return pa.schema([pa.field("subtask", pa.int32()), pa.field("index", pa.int64()), pa.field("value", value)])
+
+
+def _keyed_view(store: ChunkStore, op: pb.Operator, state: pb.KeyedState) -> KeyedStateView:
+    return KeyedStateView(store, op, serializer_from_snapshot(op.key_serializer), state)
+
+
+def keyed_batches(fragment: Fragment, *, raw: bool, target_parallelism: int | None = None) -> Iterator[pa.RecordBatch]:
+    """One batch per chunk: key_group, key[, user_key], value[, subtask].
+
+    Raw batches hold the stored bytes (no serializer needed); otherwise values
+    are decoded. ``target_parallelism`` adds the subtask that restores each row.
+    """
+    store, op = fragment.open()
+    state = op.keyed_states[0]
+    chunks = list(state.chunks)
+    if raw:
+        names = keyed_names(state.kind)
+        columns = store.read_many(chunks, KEYED_COLUMNS[state.kind], state_label(op, state.name))
+        batches = (pa.record_batch([pa.array(np.full(c.row_count, c.key_group, np.int32)), *cols], names=names)
+                   for c, cols in zip(chunks, columns))
+    else:
+        batches = _keyed_view(store, op, state).arrow_batches(chunks)
+    for chunk, batch in zip(chunks, batches):  # one batch per chunk, in chunk order
+        if target_parallelism is not None:
+            subtask = operator_index_for_key_group(op.max_parallelism, target_parallelism, chunk.key_group)
+            batch = pa.record_batch([*batch.columns, pa.array(np.full(batch.num_rows, subtask, np.int32))],
+                                    names=[*batch.schema.names, "subtask"])
+        yield batch
+
+
+def list_batches(fragment: Fragment, *, raw: bool) -> Iterator[pa.RecordBatch]:
+    """One batch per run: subtask, index, value (decoded, or the stored bytes when ``raw``)."""
+    store, op = fragment.open()
+    state = op.list_states[0]
+    decode = None if raw else serializer_from_snapshot(state.element_serializer).decode_array
+    runs = fragment.runs
+    # Consecutive runs of one chunk share a single read.
+    distinct = [r.chunk for i, r in enumerate(runs) if i == 0 or runs[i - 1].chunk != r.chunk]
+    columns = store.read_many([state.chunks[c] for c in distinct], LIST_COLUMNS, state_label(op, state.name))
+    current, column = None, None
+    for r in runs:
+        if r.chunk != current:
+            current, (column,) = r.chunk, next(columns)
+        values = column.slice(r.first, r.count)
+        yield pa.record_batch([pa.array(np.full(r.count, r.subtask, np.int32)),
+                               pa.array(np.arange(r.index, r.index + r.count, dtype=np.int64)),
+                               values if decode is None else decode(values)], names=["subtask", "index", "value"])

@@ -1,0 +1,157 @@
+"""Redistribution and migration jobs on Spark.
+
+- :func:`rescale`: a new parallelism. Only the manifest changes (the core's
+  :func:`pyref.rewrite.rescale`): no state bytes are read or written.
+- :func:`change_max_parallelism`: a new number of key groups. Every key is
+  re-hashed (the core's vectorised :func:`~pyref.key_groups.compute_key_groups`
+  on decoded key columns) and its entry rewritten into its new key group's
+  chunks; list state is kept as it is.
+- :func:`migrate_state`: a state's values under a new serializer (schema
+  evolution), resolved as in :func:`pyref.rewrite.migrate_state`, with chunks
+  re-encoded in parallel.
+
+Each writes a new savepoint, shallow by default (it refers to the source's data
+files for everything it keeps), and reports progress on stderr.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+from collections.abc import Iterator, Mapping
+from functools import partial
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+
+from .._proto.savepoint.v1 import manifest_pb2 as pb
+from ..errors import InvalidArgumentError
+from ..key_groups import check_parallelism, compute_key_groups
+from ..keys import key_type_of
+from ..manifest import state_label
+from ..reader import Savepoint
+from ..rewrite import migrate_chunk, resolve_migration
+from ..rewrite import rescale as core_rescale
+from ..serializers import Serializer, serializer_from_snapshot
+from .commit import WriteOptions
+from .datasource import spark_schema
+from .fragments import (
+    DEFAULT_FRAGMENT_BYTES,
+    Fragment,
+    chunk_fragments,
+    find_state,
+    keyed_batches,
+    keyed_schema,
+    stored_length,
+)
+from .progress import Progress
+from .writer import SavepointBuilder
+
+Path = str | os.PathLike[str]
+
+
+def rescale(source: Path, target: Path, parallelism: int | Mapping[str, int], *, spark: SparkSession | None = None,
+            copy: bool = False, overwrite: bool = False, progress: bool = True) -> pb.Manifest:
+    """A new parallelism per operator (one number, or a map by operator id). Shallow:
+    the core's :func:`pyref.rewrite.rescale`, planned on metadata, no state bytes
+    read or written. With ``copy=True`` and ``spark``, the chunks are copied to the
+    target byte for byte by Spark tasks in parallel."""
+    if not copy or spark is None:
+        return core_rescale(source, target, parallelism, copy=copy, overwrite=overwrite)
+    with Progress(spark, enabled=progress) as report:
+        with SavepointBuilder(spark, target, source=source, copy=True, overwrite=overwrite, progress=report) as builder:
+            builder.rescale(parallelism)
+        return builder.manifest
+
+
+def _rehash(key_serializer: Serializer, max_parallelism: int, batches: Iterator[pa.RecordBatch]
+            ) -> Iterator[pa.RecordBatch]:
+    """Task: read the fragments named by ``batches``; every entry with its new key group."""
+    key_type = key_type_of(key_serializer.snapshot())
+    for batch in batches:
+        for data in batch.column(0).to_pylist():
+            fragment: Fragment = pickle.loads(data)
+            for raw in keyed_batches(fragment, raw=True):
+                groups = compute_key_groups(key_serializer.decode_array(raw.column(1)), max_parallelism, key_type)
+                yield pa.record_batch([pa.array(groups, pa.int32()), *raw.columns[1:]], names=raw.schema.names)
+
+
+def rehashed_entries(spark: SparkSession, sp: Savepoint, op: pb.Operator, state: pb.KeyedState, max_parallelism: int,
+                     fragment_bytes: int = DEFAULT_FRAGMENT_BYTES) -> DataFrame:
+    """The serialized entries of a keyed state with their key groups at ``max_parallelism``:
+    columns key_group, key[, user_key], value. One task per fragment of chunks."""
+    fragments = chunk_fragments(sp, op, state, fragment_bytes)
+    rdd = spark.sparkContext.parallelize([(pickle.dumps(f),) for f in fragments], max(len(fragments), 1))
+    schema = spark_schema(keyed_schema(sp, op, state, raw=True, subtask=False))
+    key_serializer = serializer_from_snapshot(op.key_serializer)
+    return spark.createDataFrame(rdd, "fragment binary").mapInArrow(
+        partial(_rehash, key_serializer, max_parallelism), schema)
+
+
+def _wanted(operators: Mapping[str, pb.Operator], value: int | Mapping[str, int]) -> dict[str, int]:
+    if isinstance(value, Mapping):
+        unknown = sorted(set(value) - set(operators))
+        if unknown:
+            raise InvalidArgumentError(f"no such operators: {unknown}")
+        return dict(value)
+    return {op_id: value for op_id in operators}
+
+
+def change_max_parallelism(spark: SparkSession, source: Path, target: Path, max_parallelism: int | Mapping[str, int],
+                           *, copy: bool = False, overwrite: bool = False, partitions: int | None = None,
+                           options: WriteOptions | None = None, fragment_bytes: int = DEFAULT_FRAGMENT_BYTES,
+                           progress: bool = True) -> pb.Manifest:
+    """Write ``source`` to ``target`` with a new max parallelism (one number, or a map
+    by operator id): the keyed state of every changed operator is re-hashed and
+    rewritten, in ``partitions`` write tasks (default: one per ``fragment_bytes`` of
+    stored state, at least Spark's default parallelism)."""
+    with Progress(spark, enabled=progress) as report:
+        builder = SavepointBuilder(spark, target, source=source, copy=copy, overwrite=overwrite, options=options,
+                                   fragment_bytes=fragment_bytes, progress=report)
+        with builder:
+            sp = builder.source
+            for operator_id, new in _wanted(builder.operators, max_parallelism).items():
+                op = builder.operator(operator_id)
+                if new == op.max_parallelism:
+                    continue
+                check_parallelism(op.parallelism, new)
+                source_op = sp.operator(operator_id).proto
+                report.step(f"{operator_id}: max parallelism {op.max_parallelism} -> {new}")
+                op.max_parallelism = new
+                for name in [s.name for s in op.keyed_states]:
+                    source_state = find_state(source_op, name)
+                    stored = sum(stored_length(c) for c in source_state.chunks)
+                    tasks = partitions or max(spark.sparkContext.defaultParallelism, math.ceil(stored / fragment_bytes))
+                    entries = rehashed_entries(spark, sp, source_op, source_state, new, fragment_bytes)
+                    builder.write_encoded_keyed_state(operator_id, find_state(op, name), entries, tasks)
+        return builder.manifest
+
+
+def _migrate(stored: tuple[Serializer, Serializer], store, op: pb.Operator, state, chunk: pb.Chunk, sink) -> pb.Chunk:
+    return migrate_chunk(store, state, state_label(op, state.name), chunk, stored, sink)
+
+
+def migrate_state(spark: SparkSession, source: Path, target: Path, operator_id: str, state: str,
+                  serializer: Serializer, *, copy: bool = False, overwrite: bool = False,
+                  options: WriteOptions | None = None, fragment_bytes: int = DEFAULT_FRAGMENT_BYTES,
+                  progress: bool = True) -> pb.Manifest:
+    """Write ``source`` to ``target`` with one state's values under ``serializer``.
+    As is or reconfigured: only the snapshot changes. After migration: every chunk
+    is decoded with the old serializer and re-encoded with the new, in parallel.
+    Incompatible: :class:`~pyref.IncompatibleSerializerError` naming the state."""
+    with Progress(spark, enabled=progress) as report:
+        builder = SavepointBuilder(spark, target, source=source, copy=copy, overwrite=overwrite, options=options,
+                                   fragment_bytes=fragment_bytes, progress=report)
+        with builder:
+            op = builder.operator(operator_id)
+            found = find_state(op, state)
+            if found is None:
+                raise InvalidArgumentError("no such state", state=state_label(op, state))
+            result, stored = resolve_migration(found, serializer, state_label(op, state))
+            report.step(f"{state_label(op, state)}: {result.kind.value} ({result.reason})")
+            if stored is not None:
+                builder.map_source_chunks(operator_id, state, partial(_migrate, stored))
+            field = "element_serializer" if isinstance(found, pb.ListState) else "value_serializer"
+            getattr(found, field).CopyFrom(result.serializer.snapshot())
+        return builder.manifest

@@ -1,0 +1,38 @@
+"""The CLI without pyspark, and the README's main job (examples/main_job.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+MAIN_JOB = pathlib.Path(__file__).resolve().parents[2] / "examples" / "main_job.py"
+
+
+def _main_job():
+    spec = importlib.util.spec_from_file_location("main_job", MAIN_JOB)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cli_registers_spark_commands_without_importing_pyspark():
+    code = ("import sys, pyref.cli; pyref.cli.build_parser(); "
+            "assert not [m for m in sys.modules if m.startswith(('pyspark', 'pandas'))]")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_main_job_core_only(tmp_path, capsys):
+    assert _main_job().main(["--no-spark", "--out", str(tmp_path)]) == 0
+    assert "OK: every check passed" in capsys.readouterr().out
+
+
+@pytest.mark.spark
+def test_main_job_on_spark(spark, tmp_path, capsys):
+    assert _main_job().main(["--out", str(tmp_path), "--master", "local[2]"]) == 0
+    out = capsys.readouterr().out
+    assert "with Spark" in out and "OK: every check passed" in out
+    assert spark.range(1).count() == 1  # the job left the shared session running

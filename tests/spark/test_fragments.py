@@ -1,0 +1,56 @@
+"""Fragments, the unit of Spark work, without Spark: each carries only its chunks and files."""
+
+from __future__ import annotations
+
+import pickle
+
+import pyarrow as pa
+
+from pyref import Savepoint, SavepointWriter
+from pyref._proto.savepoint.v1 import manifest_pb2 as pb
+from pyref.restore import plan_list_state
+from pyref.serializers import Int64, String
+from pyref.spark.fragments import chunk_fragments, keyed_batches, list_batches, list_fragments
+
+
+def _savepoint(tmp_path):
+    with SavepointWriter(str(tmp_path / "sp"), chunk_bytes=256, file_bytes=2048, inline_bytes=0) as w:
+        op = w.add_operator("op", parallelism=3, key_serializer=String())
+        op.keyed_state("count", Int64()).add([f"k{i}" for i in range(500)], list(range(500)))
+        offsets = op.list_state("offsets", Int64())
+        for subtask in range(3):
+            offsets.add(subtask, list(range(subtask * 1000, subtask * 1000 + 40 * (subtask + 1))))
+    return Savepoint.open(tmp_path / "sp")
+
+
+def test_keyed_fragments_carry_only_their_files_and_read_back_every_entry(tmp_path):
+    sp = _savepoint(tmp_path)
+    op = sp.operator("op").proto
+    state = op.keyed_states[0]
+    fragments = [pickle.loads(pickle.dumps(f)) for f in chunk_fragments(sp, op, state, target_bytes=1500)]
+    assert len(fragments) > 3
+    assert sorted(i for f in fragments for i in f.chunk_indices) == list(range(len(state.chunks)))
+    for f in fragments:
+        manifest, operator = pb.Manifest.FromString(f.manifest), pb.Operator.FromString(f.operator)
+        chunks = operator.keyed_states[0].chunks
+        assert {c.range.file for c in chunks} == set(range(len(manifest.data_files)))  # nothing else
+        assert len(manifest.data_files) < len(sp.manifest.data_files)
+    decoded = pa.Table.from_batches([b for f in fragments for b in keyed_batches(f, raw=False)])
+    assert decoded.sort_by("key").equals(sp.operator("op").keyed_state("count").to_arrow().sort_by("key"))
+    raw = [b for f in fragments for b in keyed_batches(f, raw=True, target_parallelism=2)]
+    assert sum(b.num_rows for b in raw) == 500 and raw[0].schema.names == ["key_group", "key", "value", "subtask"]
+
+
+def test_list_fragments_produce_the_restore_plan(tmp_path):
+    sp = _savepoint(tmp_path)
+    op = sp.operator("op").proto
+    state = op.list_states[0]
+    for parallelism in (1, 2, 5):
+        assignment = plan_list_state(op, parallelism)["offsets"]
+        fragments = list_fragments(sp, op, state, assignment, target_bytes=200)
+        rows = pa.Table.from_batches([b for f in fragments for b in list_batches(f, raw=False)]).to_pylist()
+        plan = sp.restore_plan(parallelism)
+        for subtask in range(parallelism):
+            mine = sorted((r["index"], r["value"]) for r in rows if r["subtask"] == subtask)
+            assert [v for _, v in mine] == list(plan.subtask("op", subtask).list_state("offsets"))
+            assert [i for i, _ in mine] == list(range(len(mine)))

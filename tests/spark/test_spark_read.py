@@ -1,0 +1,144 @@
+"""Reading savepoints with Spark: states as DataFrames, restore assignment, metadata."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from pyref import Savepoint, SavepointWriter
+from pyref.inspection import describe
+from pyref.redistribution import DistributionMode
+from pyref.serializers import Int32, Int64, ListOf, Serializer, String, register_serializer, unregister_serializer
+
+pytestmark = pytest.mark.spark
+
+
+def _read(spark, path, operator, state, **options):
+    reader = spark.read.format("savepoint").option("operator", operator).option("state", state)
+    for k, v in options.items():
+        reader = reader.option(k, str(v))
+    return reader.load(str(path))
+
+
+class Cents(Serializer):
+    """A user-defined serializer Spark's Python workers never register."""
+
+    serializer_id = "com.example.cents"
+
+    def encode(self, value) -> bytes:
+        return struct.pack("<q", value)
+
+    def decode(self, data) -> int:
+        return struct.unpack("<q", bytes(data))[0]
+
+    @classmethod
+    def from_snapshot(cls, snapshot):
+        return cls()
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """Keyed value/list/map state, SPLIT/UNION/BROADCAST list state at parallelism 3,
+    small chunks so states span several chunks and data files."""
+    path = tmp_path_factory.mktemp("read") / "mixed"
+    with SavepointWriter(str(path), chunk_bytes=512, file_bytes=4096, inline_bytes=0) as w:
+        op = w.add_operator("op", parallelism=3, key_serializer=Int64())
+        keys = list(range(400))
+        op.keyed_state("value", String()).add(keys, [f"v{k}" for k in keys])
+        op.keyed_state("list", Int32(), kind="list").add(keys[:50], [[k, k + 1] for k in keys[:50]])
+        op.keyed_state("map", Int64(), kind="map", user_key_serializer=String()).add(
+            [k // 3 for k in keys], [k for k in keys], [f"u{k}" for k in keys])
+        for name, mode in (("split", DistributionMode.SPLIT_DISTRIBUTE), ("union", DistributionMode.UNION),
+                           ("broadcast", DistributionMode.BROADCAST)):
+            state = op.list_state(name, Int64(), mode)
+            for subtask in range(3):
+                broadcast = mode == DistributionMode.BROADCAST
+                state.add(subtask, [7, 8] if broadcast else list(range(subtask * 100, subtask * 100 + 7 + subtask)))
+    return path
+
+
+def test_keyed_value_state_reads_decoded_as_the_core_does(spark, mixed):
+    df = _read(spark, mixed, "op", "value", fragment_bytes=1024)
+    assert df.schema.simpleString() == "struct<key_group:int,key:bigint,value:string>"
+    assert df.rdd.getNumPartitions() > 1  # partitions follow chunks
+    expected = Savepoint.open(mixed).operator("op").keyed_state("value").to_arrow().to_pylist()
+    assert sorted(tuple(r) for r in df.collect()) == sorted(tuple(r.values()) for r in expected)
+
+
+def test_keyed_list_and_map_state(spark, mixed):
+    lists = _read(spark, mixed, "op", "list")
+    assert lists.schema.simpleString() == "struct<key_group:int,key:bigint,value:array<int>>"
+    assert {r.key: r.value for r in lists.collect()} == {k: [k, k + 1] for k in range(50)}
+    maps = _read(spark, mixed, "op", "map")
+    assert maps.columns == ["key_group", "key", "user_key", "value"]
+    assert sorted((r.key, r.user_key, r.value) for r in maps.collect()) == sorted(
+        (k // 3, f"u{k}", k) for k in range(400))
+
+
+def test_raw_reads_stored_bytes_without_the_serializer(spark, tmp_path):
+    register_serializer(Cents)
+    try:
+        with SavepointWriter(str(tmp_path / "sp")) as w:
+            w.add_operator("op", 1, key_serializer=String()).keyed_state("balance", Cents()).add(["a", "b"], [5, -7])
+            w.add_operator("src", 1).list_state("offsets", Cents()).add(0, [1, 2])
+    finally:
+        unregister_serializer("com.example.cents")
+    raw = _read(spark, tmp_path / "sp", "op", "balance", raw="true")
+    assert raw.schema.simpleString() == "struct<key_group:int,key:binary,value:binary>"
+    assert sorted((bytes(r.key), bytes(r.value)) for r in raw.collect()) == [
+        (b"a", struct.pack("<q", 5)), (b"b", struct.pack("<q", -7))]
+    listed = _read(spark, tmp_path / "sp", "src", "offsets", raw="true").collect()
+    assert [bytes(r.value) for r in sorted(listed, key=lambda r: r["index"])] == [struct.pack("<q", v) for v in (1, 2)]
+    with pytest.raises(Exception, match="not registered"):
+        _read(spark, tmp_path / "sp", "op", "balance").collect()
+
+
+@pytest.mark.parametrize("target", [2, 5])
+def test_target_parallelism_agrees_with_the_restore_plan(spark, mixed, target):
+    plan = Savepoint.open(mixed).restore_plan(target)
+    keyed = _read(spark, mixed, "op", "value", target_parallelism=target).collect()
+    for sub in plan.subtasks("op"):
+        assert sorted(r.key for r in keyed if r.subtask == sub.index) == sorted(k for k, _ in sub.keyed_state("value"))
+    for name in ("split", "union", "broadcast"):
+        rows = _read(spark, mixed, "op", name, target_parallelism=target).collect()
+        for sub in plan.subtasks("op"):
+            mine = sorted((r["index"], r.value) for r in rows if r.subtask == sub.index)
+            assert [v for _, v in mine] == list(sub.list_state(name)), name
+            assert [i for i, _ in mine] == list(range(len(mine)))
+
+
+def test_list_state_without_target_is_as_stored(spark, mixed):
+    rows = _read(spark, mixed, "op", "split").collect()
+    view = Savepoint.open(mixed).operator("op").list_state("split")
+    for subtask in range(3):
+        assert [r.value for r in sorted(rows, key=lambda r: r["index"]) if r.subtask == subtask] == list(
+            view.partition(subtask))
+
+
+def test_metadata_view_lists_every_state(spark, mixed, seeds):
+    rows = {r.state: r for r in spark.read.format("savepoint-metadata").load(str(mixed)).collect()}
+    info = describe(Savepoint.open(mixed))["operators"][0]
+    assert set(rows) == {s["name"] for s in info["states"]}
+    value = rows["value"]
+    assert (value.operator_id, value.parallelism, value.max_parallelism, value.key_serializer, value.state_type,
+            value.kind, value.serializer, value.entries) == ("op", 3, 128, "int64@v1", "keyed", "value", "string@v1",
+                                                             400)
+    assert value.chunks == next(s["chunks"] for s in info["states"] if s["name"] == "value") > 1
+    assert rows["union"].mode == "UNION" and rows["union"].entries == 7 + 8 + 9
+    assert rows["map"].user_key_serializer == "string@v1"
+    seeds_rows = spark.read.format("savepoint-metadata").load(str(seeds)).collect()
+    assert {(r.operator_id, r.state, r.stored_bytes > 0) for r in seeds_rows} == {
+        ("kafka-source", "offsets", True), ("url-counter", "count", True)}
+
+
+def test_missing_options_name_what_there_is(spark, seeds):
+    with pytest.raises(Exception, match="url-counter"):
+        spark.read.format("savepoint").load(str(seeds)).collect()
+
+
+def test_list_of_list_serializer_types(spark, tmp_path):
+    with SavepointWriter(str(tmp_path / "sp")) as w:
+        w.add_operator("op", 2).list_state("batches", ListOf(String())).add(1, [["a"], [], ["b", "c"]])
+    rows = _read(spark, tmp_path / "sp", "op", "batches").collect()
+    assert [(r.subtask, r["index"], r.value) for r in rows] == [(1, 0, ["a"]), (1, 1, []), (1, 2, ["b", "c"])]
