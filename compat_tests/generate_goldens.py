@@ -137,7 +137,7 @@ def carts():
 
 
 def single(name: str, *operators_fn, parallelisms=DEFAULT_PARALLELISMS, exercises: str = "",
-           **writer_options) -> Case:
+           format_version: str = "1.0", **writer_options) -> Case:
     """A case that writes one savepoint from the model ``operators_fn()`` returns."""
 
     def build(case_dir: pathlib.Path) -> list[OperatorModel]:
@@ -145,7 +145,7 @@ def single(name: str, *operators_fn, parallelisms=DEFAULT_PARALLELISMS, exercise
         write_model(case_dir / "savepoint", model, **writer_options)
         return model
 
-    return Case(name, exercises, build, tuple(parallelisms), writer_options)
+    return Case(name, exercises, build, tuple(parallelisms), writer_options, format_version)
 
 
 def keys_of(n: int, fmt: str = "key-{}") -> list[str]:
@@ -513,6 +513,18 @@ def cases() -> list[Case]:
         derived_case("rescale-copy", "a rescaled self-contained copy (no bases)", [("savepoint", 4, True)]),
         derived_case("migrated-state", "a serializer migration (int32 -> int64) written as a shallow savepoint: "
                      "new chunks of its own beside chunks of its base", [("mid", 2, True)], migrate=True),
+    ]
+    # Format 1.1: the optional feature "chunk-key-bounds" (spec/format.md §7.6).
+    out += [
+        single("key-bounds-sorted", keyed_value_ops, many_chunks_ops, format_version="1.1", sort_keys=True,
+               inline_bytes=0, chunk_bytes=256,
+               exercises="format 1.1: keyed chunks sorted by key, with key bounds; several chunks per key group "
+                         "with disjoint bounds"),
+        single("key-bounds-unsorted", keyed_list_ops, keyed_map_ops, format_version="1.1", key_bounds=True,
+               inline_bytes=0, chunk_bytes=256,
+               exercises="format 1.1: key bounds on chunks in write order (overlapping bounds), list and map state"),
+        single("key-bounds-inline", keyed_value_ops, list_mode_ops, format_version="1.1", key_bounds=True,
+               exercises="format 1.1: key bounds on inline chunks, beside list state (which never has bounds)"),
     ]
     names = [c.name for c in out]
     assert len(names) == len(set(names)), names

@@ -236,10 +236,6 @@ class _BufferedState:
     def _emit(self, slot: int, chunk: pb.Chunk) -> None:
         self.chunks.append(chunk)
 
-    def largest_pending(self) -> tuple[int, int]:
-        slot = max(self._pending, key=lambda g: self._pending[g].nbytes)
-        return self._pending[slot].nbytes, slot
-
     def flush(self) -> None:
         for slot in sorted(self._pending):
             self._flush_slot(slot)
@@ -491,10 +487,15 @@ class SavepointWriter:
         return op
 
     def _relieve_budget(self) -> None:
-        # Flush the largest buffered key groups until the budget has room again.
-        while self._budget.used > self._budget.limit:
-            candidates = [(s.largest_pending(), s) for s in self._states() if s._pending]
-            (_, slot), state = max(candidates, key=lambda c: c[0][0])
+        # Flush the largest buffered key groups until the budget has room again: one sort
+        # per call, not a scan of every buffer per flush (thousands of key groups).
+        if self._budget.used <= self._budget.limit:
+            return
+        buffers = sorted(((p.nbytes, slot, state) for state in self._states() for slot, p in state._pending.items()),
+                         key=lambda b: b[0], reverse=True)
+        for _, slot, state in buffers:
+            if self._budget.used <= self._budget.limit:
+                break
             state._flush_slot(slot)
 
     def _states(self) -> list[_BufferedState]:

@@ -78,6 +78,24 @@ class Job:
 
 #: What a write task returns: its partial manifest, serialized.
 _PARTIAL_SCHEMA = "partial binary"
+#: Input a write task hands the core writer at once. Spark's batches (10,000 rows) would
+#: cut into thousands of key groups a few rows at a time; bigger ones amortise that.
+_FEED_BYTES = 16 << 20
+
+
+def _coalesced(batches: Iterator[pa.RecordBatch], target: int = _FEED_BYTES) -> Iterator[pa.RecordBatch]:
+    group: list[pa.RecordBatch] = []
+    size = 0
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        group.append(batch)
+        size += batch.nbytes
+        if size >= target:
+            yield pa.Table.from_batches(group).combine_chunks().to_batches()[0]
+            group, size = [], 0
+    if group:
+        yield pa.Table.from_batches(group).combine_chunks().to_batches()[0]
 
 
 def _write_task(job: Job, open_state: Callable, feed: Callable, batches: Iterator[pa.RecordBatch]
@@ -85,7 +103,7 @@ def _write_task(job: Job, open_state: Callable, feed: Callable, batches: Iterato
     writer = job.writer()
     try:
         state = open_state(writer)
-        for batch in batches:
+        for batch in _coalesced(batches):
             feed(state, batch)
         partial_manifest = writer.build_manifest()
     except BaseException:
