@@ -17,12 +17,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from pyref import DistributionMode, Savepoint, SavepointWriter, rescale
+from pyref import DistributionMode, Savepoint, rescale
 from pyref.inspection import verify
 from pyref.serializers import Int64, String
+from pyref.testing import SEED_COUNTS, SEED_OFFSETS, write_seeds
 
-OFFSETS = {0: [100, 101], 1: [200, 201]}  # Kafka partition offsets held by source subtasks 0 and 1
-COUNTS = {f"/page/{i}": i for i in range(50)}  # hits per URL
+OFFSETS = dict(enumerate(SEED_OFFSETS))  # Kafka partition offsets held by source subtasks 0 and 1
+COUNTS = SEED_COUNTS  # hits per URL
 
 
 def bootstrap_with_spark(spark, path: Path) -> None:
@@ -41,12 +42,7 @@ def bootstrap_with_spark(spark, path: Path) -> None:
 
 
 def bootstrap_with_core(path: Path) -> None:
-    with SavepointWriter(str(path), overwrite=True) as w:
-        offsets = w.add_operator("kafka-source", parallelism=2).list_state("offsets", Int64())
-        for subtask, values in OFFSETS.items():
-            offsets.add(subtask, values)
-        w.add_operator("url-counter", parallelism=2, key_serializer=String()).keyed_state("count", Int64()).add(
-            list(COUNTS), list(COUNTS.values()))
+    write_seeds(path, overwrite=True)
 
 
 class Checks:

@@ -86,6 +86,19 @@ def _print_plan(info: dict) -> None:
                   f"{'; ' + lists if lists else ''}; reads {s['planned_bytes']} bytes")
 
 
+def print_written(args: argparse.Namespace, manifest) -> int:
+    """Report a savepoint a command wrote: where, its id, its own new bytes, its bases."""
+    result = {"target": args.target, "savepoint_id": manifest.savepoint_id,
+              "bases": [b.directory for b in manifest.bases],
+              "new_data_bytes": sum(f.size for f in manifest.data_files if f.base == 0)}
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"wrote {args.target} ({manifest.savepoint_id}); {result['new_data_bytes']} bytes of new data"
+              + (f"; refers to {', '.join(result['bases'])}" if result["bases"] else ""))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pyref", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -138,15 +151,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "rescale":
         manifest = rescale(args.path, args.target, _parallelism(args), copy=args.copy, overwrite=args.overwrite)
-        result = {"target": args.target, "savepoint_id": manifest.savepoint_id,
-                  "bases": [b.directory for b in manifest.bases],
-                  "new_data_bytes": sum(f.size for f in manifest.data_files if f.base == 0)}
-        if args.json:
-            print(json.dumps(result, indent=2))
-        else:
-            print(f"wrote {args.target} ({manifest.savepoint_id}); {result['new_data_bytes']} bytes of new data"
-                  + (f"; refers to {', '.join(result['bases'])}" if result["bases"] else ""))
-        return 0
+        return print_written(args, manifest)
     raise AssertionError(f"unhandled command {args.command}")
 
 

@@ -7,7 +7,6 @@ a subcommand imports pyspark when it runs.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 
 from .._proto.savepoint.v1 import serializer_pb2
@@ -89,15 +88,9 @@ def _run_on_spark(args: argparse.Namespace, job) -> int:
     finally:
         if owned:
             spark.stop()
-    result = {"target": args.target, "savepoint_id": manifest.savepoint_id,
-              "bases": [b.directory for b in manifest.bases],
-              "new_data_bytes": sum(f.size for f in manifest.data_files if f.base == 0)}
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(f"wrote {args.target} ({manifest.savepoint_id}); {result['new_data_bytes']} bytes of new data"
-              + (f"; refers to {', '.join(result['bases'])}" if result["bases"] else ""))
-    return 0
+    from ..cli import print_written  # imported late: pyref.cli imports this module
+
+    return print_written(args, manifest)
 
 
 def _spark_rescale(args: argparse.Namespace) -> int:
