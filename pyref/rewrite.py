@@ -127,13 +127,14 @@ def _directory_name(io: SavepointIO) -> str:
     return os.path.basename(io.location.rstrip("/"))
 
 
-def _copy_states(op: pb.Operator, derivation: Derivation) -> pb.Operator:
-    """The operator with every chunk placed in the target."""
+def _copy_states(op: pb.Operator, derivation: Derivation, skip: str | None = None) -> pb.Operator:
+    """The operator with every chunk placed in the target, except those of state ``skip``
+    (which the caller rewrites: copying them first would only leave dead bytes)."""
     new = pb.Operator()
     new.CopyFrom(op)
     for state in [*new.list_states, *new.keyed_states]:
         label = state_label(op, state.name)
-        placed = [derivation.place(c, label) for c in state.chunks]
+        placed = [] if state.name == skip else [derivation.place(c, label) for c in state.chunks]
         del state.chunks[:]
         state.chunks.extend(placed)
     return new
@@ -206,18 +207,17 @@ def migrate_state(source: str | os.PathLike[str], target: str | os.PathLike[str]
         return operators
 
     def _migrate(op: pb.Operator, derivation: Derivation) -> pb.Operator:
-        new = _copy_states(op, derivation)
-        target_state = next((s for s in [*new.list_states, *new.keyed_states] if s.name == state), None)
-        if target_state is None:
-            raise InvalidArgumentError("no such state", state=state_label(op, state))
         label = state_label(op, state)
-        result, stored = resolve_migration(target_state, serializer, label)
+        source_state = next((s for s in [*op.list_states, *op.keyed_states] if s.name == state), None)
+        if source_state is None:
+            raise InvalidArgumentError("no such state", state=label)
+        result, stored = resolve_migration(source_state, serializer, label)
+        new = _copy_states(op, derivation, skip=state if stored is not None else None)
+        target_state = next(s for s in [*new.list_states, *new.keyed_states] if s.name == state)
         if stored is not None:
-            source_state = next(s for s in [*op.list_states, *op.keyed_states] if s.name == state)
             migrated = [migrate_chunk(derivation.source.store, source_state, label, chunk, stored, derivation.sink)
                         for chunk in source_state.chunks]
             derivation.sink.flush()  # chunks are complete only now; the manifest copies them
-            del target_state.chunks[:]
             target_state.chunks.extend(derivation.own(c) for c in migrated)
         snapshot_field = "element_serializer" if isinstance(target_state, pb.ListState) else "value_serializer"
         getattr(target_state, snapshot_field).CopyFrom(result.serializer.snapshot())
