@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import struct
-import time
 
 import numpy as np
 import pyarrow as pa
@@ -192,8 +191,9 @@ def test_int32_widening_input_is_range_checked():
         Int32().encode_array(pa.array([2**31], type=pa.int64()))
 
 
-def test_vectorised_speed():
-    """1M int64 and 1M 16-byte strings encode + decode in well under a second."""
+def test_vectorised_round_trip_of_a_million_values():
+    """1M int64 and 1M 16-byte strings through the whole-buffer paths (throughput is
+    measured by bench/core_bench.py, not asserted here)."""
     n = 1_000_000
     ints = pa.array(np.arange(n, dtype=np.int64) * 7919 - 5)
     rng = np.random.default_rng(0)
@@ -201,12 +201,8 @@ def test_vectorised_speed():
     offsets = np.arange(0, 16 * n + 1, 16, dtype=np.int32)
     strings = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(chars)])
     for ser, arr in ((Int64(), ints), (String(), strings)):
-        t0 = time.perf_counter()
-        encoded = ser.encode_array(arr)
-        decoded = ser.decode_array(encoded)
-        elapsed = time.perf_counter() - t0
+        decoded = ser.decode_array(ser.encode_array(arr))
         assert decoded.equals(arr)
-        assert elapsed < 1.0, f"{ser!r}: {elapsed:.3f}s for {n} values"
 
 
 # -- corrupt input ----------------------------------------------------------------
