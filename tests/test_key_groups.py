@@ -4,6 +4,7 @@ verbatim, and property tests of the vectorised path against the scalar one."""
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections import defaultdict
 from pathlib import Path
@@ -198,6 +199,11 @@ def test_worked_examples() -> None:
     assert java_hash(9876543210123, "int64") == -1881568656
     assert murmur_hash(-1881568656) == 711197755
     assert assign_to_key_group(9876543210123, 128, "int64") == 711197755 % 128 == 59
+
+
+def test_worked_example_of_changing_the_max_parallelism() -> None:
+    # spec/key-groups.md §8.1
+    assert [assign_to_key_group("user-42", m) for m in (128, 4096, 1000, 96)] == [20, 3732, 524, 84]
 
 
 def test_java_hash_definitions() -> None:
@@ -417,3 +423,13 @@ def test_error_messages_name_the_values() -> None:
         check_parallelism(200, 128)
     with pytest.raises(InvalidArgumentError, match="explicit key_type"):
         assign_to_key_group(7, 128)
+
+
+@PROPERTY
+@given(max_parallelisms, max_parallelisms)
+def test_key_groups_agree_modulo_the_gcd_of_two_max_parallelisms(old: int, new: int) -> None:
+    # spec/key-groups.md §8.1: what lets a max-parallelism change run without a shuffle.
+    keys = pa.array([f"user-{i}" for i in range(2000)])
+    d = math.gcd(old, new)
+    np.testing.assert_array_equal(compute_key_groups(keys, old, "string") % d,
+                                  compute_key_groups(keys, new, "string") % d)

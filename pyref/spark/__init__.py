@@ -2,6 +2,7 @@
 max-parallelism change and serializer migration at scale.
 
 - :mod:`~pyref.spark.datasource`: ``spark.read.format("savepoint")`` and ``"savepoint-metadata"``.
+- :mod:`~pyref.spark.frames`: :func:`read_state`, the same read as ``mapInArrow`` tasks (faster).
 - :mod:`~pyref.spark.writer`: :class:`SavepointBuilder`, bootstrap from DataFrames and edits.
 - :mod:`~pyref.spark.jobs`: :func:`rescale`, :func:`change_max_parallelism`, :func:`migrate_state`.
 - :mod:`~pyref.spark.cli`: the ``pyref`` subcommands that run them.
@@ -19,6 +20,7 @@ _EXPORTS = {
     "SavepointDataSource": "datasource",
     "SavepointMetadataDataSource": "datasource",
     "register": "datasource",
+    "read_state": "frames",
     "SavepointBuilder": "writer",
     "WriteOptions": "commit",
     "Progress": "progress",

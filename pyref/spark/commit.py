@@ -31,7 +31,8 @@ from ..writer import (
     ChunkSink,
     SavepointWriter,
 )
-from .fragments import Fragment
+from .fragments import Fragment, coalesce
+from .frames import fragment_tasks
 
 
 @dataclass(frozen=True)
@@ -83,27 +84,12 @@ _PARTIAL_SCHEMA = "partial binary"
 _FEED_BYTES = 16 << 20
 
 
-def _coalesced(batches: Iterator[pa.RecordBatch], target: int = _FEED_BYTES) -> Iterator[pa.RecordBatch]:
-    group: list[pa.RecordBatch] = []
-    size = 0
-    for batch in batches:
-        if not batch.num_rows:
-            continue
-        group.append(batch)
-        size += batch.nbytes
-        if size >= target:
-            yield pa.Table.from_batches(group).combine_chunks().to_batches()[0]
-            group, size = [], 0
-    if group:
-        yield pa.Table.from_batches(group).combine_chunks().to_batches()[0]
-
-
 def _write_task(job: Job, open_state: Callable, feed: Callable, batches: Iterator[pa.RecordBatch]
                 ) -> Iterator[pa.RecordBatch]:
     writer = job.writer()
     try:
         state = open_state(writer)
-        for batch in _coalesced(batches):
+        for batch in coalesce(batches, _FEED_BYTES):
             feed(state, batch)
         partial_manifest = writer.build_manifest()
     except BaseException:
@@ -115,8 +101,33 @@ def _write_task(job: Job, open_state: Callable, feed: Callable, batches: Iterato
 def write_partials(df: DataFrame, job: Job, open_state: Callable, feed: Callable) -> list[pb.Manifest]:
     """Run a write task on every partition of ``df``: ``open_state(writer)`` adds the
     operator and state to the task's core writer, ``feed(state, batch)`` adds a batch."""
-    rows = df.mapInArrow(partial(_write_task, job, open_state, feed), _PARTIAL_SCHEMA).collect()
-    return [pb.Manifest.FromString(r.partial) for r in rows]
+    return _partials(df.mapInArrow(partial(_write_task, job, open_state, feed), _PARTIAL_SCHEMA))
+
+
+@dataclass(frozen=True)
+class FragmentRows:
+    """Rows that ``read(fragment)`` makes of each fragment, in the task that writes them."""
+
+    fragments: Sequence[Fragment]
+    read: Callable[[Fragment], Iterator[pa.RecordBatch]]
+
+
+def _fragments_write_task(job: Job, open_state: Callable, feed: Callable, read: Callable,
+                          fragments: Iterator[Fragment]) -> Iterator[pa.RecordBatch]:
+    return _write_task(job, open_state, feed, (batch for fragment in fragments for batch in read(fragment)))
+
+
+def write_fragment_partials(spark: SparkSession, job: Job, fragments: Sequence[Fragment], read: Callable,
+                            open_state: Callable, feed: Callable) -> list[pb.Manifest]:
+    """As :func:`write_partials`, each task's input being ``read(fragment)`` of its own
+    fragment, in the same Python worker: a rewrite with no shuffle and no Arrow
+    round trip through the JVM."""
+    task = partial(_fragments_write_task, job, open_state, feed, read)
+    return _partials(fragment_tasks(spark, fragments, task, _PARTIAL_SCHEMA))
+
+
+def _partials(df: DataFrame) -> list[pb.Manifest]:
+    return [pb.Manifest.FromString(r.partial) for r in df.collect()]
 
 
 def _map_chunks_task(job: Job, fn: Callable, fragments: Iterable[Fragment]) -> Iterator[tuple[list[int], bytes]]:

@@ -34,22 +34,10 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
-from .._proto.savepoint.v1 import manifest_pb2 as pb
 from ..errors import InvalidArgumentError
 from ..inspection import describe
 from ..reader import Savepoint
-from ..restore import check_new_parallelism, plan_list_state
-from .fragments import (
-    DEFAULT_FRAGMENT_BYTES,
-    Fragment,
-    chunk_fragments,
-    find_state,
-    keyed_batches,
-    keyed_schema,
-    list_batches,
-    list_fragments,
-    list_schema,
-)
+from .fragments import DEFAULT_FRAGMENT_BYTES, Fragment, StateScan, fragment_batches
 
 
 def spark_schema(schema: pa.Schema) -> StructType:
@@ -69,19 +57,9 @@ class _Options:
         self.target_parallelism = int(target) if target is not None else None
         self.fragment_bytes = int(options.get("fragment_bytes", DEFAULT_FRAGMENT_BYTES))
 
-    def open(self) -> tuple[Savepoint, pb.Operator, pb.KeyedState | pb.ListState]:
-        sp = Savepoint.open(self.path)
-        if not self.operator or not self.state:
-            names = {op.operator_id: [*op.list_state_names, *op.keyed_state_names] for op in sp.operators}
-            raise InvalidArgumentError(f"options 'operator' and 'state' are required; this savepoint has {names}",
-                                       path=sp.location)
-        op = sp.operator(self.operator).proto
-        state = find_state(op, self.state)
-        if state is None:
-            raise InvalidArgumentError("no such state", state=f"{self.operator}/{self.state}", path=sp.location)
-        if self.target_parallelism is not None:
-            check_new_parallelism(op, self.target_parallelism)
-        return sp, op, state
+    def plan(self) -> StateScan:
+        return StateScan.plan(self.path, self.operator, self.state, raw=self.raw,
+                              target_parallelism=self.target_parallelism, fragment_bytes=self.fragment_bytes)
 
 
 class SavepointDataSource(DataSource):
@@ -92,13 +70,7 @@ class SavepointDataSource(DataSource):
         return "savepoint"
 
     def schema(self) -> StructType:
-        options = _Options(self.options)
-        sp, op, state = options.open()
-        if isinstance(state, pb.KeyedState):
-            schema = keyed_schema(sp, op, state, raw=options.raw, subtask=options.target_parallelism is not None)
-        else:
-            schema = list_schema(state, raw=options.raw)
-        return spark_schema(schema)
+        return spark_schema(_Options(self.options).plan().schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return SavepointReader(_Options(self.options), schema)
@@ -110,30 +82,22 @@ class SavepointReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> list[InputPartition]:
-        options = self.options
-        sp, op, state = options.open()
-        if isinstance(state, pb.KeyedState):
-            fragments = chunk_fragments(sp, op, state, options.fragment_bytes)
-        else:
-            if options.target_parallelism is None:
-                assignment = [list(p.ranges) for p in state.partitions]
-            else:
-                assignment = plan_list_state(op, options.target_parallelism)[state.name]
-            fragments = list_fragments(sp, op, state, assignment, options.fragment_bytes)
-        return [InputPartition(f) for f in fragments]
+        return [InputPartition(f) for f in self.options.plan().fragments]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         fragment: Fragment | None = partition.value
         if fragment is None:  # Spark reads one empty partition when a state has no chunks
             return
-        if fragment.runs:
-            batches = list_batches(fragment, raw=self.options.raw)
-        else:
-            batches = keyed_batches(fragment, raw=self.options.raw, target_parallelism=self.options.target_parallelism)
-        # Spark accepts batches whose Arrow schema equals its own mapping of the Spark schema.
-        target = to_arrow_schema(self.schema)
-        for batch in batches:
-            yield batch if batch.schema.equals(target) else pa.Table.from_batches([batch]).cast(target).to_batches()[0]
+        batches = fragment_batches(fragment, raw=self.options.raw, target_parallelism=self.options.target_parallelism)
+        yield from as_spark_batches(batches, self.schema)
+
+
+def as_spark_batches(batches: Iterator[pa.RecordBatch], schema: StructType) -> Iterator[pa.RecordBatch]:
+    """``batches`` with the Arrow schema Spark expects of ``schema`` (its own mapping:
+    every field nullable), cast where they differ."""
+    target = to_arrow_schema(schema)
+    for batch in batches:
+        yield batch if batch.schema.equals(target) else pa.Table.from_batches([batch]).cast(target).to_batches()[0]
 
 
 _METADATA_SCHEMA = pa.schema([

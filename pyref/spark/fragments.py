@@ -20,15 +20,19 @@ import numpy as np
 import pyarrow as pa
 
 from .._proto.savepoint.v1 import manifest_pb2 as pb
+from ..errors import InvalidArgumentError
 from ..io import open_io
 from ..key_groups import operator_index_for_key_group
 from ..manifest import KEYED_COLUMNS, LIST_COLUMNS, state_label
 from ..reader import ChunkStore, KeyedStateView, Savepoint
+from ..restore import check_new_parallelism, plan_list_state
 from ..serializers import serializer_from_snapshot
 from ..writer import _split_rows  # the core's cut of sized items into runs of about N bytes
 
 #: Stored bytes a fragment aims at: big enough to amortise a task, small enough to spread.
 DEFAULT_FRAGMENT_BYTES = 64 << 20
+#: Bytes per Arrow batch a read hands Spark: chunks (1 MiB, or one small key group) are coalesced to this.
+BATCH_BYTES = 16 << 20
 
 State = pb.KeyedState | pb.ListState
 
@@ -112,6 +116,27 @@ def chunk_fragments(sp: Savepoint, op: pb.Operator, state: State,
     sizes = np.fromiter((stored_length(c) for c in state.chunks), dtype=np.int64, count=len(state.chunks))
     shell = _shell(state)
     return [_fragment(sp, op, state, shell, range(start, stop)) for start, stop in _split_rows(sizes, target_bytes)]
+
+
+def residue_fragments(sp: Savepoint, op: pb.Operator, state: pb.KeyedState, modulus: int,
+                      parts: int) -> list[Fragment]:
+    """The chunks of a keyed state in about ``parts`` fragments by key-group residue:
+    each fragment holds, in chunk order, the chunks whose key group modulo ``modulus``
+    falls in its run of residues (runs balanced by stored bytes). Re-hashed to a max
+    parallelism whose gcd with the state's is a multiple of ``modulus``, two fragments
+    never share a key group (spec/key-groups.md §8.1)."""
+    groups = np.fromiter((c.key_group for c in state.chunks), dtype=np.int64, count=len(state.chunks))
+    sizes = np.fromiter((stored_length(c) for c in state.chunks), dtype=np.int64, count=len(state.chunks))
+    residues = groups % modulus
+    per_residue = np.bincount(residues, weights=sizes, minlength=modulus).astype(np.int64)
+    target = max(1, -(-int(sizes.sum()) // max(parts, 1)))
+    shell = _shell(state)
+    fragments = []
+    for low, high in _split_rows(per_residue, target):
+        chunks = np.flatnonzero((residues >= low) & (residues < high))
+        if len(chunks):
+            fragments.append(_fragment(sp, op, state, shell, chunks.tolist()))
+    return fragments
 
 
 def list_fragments(sp: Savepoint, op: pb.Operator, state: pb.ListState, assignment: Sequence[Sequence[pb.ElementRange]],
@@ -207,3 +232,80 @@ def list_batches(fragment: Fragment, *, raw: bool) -> Iterator[pa.RecordBatch]:
         yield pa.record_batch([pa.array(np.full(r.count, r.subtask, np.int32)),
                                pa.array(np.arange(r.index, r.index + r.count, dtype=np.int64)),
                                values if decode is None else decode(values)], names=["subtask", "index", "value"])
+
+
+def coalesce(batches: Iterator[pa.RecordBatch], target_bytes: int) -> Iterator[pa.RecordBatch]:
+    """``batches`` concatenated into batches of about ``target_bytes`` or more (empty ones
+    dropped): a few large batches cost Spark's Arrow hand-off far less than many small ones."""
+    group: list[pa.RecordBatch] = []
+    size = 0
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        group.append(batch)
+        size += batch.nbytes
+        if size >= target_bytes:
+            yield _concatenated(group)
+            group, size = [], 0
+    if group:
+        yield _concatenated(group)
+
+
+def _concatenated(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    return batches[0] if len(batches) == 1 else pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+
+
+# --------------------------------------------------------------------------
+# One state, read
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StateScan:
+    """How to read one state as rows: the columns, and the fragments that tasks read
+    with :func:`fragment_batches`. The ``savepoint`` data source and
+    :func:`pyref.spark.read_state` both run this; they differ only in how Spark
+    hands the batches on."""
+
+    schema: pa.Schema
+    fragments: tuple[Fragment, ...]
+
+    @classmethod
+    def plan(cls, location: str, operator: str | None, state: str | None, *, raw: bool = False,
+             target_parallelism: int | None = None, fragment_bytes: int = DEFAULT_FRAGMENT_BYTES) -> StateScan:
+        """Plan reading ``operator``/``state`` of the savepoint at ``location`` (the
+        manifest only): keyed state as key_group, key[, user_key], value[, subtask];
+        list state as subtask, index, value, the lists of ``target_parallelism``
+        subtasks if given (see the data source's options)."""
+        sp = Savepoint.open(location)
+        if not operator or not state:
+            names = {op.operator_id: [*op.list_state_names, *op.keyed_state_names] for op in sp.operators}
+            raise InvalidArgumentError(f"options 'operator' and 'state' are required; this savepoint has {names}",
+                                       path=sp.location)
+        op = sp.operator(operator).proto
+        found = find_state(op, state)
+        if found is None:
+            raise InvalidArgumentError("no such state", state=f"{operator}/{state}", path=sp.location)
+        if target_parallelism is not None:
+            check_new_parallelism(op, target_parallelism)
+        if isinstance(found, pb.KeyedState):
+            schema = keyed_schema(sp, op, found, raw=raw, subtask=target_parallelism is not None)
+            fragments = chunk_fragments(sp, op, found, fragment_bytes)
+        else:
+            schema = list_schema(found, raw=raw)
+            if target_parallelism is None:
+                assignment = [list(p.ranges) for p in found.partitions]
+            else:
+                assignment = plan_list_state(op, target_parallelism)[found.name]
+            fragments = list_fragments(sp, op, found, assignment, fragment_bytes)
+        return cls(schema, tuple(fragments))
+
+
+def fragment_batches(fragment: Fragment, *, raw: bool, target_parallelism: int | None) -> Iterator[pa.RecordBatch]:
+    """The rows of a fragment of either kind of state (see :meth:`StateScan.plan`), in
+    batches of about :data:`BATCH_BYTES`."""
+    if fragment.runs:
+        batches = list_batches(fragment, raw=raw)
+    else:
+        batches = keyed_batches(fragment, raw=raw, target_parallelism=target_parallelism)
+    return coalesce(batches, BATCH_BYTES)

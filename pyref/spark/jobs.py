@@ -5,7 +5,9 @@
 - :func:`change_max_parallelism`: a new number of key groups. Every key is
   re-hashed (the core's vectorised :func:`~pyref.key_groups.compute_key_groups`
   on decoded key columns) and its entry rewritten into its new key group's
-  chunks; list state is kept as it is.
+  chunks; list state is kept as it is. When the old and new max parallelism
+  share enough residue classes (e.g. 128 -> 4096) each task writes the key
+  groups it reads, with no shuffle (:func:`rehashed_entries`).
 - :func:`migrate_state`: a state's values under a new serializer (schema
   evolution), resolved as in :func:`pyref.rewrite.migrate_state`, with chunks
   re-encoded in parallel.
@@ -18,8 +20,7 @@ from __future__ import annotations
 
 import math
 import os
-import pickle
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 
 import pyarrow as pa
@@ -34,7 +35,7 @@ from ..reader import Savepoint
 from ..rewrite import migrate_chunk, resolve_migration
 from ..rewrite import rescale as core_rescale
 from ..serializers import Serializer, serializer_from_snapshot
-from .commit import WriteOptions
+from .commit import FragmentRows, WriteOptions
 from .datasource import spark_schema
 from .fragments import (
     DEFAULT_FRAGMENT_BYTES,
@@ -43,8 +44,10 @@ from .fragments import (
     find_state,
     keyed_batches,
     keyed_schema,
+    residue_fragments,
     stored_length,
 )
+from .frames import fragment_tasks
 from .progress import Progress
 from .writer import SavepointBuilder
 
@@ -65,28 +68,36 @@ def rescale(source: Path, target: Path, parallelism: int | Mapping[str, int], *,
         return builder.manifest
 
 
-def _rehash(key_serializer: Serializer, max_parallelism: int, batches: Iterator[pa.RecordBatch]
-            ) -> Iterator[pa.RecordBatch]:
-    """Task: read the fragments named by ``batches``; every entry with its new key group."""
+def rehashed(key_serializer: Serializer, max_parallelism: int, fragment: Fragment) -> Iterator[pa.RecordBatch]:
+    """The serialized entries of a fragment with their key groups at ``max_parallelism``:
+    key_group, key[, user_key], value."""
     key_type = key_type_of(key_serializer.snapshot())
-    for batch in batches:
-        for data in batch.column(0).to_pylist():
-            fragment: Fragment = pickle.loads(data)
-            for raw in keyed_batches(fragment, raw=True):
-                groups = compute_key_groups(key_serializer.decode_array(raw.column(1)), max_parallelism, key_type)
-                yield pa.record_batch([pa.array(groups, pa.int32()), *raw.columns[1:]], names=raw.schema.names)
+    for raw in keyed_batches(fragment, raw=True):
+        groups = compute_key_groups(key_serializer.decode_array(raw.column(1)), max_parallelism, key_type)
+        yield pa.record_batch([pa.array(groups, pa.int32()), *raw.columns[1:]], names=raw.schema.names)
 
 
 def rehashed_entries(spark: SparkSession, sp: Savepoint, op: pb.Operator, state: pb.KeyedState, max_parallelism: int,
-                     fragment_bytes: int = DEFAULT_FRAGMENT_BYTES) -> DataFrame:
-    """The serialized entries of a keyed state with their key groups at ``max_parallelism``:
-    columns key_group, key[, user_key], value. One task per fragment of chunks."""
-    fragments = chunk_fragments(sp, op, state, fragment_bytes)
-    rdd = spark.sparkContext.parallelize([(pickle.dumps(f),) for f in fragments], max(len(fragments), 1))
-    schema = spark_schema(keyed_schema(sp, op, state, raw=True, subtask=False))
+                     tasks: int, fragment_bytes: int = DEFAULT_FRAGMENT_BYTES) -> DataFrame | FragmentRows:
+    """The entries of a keyed state re-hashed to ``max_parallelism``, for about ``tasks``
+    write tasks. Where the two max parallelisms share at least as many residue classes
+    (their gcd) as Spark has cores, rows stay in the task that reads them: fragments
+    split by residue never share a new key group (spec/key-groups.md §8.1). Otherwise
+    they are a DataFrame, one reading task per ``fragment_bytes``, to shuffle by key group."""
     key_serializer = serializer_from_snapshot(op.key_serializer)
-    return spark.createDataFrame(rdd, "fragment binary").mapInArrow(
-        partial(_rehash, key_serializer, max_parallelism), schema)
+    read = partial(rehashed, key_serializer, max_parallelism)
+    classes = math.gcd(op.max_parallelism, max_parallelism)
+    if classes >= min(tasks, spark.sparkContext.defaultParallelism):
+        return FragmentRows(residue_fragments(sp, op, state, classes, min(tasks, classes)), read)
+    schema = spark_schema(keyed_schema(sp, op, state, raw=True, subtask=False))
+    return fragment_tasks(spark, chunk_fragments(sp, op, state, fragment_bytes),
+                          partial(_read_all, read), schema)
+
+
+def _read_all(read: Callable[[Fragment], Iterator[pa.RecordBatch]],
+              fragments: Iterator[Fragment]) -> Iterator[pa.RecordBatch]:
+    for fragment in fragments:
+        yield from read(fragment)
 
 
 def _wanted(operators: Mapping[str, pb.Operator], value: int | Mapping[str, int]) -> dict[str, int]:
@@ -123,7 +134,7 @@ def change_max_parallelism(spark: SparkSession, source: Path, target: Path, max_
                     source_state = find_state(source_op, name)
                     stored = sum(stored_length(c) for c in source_state.chunks)
                     tasks = partitions or max(spark.sparkContext.defaultParallelism, math.ceil(stored / fragment_bytes))
-                    entries = rehashed_entries(spark, sp, source_op, source_state, new, fragment_bytes)
+                    entries = rehashed_entries(spark, sp, source_op, source_state, new, tasks, fragment_bytes)
                     builder.write_encoded_keyed_state(operator_id, find_state(op, name), entries, tasks)
         return builder.manifest
 

@@ -48,7 +48,17 @@ from ..restore import resolve_parallelism
 from ..rewrite import Derivation, check_target, rescaled_operator
 from ..serializers import Bytes, Serializer, serializer_from_snapshot
 from ..writer import OperatorWriter, delete_replaced, publish, read_previous
-from .commit import Job, WriteOptions, map_chunks, merge_keyed, merge_list, replace_chunks, write_partials
+from .commit import (
+    FragmentRows,
+    Job,
+    WriteOptions,
+    map_chunks,
+    merge_keyed,
+    merge_list,
+    replace_chunks,
+    write_fragment_partials,
+    write_partials,
+)
 from .fragments import DEFAULT_FRAGMENT_BYTES, chunk_fragments, find_state
 from .progress import Progress
 
@@ -267,17 +277,25 @@ class SavepointBuilder:
             state.user_key_serializer.CopyFrom(user_key_serializer.snapshot())
         op.keyed_states.append(state)
 
-    def write_encoded_keyed_state(self, operator_id: str, state: pb.KeyedState, df: DataFrame,
+    def write_encoded_keyed_state(self, operator_id: str, state: pb.KeyedState, rows: DataFrame | FragmentRows,
                                   partitions: int | None = None) -> None:
         """Write ``state`` (name, kind, serializers as given) from serialized rows:
         ``key_group`` (of the operator's max parallelism), ``key``[, ``user_key``],
-        ``value``, all binary but the key group, in ``partitions`` tasks. Replaces a
-        state of that name."""
+        ``value``, all binary but the key group. A DataFrame is shuffled by key group
+        into ``partitions`` tasks; :class:`FragmentRows` are written where they are
+        read, one task per fragment. Replaces a state of that name."""
         op = self.operator(operator_id)
         state = _clone(state)
         self._new_state_name(op, state.name, replace=True)
         open_state = partial(_open_encoded_keyed, _Shape.of(op), state.name, state.kind == pb.MAP)
-        self._run_keyed(op, state, df, open_state, _feed_encoded_keyed, partitions)
+        if isinstance(rows, FragmentRows):
+            self.progress.step(f"writing keyed state {state_label(op, state.name)} "
+                               f"({len(rows.fragments)} tasks, no shuffle)")
+            partials = self._guarded(lambda: write_fragment_partials(
+                self.spark, self.job, rows.fragments, rows.read, open_state, _feed_encoded_keyed))
+            merge_keyed(self.manifest, state, partials)
+        else:
+            self._run_keyed(op, state, rows, open_state, _feed_encoded_keyed, partitions)
         op.keyed_states.append(state)
 
     def _run_keyed(self, op: pb.Operator, state: pb.KeyedState, df: DataFrame, open_state: Callable,

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import math
 import pickle
 
 import pyarrow as pa
+import pytest
 
 from pyref import Savepoint, SavepointWriter
 from pyref._proto.savepoint.v1 import manifest_pb2 as pb
+from pyref.key_groups import compute_key_groups
 from pyref.restore import plan_list_state
 from pyref.serializers import Int64, String
-from pyref.spark.fragments import chunk_fragments, keyed_batches, list_batches, list_fragments
+from pyref.spark.fragments import (
+    chunk_fragments,
+    coalesce,
+    keyed_batches,
+    list_batches,
+    list_fragments,
+    residue_fragments,
+)
 
 
 def _savepoint(tmp_path):
@@ -41,6 +51,22 @@ def test_keyed_fragments_carry_only_their_files_and_read_back_every_entry(tmp_pa
     assert sum(b.num_rows for b in raw) == 500 and raw[0].schema.names == ["key_group", "key", "value", "subtask"]
 
 
+@pytest.mark.parametrize("new_max_parallelism", [4096, 96, 1000])
+def test_residue_fragments_never_share_a_key_group_at_the_new_max_parallelism(tmp_path, new_max_parallelism):
+    sp = _savepoint(tmp_path)
+    op = sp.operator("op").proto
+    state = op.keyed_states[0]
+    classes = math.gcd(op.max_parallelism, new_max_parallelism)
+    fragments = residue_fragments(sp, op, state, classes, parts=4)
+    assert len(fragments) > 1
+    assert sorted(i for f in fragments for i in f.chunk_indices) == list(range(len(state.chunks)))
+    writer_of: dict[int, int] = {}
+    for n, fragment in enumerate(fragments):
+        keys = pa.concat_arrays([b.column("key") for b in keyed_batches(fragment, raw=False)])
+        for group in set(compute_key_groups(keys, new_max_parallelism, "string").tolist()):
+            assert writer_of.setdefault(group, n) == n, f"new key group {group} read by two fragments"
+
+
 def test_list_fragments_produce_the_restore_plan(tmp_path):
     sp = _savepoint(tmp_path)
     op = sp.operator("op").proto
@@ -54,3 +80,12 @@ def test_list_fragments_produce_the_restore_plan(tmp_path):
             mine = sorted((r["index"], r["value"]) for r in rows if r["subtask"] == subtask)
             assert [v for _, v in mine] == list(plan.subtask("op", subtask).list_state("offsets"))
             assert [i for i, _ in mine] == list(range(len(mine)))
+
+
+def test_coalesce_concatenates_in_order_up_to_the_target_and_drops_empty_batches():
+    batches = [pa.record_batch([pa.array(range(start, start + n), pa.int64())], names=["x"])
+               for start, n in [(0, 100), (100, 0), (100, 100), (200, 100), (300, 50)]]
+    out = list(coalesce(iter(batches), target_bytes=1500))  # 100 int64 rows are 800 bytes
+    assert [b.num_rows for b in out] == [200, 150]
+    assert pa.Table.from_batches(out).column("x").to_pylist() == list(range(350))
+    assert list(coalesce(iter(batches[1:2]), 1)) == []

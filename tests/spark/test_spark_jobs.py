@@ -53,7 +53,9 @@ def test_change_parallelism_writes_no_state_bytes(spark, keyed, tmp_path_factory
     assert list(one.restore_plan(1).subtask("counter", 0).list_state("buffer")) == [5, 6, 7]
 
 
-@pytest.mark.parametrize("max_parallelism", [32768, 7])
+# 128 -> 32768 and 128 -> 96 share 128 and 32 residue classes: written without a shuffle;
+# 128 -> 7 shares none: shuffled by key group.
+@pytest.mark.parametrize("max_parallelism", [32768, 96, 7])
 def test_change_max_parallelism_moves_every_key_to_its_new_group(spark, keyed, max_parallelism):
     from pyref.spark import change_max_parallelism
 

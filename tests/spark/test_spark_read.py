@@ -9,16 +9,28 @@ import pytest
 from pyref import Savepoint, SavepointWriter
 from pyref.inspection import describe
 from pyref.redistribution import DistributionMode
+from pyref.spark import read_state
+from pyref.spark.fragments import StateScan
 from pyref.serializers import Int32, Int64, ListOf, Serializer, String, register_serializer, unregister_serializer
 
 pytestmark = pytest.mark.spark
 
 
-def _read(spark, path, operator, state, **options):
-    reader = spark.read.format("savepoint").option("operator", operator).option("state", state)
-    for k, v in options.items():
-        reader = reader.option(k, str(v))
-    return reader.load(str(path))
+@pytest.fixture(params=["format", "read_state"])
+def read(request, spark):
+    """A state as a DataFrame, through the data source or through :func:`read_state`:
+    the two must give the same rows and columns for the same options."""
+
+    def through_format(path, operator, state, **options):
+        reader = spark.read.format("savepoint").option("operator", operator).option("state", state)
+        for k, v in options.items():
+            reader = reader.option(k, str(v).lower() if isinstance(v, bool) else str(v))
+        return reader.load(str(path))
+
+    def through_read_state(path, operator, state, **options):
+        return read_state(spark, path, operator, state, **options)
+
+    return through_format if request.param == "format" else through_read_state
 
 
 class Cents(Serializer):
@@ -58,25 +70,25 @@ def mixed(tmp_path_factory):
     return path
 
 
-def test_keyed_value_state_reads_decoded_as_the_core_does(spark, mixed):
-    df = _read(spark, mixed, "op", "value", fragment_bytes=1024)
+def test_keyed_value_state_reads_decoded_as_the_core_does(read, mixed):
+    df = read(mixed, "op", "value", fragment_bytes=1024)
     assert df.schema.simpleString() == "struct<key_group:int,key:bigint,value:string>"
     assert df.rdd.getNumPartitions() > 1  # partitions follow chunks
     expected = Savepoint.open(mixed).operator("op").keyed_state("value").to_arrow().to_pylist()
     assert sorted(tuple(r) for r in df.collect()) == sorted(tuple(r.values()) for r in expected)
 
 
-def test_keyed_list_and_map_state(spark, mixed):
-    lists = _read(spark, mixed, "op", "list")
+def test_keyed_list_and_map_state(read, mixed):
+    lists = read(mixed, "op", "list")
     assert lists.schema.simpleString() == "struct<key_group:int,key:bigint,value:array<int>>"
     assert {r.key: r.value for r in lists.collect()} == {k: [k, k + 1] for k in range(50)}
-    maps = _read(spark, mixed, "op", "map")
+    maps = read(mixed, "op", "map")
     assert maps.columns == ["key_group", "key", "user_key", "value"]
     assert sorted((r.key, r.user_key, r.value) for r in maps.collect()) == sorted(
         (k // 3, f"u{k}", k) for k in range(400))
 
 
-def test_raw_reads_stored_bytes_without_the_serializer(spark, tmp_path):
+def test_raw_reads_stored_bytes_without_the_serializer(read, tmp_path):
     register_serializer(Cents)
     try:
         with SavepointWriter(str(tmp_path / "sp")) as w:
@@ -84,32 +96,32 @@ def test_raw_reads_stored_bytes_without_the_serializer(spark, tmp_path):
             w.add_operator("src", 1).list_state("offsets", Cents()).add(0, [1, 2])
     finally:
         unregister_serializer("com.example.cents")
-    raw = _read(spark, tmp_path / "sp", "op", "balance", raw="true")
+    raw = read(tmp_path / "sp", "op", "balance", raw=True)
     assert raw.schema.simpleString() == "struct<key_group:int,key:binary,value:binary>"
     assert sorted((bytes(r.key), bytes(r.value)) for r in raw.collect()) == [
         (b"a", struct.pack("<q", 5)), (b"b", struct.pack("<q", -7))]
-    listed = _read(spark, tmp_path / "sp", "src", "offsets", raw="true").collect()
+    listed = read(tmp_path / "sp", "src", "offsets", raw=True).collect()
     assert [bytes(r.value) for r in sorted(listed, key=lambda r: r["index"])] == [struct.pack("<q", v) for v in (1, 2)]
     with pytest.raises(Exception, match="not registered"):
-        _read(spark, tmp_path / "sp", "op", "balance").collect()
+        read(tmp_path / "sp", "op", "balance").collect()
 
 
 @pytest.mark.parametrize("target", [2, 5])
-def test_target_parallelism_agrees_with_the_restore_plan(spark, mixed, target):
+def test_target_parallelism_agrees_with_the_restore_plan(read, mixed, target):
     plan = Savepoint.open(mixed).restore_plan(target)
-    keyed = _read(spark, mixed, "op", "value", target_parallelism=target).collect()
+    keyed = read(mixed, "op", "value", target_parallelism=target).collect()
     for sub in plan.subtasks("op"):
         assert sorted(r.key for r in keyed if r.subtask == sub.index) == sorted(k for k, _ in sub.keyed_state("value"))
     for name in ("split", "union", "broadcast"):
-        rows = _read(spark, mixed, "op", name, target_parallelism=target).collect()
+        rows = read(mixed, "op", name, target_parallelism=target).collect()
         for sub in plan.subtasks("op"):
             mine = sorted((r["index"], r.value) for r in rows if r.subtask == sub.index)
             assert [v for _, v in mine] == list(sub.list_state(name)), name
             assert [i for i, _ in mine] == list(range(len(mine)))
 
 
-def test_list_state_without_target_is_as_stored(spark, mixed):
-    rows = _read(spark, mixed, "op", "split").collect()
+def test_list_state_without_target_is_as_stored(read, mixed):
+    rows = read(mixed, "op", "split").collect()
     view = Savepoint.open(mixed).operator("op").list_state("split")
     for subtask in range(3):
         assert [r.value for r in sorted(rows, key=lambda r: r["index"]) if r.subtask == subtask] == list(
@@ -137,8 +149,25 @@ def test_missing_options_name_what_there_is(spark, seeds):
         spark.read.format("savepoint").load(str(seeds)).collect()
 
 
-def test_list_of_list_serializer_types(spark, tmp_path):
+def test_list_of_list_serializer_types(read, tmp_path):
     with SavepointWriter(str(tmp_path / "sp")) as w:
         w.add_operator("op", 2).list_state("batches", ListOf(String())).add(1, [["a"], [], ["b", "c"]])
-    rows = _read(spark, tmp_path / "sp", "op", "batches").collect()
+    rows = read(tmp_path / "sp", "op", "batches").collect()
     assert [(r.subtask, r["index"], r.value) for r in rows] == [(1, 0, ["a"]), (1, 1, []), (1, 2, ["b", "c"])]
+
+
+def test_an_empty_state_reads_as_no_rows_with_its_columns(read, tmp_path):
+    with SavepointWriter(str(tmp_path / "sp")) as w:
+        op = w.add_operator("op", 2, key_serializer=String())
+        op.keyed_state("nothing", Int64())
+        op.list_state("none", Int64())
+    keyed = read(tmp_path / "sp", "op", "nothing")
+    assert keyed.schema.simpleString() == "struct<key_group:int,key:string,value:bigint>"
+    assert keyed.collect() == []
+    assert read(tmp_path / "sp", "op", "none").collect() == []
+
+
+def test_read_state_runs_one_task_per_fragment(spark, mixed):
+    state = Savepoint.open(mixed).operator("op").proto.keyed_states[0]
+    df = read_state(spark, mixed, "op", state.name, fragment_bytes=1024)
+    assert df.rdd.getNumPartitions() == len(StateScan.plan(str(mixed), "op", state.name, fragment_bytes=1024).fragments)

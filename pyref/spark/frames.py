@@ -1,0 +1,61 @@
+"""States as DataFrames from ``mapInArrow`` tasks over fragments.
+
+::
+
+    counts = read_state(spark, "/savepoints/sp-1", "url-counter", "count")
+
+:func:`read_state` reads what ``spark.read.format("savepoint")`` reads, with the
+same options and columns, but as a ``mapInArrow`` job: one task per fragment,
+each yielding its fragment's Arrow batches. It is the faster of the two. Spark
+plans a Python data source through extra Python workers and puts a row-by-row
+copy (a ``Project``) over every Python data source scan, so the JVM handles each
+row twice; a ``mapInArrow`` result is copied once. Use the data source where a
+``format``/``load`` reader is wanted (SQL, configuration-driven pipelines) and
+this where throughput matters.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from .datasource import as_spark_batches, spark_schema
+from .fragments import DEFAULT_FRAGMENT_BYTES, Fragment, StateScan, fragment_batches
+
+#: A task's work on the fragments Spark hands it (one per task): Arrow batches out.
+FragmentTask = Callable[[Iterator[Fragment]], Iterator[pa.RecordBatch]]
+
+
+def _run(fragments: Sequence[Fragment], task: FragmentTask, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    return task(fragments[i] for batch in ids for i in batch.column(0).to_pylist())
+
+
+def fragment_tasks(spark: SparkSession, fragments: Sequence[Fragment], task: FragmentTask,
+                   schema: StructType | str) -> DataFrame:
+    """``task`` run on each fragment in a Spark task of its own (one partition per
+    fragment), its batches the rows. The fragments travel in the task closure, which
+    Spark broadcasts when it is large."""
+    count = len(fragments)
+    ids = spark.range(0, count, 1, max(count, 1))  # one id, so one fragment, per partition
+    return ids.mapInArrow(partial(_run, tuple(fragments), task), schema)
+
+
+def _rows(raw: bool, target_parallelism: int | None, schema: StructType,
+          fragments: Iterator[Fragment]) -> Iterator[pa.RecordBatch]:
+    for fragment in fragments:
+        yield from as_spark_batches(fragment_batches(fragment, raw=raw, target_parallelism=target_parallelism), schema)
+
+
+def read_state(spark: SparkSession, path: str | os.PathLike[str], operator: str, state: str, *, raw: bool = False,
+               target_parallelism: int | None = None, fragment_bytes: int = DEFAULT_FRAGMENT_BYTES) -> DataFrame:
+    """One state of the savepoint at ``path`` as a DataFrame: the rows and columns of
+    ``spark.read.format("savepoint")`` with the options of the same names."""
+    scan = StateScan.plan(os.fspath(path), operator, state, raw=raw, target_parallelism=target_parallelism,
+                          fragment_bytes=fragment_bytes)
+    schema = spark_schema(scan.schema)
+    return fragment_tasks(spark, scan.fragments, partial(_rows, raw, target_parallelism, schema), schema)
