@@ -45,6 +45,17 @@ class Codec(enum.IntEnum):
 _ZSTD_LEVEL = 1
 
 
+#: Compression must save at least this fraction of a payload to be kept (RocksDB's default
+#: rule, 7/8): on data that barely shrinks, a raw chunk spares every read a decompression
+#: and a copy of the whole payload for a few percent of space.
+MIN_SAVING = 1 / 8
+
+
+def pays(payload_length: int, stored_length: int) -> bool:
+    """Whether compressing ``payload_length`` bytes into ``stored_length`` is worth keeping."""
+    return stored_length <= payload_length * (1 - MIN_SAVING)
+
+
 def compress(codec: Codec, payload: bytes) -> bytes:
     if codec == Codec.NONE:
         return payload

@@ -28,7 +28,7 @@ from . import __version__
 from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .checksum import crc32c
 from .chunk import encode_chunk
-from .codecs import Codec, compress
+from .codecs import Codec, compress, pays
 from .errors import ConcurrentWriteError, InvalidArgumentError, SavepointError
 from .io import MANIFEST_NAME, SavepointIO, open_io
 from .key_groups import check_parallelism, compute_key_groups, default_max_parallelism, key_group_range
@@ -70,7 +70,7 @@ class ChunkSink:
 
     def _compress(self, payload: bytes) -> tuple[bytes, Codec, int]:
         stored = compress(self.codec, payload)
-        if len(stored) >= len(payload):  # incompressible: keep it raw, saves the decode
+        if not pays(len(payload), len(stored)):  # barely compressible: keep it raw
             return payload, Codec.NONE, crc32c(payload)
         return stored, self.codec, crc32c(stored)
 
