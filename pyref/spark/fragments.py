@@ -31,8 +31,9 @@ from ..writer import _split_rows  # the core's cut of sized items into runs of a
 
 #: Stored bytes a fragment aims at: big enough to amortise a task, small enough to spread.
 DEFAULT_FRAGMENT_BYTES = 64 << 20
-#: Bytes per Arrow batch a read hands Spark: chunks (1 MiB, or one small key group) are coalesced to this.
-BATCH_BYTES = 16 << 20
+#: Least bytes per Arrow batch a read hands Spark: chunks of small key groups are coalesced
+#: to this (each batch costs the hand-off a fixed overhead); full 1 MiB chunks pass as they are.
+BATCH_BYTES = 1 << 20
 
 State = pb.KeyedState | pb.ListState
 
@@ -236,7 +237,7 @@ def list_batches(fragment: Fragment, *, raw: bool) -> Iterator[pa.RecordBatch]:
 
 def coalesce(batches: Iterator[pa.RecordBatch], target_bytes: int) -> Iterator[pa.RecordBatch]:
     """``batches`` concatenated into batches of about ``target_bytes`` or more (empty ones
-    dropped): a few large batches cost Spark's Arrow hand-off far less than many small ones."""
+    dropped; one that is large enough passes uncopied)."""
     group: list[pa.RecordBatch] = []
     size = 0
     for batch in batches:
