@@ -22,6 +22,7 @@ Keyed state reads as ``key_group, key[, user_key], value[, subtask]`` and list
 state as ``subtask, index, value``, with Spark types from the serializers'
 Arrow types. Spark partitions follow chunks: each carries only its chunks and
 the manifest entries they need, and its task reads only those byte ranges.
+:func:`pyref.spark.read_state` reads the same rows faster (:mod:`~pyref.spark.frames`).
 """
 
 from __future__ import annotations
