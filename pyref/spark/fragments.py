@@ -65,6 +65,22 @@ class Fragment:
         manifest = pb.Manifest.FromString(self.manifest)
         return ChunkStore(open_io(self.location), manifest), pb.Operator.FromString(self.operator)
 
+    def as_row(self) -> tuple:
+        """The fragment as a row of :data:`FRAGMENT_SCHEMA` (plain values, so a task
+        receives only its own fragment, as data)."""
+        return self.location, self.manifest, self.operator, list(self.chunk_indices), [tuple(r) for r in self.runs]
+
+    @classmethod
+    def from_row(cls, row: dict) -> Fragment:
+        """A fragment from a row of :data:`FRAGMENT_SCHEMA` as Arrow's ``to_pylist`` gives it."""
+        return cls(row["location"], row["manifest"], row["operator"], tuple(row["chunk_indices"]),
+                   tuple(Run(**r) for r in row["runs"]))
+
+
+#: Spark schema (DDL) of :meth:`Fragment.as_row`.
+FRAGMENT_SCHEMA = ("location string, manifest binary, operator binary, chunk_indices array<bigint>, "
+                   "runs array<struct<subtask:int, index:bigint, chunk:int, first:bigint, count:bigint>>")
+
 
 def stored_length(chunk: pb.Chunk) -> int:
     return chunk.range.length if chunk.WhichOneof("location") == "range" else len(chunk.inline_data)

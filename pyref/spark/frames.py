@@ -25,24 +25,22 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from .datasource import as_spark_batches, spark_schema
-from .fragments import DEFAULT_FRAGMENT_BYTES, Fragment, StateScan, fragment_batches
+from .fragments import DEFAULT_FRAGMENT_BYTES, FRAGMENT_SCHEMA, Fragment, StateScan, fragment_batches
 
 #: A task's work on the fragments Spark hands it (one per task): Arrow batches out.
 FragmentTask = Callable[[Iterator[Fragment]], Iterator[pa.RecordBatch]]
 
 
-def _run(fragments: Sequence[Fragment], task: FragmentTask, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    return task(fragments[i] for batch in ids for i in batch.column(0).to_pylist())
+def _run(task: FragmentTask, rows: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    return task(Fragment.from_row(row) for batch in rows for row in batch.to_pylist())
 
 
 def fragment_tasks(spark: SparkSession, fragments: Sequence[Fragment], task: FragmentTask,
                    schema: StructType | str) -> DataFrame:
     """``task`` run on each fragment in a Spark task of its own (one partition per
-    fragment), its batches the rows. The fragments travel in the task closure, which
-    Spark broadcasts when it is large."""
-    count = len(fragments)
-    ids = spark.range(0, count, 1, max(count, 1))  # one id, so one fragment, per partition
-    return ids.mapInArrow(partial(_run, tuple(fragments), task), schema)
+    fragment), its batches the rows. Each task receives its own fragment only, as a row."""
+    rows = spark.sparkContext.parallelize([f.as_row() for f in fragments], max(len(fragments), 1))
+    return spark.createDataFrame(rows, FRAGMENT_SCHEMA).mapInArrow(partial(_run, task), schema)
 
 
 def _rows(raw: bool, target_parallelism: int | None, schema: StructType,

@@ -14,6 +14,8 @@ from pyref.key_groups import compute_key_groups
 from pyref.restore import plan_list_state
 from pyref.serializers import Int64, String
 from pyref.spark.fragments import (
+    Fragment,
+    Run,
     chunk_fragments,
     coalesce,
     keyed_batches,
@@ -89,3 +91,15 @@ def test_coalesce_concatenates_in_order_up_to_the_target_and_drops_empty_batches
     assert [b.num_rows for b in out] == [200, 150]
     assert pa.Table.from_batches(out).column("x").to_pylist() == list(range(350))
     assert list(coalesce(iter(batches[1:2]), 1)) == []
+
+
+def test_a_fragment_survives_its_row_form(tmp_path):
+    sp = _savepoint(tmp_path)
+    op = sp.operator("op").proto
+    assignment = plan_list_state(op, 2)["offsets"]
+    for fragment in [*chunk_fragments(sp, op, op.keyed_states[0]),
+                     *list_fragments(sp, op, op.list_states[0], assignment, target_bytes=200)]:
+        names = ["location", "manifest", "operator", "chunk_indices", "runs"]
+        row = dict(zip(names, fragment.as_row()))
+        row["runs"] = [dict(zip(Run._fields, r)) for r in row["runs"]]  # as Arrow's to_pylist gives structs
+        assert Fragment.from_row(row) == fragment
