@@ -9,9 +9,8 @@ import pytest
 from pyref import Savepoint, SavepointWriter
 from pyref.inspection import describe
 from pyref.redistribution import DistributionMode
-from pyref.spark import read_state
-from pyref.spark.fragments import StateScan
 from pyref.serializers import Int32, Int64, ListOf, Serializer, String, register_serializer, unregister_serializer
+from pyref.spark.fragments import StateScan
 
 pytestmark = pytest.mark.spark
 
@@ -28,6 +27,8 @@ def read(request, spark):
         return reader.load(str(path))
 
     def through_read_state(path, operator, state, **options):
+        from pyref.spark import read_state
+
         return read_state(spark, path, operator, state, **options)
 
     return through_format if request.param == "format" else through_read_state
@@ -168,6 +169,8 @@ def test_an_empty_state_reads_as_no_rows_with_its_columns(read, tmp_path):
 
 
 def test_read_state_runs_one_task_per_fragment(spark, mixed):
+    from pyref.spark import read_state
+
     state = Savepoint.open(mixed).operator("op").proto.keyed_states[0]
     df = read_state(spark, mixed, "op", state.name, fragment_bytes=1024)
     assert df.rdd.getNumPartitions() == len(StateScan.plan(str(mixed), "op", state.name, fragment_bytes=1024).fragments)
