@@ -81,9 +81,10 @@ def rehashed_entries(spark: SparkSession, sp: Savepoint, op: pb.Operator, state:
                      tasks: int, fragment_bytes: int = DEFAULT_FRAGMENT_BYTES) -> DataFrame | FragmentRows:
     """The entries of a keyed state re-hashed to ``max_parallelism``, for about ``tasks``
     write tasks. Where the two max parallelisms share at least as many residue classes
-    (their gcd) as Spark has cores, rows stay in the task that reads them: fragments
-    split by residue never share a new key group (spec/key-groups.md §8.1). Otherwise
-    they are a DataFrame, one reading task per ``fragment_bytes``, to shuffle by key group."""
+    (their gcd) as there are tasks or Spark cores, whichever is fewer, rows stay in the
+    task that reads them: fragments split by residue never share a new key group
+    (spec/key-groups.md §8.1), so there are at most gcd of them. Otherwise they are a
+    DataFrame, one reading task per ``fragment_bytes``, to shuffle by key group."""
     key_serializer = serializer_from_snapshot(op.key_serializer)
     read = partial(rehashed, key_serializer, max_parallelism)
     classes = math.gcd(op.max_parallelism, max_parallelism)
