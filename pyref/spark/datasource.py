@@ -85,9 +85,11 @@ class SavepointReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         return [InputPartition(f) for f in self.options.plan().fragments]
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        fragment: Fragment | None = partition.value
-        if fragment is None:  # Spark reads one empty partition when a state has no chunks
+    def read(self, partition: InputPartition | None) -> Iterator[pa.RecordBatch]:
+        # A state without chunks has no partitions, and Spark still reads one: pyspark 4.0
+        # passes None, later versions an InputPartition holding None.
+        fragment: Fragment | None = partition.value if partition is not None else None
+        if fragment is None:
             return
         batches = fragment_batches(fragment, raw=self.options.raw, target_parallelism=self.options.target_parallelism)
         yield from as_spark_batches(batches, self.schema)
