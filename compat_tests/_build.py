@@ -9,7 +9,6 @@ import os
 import pathlib
 import platform
 import shutil
-import struct
 import sys
 from collections.abc import Callable, Iterable
 from importlib import metadata
@@ -74,15 +73,6 @@ def rewrite_manifest(path: pathlib.Path, change: Callable, **kwargs) -> None:
     manifest, _ = read_manifest(path)
     change(manifest)
     write_manifest(path, manifest, **kwargs)
-
-
-def envelope(body: bytes, major: int, minor: int) -> bytes:
-    """A manifest envelope around arbitrary body bytes, with a valid CRC32C."""
-    from pyref.checksum import crc32c
-    from pyref.manifest import MAGIC
-
-    head = struct.pack("<8sHHI", MAGIC, major, minor, len(body))
-    return head + body + struct.pack("<I", crc32c(head + body))
 
 
 def rescale_model(operators: list[OperatorModel], parallelism: int) -> list[OperatorModel]:

@@ -39,7 +39,7 @@ from pyref.checksum import crc32c
 from pyref.errors import SavepointError
 from pyref.inspection import describe, verify
 from pyref.io import LocalIO
-from pyref.manifest import ENVELOPE_OVERHEAD, MAGIC, decode_manifest, encode_manifest, validate_manifest
+from pyref.manifest import ENVELOPE_OVERHEAD, decode_manifest, encode_envelope, encode_manifest, validate_manifest
 from pyref.reader import Savepoint
 from pyref.serializers import (
     Boolean,
@@ -103,11 +103,6 @@ if not os.environ.get("PYREF_FUZZ_THREADS"):
 # --------------------------------------------------------------------------
 
 
-def _envelope(body: bytes, major: int = 1, minor: int = 0) -> bytes:
-    head = struct.pack("<8sHHI", MAGIC, major, minor, len(body))
-    return head + body + struct.pack("<I", crc32c(head + body))
-
-
 class _Cursor:
     def __init__(self, data: bytes) -> None:
         self.data = data
@@ -164,7 +159,7 @@ def target_manifest(data: bytes) -> None:
         return
     flags, rest = data[0], data[1:]
     if flags & 1:
-        rest = _envelope(rest, minor=(flags >> 1) & 3)
+        rest = encode_envelope(rest, 1, (flags >> 1) & 3)
     try:
         manifest, _ = decode_manifest(rest, path="fuzz/_manifest")
     except SavepointError:
@@ -367,7 +362,7 @@ def _fix(files: dict[str, bytes], flags: int) -> None:
                 _fix_chunks(files, directory, m, flags)
                 body = m.SerializeToString()
         major, minor = struct.unpack_from("<HH", data, 8)
-        files[name] = _envelope(body, major, minor)
+        files[name] = encode_envelope(body, major, minor)
 
 
 def _fix_chunks(files: dict[str, bytes], directory: str, m: pb.Manifest, flags: int) -> None:

@@ -70,8 +70,13 @@ def minor_version_for(manifest: pb.Manifest) -> int:
 def encode_manifest(manifest: pb.Manifest, minor: int | None = None) -> bytes:
     """The ``_manifest`` file's bytes; the minor version defaults to :func:`minor_version_for`."""
     minor = minor_version_for(manifest) if minor is None else minor
-    body = manifest.SerializeToString(deterministic=True)
-    head = _HEAD.pack(MAGIC, FORMAT_MAJOR, minor, len(body))
+    return encode_envelope(manifest.SerializeToString(deterministic=True), FORMAT_MAJOR, minor)
+
+
+def encode_envelope(body: bytes, major: int, minor: int) -> bytes:
+    """The envelope (spec/format.md §4) around ``body`` with a valid CRC32C, whatever
+    ``body`` and the version are: what tests need to build hostile manifests."""
+    head = _HEAD.pack(MAGIC, major, minor, len(body))
     return head + body + struct.pack("<I", crc32c(head + body))
 
 

@@ -9,7 +9,8 @@ import pytest
 
 from pyref import CorruptSavepointError, Savepoint, UnsupportedFormatError
 from pyref._proto.savepoint.v1 import manifest_pb2 as pb
-from pyref.manifest import MAGIC, decode_manifest, encode_manifest
+from pyref.manifest import MAGIC, decode_manifest, encode_envelope, encode_manifest
+from pyref.testing import varint
 
 
 @pytest.fixture
@@ -31,6 +32,19 @@ def test_envelope_layout(manifest):
     assert struct.unpack_from("<HHI", data, 8) == (1, 0, len(data) - 20)
     _, version = _decode(manifest)
     assert str(version) == "1.0"
+
+
+def test_envelope_of_any_body_and_version_is_what_decode_checks(manifest):
+    body = manifest.SerializeToString(deterministic=True)
+    assert encode_envelope(body, 1, 0) == encode_manifest(manifest, 0)
+    with pytest.raises(UnsupportedFormatError, match="format version 2.0"):
+        decode_manifest(encode_envelope(body, 2, 0), path="x")
+
+
+@pytest.mark.parametrize("n", [1, 127, 128, 300, 2**32 - 1, 2**64 - 1])
+def test_testing_varint_is_protobufs_encoding(n):
+    # pyref.testing.varint builds the hostile protobuf bytes of the reject corpus and tests.
+    assert pb.Chunk(raw_length=n).SerializeToString() == varint(6 << 3) + varint(n)
 
 
 def test_bad_magic(manifest):

@@ -1,4 +1,5 @@
-"""Helpers for tests of pyref and of other implementations: ready-made savepoints.
+"""Helpers for tests of pyref and of other implementations: ready-made savepoints,
+and the protobuf varint for hand-building bytes no writer produces.
 
 Shipped with the library (like zarr.testing) so downstream projects can write
 the same scenarios the reference tests use.
@@ -30,3 +31,14 @@ def write_seeds(path: str | os.PathLike[str], *, parallelism: int = 2, **writer_
             offsets.add(subtask, values)
         counter = w.add_operator("url-counter", parallelism=parallelism, key_serializer=String())
         counter.keyed_state("count", Int64()).add(list(SEED_COUNTS), list(SEED_COUNTS.values()))
+
+
+def varint(n: int) -> bytes:
+    """``n >= 0`` as a protobuf base-128 varint, for hand-built protobuf bytes (unknown
+    fields, nesting deeper than a writer would go)."""
+    out = bytearray()
+    while True:
+        low, n = n & 0x7F, n >> 7
+        out.append(low | (0x80 if n else 0))
+        if not n:
+            return bytes(out)

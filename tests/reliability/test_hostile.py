@@ -19,9 +19,10 @@ from pyref import CorruptSavepointError, SavepointError, rescale
 from pyref._proto.savepoint.v1 import manifest_pb2 as pb
 from pyref._proto.savepoint.v1 import serializer_pb2
 from pyref.checksum import crc32c
-from pyref.manifest import DATA_FILE_MAGIC, MAGIC, decode_manifest, encode_manifest
+from pyref.manifest import DATA_FILE_MAGIC, decode_manifest, encode_envelope, encode_manifest
 from pyref.serializers import Json, ListOf, MapOf, Protobuf, String, Tuple, serializer_from_snapshot
 from pyref.serializers import Int64 as Int64Serializer
+from pyref.testing import varint
 from reliability_helpers import data_files, read_all, write_small
 
 TIME_LIMIT_S = 2.0
@@ -227,23 +228,8 @@ def _deep_snapshot_bytes(depth: int, leaf: bytes = b"\x0a\x05int64\x10\x01") -> 
     from the inside out without recursion."""
     inner = leaf
     for _ in range(depth):
-        inner = b"\x0a\x04list\x10\x01" + b"\x1a" + _varint(len(inner)) + inner
+        inner = b"\x0a\x04list\x10\x01" + b"\x1a" + varint(len(inner)) + inner
     return inner
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _envelope(body: bytes) -> bytes:
-    head = struct.pack("<8sHHI", MAGIC, 1, 0, len(body))
-    return head + body + struct.pack("<I", crc32c(head + body))
 
 
 @pytest.mark.parametrize("depth", [33, 99, 101, 10_000])
@@ -258,14 +244,14 @@ def test_deeply_nested_serializer_snapshots_in_a_manifest_are_refused(small, dep
     op_without = pb.Operator()
     op_without.CopyFrom(op)
     del op_without.list_states[0]
-    ls_bytes = ls.SerializeToString() + b"\x1a" + _varint(len(snap)) + snap
-    op_bytes = op_without.SerializeToString() + b"\x32" + _varint(len(ls_bytes)) + ls_bytes
+    ls_bytes = ls.SerializeToString() + b"\x1a" + varint(len(snap)) + snap
+    op_bytes = op_without.SerializeToString() + b"\x32" + varint(len(ls_bytes)) + ls_bytes
     rest = pb.Manifest()
     rest.CopyFrom(m)
     del rest.operators[0]
-    body = rest.SerializeToString() + b"\x42" + _varint(len(op_bytes)) + op_bytes
+    body = rest.SerializeToString() + b"\x42" + varint(len(op_bytes)) + op_bytes
     with open(small / "_manifest", "wb") as f:
-        f.write(_envelope(body))
+        f.write(encode_envelope(body, 1, 0))
     err = bounded(read_all, small, memory=MEMORY_LIMIT + 64 * len(body))
     assert "nest" in str(err) or "protobuf" in str(err)
 
