@@ -18,21 +18,22 @@ from .errors import CorruptSavepointError, InvalidArgumentError, SavepointError
 from .inspection import describe, verify
 from .reader import Savepoint
 from .rewrite import rescale
-from .spark.cli import add_spark_commands
 
 
-def _parallelism(args: argparse.Namespace) -> int | dict[str, int]:
+def operator_numbers(args: argparse.Namespace, flag: str) -> int | dict[str, int]:
+    """One number for every operator (``flag``) or ``--operator ID=N`` per operator."""
     if args.operator:
         result = {}
         for item in args.operator:
             op, _, n = item.rpartition("=")
             if not op or not n.isdigit():
-                raise InvalidArgumentError(f"--operator takes OPERATOR_ID=PARALLELISM, got {item!r}")
+                raise InvalidArgumentError(f"--operator takes OPERATOR_ID=N, got {item!r}")
             result[op] = int(n)
         return result
-    if args.parallelism is None:
-        raise InvalidArgumentError("give --parallelism N or --operator ID=N")
-    return args.parallelism
+    value = getattr(args, flag.lstrip("-").replace("-", "_"))
+    if value is None:
+        raise InvalidArgumentError(f"give {flag} N or --operator ID=N")
+    return value
 
 
 def _print_describe(info: dict) -> None:
@@ -123,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-p", "--parallelism", type=int, help="new parallelism of every operator")
         p.add_argument("--operator", action="append", metavar="ID=N", help="new parallelism of one operator")
         p.add_argument("--json", action="store_true")
+    from .spark.cli import add_spark_commands  # here: it imports this module's helpers
+
     add_spark_commands(sub)  # imports pyspark only when one of them runs
     return parser
 
@@ -146,11 +149,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"{'OK' if report.ok else 'FAILED'}: {report.chunks} chunks, {report.values} values checked")
         return 0 if report.ok else CorruptSavepointError.exit_code
     if args.command == "plan":
-        info = _plan(Savepoint.open(args.path), _parallelism(args))
+        info = _plan(Savepoint.open(args.path), operator_numbers(args, "--parallelism"))
         print(json.dumps(info, indent=2)) if args.json else _print_plan(info)
         return 0
     if args.command == "rescale":
-        manifest = rescale(args.path, args.target, _parallelism(args), copy=args.copy, overwrite=args.overwrite)
+        manifest = rescale(args.path, args.target, operator_numbers(args, "--parallelism"), copy=args.copy, overwrite=args.overwrite)
         return print_written(args, manifest)
     raise AssertionError(f"unhandled command {args.command}")
 

@@ -10,6 +10,7 @@ import argparse
 import re
 
 from .._proto.savepoint.v1 import serializer_pb2
+from ..cli import operator_numbers, print_written
 from ..errors import InvalidArgumentError
 from ..serializers import Serializer, serializer_from_snapshot
 
@@ -57,22 +58,6 @@ def _parse_snapshot(text: str, whole: str) -> tuple[serializer_pb2.SerializerSna
     return snapshot, rest
 
 
-def _operator_numbers(args: argparse.Namespace, flag: str) -> int | dict[str, int]:
-    """One number for every operator (``flag``) or ``--operator ID=N`` per operator."""
-    if args.operator:
-        result = {}
-        for item in args.operator:
-            op, _, n = item.rpartition("=")
-            if not op or not n.isdigit():
-                raise InvalidArgumentError(f"--operator takes OPERATOR_ID=N, got {item!r}")
-            result[op] = int(n)
-        return result
-    value = getattr(args, flag.lstrip("-").replace("-", "_"))
-    if value is None:
-        raise InvalidArgumentError(f"give {flag} N or --operator ID=N")
-    return value
-
-
 def _run_on_spark(args: argparse.Namespace, job) -> int:
     try:
         from pyspark.sql import SparkSession
@@ -88,7 +73,6 @@ def _run_on_spark(args: argparse.Namespace, job) -> int:
     finally:
         if owned:
             spark.stop()
-    from ..cli import print_written  # imported late: pyref.cli imports this module
 
     return print_written(args, manifest)
 
@@ -96,7 +80,7 @@ def _run_on_spark(args: argparse.Namespace, job) -> int:
 def _spark_rescale(args: argparse.Namespace) -> int:
     from .jobs import rescale
 
-    parallelism = _operator_numbers(args, "--parallelism")
+    parallelism = operator_numbers(args, "--parallelism")
     return _run_on_spark(args, lambda spark: rescale(args.path, args.target, parallelism, spark=spark, copy=args.copy,
                                                      overwrite=args.overwrite, progress=not args.json))
 
@@ -104,7 +88,7 @@ def _spark_rescale(args: argparse.Namespace) -> int:
 def _change_max_parallelism(args: argparse.Namespace) -> int:
     from .jobs import change_max_parallelism
 
-    wanted = _operator_numbers(args, "--max-parallelism")
+    wanted = operator_numbers(args, "--max-parallelism")
     return _run_on_spark(args, lambda spark: change_max_parallelism(
         spark, args.path, args.target, wanted, copy=args.copy, overwrite=args.overwrite, partitions=args.partitions,
         progress=not args.json))
