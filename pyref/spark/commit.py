@@ -112,18 +112,13 @@ class FragmentRows:
     read: Callable[[Fragment], Iterator[pa.RecordBatch]]
 
 
-def _fragments_write_task(job: Job, open_state: Callable, feed: Callable, read: Callable,
-                          fragments: Iterator[Fragment]) -> Iterator[pa.RecordBatch]:
-    return _write_task(job, open_state, feed, (batch for fragment in fragments for batch in read(fragment)))
-
-
 def write_fragment_partials(spark: SparkSession, job: Job, fragments: Sequence[Fragment], read: Callable,
                             open_state: Callable, feed: Callable) -> list[pb.Manifest]:
     """As :func:`write_partials`, each task's input being ``read(fragment)`` of its own
     fragment, in the same Python worker: a rewrite with no shuffle and no Arrow
     round trip through the JVM."""
-    task = partial(_fragments_write_task, job, open_state, feed, read)
-    return _partials(fragment_tasks(spark, fragments, task, _PARTIAL_SCHEMA))
+    write = partial(_write_task, job, open_state, feed)
+    return _partials(fragment_tasks(spark, fragments, read, _PARTIAL_SCHEMA, consume=write))
 
 
 def _partials(df: DataFrame) -> list[pb.Manifest]:

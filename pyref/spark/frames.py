@@ -27,26 +27,31 @@ from pyspark.sql.types import StructType
 from .datasource import as_spark_batches, spark_schema
 from .fragments import DEFAULT_FRAGMENT_BYTES, FRAGMENT_SCHEMA, Fragment, StateScan, fragment_batches
 
-#: A task's work on the fragments Spark hands it (one per task): Arrow batches out.
-FragmentTask = Callable[[Iterator[Fragment]], Iterator[pa.RecordBatch]]
+#: Reads one fragment as Arrow batches, in a Spark task.
+FragmentReader = Callable[[Fragment], Iterator[pa.RecordBatch]]
+#: Turns a task's batches into its output (a writer returning its partial manifest, say).
+BatchConsumer = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
 
-def _run(task: FragmentTask, rows: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    return task(Fragment.from_row(row) for batch in rows for row in batch.to_pylist())
+def _run(read: FragmentReader, consume: BatchConsumer | None, rows: Iterator[pa.RecordBatch]
+         ) -> Iterator[pa.RecordBatch]:
+    fragments = (Fragment.from_row(row) for batch in rows for row in batch.to_pylist())
+    batches = (batch for fragment in fragments for batch in read(fragment))
+    return batches if consume is None else consume(batches)
 
 
-def fragment_tasks(spark: SparkSession, fragments: Sequence[Fragment], task: FragmentTask,
-                   schema: StructType | str) -> DataFrame:
-    """``task`` run on each fragment in a Spark task of its own (one partition per
-    fragment), its batches the rows. Each task receives its own fragment only, as a row."""
+def fragment_tasks(spark: SparkSession, fragments: Sequence[Fragment], read: FragmentReader,
+                   schema: StructType | str, consume: BatchConsumer | None = None) -> DataFrame:
+    """The batches ``read`` makes of each fragment, in a Spark task of its own (one
+    partition per fragment), passed through ``consume`` in that task if given. Each
+    task receives its own fragment only, as a row."""
     rows = spark.sparkContext.parallelize([f.as_row() for f in fragments], max(len(fragments), 1))
-    return spark.createDataFrame(rows, FRAGMENT_SCHEMA).mapInArrow(partial(_run, task), schema)
+    return spark.createDataFrame(rows, FRAGMENT_SCHEMA).mapInArrow(partial(_run, read, consume), schema)
 
 
-def _rows(raw: bool, target_parallelism: int | None, schema: StructType,
-          fragments: Iterator[Fragment]) -> Iterator[pa.RecordBatch]:
-    for fragment in fragments:
-        yield from as_spark_batches(fragment_batches(fragment, raw=raw, target_parallelism=target_parallelism), schema)
+def _spark_rows(raw: bool, target_parallelism: int | None, schema: StructType,
+                fragment: Fragment) -> Iterator[pa.RecordBatch]:
+    return as_spark_batches(fragment_batches(fragment, raw=raw, target_parallelism=target_parallelism), schema)
 
 
 def read_state(spark: SparkSession, path: str | os.PathLike[str], operator: str, state: str, *, raw: bool = False,
@@ -56,4 +61,4 @@ def read_state(spark: SparkSession, path: str | os.PathLike[str], operator: str,
     scan = StateScan.plan(os.fspath(path), operator, state, raw=raw, target_parallelism=target_parallelism,
                           fragment_bytes=fragment_bytes)
     schema = spark_schema(scan.schema)
-    return fragment_tasks(spark, scan.fragments, partial(_rows, raw, target_parallelism, schema), schema)
+    return fragment_tasks(spark, scan.fragments, partial(_spark_rows, raw, target_parallelism, schema), schema)

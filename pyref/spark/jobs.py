@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from functools import partial
 
 import pyarrow as pa
@@ -91,14 +91,7 @@ def rehashed_entries(spark: SparkSession, sp: Savepoint, op: pb.Operator, state:
     if classes >= min(tasks, spark.sparkContext.defaultParallelism):
         return FragmentRows(residue_fragments(sp, op, state, classes, min(tasks, classes)), read)
     schema = spark_schema(keyed_schema(sp, op, state, raw=True, subtask=False))
-    return fragment_tasks(spark, chunk_fragments(sp, op, state, fragment_bytes),
-                          partial(_read_all, read), schema)
-
-
-def _read_all(read: Callable[[Fragment], Iterator[pa.RecordBatch]],
-              fragments: Iterator[Fragment]) -> Iterator[pa.RecordBatch]:
-    for fragment in fragments:
-        yield from read(fragment)
+    return fragment_tasks(spark, chunk_fragments(sp, op, state, fragment_bytes), read, schema)
 
 
 def _wanted(operators: Mapping[str, pb.Operator], value: int | Mapping[str, int]) -> dict[str, int]:
