@@ -30,11 +30,12 @@ import json
 import os
 import pathlib
 import shlex
+import signal
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from compat_tests import ROOT
 from compat_tests._build import hash_corpus, read_sums
@@ -44,6 +45,8 @@ CORPORA = ("golden", "forward", "reject")
 #: pyref's reader command, with this interpreter (run from the directory that holds compat_tests/).
 PYREF_READER = shlex.join([sys.executable, "-m", "compat_tests.dump_pyref"])
 DEFAULT_TIMEOUT = 300.0
+#: Runs of one case at most, when a run ends without an answer from the reader.
+DEFAULT_ATTEMPTS = 2
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,12 @@ class Result:
     detail: str
     seconds: float
     exit_code: int | None = None
+    #: The run ended without an answer from the reader: it timed out, could not start, or
+    #: was killed by a signal. Such a run says more about the machine than about the reader,
+    #: so it is tried again (a reader that crashes every time still fails every time).
+    interrupted: bool = False
+    #: What ended the earlier, interrupted runs of this case.
+    earlier: list[str] = field(default_factory=list)
 
 
 def discover(root: pathlib.Path = ROOT, corpora=CORPORA, patterns: list[str] | None = None) -> list[Case]:
@@ -131,17 +140,31 @@ def _error_of(stdout: str) -> dict | None:
 
 
 def check_case(reader: str, case: Case, *, timeout: float = DEFAULT_TIMEOUT, strict_categories: bool = True,
-               env: dict | None = None, cwd: str | None = None) -> Result:
-    """Run the reader on one case and judge its answer."""
+               env: dict | None = None, cwd: str | None = None, attempts: int = DEFAULT_ATTEMPTS) -> Result:
+    """Run the reader on one case and judge its answer; an interrupted run is tried
+    again, up to ``attempts`` runs in all."""
+    earlier: list[str] = []
+    while True:
+        result = _check_once(reader, case, timeout, strict_categories, env, cwd)
+        if not result.interrupted or len(earlier) + 1 >= attempts:
+            result.earlier = earlier
+            return result
+        earlier.append(result.detail)
+
+
+def _check_once(reader: str, case: Case, timeout: float, strict_categories: bool, env: dict | None,
+                cwd: str | None) -> Result:
     expectation = case.expectation()
     argv = reader_argv(reader, case.savepoint, list(expectation["parallelisms"]))
     start = time.monotonic()
     try:
         proc = subprocess.run(argv, capture_output=True, timeout=timeout, env=env, cwd=cwd, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        return Result(case.name, False, f"reader timed out after {timeout:.0f}s", time.monotonic() - start)
+        return Result(case.name, False, f"reader timed out after {timeout:.0f}s", time.monotonic() - start,
+                      interrupted=True)
     except OSError as exc:
-        return Result(case.name, False, f"cannot run the reader {argv[0]!r}: {exc}", time.monotonic() - start)
+        return Result(case.name, False, f"cannot run the reader {argv[0]!r}: {exc}", time.monotonic() - start,
+                      interrupted=True)
     seconds = time.monotonic() - start
     stdout = proc.stdout.decode("utf-8", errors="replace")
     stderr_tail = proc.stderr.decode("utf-8", errors="replace").strip()[-400:]
@@ -149,6 +172,13 @@ def check_case(reader: str, case: Case, *, timeout: float = DEFAULT_TIMEOUT, str
     def result(passed: bool, detail: str) -> Result:
         return Result(case.name, passed, detail, seconds, proc.returncode)
 
+    if proc.returncode < 0:
+        try:
+            name = signal.Signals(-proc.returncode).name
+        except ValueError:
+            name = f"signal {-proc.returncode}"
+        return Result(case.name, False, f"reader killed by {name} after {seconds:.1f}s"
+                      + (f"; stderr: {stderr_tail}" if stderr_tail else ""), seconds, proc.returncode, interrupted=True)
     if case.expects_error:
         wanted = expectation["category"]
         if proc.returncode == 0:
@@ -190,11 +220,19 @@ class WrittenCase(Case):
 
 
 def run(reader: str, cases: list[Case], *, jobs: int | None = None, timeout: float = DEFAULT_TIMEOUT,
-        strict_categories: bool = True, env: dict | None = None, cwd: str | None = None) -> list[Result]:
+        strict_categories: bool = True, env: dict | None = None, cwd: str | None = None,
+        attempts: int = DEFAULT_ATTEMPTS) -> list[Result]:
     jobs = jobs or os.cpu_count() or 1
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         return list(pool.map(lambda c: check_case(reader, c, timeout=timeout, strict_categories=strict_categories,
-                                                  env=env, cwd=cwd), cases))
+                                                  env=env, cwd=cwd, attempts=attempts), cases))
+
+
+def describe(result: Result) -> str:
+    """The result's detail, with what interrupted its earlier runs."""
+    if not result.earlier:
+        return result.detail
+    return f"{result.detail} (earlier runs interrupted: {'; '.join(result.earlier)})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -213,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=pathlib.Path, default=ROOT, help="directory holding the corpora")
     parser.add_argument("--jobs", "-j", type=int, default=None, help="cases run at once (default: CPU count)")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per case")
+    parser.add_argument("--attempts", type=int, default=DEFAULT_ATTEMPTS,
+                        help="runs of a case at most, when a run times out, cannot start or is killed by a signal "
+                             "(default %(default)s)")
     parser.add_argument("--any-category", action="store_true",
                         help="accept any clean refusal of a reject case, whatever its category")
     parser.add_argument("--no-verify", action="store_true", help="skip the SHA256SUMS check of the corpora")
@@ -228,8 +269,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--savepoint and --expected go together")
         case = WrittenCase("written", str(args.savepoint), args.savepoint, expected=args.expected,
                            path=args.savepoint)
-        r = check_case(args.reader, case, timeout=args.timeout)
-        print(f"{'PASS' if r.passed else 'FAIL'} {args.savepoint}: {r.detail}")
+        r = check_case(args.reader, case, timeout=args.timeout, attempts=args.attempts)
+        print(f"{'PASS' if r.passed else 'FAIL'} {args.savepoint}: {describe(r)}")
         return 0 if r.passed else 1
     if not args.no_verify:
         problems = verify_corpora(args.root, corpora)
@@ -240,10 +281,11 @@ def main(argv: list[str] | None = None) -> int:
     if not cases:
         print("no cases selected", file=sys.stderr)
         return 2
-    results = run(args.reader, cases, jobs=args.jobs, timeout=args.timeout, strict_categories=not args.any_category)
+    results = run(args.reader, cases, jobs=args.jobs, timeout=args.timeout, strict_categories=not args.any_category,
+                  attempts=args.attempts)
     for r in results:
-        if not r.passed or not args.quiet:
-            print(f"{'PASS' if r.passed else 'FAIL'} {r.case}: {r.detail}")
+        if not r.passed or r.earlier or not args.quiet:
+            print(f"{'PASS' if r.passed else 'FAIL'} {r.case}: {describe(r)}")
     passed = sum(r.passed for r in results)
     if args.report:
         args.report.write_text(json.dumps([asdict(r) for r in results], indent=1) + "\n", encoding="utf-8")

@@ -3,15 +3,17 @@ what it must refuse, and a refusal with the wrong category or without the protoc
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
+import signal
 import sys
 import textwrap
 
 import pytest
 
 from compat_tests import ROOT, generate_goldens, generate_rejects
-from compat_tests.conformance import discover, main, reader_argv, run
+from compat_tests.conformance import check_case, describe, discover, main, reader_argv, run
 
 PYREF = shlex.join([sys.executable, "-m", "compat_tests.dump_pyref"])
 
@@ -66,6 +68,31 @@ def test_wrong_category_and_protocol_violations_fail(tmp_path, corpus):
     assert "refused a savepoint it must read" in results["forward/unknown-optional-feature"].detail
     lenient = {r.case: r for r in run(reader, discover(corpus), strict_categories=False)}
     assert lenient["reject/unknown-codec"].passed
+
+
+def test_an_interrupted_run_is_tried_again(tmp_path, corpus):
+    """A reader killed once (as by the machine) passes on its second run, and the kill is reported;
+    one killed every time fails, naming the signal."""
+    marker = tmp_path / "killed-once"
+    reader = _reader(tmp_path, f"""
+        import os, pathlib, signal, sys
+        marker = pathlib.Path({str(marker)!r})
+        if not marker.exists() or "always" in os.environ.get("KILL", ""):
+            marker.touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+        os.execv(sys.executable, [sys.executable, "-m", "compat_tests.dump_pyref", *sys.argv[1:]])
+    """)
+    case = next(c for c in discover(corpus) if c.name == "golden/1.0/keyed-map")
+    result = check_case(reader, case, cwd=str(ROOT.parent))
+    assert result.passed and result.earlier == [result.earlier[0]], result
+    assert result.earlier[0].startswith("reader killed by SIGKILL after")
+    assert "earlier runs interrupted: reader killed by SIGKILL" in describe(result)
+
+    always = check_case(reader, case, cwd=str(ROOT.parent), env={**os.environ, "KILL": "always"}, attempts=3)
+    assert not always.passed and always.interrupted and always.exit_code == -signal.SIGKILL
+    assert always.detail.startswith("reader killed by SIGKILL") and len(always.earlier) == 2
+    once = check_case(reader, case, cwd=str(ROOT.parent), env={**os.environ, "KILL": "always"}, attempts=1)
+    assert not once.passed and once.earlier == []
 
 
 def test_placeholders():
