@@ -106,6 +106,13 @@ class SavepointIO(ABC):
     def describe(self, rel: str) -> str:
         return f"{self.location.rstrip('/')}/{rel}"
 
+    def _whole(self, rel: str, offset: int, length: int, data: bytes) -> bytes:
+        """``data``, if a read of ``length`` bytes at ``offset`` got all of them."""
+        if len(data) != length:
+            raise CorruptSavepointError(f"file ends after {offset + len(data)} bytes; needed {offset + length}",
+                                        path=self.describe(rel), byte_range=(offset, offset + length))
+        return data
+
 
 class _LocalOutput(OutputFile):
     def __init__(self, full: str, rel: str) -> None:
@@ -177,10 +184,7 @@ class LocalIO(SavepointIO):
             data = os.pread(fd, length, offset)
         finally:
             os.close(fd)
-        if len(data) != length:
-            raise CorruptSavepointError(f"file ends after {offset + len(data)} bytes; needed {offset + length}",
-                                        path=self.describe(rel), byte_range=(offset, offset + length))
-        return data
+        return self._whole(rel, offset, length, data)
 
     def create(self, rel: str) -> OutputFile:
         full = self._full(rel)
@@ -304,11 +308,7 @@ class ArrowIO(SavepointIO):
         except FileNotFoundError:
             raise SavepointNotFoundError("file does not exist", path=self.describe(rel)) from None
         with f:
-            data = f.read_at(length, offset)
-        if len(data) != length:
-            raise CorruptSavepointError(f"file ends after {offset + len(data)} bytes; needed {offset + length}",
-                                        path=self.describe(rel), byte_range=(offset, offset + length))
-        return data
+            return self._whole(rel, offset, length, f.read_at(length, offset))
 
     def create(self, rel: str) -> OutputFile:
         full = self._full(rel)

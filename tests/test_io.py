@@ -45,9 +45,10 @@ def test_safe_relative_paths(path):
     assert check_relative_path(path) == path
 
 
-def test_truncated_data_file_names_the_byte_range(tmp_path):
+@pytest.mark.parametrize("make_io", [lambda p: LocalIO(str(p)), lambda p: ArrowIO(f"file://{p}")], ids=["local", "arrow"])
+def test_truncated_data_file_names_the_byte_range(tmp_path, make_io):
     write_seeds(tmp_path / "sp", inline_bytes=0)
-    io = LocalIO(str(tmp_path / "sp"))
+    io = make_io(tmp_path / "sp")
     rel = io.list_files("data")[0]
     with pytest.raises(CorruptSavepointError, match="file ends after") as info:
         io.read_range(rel, 0, io.size(rel) + 10)
