@@ -1,4 +1,4 @@
-"""The ``pyref`` command line: inspect, verify, plan and rescale savepoints.
+"""The ``pyref`` command line: inspect, verify, plan, rescale and clean savepoints.
 
 Exit codes: 0 success; 2 invalid arguments; 3 corrupt savepoint (or a failed
 verify); 4 no savepoint at the path; 5 unsupported format, feature, codec or
@@ -14,6 +14,7 @@ import json
 import sys
 from collections.abc import Sequence
 
+from .cleanup import DEFAULT_OLDER_THAN, remove_unreferenced_files
 from .errors import CorruptSavepointError, InvalidArgumentError, SavepointError
 from .inspection import describe, verify
 from .reader import Savepoint
@@ -124,6 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-p", "--parallelism", type=int, help="new parallelism of every operator")
         p.add_argument("--operator", action="append", metavar="ID=N", help="new parallelism of one operator")
         p.add_argument("--json", action="store_true")
+    p = sub.add_parser("clean", help="delete data files no manifest lists, left by interrupted writers")
+    p.add_argument("path")
+    p.add_argument("--older-than", type=float, default=DEFAULT_OLDER_THAN / 3600, metavar="HOURS",
+                   help="only files last modified this many hours ago or earlier: younger ones may belong to a "
+                        "writer still at work (default %(default)g)")
+    p.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
+    p.add_argument("--json", action="store_true")
     from .spark.cli import add_spark_commands  # here: it imports this module's helpers
 
     add_spark_commands(sub)  # imports pyspark only when one of them runs
@@ -155,6 +163,19 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "rescale":
         manifest = rescale(args.path, args.target, operator_numbers(args, "--parallelism"), copy=args.copy, overwrite=args.overwrite)
         return print_written(args, manifest)
+    if args.command == "clean":
+        report = remove_unreferenced_files(args.path, older_than=args.older_than * 3600, dry_run=args.dry_run)
+        if args.json:
+            print(json.dumps(report.to_dict(), indent=2))
+        else:
+            verb = "would delete" if args.dry_run else "deleted"
+            for path in report.deleted:
+                print(f"{verb} {path}")
+            for path in report.kept_recent:
+                print(f"kept (too recent) {path}")
+            print(f"{verb} {len(report.deleted)} unreferenced files, {report.deleted_bytes} bytes; "
+                  f"kept {len(report.kept_recent)} younger than {args.older_than:g} h")
+        return 0
     raise AssertionError(f"unhandled command {args.command}")
 
 

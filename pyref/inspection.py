@@ -113,7 +113,8 @@ def verify(sp: Savepoint) -> VerifyReport:
     referenced = {f.path for f in sp.manifest.data_files if f.base == 0}
     for rel in sp.io.list_files("data"):
         if rel not in referenced:
-            report.warnings.append(f"unreferenced file (left by an interrupted writer?): {sp.io.describe(rel)}")
+            report.warnings.append(f"unreferenced file (left by an interrupted writer? `pyref clean` deletes old ones): "
+                                   f"{sp.io.describe(rel)}")
     for op in sp.manifest.operators:
         for ls in op.list_states:
             _verify_state(sp, op, ls, ls.chunks, LIST_COLUMNS, [ls.element_serializer], report)

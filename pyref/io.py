@@ -68,6 +68,11 @@ class SavepointIO(ABC):
         """Length of a file, or None if it does not exist."""
 
     @abstractmethod
+    def modified(self, rel: str) -> float | None:
+        """Last modification of a file in seconds since the epoch; None if it does not exist or
+        the filesystem does not say."""
+
+    @abstractmethod
     def read_range(self, rel: str, offset: int, length: int) -> bytes: ...
 
     def read_file(self, rel: str) -> bytes:
@@ -86,6 +91,12 @@ class SavepointIO(ABC):
     @abstractmethod
     def list_files(self, rel_dir: str) -> list[str]:
         """Relative paths of the files directly inside ``rel_dir`` (empty if missing)."""
+
+    def commit_lock(self) -> contextlib.AbstractContextManager[None]:
+        """Held while the manifest changes, so that no commit interleaves (spec/format.md §10.2).
+        Raises :class:`ConcurrentWriteError` if someone else holds it. Without a lock
+        primitive (object stores) it holds nothing."""
+        return contextlib.nullcontext()
 
     @abstractmethod
     def commit_manifest(self, data: bytes, expected_previous: bytes | None) -> None:
@@ -169,6 +180,12 @@ class LocalIO(SavepointIO):
         except OSError as exc:  # a path through a file, too long, a symlink loop
             raise CorruptSavepointError(f"cannot resolve the path: {exc.strerror}", path=self.describe(rel)) from None
 
+    def modified(self, rel: str) -> float | None:
+        try:
+            return os.stat(self._full(rel)).st_mtime
+        except FileNotFoundError:
+            return None
+
     def read_range(self, rel: str, offset: int, length: int) -> bytes:
         full = self._full(rel)
         try:
@@ -203,7 +220,7 @@ class LocalIO(SavepointIO):
         return sorted(f"{rel_dir}/{n}" for n in names)
 
     @contextlib.contextmanager
-    def _commit_lock(self) -> Iterator[None]:
+    def commit_lock(self) -> Iterator[None]:
         # flock is released by the kernel when the process dies, so a killed writer
         # never leaves a stale lock behind.
         os.makedirs(self.root, exist_ok=True)
@@ -219,7 +236,7 @@ class LocalIO(SavepointIO):
             os.close(fd)
 
     def commit_manifest(self, data: bytes, expected_previous: bytes | None) -> None:
-        with self._commit_lock():
+        with self.commit_lock():
             manifest = os.path.join(self.root, MANIFEST_NAME)
             try:
                 with open(manifest, "rb") as f:
@@ -301,6 +318,14 @@ class ArrowIO(SavepointIO):
 
         info = self.fs.get_file_info(self._full(rel))
         return None if info.type == pafs.FileType.NotFound else info.size
+
+    def modified(self, rel: str) -> float | None:
+        import pyarrow.fs as pafs
+
+        info = self.fs.get_file_info(self._full(rel))
+        if info.type == pafs.FileType.NotFound or info.mtime is None:
+            return None
+        return info.mtime.timestamp()
 
     def read_range(self, rel: str, offset: int, length: int) -> bytes:
         try:

@@ -331,6 +331,15 @@ class OperatorView:
                               value_serializer, user_key_serializer)
 
 
+def read_committed(io: SavepointIO) -> tuple[bytes, pb.Manifest, FormatVersion]:
+    """The committed manifest: its bytes, decoded and validated, and its format version."""
+    if io.size(MANIFEST_NAME) is None:
+        raise SavepointNotFoundError("no committed savepoint here (no _manifest)", path=io.location)
+    data = io.read_file(MANIFEST_NAME)
+    manifest, version = decode_manifest(data, path=io.describe(MANIFEST_NAME))
+    return data, manifest, version
+
+
 class Savepoint:
     """An open savepoint. Opening reads and validates the manifest and nothing else."""
 
@@ -341,11 +350,9 @@ class Savepoint:
         self.store = ChunkStore(io, manifest)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str]) -> Savepoint:
+    def open(cls, path: str | os.PathLike[str] | SavepointIO) -> Savepoint:
         io = open_io(path)
-        if io.size(MANIFEST_NAME) is None:
-            raise SavepointNotFoundError("no committed savepoint here (no _manifest)", path=io.location)
-        manifest, version = decode_manifest(io.read_file(MANIFEST_NAME), path=io.describe(MANIFEST_NAME))
+        _, manifest, version = read_committed(io)
         return cls(io, manifest, version)
 
     @property

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pytest
 
 from pyref import Savepoint
+from pyref.cleanup import remove_unreferenced_files
 from pyref.inspection import verify
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -95,8 +96,13 @@ def run_kill_trials(path, trials: int, seed: int) -> dict:
         # A later writer must still be able to commit (no stale lock, no damage).
     assert _write_fully(path, current + 1) > 0
     check_intact(path, {current + 1})
+    leftovers = len(os.listdir(os.path.join(path, "data")))
+    # No writer is active now: whatever the killed ones left can go, and only that.
+    cleaned = remove_unreferenced_files(path, older_than=0)
+    check_intact(path, {current + 1})
+    assert verify(Savepoint.open(path)).warnings == []
     return {"trials": trials, "outcomes": dict(outcomes), "modes": dict(modes),
-            "leftover_files": len(os.listdir(os.path.join(path, "data")))}
+            "leftover_files": leftovers, "cleaned": len(cleaned.deleted)}
 
 
 def test_kill_9_during_overwrite_keeps_a_complete_savepoint(tmp_path):

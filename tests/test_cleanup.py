@@ -1,0 +1,147 @@
+"""Cleaning up after interrupted writers: only old, unreferenced files of this
+savepoint go, and nothing goes if a writer committed meanwhile."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from pyref import (
+    ConcurrentWriteError,
+    InvalidArgumentError,
+    Savepoint,
+    SavepointNotFoundError,
+    SavepointWriter,
+    rescale,
+)
+from pyref.cleanup import remove_unreferenced_files
+from pyref.cli import main
+from pyref.inspection import verify
+from pyref.io import LocalIO
+from pyref.serializers import Int64, String
+from pyref.testing import SEED_COUNTS, write_seeds
+
+DAY = 24 * 3600
+
+
+def interrupted_writer(path) -> list[str]:
+    """Data files of a writer that wrote its chunks and died before its commit."""
+    before = set(os.listdir(path / "data"))
+    w = SavepointWriter(str(path), overwrite=True, inline_bytes=0)
+    w.add_operator("url-counter", parallelism=1, key_serializer=String()).keyed_state("count", Int64()).add(
+        [f"https://example.com/{i}" for i in range(1000)], list(range(1000)))
+    w.build_manifest()  # files written and closed; no commit, no abort
+    left = sorted(set(os.listdir(path / "data")) - before)
+    assert left, "the interrupted writer left no files"
+    return left
+
+
+def age(path, names, seconds) -> None:
+    then = time.time() - seconds
+    for name in names:
+        os.utime(path / "data" / name, (then, then))
+
+
+def counts(path) -> dict:
+    return dict(Savepoint.open(path).operator("url-counter").keyed_state("count").items())
+
+
+@pytest.fixture
+def savepoint(tmp_path):
+    path = tmp_path / "sp"
+    write_seeds(path, inline_bytes=0)
+    return path
+
+
+@pytest.mark.parametrize("uri", [False, True], ids=["local", "arrow"])
+def test_old_leftovers_are_deleted_and_the_savepoint_is_untouched(savepoint, uri):
+    own = sorted(os.listdir(savepoint / "data"))
+    leftovers = interrupted_writer(savepoint)
+    age(savepoint, leftovers, 2 * DAY)
+    assert any("unreferenced" in w for w in verify(Savepoint.open(savepoint)).warnings)
+
+    report = remove_unreferenced_files(f"file://{savepoint}" if uri else savepoint)
+
+    assert [os.path.basename(p) for p in report.deleted] == leftovers and report.kept_recent == []
+    assert report.deleted_bytes > 0
+    assert sorted(os.listdir(savepoint / "data")) == own
+    result = verify(Savepoint.open(savepoint))
+    assert result.ok and result.warnings == []
+    assert counts(savepoint) == SEED_COUNTS
+
+
+def test_recent_leftovers_are_kept_and_a_dry_run_deletes_nothing(savepoint):
+    old, recent = interrupted_writer(savepoint), interrupted_writer(savepoint)
+    age(savepoint, old, 2 * DAY)
+    age(savepoint, recent, DAY - 60)
+
+    dry = remove_unreferenced_files(savepoint, dry_run=True)
+    assert [os.path.basename(p) for p in dry.deleted] == old
+    assert [os.path.basename(p) for p in dry.kept_recent] == recent
+    assert set(old) | set(recent) <= set(os.listdir(savepoint / "data"))
+
+    done = remove_unreferenced_files(savepoint)
+    assert done.deleted == dry.deleted and done.kept_recent == dry.kept_recent
+    left = set(os.listdir(savepoint / "data"))
+    assert set(recent) <= left and not set(old) & left
+    assert remove_unreferenced_files(savepoint, older_than=0).kept_recent == []  # now the recent ones too
+    assert verify(Savepoint.open(savepoint)).warnings == []
+
+
+class CommitWhileListing(LocalIO):
+    """Storage on which another writer replaces the savepoint while cleanup lists data/."""
+
+    def list_files(self, rel_dir):
+        found = super().list_files(rel_dir)
+        write_seeds(self.root, inline_bytes=0, overwrite=True)
+        return found
+
+
+def test_a_commit_during_cleanup_deletes_nothing(savepoint):
+    leftovers = interrupted_writer(savepoint)
+    age(savepoint, leftovers, 2 * DAY)
+    with pytest.raises(ConcurrentWriteError, match="nothing was deleted"):
+        remove_unreferenced_files(CommitWhileListing(str(savepoint)))
+    assert set(leftovers) <= set(os.listdir(savepoint / "data"))
+    assert counts(savepoint) == SEED_COUNTS
+
+
+def test_a_writer_holding_the_commit_lock_stops_cleanup(savepoint):
+    leftovers = interrupted_writer(savepoint)
+    age(savepoint, leftovers, 2 * DAY)
+    with LocalIO(str(savepoint)).commit_lock(), pytest.raises(ConcurrentWriteError):
+        remove_unreferenced_files(savepoint)
+    assert set(leftovers) <= set(os.listdir(savepoint / "data"))
+
+
+def test_files_of_a_base_are_never_deleted(savepoint, tmp_path):
+    shallow = tmp_path / "sp4"
+    rescale(savepoint, shallow, 4)  # refers to the files of `savepoint`
+    for path in (shallow, savepoint):
+        report = remove_unreferenced_files(path, older_than=0)
+        assert report.deleted == []
+    assert counts(shallow) == SEED_COUNTS and verify(Savepoint.open(shallow)).ok
+
+
+def test_errors(savepoint, tmp_path):
+    with pytest.raises(InvalidArgumentError, match="older_than"):
+        remove_unreferenced_files(savepoint, older_than=-1)
+    with pytest.raises(SavepointNotFoundError):
+        remove_unreferenced_files(tmp_path / "nothing-here")
+
+
+def test_command_line(savepoint, capsys):
+    leftovers = interrupted_writer(savepoint)
+    age(savepoint, leftovers, 3 * 3600)
+    assert main(["clean", str(savepoint), "--older-than", "4", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "would delete 0 unreferenced files" in out and out.count("kept (too recent)") == len(leftovers)
+
+    assert main(["clean", str(savepoint), "--older-than", "2", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert len(report["deleted"]) == len(leftovers) and report["dry_run"] is False
+    assert not set(leftovers) & set(os.listdir(savepoint / "data"))
+    assert main(["clean", str(savepoint / "missing")]) == 4
