@@ -214,7 +214,8 @@ class LocalIO(SavepointIO):
 
     def list_files(self, rel_dir: str) -> list[str]:
         try:
-            names = os.listdir(self._full(rel_dir))
+            with os.scandir(self._full(rel_dir)) as entries:
+                names = [e.name for e in entries if e.is_file()]
         except FileNotFoundError:
             return []
         return sorted(f"{rel_dir}/{n}" for n in names)

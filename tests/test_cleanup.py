@@ -117,6 +117,16 @@ def test_a_writer_holding_the_commit_lock_stops_cleanup(savepoint):
     assert set(leftovers) <= set(os.listdir(savepoint / "data"))
 
 
+def test_only_files_directly_in_data_are_candidates(savepoint, tmp_path):
+    nested = savepoint / "data" / "not-a-file"
+    nested.mkdir()
+    (nested / "inside").write_bytes(b"x")
+    outside = savepoint / "notes.txt"
+    outside.write_bytes(b"kept")
+    assert remove_unreferenced_files(savepoint, older_than=0).deleted == []
+    assert (nested / "inside").exists() and outside.exists()
+
+
 def test_files_of_a_base_are_never_deleted(savepoint, tmp_path):
     shallow = tmp_path / "sp4"
     rescale(savepoint, shallow, 4)  # refers to the files of `savepoint`
