@@ -75,6 +75,13 @@ def rewrite_manifest(path: pathlib.Path, change: Callable, **kwargs) -> None:
     write_manifest(path, manifest, **kwargs)
 
 
+def envelope(body: bytes, major: int, minor: int) -> bytes:
+    """A manifest envelope around arbitrary body bytes, with a valid CRC32C."""
+    from pyref.manifest import encode_envelope
+
+    return encode_envelope(body, major, minor)
+
+
 def rescale_model(operators: list[OperatorModel], parallelism: int) -> list[OperatorModel]:
     """The model of ``pyref.rescale(..., parallelism)``: list partitions re-cut, keyed state unchanged."""
     from pyref.redistribution import DistributionMode, redistribute

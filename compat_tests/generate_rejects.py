@@ -32,6 +32,7 @@ from compat_tests._build import (
     add_to_sums,
     command_line,
     corpus_files,
+    envelope,
     fresh_dir,
     provenance,
     read_manifest,
@@ -314,17 +315,15 @@ def _set(obj, **values):
 
 
 def reject_cases() -> list[RejectCase]:
-    from pyref.manifest import encode_envelope
-
     u64 = 2**64 - 1
     string, int64 = snapshot("string"), snapshot("int64")
     cases = [
         # The envelope (spec/format.md §4).
         bytes_case("newer-major-version", "unsupported-version", "format major version 2 (a valid CRC)",
-                   lambda d: encode_envelope(_body(d), 2, 0)),
+                   lambda d: envelope(_body(d), 2, 0)),
         bytes_case("newer-major-version-unreadable-body", "unsupported-version",
                    "format major version 2 whose body is not a v1 manifest: the version is checked first",
-                   lambda d: encode_envelope(b"\x00\xff future layout \xff", 2, 0)),
+                   lambda d: envelope(b"\x00\xff future layout \xff", 2, 0)),
         bytes_case("manifest-bad-magic", "corrupt", "first magic byte changed", lambda d: _flip(d, 1)),
         bytes_case("manifest-empty", "corrupt", "a zero-length _manifest", lambda d: b""),
         bytes_case("manifest-truncated-header", "corrupt", "_manifest cut inside the 16-byte header",
@@ -339,7 +338,7 @@ def reject_cases() -> list[RejectCase]:
                    lambda d: _flip(d, 20)),
         bytes_case("manifest-checksum-changed", "corrupt", "the stored CRC32C changed", lambda d: _flip(d, len(d) - 2)),
         bytes_case("manifest-body-not-protobuf", "corrupt", "the body is not a protobuf message (valid CRC)",
-                   lambda d: encode_envelope(b"\xff\xff\xff\xff\x0f", 1, 0)),
+                   lambda d: envelope(b"\xff\xff\xff\xff\x0f", 1, 0)),
         RejectCase("no-manifest", "not-found", "a savepoint directory without _manifest (an uncommitted write)",
                    lambda c: (c / "savepoint" / "_manifest").unlink()),
         # Features and identity (§5, §9).
@@ -619,18 +618,26 @@ def _cart_snapshot():
 # --------------------------------------------------------------------------
 
 
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
 def unknown_fields(seed: int) -> bytes:
     """Fields numbered 1000+ of every wire type, as a future writer might add them."""
-    from pyref.testing import varint
-
     base = 1000 + 10 * seed
-    nested = varint((1 << 3) | 0) + varint(7) + varint((2 << 3) | 2) + varint(4) + b"deep"
+    nested = _varint((1 << 3) | 0) + _varint(7) + _varint((2 << 3) | 2) + _varint(4) + b"deep"
     return b"".join([
-        varint((base << 3) | 0) + varint(2**63 + seed),  # varint
-        varint(((base + 1) << 3) | 1) + struct.pack("<d", 1.5),  # fixed64
-        varint(((base + 2) << 3) | 2) + varint(len(nested)) + nested,  # length-delimited: a message
-        varint(((base + 3) << 3) | 5) + struct.pack("<I", 0xDEADBEEF),  # fixed32
-        varint((536870911 << 3) | 0) + varint(1),  # the largest field number
+        _varint((base << 3) | 0) + _varint(2**63 + seed),  # varint
+        _varint(((base + 1) << 3) | 1) + struct.pack("<d", 1.5),  # fixed64
+        _varint(((base + 2) << 3) | 2) + _varint(len(nested)) + nested,  # length-delimited: a message
+        _varint(((base + 3) << 3) | 5) + struct.pack("<I", 0xDEADBEEF),  # fixed32
+        _varint((536870911 << 3) | 0) + _varint(1),  # the largest field number
     ])
 
 
