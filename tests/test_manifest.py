@@ -43,7 +43,7 @@ def test_envelope_of_any_body_and_version_is_what_decode_checks(manifest):
 
 @pytest.mark.parametrize("n", [1, 127, 128, 300, 2**32 - 1, 2**64 - 1])
 def test_testing_varint_is_protobufs_encoding(n):
-    # pyref.testing.varint builds the hostile protobuf bytes of the reject corpus and tests.
+    # pyref.testing.varint builds the hostile protobuf bytes of the tests.
     assert pb.Chunk(raw_length=n).SerializeToString() == varint(6 << 3) + varint(n)
 
 
