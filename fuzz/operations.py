@@ -36,10 +36,9 @@ from urllib.parse import quote
 
 from pyref import CorruptSavepointError, Savepoint, SavepointError, SavepointWriter, rescale
 from pyref.cleanup import remove_unreferenced_files
-from pyref.errors import StorageError
-from pyref.io import LocalIO
 from pyref.manifest import decode_manifest, encode_manifest
 from pyref.serializers import Int64
+from pyref.testing import DiskFullOnce
 
 MAX_OPS = 16
 DIRS = ("p/sp-a", "p/sp-b", "p/sp-c", "p/sp:d", "q/sp-q")
@@ -93,7 +92,7 @@ class Tree:
         self.generation += 1
         g = self.generation
         location = self.location(name, form)
-        io = _FullDisk(location, careless_fault) if careless_fault and form != 2 else location
+        io = DiskFullOnce(location, careless_fault) if careless_fault and form != 2 else location
         # Tiny chunks and buffer: data files are written during add(), not only at the commit.
         w = SavepointWriter(io, overwrite=True, inline_bytes=0, codec="none", chunk_bytes=48, buffer_bytes=48)
         try:
@@ -211,30 +210,6 @@ class Tree:
                     raise ModelViolation(f"{name} read although a base is gone or replaced")
                 if (uid, content) != (entry.uid, entry.content):
                     raise ModelViolation(f"{name} holds {uid}/{content}, the model {entry.uid}/{entry.content}")
-
-
-class _FullDisk(LocalIO):
-    """A disk with ``room`` bytes left, once: the write crossing it lands partly and fails,
-    then space is freed and later writes succeed (another process deleted something)."""
-
-    def __init__(self, root: str, room: int) -> None:
-        super().__init__(root)
-        self.room = room
-
-    def create(self, rel):
-        out = super().create(rel)
-        write = out.write
-
-        def short_then_full(data):
-            if len(data) > self.room:
-                write(bytes(data[:self.room]))
-                self.room = math.inf
-                raise StorageError("cannot write: No space left on device", path=self.describe(rel))
-            self.room -= len(data)
-            write(data)
-
-        out.write = short_then_full
-        return out
 
 
 def _read(path: str) -> tuple[str, int]:

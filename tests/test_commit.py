@@ -19,11 +19,10 @@ from pyref import (
 )
 from pyref.errors import StorageError
 from pyref.inspection import verify
-from pyref.io import LocalIO
 from pyref.manifest import decode_manifest, encode_manifest
 from pyref.redistribution import DistributionMode
 from pyref.serializers import Int64, String
-from pyref.testing import write_seeds
+from pyref.testing import DiskFullOnce, write_seeds
 
 
 def _files(path):
@@ -106,37 +105,13 @@ def _offsets(path) -> list[int]:
     return sorted(Savepoint.open(path).restore_plan(1).subtask("kafka-source", 0).list_state("offsets"))
 
 
-class DiskFillsUp(LocalIO):
-    """Storage whose disk fills up after ``room`` more bytes: the write that crosses it
-    is short (it lands partly), then fails with ENOSPC, as write(2) does."""
-
-    def __init__(self, root, room: int) -> None:
-        super().__init__(root)
-        self.room = room
-
-    def create(self, rel):
-        out = super().create(rel)
-        write = out.write
-
-        def short_then_full(data):
-            if len(data) > self.room:
-                write(bytes(data[:self.room]))
-                self.room = 0
-                raise StorageError("cannot write: No space left on device", path=self.describe(rel))
-            self.room -= len(data)
-            write(data)
-
-        out.write = short_then_full
-        return out
-
-
 def test_a_writer_that_failed_inside_add_refuses_to_commit(tmp_path):
     """Issue 9 item 2: a caller that caught the ENOSPC of add() and went on committed a
     savepoint with a CRC mismatch, and overwrite=True deleted the previous good one."""
     path = tmp_path / "sp"
     write_seeds(path, inline_bytes=0)
     before = (path / "_manifest").read_bytes(), _files(path)
-    w = SavepointWriter(DiskFillsUp(path, room=20_000), overwrite=True, inline_bytes=0, codec="none",
+    w = SavepointWriter(DiskFullOnce(path, room=20_000), overwrite=True, inline_bytes=0, codec="none",
                         chunk_bytes=4096, buffer_bytes=4096)
     state = w.add_operator("op", parallelism=1).list_state("s", Int64())
     failures = []
@@ -158,7 +133,7 @@ def test_a_failed_writer_in_a_with_block_that_swallowed_the_error_commits_nothin
     write_seeds(path, inline_bytes=0)
     before = (path / "_manifest").read_bytes()
     with pytest.raises(InvalidArgumentError, match="nothing was committed"):
-        with SavepointWriter(DiskFillsUp(path, room=100), overwrite=True, inline_bytes=0, codec="none",
+        with SavepointWriter(DiskFullOnce(path, room=100), overwrite=True, inline_bytes=0, codec="none",
                              chunk_bytes=1024, buffer_bytes=1024) as w:
             try:
                 w.add_operator("op", parallelism=1).list_state("s", Int64()).add(0, range(10_000))
