@@ -528,20 +528,20 @@ class SavepointWriter:
         self._budget = _Budget(buffer_bytes)
         self.operators: dict[str, OperatorWriter] = {}
         #: "open", then "failed" (an error may have left a half-written state), "committed",
-        #: "aborted", or "unknown" (the commit failed at a point where it may have landed).
-        self.state = "open"
+        #: "aborted", or "in doubt" (the commit failed at a point where it may have landed).
+        self.status = "open"
         self._failure: BaseException | None = None
 
     def _check_open(self) -> None:
-        if self.state == "failed":
+        if self.status == "failed":
             raise InvalidArgumentError(f"this writer failed ({type(self._failure).__name__}: {self._failure}); "
                                        "it cannot commit, only abort")
-        if self.state != "open":
-            raise InvalidArgumentError(f"this writer is {self.state}; it takes no more operators, states or entries")
+        if self.status != "open":
+            raise InvalidArgumentError(f"this writer is {self.status}: it takes no more operators, states or entries")
 
     def _fail(self, exc: BaseException) -> None:
-        if self.state == "open":
-            self.state, self._failure = "failed", exc
+        if self.status == "open":
+            self.status, self._failure = "failed", exc
 
     def add_operator(self, operator_id: str, parallelism: int, *, max_parallelism: int | None = None,
                      key_serializer: Serializer | None = None, name: str = "") -> OperatorWriter:
@@ -588,7 +588,7 @@ class SavepointWriter:
         """Flush everything and atomically publish the savepoint. A failed writer
         refuses: it aborts (removing its files) and raises, the previous savepoint
         stays as it was."""
-        if self.state == "failed":
+        if self.status == "failed":
             failure = self._failure
             self.abort()
             raise InvalidArgumentError(f"this writer failed earlier ({type(failure).__name__}: {failure}); nothing "
@@ -602,16 +602,16 @@ class SavepointWriter:
         try:
             publish(self.io, manifest, self._previous, self.abort)
         finally:
-            if self.state == "open":  # not aborted by publish: published, or perhaps published
-                self.state = "unknown"
-        self.state = "committed"
+            if self.status == "open":  # not aborted by publish: published, or perhaps published
+                self.status = "in doubt"
+        self.status = "committed"
         delete_replaced(self.io, manifest, self._previous)
         return manifest
 
     def abort(self) -> None:
         """Remove the data files written so far; the target stays as it was."""
-        if self.state in ("open", "failed"):
-            self.state = "aborted"
+        if self.status in ("open", "failed"):
+            self.status = "aborted"
             self._sink.abort()
 
     def __enter__(self) -> SavepointWriter:

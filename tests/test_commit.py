@@ -121,7 +121,7 @@ def test_a_writer_that_failed_inside_add_refuses_to_commit(tmp_path):
         except (StorageError, InvalidArgumentError) as exc:
             failures.append(type(exc))  # the caller "handles" it and goes on
     assert failures[0] is StorageError and set(failures[1:]) <= {InvalidArgumentError}
-    assert w.state == "failed"
+    assert w.status == "failed"
     with pytest.raises(InvalidArgumentError, match="failed earlier.*StorageError"):
         w.commit()
     assert ((path / "_manifest").read_bytes(), _files(path)) == before
