@@ -1,0 +1,219 @@
+"""Savepoints on a real S3 API: moto's S3 server on 127.0.0.1, reached through a proxy
+that counts bytes and injects failures (spec/format.md §10.5)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+from pyref import ConcurrentWriteError, InvalidArgumentError, Savepoint, SavepointWriter, StorageError, rescale
+from pyref.cleanup import remove_unreferenced_files
+from pyref.cli import main
+from pyref.inspection import verify
+from pyref.io import ObjectStoreIO, open_io
+from pyref.serializers import Int64
+from pyref.testing import SEED_COUNTS, SEED_OFFSETS, write_seeds
+from pyref.testing.s3 import Fault
+from pyref.writer import ChunkSink
+
+DAY = 24 * 3600.0
+
+
+def seeds_content(location) -> tuple[list, dict]:
+    sp = Savepoint.open(location)
+    offsets = sp.operator("kafka-source").list_state("offsets")
+    counts = dict(sp.operator("url-counter").keyed_state("count").items())
+    return [list(offsets.partition(i)) for i in range(offsets.partition_count)], counts
+
+
+SEEDS = ([list(o) for o in SEED_OFFSETS], SEED_COUNTS)
+
+
+def test_open_io_serves_object_store_urls_with_obstore(s3_prefix):
+    for url in (f"{s3_prefix}/sp", s3_prefix.replace("s3://", "s3a://") + "/sp"):
+        assert isinstance(open_io(url), ObjectStoreIO)
+    with pytest.raises(InvalidArgumentError, match="key prefix inside a bucket"):
+        ObjectStoreIO("s3://bucket-only")
+
+
+def test_write_read_restore_and_rescale(s3_prefix, s3_proxy):
+    write_seeds(f"{s3_prefix}/sp", inline_bytes=0)
+    assert seeds_content(f"{s3_prefix}/sp") == SEEDS
+    assert verify(Savepoint.open(f"{s3_prefix}/sp")).ok
+    plan = Savepoint.open(f"{s3_prefix}/sp").restore_plan(4)
+    assert [list(s.list_state("offsets")) for s in plan.subtasks("kafka-source")] == [[100], [101], [200], [201]]
+    assert sum(len(list(s.keyed_state("count"))) for s in plan.subtasks("url-counter")) == len(SEED_COUNTS)
+    # Shallow (a sibling prefix naming the source as its base) and self-contained rescales.
+    rescale(f"{s3_prefix}/sp", f"{s3_prefix}/sp4", 4)
+    rescale(f"{s3_prefix}/sp", f"{s3_prefix}/elsewhere/sp4", 4, copy=True)
+    for target in ("sp4", "elsewhere/sp4"):
+        assert seeds_content(f"{s3_prefix}/{target}")[1] == SEED_COUNTS
+    assert Savepoint.open(f"{s3_prefix}/sp4").manifest.bases[0].directory == "sp"
+    # Chunks are fetched by ranged GETs, never whole data files.
+    data_gets = [e for e in s3_proxy.log if e.method == "GET" and "/data/" in e.path]
+    assert data_gets and all(e.range for e in data_gets)
+
+
+def test_cli_on_s3(s3_prefix, capsys):
+    write_seeds(f"{s3_prefix}/sp", inline_bytes=0)
+    assert main(["inspect", f"{s3_prefix}/sp", "--json"]) == 0
+    assert {op["operator_id"] for op in json.loads(capsys.readouterr().out)["operators"]} == \
+        {"kafka-source", "url-counter"}
+    assert main(["rescale", f"{s3_prefix}/sp", f"{s3_prefix}/sp3", "-p", "3", "--json"]) == 0
+    capsys.readouterr()
+    assert main(["verify", f"{s3_prefix}/sp3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"]
+
+
+def small_writer(location: str, value: int, **options) -> SavepointWriter:
+    w = SavepointWriter(location, inline_bytes=0, **options)
+    op = w.add_operator("op", parallelism=2, key_serializer=Int64())
+    op.keyed_state("v", Int64()).add(np.arange(100), np.full(100, value))
+    return w
+
+
+def values(location: str) -> set[int]:
+    return {v for _, v in Savepoint.open(location).operator("op").keyed_state("v").items()}
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["create", "replace"])
+def test_racing_writers_one_commits_the_other_is_refused(s3_prefix, existing):
+    location = f"{s3_prefix}/sp"
+    if existing:
+        small_writer(location, 0).commit()
+    first, second = small_writer(location, 1, overwrite=existing), small_writer(location, 2, overwrite=existing)
+    for w in (first, second):
+        w.build_manifest()  # both have uploaded their data files
+    first.commit()
+    with pytest.raises(ConcurrentWriteError, match="another writer committed"):
+        second.commit()
+    assert second.status == "aborted" and values(location) == {1}
+    io = open_io(location)
+    assert set(io.list_files("data")) == {f.path for f in Savepoint.open(location).manifest.data_files}
+
+
+def test_many_concurrent_writers_exactly_one_commits(s3_prefix):
+    location = f"{s3_prefix}/sp"
+    writers = [small_writer(location, i) for i in range(6)]
+    for w in writers:
+        w.build_manifest()
+    start, outcomes = threading.Barrier(len(writers)), {}
+
+    def commit(i: int) -> None:
+        start.wait()
+        try:
+            writers[i].commit()
+            outcomes[i] = "committed"
+        except ConcurrentWriteError:
+            outcomes[i] = "refused"
+
+    threads = [threading.Thread(target=commit, args=(i,)) for i in range(len(writers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    (winner,) = [i for i, o in outcomes.items() if o == "committed"]
+    assert values(location) == {winner}
+    assert len(open_io(location).list_files("data")) == len(Savepoint.open(location).manifest.data_files)
+
+
+def test_a_lost_commit_response_is_recognised_as_this_writers_commit(s3_prefix, s3_proxy):
+    """The manifest PUT lands but its response is lost; obstore retries and the store
+    refuses the retry by its condition. The writer must see its own manifest there and
+    report success, not abort and delete the files the published manifest lists."""
+    location = f"{s3_prefix}/sp"
+    small_writer(location, 0).commit()
+    s3_proxy.inject(Fault("PUT", r"/sp/_manifest$", status=503, after_forwarding=True))
+    w = small_writer(location, 1, overwrite=True)
+    w.commit()
+    assert w.status == "committed" and values(location) == {1}
+    puts = [e for e in s3_proxy.log if e.method == "PUT" and e.path.endswith("/sp/_manifest")]
+    assert [e.status for e in puts[-2:]] == [503, 412]
+
+
+def test_server_errors_and_throttling_are_retried(s3_prefix, s3_proxy):
+    s3_proxy.inject(Fault("PUT", r"/data/", status=500, code="InternalError", times=2),
+                    Fault("PUT", r"/_manifest$", status=503, code="SlowDown"),
+                    Fault("GET", r"/_manifest$", status=503, code="SlowDown", times=2),
+                    Fault("HEAD", r"/data/", status=500, code="InternalError"),
+                    Fault("GET", r"/data/", status=503, code="SlowDown", times=3))
+    write_seeds(f"{s3_prefix}/sp", inline_bytes=0)
+    assert seeds_content(f"{s3_prefix}/sp") == SEEDS
+    assert all(f.hits == f.times for f in s3_proxy.faults)
+
+
+def test_a_store_that_keeps_failing_is_a_storage_error_naming_the_file(s3_prefix, s3_proxy):
+    write_seeds(f"{s3_prefix}/sp", inline_bytes=0)
+    io = ObjectStoreIO(f"{s3_prefix}/sp", retry_config={
+        "max_retries": 2, "retry_timeout": timedelta(seconds=5),
+        "backoff": {"init_backoff": timedelta(milliseconds=10), "max_backoff": timedelta(milliseconds=50)}})
+    sp = Savepoint.open(io)
+    s3_proxy.inject(Fault("GET", r"/data/", status=503, times=1000))
+    with pytest.raises(StorageError, match=r"cannot read bytes \d+\.\.\d+.*503") as failure:
+        list(sp.operator("url-counter").keyed_state("count").items())
+    assert "/sp/data/" in failure.value.path
+
+
+def leftovers(location: str, n: int = 2) -> list[str]:
+    """Data files of a writer that died before its commit (uploaded, never referenced)."""
+    sink = ChunkSink(open_io(location), inline_bytes=0, workers=1)
+    for i in range(n):
+        sink.put(b"x" * 200, 1)
+        sink._roll()
+    return [f.path for f in sink.close()]
+
+
+def test_clean_deletes_only_old_leftovers_and_refuses_thresholds_without_a_safety_margin(s3_prefix):
+    location = f"{s3_prefix}/sp"
+    write_seeds(location, inline_bytes=0)
+    lost = leftovers(location)
+    with pytest.raises(InvalidArgumentError, match="without a commit lock"):
+        remove_unreferenced_files(location, older_than=3600)
+    assert len(remove_unreferenced_files(location).kept_recent) == len(lost)  # too young by default
+    report = remove_unreferenced_files(location, now=time.time() + 2 * DAY)
+    assert sorted(r.rsplit("/sp/", 1)[1] for r in report.deleted) == sorted(lost)
+    assert seeds_content(location) == SEEDS
+    assert verify(Savepoint.open(location)).ok
+
+
+class CommitWhileListing(ObjectStoreIO):
+    """A writer commits while the cleanup lists data/ (no lock can keep it out)."""
+
+    def list_files(self, rel_dir: str) -> list[str]:
+        listed = super().list_files(rel_dir)
+        small_writer(self.location, 7, overwrite=True).commit()
+        return listed
+
+
+def test_a_commit_during_clean_stops_it_before_any_deletion(s3_prefix):
+    location = f"{s3_prefix}/sp"
+    small_writer(location, 0).commit()
+    lost = leftovers(location)
+    with pytest.raises(ConcurrentWriteError, match="nothing was deleted"):
+        remove_unreferenced_files(CommitWhileListing(location), now=time.time() + 2 * DAY)
+    assert values(location) == {7}
+    assert set(lost) <= set(open_io(location).list_files("data"))
+
+
+def test_a_writer_past_its_deadline_does_not_publish(s3_prefix, monkeypatch):
+    location = f"{s3_prefix}/sp"
+    small_writer(location, 0).commit()
+    w = small_writer(location, 1, overwrite=True)
+    monkeypatch.setattr("pyref.writer.UNLOCKED_WRITE_DEADLINE_S", -1.0)  # its files are all "too old"
+    with pytest.raises(ConcurrentWriteError, match="a cleanup may delete it"):
+        w.commit()
+    assert values(location) == {0} and w.status == "aborted"
+
+
+def test_names_with_escapes_resolve_bases(s3_prefix):
+    source, target = f"{s3_prefix}/run%201", f"{s3_prefix}/run%202"
+    write_seeds(source, inline_bytes=0)
+    rescale(source, target, 3)
+    sp = Savepoint.open(target)
+    assert sp.manifest.bases[0].directory == "run 1"
+    assert seeds_content(target)[1] == SEED_COUNTS
