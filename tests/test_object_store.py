@@ -4,6 +4,10 @@ that counts bytes and injects failures (spec/format.md §10.5)."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 import threading
 import time
 from datetime import timedelta
@@ -16,12 +20,17 @@ from pyref.cleanup import remove_unreferenced_files
 from pyref.cli import main
 from pyref.inspection import verify
 from pyref.io import ObjectStoreIO, open_io
-from pyref.serializers import Int64
+from pyref.serializers import Bytes, Int64
+from pyref.storage.object_store import PART_BYTES
 from pyref.testing import SEED_COUNTS, SEED_OFFSETS, write_seeds
-from pyref.testing.s3 import Fault
+from pyref.testing.s3 import Fault, request
 from pyref.writer import ChunkSink
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "reliability"))
+import object_store_writer  # noqa: E402
+
 DAY = 24 * 3600.0
+WRITER_SCRIPT = object_store_writer.__file__
 
 
 def seeds_content(location) -> tuple[list, dict]:
@@ -217,3 +226,77 @@ def test_names_with_escapes_resolve_bases(s3_prefix):
     sp = Savepoint.open(target)
     assert sp.manifest.bases[0].directory == "run 1"
     assert seeds_content(target)[1] == SEED_COUNTS
+
+
+def incomplete_uploads(s3_server, prefix: str) -> list[str]:
+    """Keys of the multipart uploads begun under ``prefix`` and neither completed nor aborted."""
+    bucket, key_prefix = prefix.removeprefix("s3://").split("/", 1)
+    status, body = request(s3_server.endpoint, "GET", f"/{bucket}?uploads&prefix={key_prefix}/")
+    assert status == 200
+    return re.findall(r"<Key>([^<]+)</Key>", body.decode())
+
+
+def test_a_writer_killed_mid_upload_leaves_the_savepoint_intact(s3_prefix, s3_proxy, s3_server):
+    location = f"{s3_prefix}/sp"
+    keys = range(0, object_store_writer.ENTRIES, 64)
+    object_store_writer.write_generation(location, 0, keys)
+    before = Savepoint.open(location).savepoint_id
+    writer = subprocess.Popen([sys.executable, WRITER_SCRIPT, location, "1"], stdout=subprocess.PIPE, text=True)
+    assert writer.stdout.readline().strip() == "ready"
+    deadline = time.monotonic() + 120
+    while not any("partNumber=2" in e.path for e in s3_proxy.log):  # a second part is in: mid-upload
+        assert writer.poll() is None and time.monotonic() < deadline, "the writer ended before its upload"
+        time.sleep(0.02)
+    writer.kill()
+    writer.wait()
+    writer.stdout.close()
+    sp = Savepoint.open(location)
+    assert sp.savepoint_id == before
+    blobs = dict(sp.operator("op").keyed_state("blob").items())
+    assert blobs == {k: object_store_writer.value(0, k) for k in keys}
+    # The interrupted upload is invisible: not listed, so neither readers nor clean see it.
+    assert any(k.startswith(f"{location.split('/', 3)[3]}/data/") for k in incomplete_uploads(s3_server, s3_prefix))
+    listed = set(open_io(location).list_files("data"))
+    assert {f.path for f in sp.manifest.data_files} <= listed
+    # The next writer commits; an old enough cleanup deletes what the killed one completed.
+    small_writer(location, 2, overwrite=True).commit()
+    remove_unreferenced_files(location, now=time.time() + 2 * DAY)
+    assert set(open_io(location).list_files("data")) == {f.path for f in Savepoint.open(location).manifest.data_files}
+    assert values(location) == {2}
+
+
+def test_an_abandoned_multipart_upload_is_never_seen(s3_prefix, s3_server):
+    location = f"{s3_prefix}/sp"
+    write_seeds(location, inline_bytes=0)
+    io = open_io(location)
+    out = io.create("data/abandoned.svd")
+    out.write(b"\0" * (3 * PART_BYTES))  # parts upload in the background; no close, no completion
+    deadline = time.monotonic() + 60
+    while not incomplete_uploads(s3_server, s3_prefix):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert "data/abandoned.svd" not in io.list_files("data") and io.stat("data/abandoned.svd") is None
+    assert remove_unreferenced_files(location, now=time.time() + 2 * DAY).deleted == []
+    assert seeds_content(location) == SEEDS
+
+
+def test_read_amplification_of_a_restoring_subtask(s3_prefix, s3_proxy):
+    """A subtask fetches its chunks by ranged GETs of exactly their bytes: bytes fetched /
+    its planned share <= 1.05, the manifest included."""
+    location = f"{s3_prefix}/sp"
+    rng = np.random.default_rng(7)
+    with SavepointWriter(location, codec="none", chunk_bytes=256 << 10, inline_bytes=0) as w:
+        op = w.add_operator("op", parallelism=2, max_parallelism=64, key_serializer=Int64())
+        op.keyed_state("blob", Bytes()).add(np.arange(2048), [rng.bytes(8 << 10) for _ in range(2048)])
+        op.list_state("offsets", Int64()).add(0, np.arange(100_000))
+    with s3_proxy.counting() as exchanges:
+        subtask = Savepoint.open(location).restore_plan(4).subtask("op", 1)
+        table = subtask.keyed_arrow("blob")
+        offsets = subtask.list_arrow("offsets")
+    assert table.num_rows and len(offsets) == 25_000
+    share = subtask.planned_bytes()
+    fetched = sum(e.body_bytes for e in exchanges if e.method == "GET")
+    data = [e for e in exchanges if e.method == "GET" and "/data/" in e.path]
+    assert all(e.range for e in data)
+    assert sum(e.body_bytes for e in data) == share  # exactly the planned chunks
+    assert fetched / share <= 1.05, (fetched, share)
