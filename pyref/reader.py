@@ -133,14 +133,19 @@ class ChunkStore:
         return stored
 
     def read_columns(self, chunk: pb.Chunk, columns: int, state: str) -> list[pa.BinaryArray]:
-        stored = self.read_stored(chunk, state)
+        return self._decode(chunk, self.read_stored(chunk, state), columns, state)
+
+    def _decode(self, chunk: pb.Chunk, stored: bytes, columns: int, state: str) -> list[pa.BinaryArray]:
         where = self.describe(chunk)
         payload = decompress(chunk.codec, stored, chunk.raw_length, path=where, state=state)
         return decode_chunk(payload, expected_rows=chunk.row_count, expected_columns=columns, path=where, state=state)
 
     def read_many(self, chunks: Sequence[pb.Chunk], columns: int, state: str) -> Iterator[list[pa.BinaryArray]]:
-        """``read_columns`` of each chunk, in order, several chunks decoding at once."""
-        return ordered_map(lambda chunk: self.read_columns(chunk, columns, state), chunks)
+        """``read_columns`` of each chunk, in order: as many fetches in flight as the
+        storage serves well (object stores: many), several chunks decoding at once."""
+        fetched = ordered_map(lambda chunk: (chunk, self.read_stored(chunk, state)), chunks,
+                              workers=self.io.read_concurrency)
+        return ordered_map(lambda item: self._decode(*item, columns, state), fetched)
 
     def describe(self, chunk: pb.Chunk) -> str:
         if chunk.WhichOneof("location") == "inline_data":

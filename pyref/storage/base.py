@@ -21,6 +21,7 @@ from typing import NamedTuple
 from urllib.parse import quote, unquote_to_bytes
 
 from ..errors import CorruptSavepointError, SavepointError, SavepointNotFoundError, StorageError
+from ..parallel import WORKERS
 
 MANIFEST_NAME = "_manifest"
 LOCK_NAME = ".lock"
@@ -119,6 +120,9 @@ class SavepointIO(ABC):
     #: HDFS) commits rely on the conditional manifest write and the age rules of
     #: spec/format.md §10.5.
     has_commit_lock: bool = False
+    #: Reads a reader keeps in flight: as many as cores for local files, more where each
+    #: read waits on the network (object stores).
+    read_concurrency: int = WORKERS
 
     @abstractmethod
     def stat(self, rel: str) -> FileStat | None:

@@ -37,6 +37,8 @@ RETRY = {
 #: upload buffers stay within PART_BYTES * (UPLOAD_CONCURRENCY + 1).
 PART_BYTES = 8 << 20
 UPLOAD_CONCURRENCY = 4
+#: Ranged GETs a reader keeps in flight (each waits on the network, not on a core).
+READ_CONCURRENCY = 16
 #: obstore's URL schemes for ours (it reads s3a:// itself, not s3n:// or gcs://).
 _NATIVE_SCHEME = {"s3n": "s3", "gcs": "gs"}
 
@@ -103,7 +105,8 @@ class _ObjectOutput(OutputFile):
 
 
 class ObjectStoreIO(UrlSavepointIO):
-    """A savepoint directory (a key prefix) on S3, GCS or Azure.
+    """A savepoint directory (a key prefix) on S3, GCS or Azure. Reads keep
+    :data:`READ_CONCURRENCY` ranged GETs in flight to hide each request's latency.
 
     ``store_options`` go to ``obstore.store.from_url`` (endpoint, region, client
     options...) over what the environment says; a test passes its server's endpoint
@@ -123,6 +126,7 @@ class ObjectStoreIO(UrlSavepointIO):
         native = f"{_NATIVE_SCHEME.get(parsed.scheme, parsed.scheme)}:{rest}"
         with _typed("cannot configure the store", url):
             self.store = _obstore().store.from_url(native, **{"retry_config": RETRY, **store_options})
+        self.read_concurrency = READ_CONCURRENCY
         #: The manifest as last read, with the version the store gave it (ETag, generation).
         self._seen_manifest: tuple[bytes, dict[str, str]] | None = None
 

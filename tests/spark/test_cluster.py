@@ -46,17 +46,23 @@ def own_files_listed(location: str) -> bool:
     return listed == {f.path for f in Savepoint.open(location).manifest.data_files if f.base == 0}
 
 
-def test_spark_submit_jobs_on_a_standalone_cluster_against_s3(cluster, s3_env, tmp_path):
+def submit_cluster_job(cluster, s3_env, tmp_path, *flags: str) -> tuple[str, dict]:
     from pyref.testing.spark_cluster import package_zip
 
     prefix = f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}"
     conf = {f"spark.executorEnv.{k}": v for k, v in s3_env.items()}
     conf.update({"spark.executor.memory": "768m", "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"})
-    done = cluster.submit(JOB, [prefix, str(tmp_path / "result.json"), "--kill-executor"],
+    done = cluster.submit(JOB, [prefix, str(tmp_path / "result.json"), *flags],
                           py_files=package_zip(tmp_path / "pyref.zip"), conf=conf)
     assert done.returncode == 0, done.stderr[-6000:]
-    result = json.loads((tmp_path / "result.json").read_text())
+    return prefix, json.loads((tmp_path / "result.json").read_text())
 
+
+COUNT = {f"/page/{i}": i for i in range(20_000)}
+
+
+def test_spark_submit_bootstrap_read_rescale_with_an_executor_killed(cluster, s3_env, tmp_path):
+    prefix, result = submit_cluster_job(cluster, s3_env, tmp_path, "--kill-executor")
     # Executors are JVMs of their own, and their Python workers import pyref from --py-files.
     assert len({jvm for _, jvm in result["executors"]}) == 2
     assert all("pyref.zip" in path for path, _ in result["executors"])
@@ -64,21 +70,26 @@ def test_spark_submit_jobs_on_a_standalone_cluster_against_s3(cluster, s3_env, t
     assert result["killed_executor"]
     boot = Savepoint.open(f"{prefix}/boot")
     assert boot.savepoint_id == result["boot"] and verify(boot).ok and own_files_listed(f"{prefix}/boot")
-    count = dict(boot.operator("counter").keyed_state("count").items())
-    assert count == {f"/page/{i}": i for i in range(20_000)}
-    assert result["read"] == {"n": 20_000, "total": sum(range(20_000))}
-
+    assert dict(boot.operator("counter").keyed_state("count").items()) == COUNT
+    assert result["read"] == {"n": len(COUNT), "total": sum(COUNT.values())}
     p5 = Savepoint.open(f"{prefix}/boot-p5")
     assert p5.operator("counter").parallelism == 5 and p5.manifest.bases[0].directory == "boot"
+    restored = [k for s in p5.restore_plan(5).subtasks("counter") for k, _ in s.keyed_state("count")]
+    assert sorted(restored) == sorted(COUNT)
+
+
+@pytest.mark.slow
+def test_spark_submit_rewrites_copy_rehash_and_migrate(cluster, s3_env, tmp_path):
+    prefix, result = submit_cluster_job(cluster, s3_env, tmp_path, "--rewrites")
     copied = Savepoint.open(f"{prefix}/copies/boot-p2")
     assert not copied.manifest.bases and verify(copied).ok and own_files_listed(f"{prefix}/copies/boot-p2")
-    assert dict(copied.operator("counter").keyed_state("count").items()) == count
+    assert dict(copied.operator("counter").keyed_state("count").items()) == COUNT
     mp7 = Savepoint.open(f"{prefix}/boot-mp7")
     assert mp7.operator("counter").max_parallelism == 7 and verify(mp7).ok
-    assert dict(mp7.operator("counter").keyed_state("count").items()) == count
+    assert dict(mp7.operator("counter").keyed_state("count").items()) == COUNT
     migrated = Savepoint.open(f"{prefix}/boot-migrated")
     state = migrated.operator("counter").keyed_state("count")
-    assert state.value_serializer.serializer_id == "int64" and dict(state.items()) == count
+    assert state.value_serializer.serializer_id == "int64" and dict(state.items()) == COUNT
 
 
 @pytest.mark.slow
