@@ -241,12 +241,17 @@ def test_a_writer_killed_mid_upload_leaves_the_savepoint_intact(s3_prefix, s3_pr
     keys = range(0, object_store_writer.ENTRIES, 64)
     object_store_writer.write_generation(location, 0, keys)
     before = Savepoint.open(location).savepoint_id
+    # The store refuses to complete the upload (503, retried by the writer): the kill lands
+    # while the first data file's parts are in and the file is not.
+    never_complete = Fault("POST", r"uploadId=", status=503, code="SlowDown", times=10**6)
+    s3_proxy.inject(never_complete)
     writer = subprocess.Popen([sys.executable, WRITER_SCRIPT, location, "1"], stdout=subprocess.PIPE, text=True)
     assert writer.stdout.readline().strip() == "ready"
     deadline = time.monotonic() + 120
-    while not any("partNumber=2" in e.path for e in s3_proxy.log):  # a second part is in: mid-upload
+    while not never_complete.hits:
         assert writer.poll() is None and time.monotonic() < deadline, "the writer ended before its upload"
         time.sleep(0.02)
+    assert any("partNumber=3" in e.path for e in s3_proxy.log)
     writer.kill()
     writer.wait()
     writer.stdout.close()
@@ -258,6 +263,7 @@ def test_a_writer_killed_mid_upload_leaves_the_savepoint_intact(s3_prefix, s3_pr
     assert any(k.startswith(f"{location.split('/', 3)[3]}/data/") for k in incomplete_uploads(s3_server, s3_prefix))
     listed = set(open_io(location).list_files("data"))
     assert {f.path for f in sp.manifest.data_files} <= listed
+    never_complete.times = 0
     # The next writer commits; an old enough cleanup deletes what the killed one completed.
     small_writer(location, 2, overwrite=True).commit()
     remove_unreferenced_files(location, now=time.time() + 2 * DAY)
