@@ -40,6 +40,8 @@ class ArgumentParser(argparse.ArgumentParser):
 
 _COUNT = re.compile(r"[0-9]{1,9}")
 _HOURS = re.compile(r"[0-9]{1,9}(\.[0-9]{1,9})?")
+BASE_PATHS_HELP = ("a shallow target that is not the source's sibling names its bases by their paths in the store "
+                   "(format 1.2 readers; spec/format.md §8.1)")
 
 
 def count(text: str) -> int:
@@ -156,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("target")
             p.add_argument("--copy", action="store_true", help="self-contained copy instead of referring to the source")
             p.add_argument("--overwrite", action="store_true", help="replace a savepoint already at the target")
+            p.add_argument("--base-paths", action="store_true", help=BASE_PATHS_HELP)
         p.add_argument("-p", "--parallelism", type=count, help="new parallelism of every operator")
         p.add_argument("--operator", action="append", metavar="ID=N", help="new parallelism of one operator")
         p.add_argument("--json", action="store_true")
@@ -195,7 +198,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(info, indent=2)) if args.json else _print_plan(info)
         return 0
     if args.command == "rescale":
-        manifest = rescale(args.path, args.target, operator_numbers(args, "--parallelism"), copy=args.copy, overwrite=args.overwrite)
+        manifest = rescale(args.path, args.target, operator_numbers(args, "--parallelism"), copy=args.copy,
+                           overwrite=args.overwrite, base_paths=args.base_paths)
         return print_written(args, manifest)
     if args.command == "clean":
         report = remove_unreferenced_files(args.path, older_than=args.older_than * 3600, dry_run=args.dry_run)

@@ -39,13 +39,15 @@ ENVELOPE_OVERHEAD = _HEAD.size + 4
 
 #: Required features this reader implements (spec/format.md §9.3).
 FEATURE_EXTERNAL_BASES = "external-bases"
-KNOWN_REQUIRED_FEATURES = frozenset({FEATURE_EXTERNAL_BASES})
+#: 1.2: bases named by a path from the root of the store, not only siblings (spec/format.md §8.1).
+FEATURE_BASE_PATHS = "base-paths"
+KNOWN_REQUIRED_FEATURES = frozenset({FEATURE_EXTERNAL_BASES, FEATURE_BASE_PATHS})
 #: Optional features this reader implements; unknown optional features are ignored.
 FEATURE_CHUNK_KEY_BOUNDS = "chunk-key-bounds"
 KNOWN_OPTIONAL_FEATURES = frozenset({FEATURE_CHUNK_KEY_BOUNDS})
 #: The format minor version that introduced each feature; a savepoint is labelled
 #: with the lowest version that has every feature it uses (spec/format.md §9.4).
-FEATURE_MINOR = {FEATURE_EXTERNAL_BASES: 0, FEATURE_CHUNK_KEY_BOUNDS: 1}
+FEATURE_MINOR = {FEATURE_EXTERNAL_BASES: 0, FEATURE_CHUNK_KEY_BOUNDS: 1, FEATURE_BASE_PATHS: 2}
 
 #: Columns of a chunk payload per state kind (spec/format.md §7.1, §7.2).
 KEYED_COLUMNS = {pb.VALUE: 2, pb.LIST: 2, pb.MAP: 3}
@@ -131,12 +133,20 @@ def validate_manifest(m: pb.Manifest, *, path: str) -> None:
         raise corrupt("manifest has no savepoint_id")
     if m.bases and FEATURE_EXTERNAL_BASES not in m.required_features:
         raise corrupt("manifest has bases but does not require the 'external-bases' feature")
-    seen_dirs = set()
+    seen_bases = set()
     for base in m.bases:
         check_directory_name(base.directory)
-        if base.directory in seen_dirs or not base.savepoint_id:
-            raise corrupt(f"base {base.directory!r} is listed twice or has no savepoint_id")
-        seen_dirs.add(base.directory)
+        if base.path:
+            if FEATURE_BASE_PATHS not in m.required_features:
+                raise corrupt(f"base {base.path!r} is named by a path but the manifest does not require the "
+                              f"'{FEATURE_BASE_PATHS}' feature")
+            check_relative_path(base.path, what="base path")
+            if base.path.rsplit("/", 1)[-1] != base.directory:
+                raise corrupt(f"base path {base.path!r} does not end with its directory {base.directory!r}")
+        where = ("path", base.path) if base.path else ("sibling", base.directory)
+        if where in seen_bases or not base.savepoint_id:
+            raise corrupt(f"base {base.path or base.directory!r} is listed twice or has no savepoint_id")
+        seen_bases.add(where)
     seen_files = set()
     for f in m.data_files:
         check_relative_path(f.path, what="data file path")

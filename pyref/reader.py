@@ -59,7 +59,7 @@ class ChunkStore:
             return self.io
         if base not in self._bases:
             ref = self.manifest.bases[base - 1]
-            io = self.io.sibling(ref.directory)
+            io = self.io.at_store_path(ref.path) if ref.path else self.io.sibling(ref.directory)
             if io.location == self.io.location:  # by name, or through a link: one resolved identity
                 raise CorruptSavepointError(f"base {ref.directory!r} names this savepoint's own directory",
                                             path=self.io.describe(MANIFEST_NAME))

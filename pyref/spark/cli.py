@@ -10,7 +10,7 @@ import argparse
 import re
 
 from .._proto.savepoint.v1 import serializer_pb2
-from ..cli import count, operator_numbers, print_written
+from ..cli import BASE_PATHS_HELP, count, operator_numbers, print_written
 from ..errors import InvalidArgumentError, SavepointError
 from ..serializers import MAX_NESTING_DEPTH, Serializer, serializer_from_snapshot
 
@@ -87,7 +87,8 @@ def _spark_rescale(args: argparse.Namespace) -> int:
 
     parallelism = operator_numbers(args, "--parallelism")
     return _run_on_spark(args, lambda spark: rescale(args.path, args.target, parallelism, spark=spark, copy=args.copy,
-                                                     overwrite=args.overwrite, progress=not args.json))
+                                                     overwrite=args.overwrite, progress=not args.json,
+                                                     base_paths=args.base_paths))
 
 
 def _change_max_parallelism(args: argparse.Namespace) -> int:
@@ -96,7 +97,7 @@ def _change_max_parallelism(args: argparse.Namespace) -> int:
     wanted = operator_numbers(args, "--max-parallelism")
     return _run_on_spark(args, lambda spark: change_max_parallelism(
         spark, args.path, args.target, wanted, copy=args.copy, overwrite=args.overwrite, partitions=args.partitions,
-        progress=not args.json))
+        progress=not args.json, base_paths=args.base_paths))
 
 
 def _migrate(args: argparse.Namespace) -> int:
@@ -105,7 +106,7 @@ def _migrate(args: argparse.Namespace) -> int:
     serializer = parse_serializer(args.serializer)
     return _run_on_spark(args, lambda spark: migrate_state(
         spark, args.path, args.target, args.operator, args.state, serializer, copy=args.copy,
-        overwrite=args.overwrite, progress=not args.json))
+        overwrite=args.overwrite, progress=not args.json, base_paths=args.base_paths))
 
 
 def add_spark_commands(subparsers) -> None:
@@ -120,6 +121,7 @@ def add_spark_commands(subparsers) -> None:
         p.add_argument("--master", default="local[*]", help="Spark master URL (default: local[*])")
         p.add_argument("--copy", action="store_true", help="self-contained copy instead of referring to the source")
         p.add_argument("--overwrite", action="store_true", help="replace a savepoint already at the target")
+        p.add_argument("--base-paths", action="store_true", help=BASE_PATHS_HELP)
         p.add_argument("--json", action="store_true")
 
     p = subparsers.add_parser("spark-rescale", help="new parallelism (no state bytes copied; --copy copies on Spark)")

@@ -31,6 +31,7 @@ from .base import (
     check_relative_path,
     is_data_file_path,
     is_directory_name,
+    is_safe_relative_path,
     typed_os_error,
     typed_os_errors,
 )
@@ -40,7 +41,7 @@ from .object_store import ObjectStoreIO
 __all__ = [
     "DATA_DIR", "LOCK_NAME", "LOCK_WAIT_S", "MANIFEST_NAME", "UNLOCKED_CLEAN_MARGIN_S", "UNLOCKED_WRITE_DEADLINE_S",
     "ArrowIO", "FileStat", "LocalIO", "ObjectStoreIO", "OutputFile", "SavepointIO", "UrlSavepointIO",
-    "check_directory_name", "check_relative_path", "is_data_file_path", "is_directory_name", "open_io",
+    "check_directory_name", "check_relative_path", "is_data_file_path", "is_directory_name", "is_safe_relative_path", "open_io",
     "typed_os_error", "typed_os_errors",
 ]
 

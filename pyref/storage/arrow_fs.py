@@ -108,5 +108,5 @@ class ArrowIO(UrlSavepointIO):
                 f.write(data)
             self.fs.move(self._full(tmp), self._full(MANIFEST_NAME))
 
-    def sibling(self, name: str) -> ArrowIO:
-        return ArrowIO(self.sibling_location(name))
+    def _open(self, location: str) -> ArrowIO:
+        return ArrowIO(location)

@@ -68,11 +68,15 @@ def is_data_file_path(rel: str) -> bool:
     return directory == DATA_DIR and bool(name) and "/" not in name
 
 
+def is_safe_relative_path(path: str) -> bool:
+    """Whether ``path`` stays inside the directory it is relative to (spec/format.md §6.2)."""
+    return not (not path or path.startswith("/") or "\\" in path or "\x00" in path or ":" in path
+                or any(s in ("", ".", "..") for s in path.split("/")))
+
+
 def check_relative_path(path: str, *, what: str = "path") -> str:
     """Refuse any path that could leave the directory it is relative to."""
-    segments = path.split("/")
-    if (not path or path.startswith("/") or "\\" in path or "\x00" in path or ":" in path
-            or any(s in ("", ".", "..") for s in segments)):
+    if not is_safe_relative_path(path):
         raise CorruptSavepointError(f"{what} {path!r} is not a safe relative path (spec/format.md §6)")
     return path
 
@@ -184,6 +188,21 @@ class SavepointIO(ABC):
     def parent_key(self) -> str:
         """Identifies the parent directory, to tell whether two savepoints are siblings."""
 
+    @abstractmethod
+    def store_key(self) -> str:
+        """Identifies the store (bucket, container, namespace; one for all local files): a
+        base named by a path is resolved inside the store of the savepoint naming it."""
+
+    @abstractmethod
+    def store_path(self) -> str:
+        """This directory's path from the root of its store, without a leading ``/``: what
+        a savepoint that is not a sibling records as its base's path (spec/format.md §8.1)."""
+
+    @abstractmethod
+    def at_store_path(self, path: str) -> SavepointIO:
+        """The savepoint directory at ``path`` (a safe relative path, spec/format.md §6.2)
+        from the root of this savepoint's store."""
+
     @property
     def name(self) -> str:
         """The savepoint directory's own name: what a shallow savepoint derived from it
@@ -206,8 +225,13 @@ class SavepointIO(ABC):
 
 
 class UrlSavepointIO(SavepointIO):
-    """A savepoint named by a URL: its name is the last path segment, percent-decoded,
-    and a sibling is the parent URL with that name percent-encoded again."""
+    """A savepoint named by a URL ``scheme://authority/path``: its name is the last path
+    segment, percent-decoded; its store is ``scheme://authority``; a sibling or a base
+    named by a path is a URL in that store, its segments percent-encoded again."""
+
+    @abstractmethod
+    def _open(self, location: str) -> UrlSavepointIO:
+        """Another savepoint directory of this store, with this one's options."""
 
     def parent_key(self) -> str:
         return self.location.rsplit("/", 1)[0]
@@ -216,6 +240,17 @@ class UrlSavepointIO(SavepointIO):
     def name(self) -> str:
         return os.fsdecode(unquote_to_bytes(super().name))
 
-    def sibling_location(self, name: str) -> str:
+    def sibling(self, name: str) -> SavepointIO:
         check_directory_name(name)
-        return f"{self.parent_key()}/{quote(name)}"
+        return self._open(f"{self.parent_key()}/{quote(name)}")
+
+    def store_key(self) -> str:
+        scheme, rest = self.location.split("://", 1)
+        return f"{scheme}://{rest.split('/', 1)[0]}"
+
+    def store_path(self) -> str:
+        return os.fsdecode(unquote_to_bytes(self.location[len(self.store_key()) + 1:]))
+
+    def at_store_path(self, path: str) -> SavepointIO:
+        check_relative_path(path, what="base path")
+        return self._open(f"{self.store_key()}/{quote(path)}")

@@ -261,6 +261,16 @@ class LocalIO(SavepointIO):
     def parent_key(self) -> str:
         return os.path.dirname(self.root)
 
+    def store_key(self) -> str:
+        return "file://"  # every local directory is in one store: the filesystem
+
+    def store_path(self) -> str:
+        return self.root.lstrip(os.sep)
+
+    def at_store_path(self, path: str) -> SavepointIO:
+        check_relative_path(path, what="base path")
+        return LocalIO(os.sep + path, lock_wait=self.lock_wait)
+
 
 def _pread_fully(fd: int, length: int, offset: int) -> bytes:
     """``length`` bytes at ``offset``, or fewer at the end of the file: one ``pread``

@@ -228,5 +228,5 @@ class ObjectStoreIO(UrlSavepointIO):
         except SavepointNotFoundError:
             return None
 
-    def sibling(self, name: str) -> ObjectStoreIO:
-        return ObjectStoreIO(self.sibling_location(name), **self._store_options)
+    def _open(self, location: str) -> ObjectStoreIO:
+        return ObjectStoreIO(location, **self._store_options)
