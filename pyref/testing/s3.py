@@ -197,34 +197,41 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             body = self.rfile.read(length) if length else b""
             fault = proxy.fault_for(self.command, self.path)
             if fault is not None and not fault.after_forwarding:
-                return self._answer(fault.status, {}, _error_body(fault.status, fault.code), fault)
-            conn = http.client.HTTPConnection(host, int(port), timeout=120)
+                return self._fail(fault)
+            conn = http.client.HTTPConnection(host, int(port), timeout=300)
             try:
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
                 conn.request(self.command, self.path, body=body, headers=headers)
                 response = conn.getresponse()
-                data = response.read()
-                out = {k: v for k, v in response.getheaders() if k.lower() not in _HOP_BY_HOP}
-                status = response.status
+                if fault is not None:  # the server did it; the client hears of a failure
+                    response.read()
+                    return self._fail(fault)
+                self.send_response(response.status)
+                for k, v in response.getheaders():
+                    if k.lower() not in _HOP_BY_HOP:
+                        self.send_header(k, v)
+                self.send_header("Content-Length", response.getheader("Content-Length", "0"))
+                self.end_headers()
+                sent = 0
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # a client may hang up
+                    while self.command != "HEAD" and (part := response.read(1 << 20)):
+                        self.wfile.write(part)
+                        sent += len(part)
+                self._record(response.status, sent)
             finally:
                 conn.close()
-            if fault is not None:  # the server did it; the client hears of a failure
-                return self._answer(fault.status, {}, _error_body(fault.status, fault.code), fault)
-            if self.command == "HEAD":
-                out["Content-Length"] = response.getheader("Content-Length", "0")
-            self._answer(status, out, data, None)
 
-        def _answer(self, status: int, headers: dict[str, str], body: bytes, fault: Fault | None) -> None:
-            proxy.record(Exchange(self.command, self.path, self.headers.get("Range"),
-                                  status, 0 if self.command == "HEAD" else len(body)))
-            self.send_response(status)
-            for k, v in headers.items():
-                self.send_header(k, v)
-            if "Content-Length" not in headers:
-                self.send_header("Content-Length", str(len(body)))
+        def _fail(self, fault: Fault) -> None:
+            body = _error_body(fault.status, fault.code)
+            self.send_response(fault.status)
+            self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(body)
+            self._record(fault.status, 0)
+
+        def _record(self, status: int, body_bytes: int) -> None:
+            proxy.record(Exchange(self.command, self.path, self.headers.get("Range"), status, body_bytes))
 
         do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 
