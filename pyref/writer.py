@@ -5,8 +5,9 @@ by the state size: keyed entries wait in per-key-group buffers that are flushed
 as chunks when they reach the chunk size or when the budget is exceeded.
 
 Commit protocol (spec/format.md §10): data files get fresh unique names, are
-fsynced, and only then is the manifest written aside and renamed over the old
-one under an exclusive lock. A reader therefore sees the previous savepoint or
+made durable, and only then is the manifest published: on local files written
+aside and renamed over the old one under an exclusive lock, on object stores by
+one conditional write (§10.5). A reader therefore sees the previous savepoint or
 the complete new one, never a mix; a failed or killed writer leaves at most
 unreferenced data files, which no reader looks at.
 

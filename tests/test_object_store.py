@@ -19,7 +19,7 @@ from pyref import ConcurrentWriteError, InvalidArgumentError, Savepoint, Savepoi
 from pyref.cleanup import remove_unreferenced_files
 from pyref.cli import main
 from pyref.inspection import verify
-from pyref.io import ObjectStoreIO, open_io
+from pyref.io import ArrowIO, ObjectStoreIO, open_io
 from pyref.serializers import Bytes, Int64
 from pyref.storage.object_store import PART_BYTES
 from pyref.testing import SEED_COUNTS, SEED_OFFSETS, write_seeds
@@ -306,3 +306,9 @@ def test_read_amplification_of_a_restoring_subtask(s3_prefix, s3_proxy):
     assert all(e.range for e in data)
     assert sum(e.body_bytes for e in data) == share  # exactly the planned chunks
     assert fetched / share <= 1.05, (fetched, share)
+
+
+def test_pyarrow_filesystems_are_not_used_for_object_stores():
+    """pyarrow's S3 and GCS clients cannot write conditionally: they must not commit there."""
+    with pytest.raises(InvalidArgumentError, match="ObjectStoreIO"):
+        ArrowIO("s3://bucket/sp")

@@ -84,7 +84,7 @@ class ArrowIO(UrlSavepointIO):
             return _ArrowOutput(self.fs.open_output_stream(full), rel)
 
     def delete(self, rel: str) -> None:
-        with contextlib.suppress(FileNotFoundError), typed_os_errors("cannot delete the file", self.describe(rel)):
+        with typed_os_errors("cannot delete the file", self.describe(rel)), contextlib.suppress(FileNotFoundError):
             self.fs.delete_file(self._full(rel))
 
     def list_files(self, rel_dir: str) -> list[str]:

@@ -148,7 +148,8 @@ class LocalIO(SavepointIO):
 
     def delete(self, rel: str) -> None:
         full = self._full(rel)
-        with contextlib.suppress(FileNotFoundError), typed_os_errors("cannot delete the file", full):
+        # ENOENT first: a file someone else deleted meanwhile is what the caller wanted.
+        with typed_os_errors("cannot delete the file", full), contextlib.suppress(FileNotFoundError):
             os.unlink(full)
 
     def list_files(self, rel_dir: str) -> list[str]:

@@ -19,8 +19,14 @@ import contextlib
 from collections.abc import Iterator
 from datetime import timedelta
 
-from ..errors import ConcurrentWriteError, CorruptSavepointError, InvalidArgumentError, SavepointError, \
-    SavepointNotFoundError, StorageError
+from ..errors import (
+    ConcurrentWriteError,
+    CorruptSavepointError,
+    InvalidArgumentError,
+    SavepointError,
+    SavepointNotFoundError,
+    StorageError,
+)
 from ..location import OBJECT_STORE_SCHEMES, parse_location
 from .base import MANIFEST_NAME, FileStat, OutputFile, UrlSavepointIO, check_relative_path
 
