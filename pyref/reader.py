@@ -10,9 +10,10 @@ from __future__ import annotations
 import bisect
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -39,6 +40,13 @@ from .redistribution import DistributionMode
 from .serializers import Compatibility, ListOf, Serializer, resolve_compatibility, serializer_from_snapshot
 
 KIND_NAMES = {pb.VALUE: "value", pb.LIST: "list", pb.MAP: "map"}
+T = TypeVar("T")
+
+
+#: A scan (:meth:`ChunkStore.scan`) fetches adjacent chunks of a data file by requests of
+#: up to this many bytes, and keeps this many requests in flight.
+SCAN_SPAN_BYTES = 16 << 20
+SCAN_SPANS_IN_FLIGHT = 4
 
 
 class ChunkStore:
@@ -82,11 +90,18 @@ class ChunkStore:
         """The chunk's stored bytes, CRC-checked. A file that is missing, shorter or
         different because a writer replaced the savepoint meanwhile is reported as
         :class:`ConcurrentWriteError` ("replaced while reading"), not as damage."""
+        if chunk.WhichOneof("location") == "inline_data":
+            return self._verify(chunk, chunk.inline_data, state)
+        r = chunk.range
+        return self._unless_replaced(lambda: self._verify(chunk, self._fetch(r.file, r.offset, r.length, state), state),
+                                     state)
+
+    def _unless_replaced(self, read: Callable[[], T], state: str) -> T:
+        """``read()``; if a data file turns out missing or damaged, first whether the
+        savepoint was replaced meanwhile (then :class:`ConcurrentWriteError`)."""
         try:
-            return self._read_stored_once(chunk, state)
+            return read()
         except (CorruptSavepointError, SavepointNotFoundError) as exc:
-            if chunk.WhichOneof("location") != "range":
-                raise
             self.check_unchanged()
             if isinstance(exc, SavepointNotFoundError):  # a listed data file is gone: damage, not "no savepoint"
                 raise CorruptSavepointError("data file is missing", path=exc.path, state=state) from None
@@ -109,28 +124,65 @@ class ChunkStore:
                 raise ConcurrentWriteError(f"the savepoint was {now} while reading (opened {expected}); "
                                            "open it again", path=io.location)
 
-    def _read_stored_once(self, chunk: pb.Chunk, state: str) -> bytes:
-        if chunk.WhichOneof("location") == "inline_data":
-            stored, where, byte_range = chunk.inline_data, self.io.describe(MANIFEST_NAME) + " (inline)", None
-        else:
-            r = chunk.range
-            io, rel = self.file_location(r.file)
-            where, byte_range = io.describe(rel), (r.offset, r.offset + r.length)
-            if r.file not in self._checked_sizes:
-                size, expected = io.size(rel), self.manifest.data_files[r.file].size
-                if size != expected:
-                    raise CorruptSavepointError(
-                        "data file is missing" if size is None else f"data file is {size} bytes, manifest says {expected}",
-                        path=where, state=state)
-                self._checked_sizes.add(r.file)
-            stored = io.read_range(rel, r.offset, r.length)
-            with self._lock:
-                self.bytes_read += r.length
+    def _fetch(self, file: int, offset: int, length: int, state: str) -> bytes:
+        """Bytes ``[offset, offset + length)`` of data file ``file``, after checking once
+        that the file has the size the manifest records (spec/format.md §6.3)."""
+        io, rel = self.file_location(file)
+        if file not in self._checked_sizes:
+            size, expected = io.size(rel), self.manifest.data_files[file].size
+            if size != expected:
+                raise CorruptSavepointError(
+                    "data file is missing" if size is None else f"data file is {size} bytes, manifest says {expected}",
+                    path=io.describe(rel), state=state)
+            self._checked_sizes.add(file)
+        data = io.read_range(rel, offset, length)
+        with self._lock:
+            self.bytes_read += length
+        return data
+
+    def _verify(self, chunk: pb.Chunk, stored: bytes, state: str) -> bytes:
         computed = crc32c(stored)
         if computed != chunk.crc32c:
+            if chunk.WhichOneof("location") == "range":
+                io, rel = self.file_location(chunk.range.file)
+                where, byte_range = io.describe(rel), (chunk.range.offset, chunk.range.offset + chunk.range.length)
+            else:
+                where, byte_range = self.io.describe(MANIFEST_NAME) + " (inline)", None
             raise CorruptSavepointError(f"chunk CRC32C mismatch (stored {chunk.crc32c:#010x}, computed {computed:#010x})",
                                         path=where, state=state, byte_range=byte_range)
         return stored
+
+    def scan(self, chunks: Sequence[pb.Chunk], state: str) -> Iterator[tuple[pb.Chunk, bytes]]:
+        """``(chunk, stored bytes)`` of every chunk in storage order (inline chunks, then
+        each data file by offset): chunks that follow each other in a file are fetched by
+        one request of up to :data:`SCAN_SPAN_BYTES`, which is what a full read wants on
+        an object store, where each request costs a round trip."""
+        spans: list[list[pb.Chunk]] = []
+        span_bytes = 0
+        for c in sorted((c for c in chunks if c.WhichOneof("location") == "range"),
+                        key=lambda c: (c.range.file, c.range.offset)):
+            last = spans[-1][-1].range if spans else None
+            if (last is not None and last.file == c.range.file and last.offset + last.length == c.range.offset
+                    and span_bytes + c.range.length <= SCAN_SPAN_BYTES):
+                spans[-1].append(c)
+                span_bytes += c.range.length
+            else:
+                spans.append([c])
+                span_bytes = c.range.length
+        yield from ((c, self.read_stored(c, state)) for c in chunks if c.WhichOneof("location") == "inline_data")
+        # A few spans in flight: memory stays within a few SCAN_SPAN_BYTES.
+        for span, stored in zip(spans, ordered_map(lambda span: self._read_span(span, state), spans,
+                                                   workers=SCAN_SPANS_IN_FLIGHT, prefetch=SCAN_SPANS_IN_FLIGHT)):
+            yield from zip(span, stored)
+
+    def _read_span(self, span: list[pb.Chunk], state: str) -> list[bytes]:
+        first, last = span[0].range, span[-1].range
+
+        def read() -> list[bytes]:
+            data = memoryview(self._fetch(first.file, first.offset, last.offset + last.length - first.offset, state))
+            return [self._verify(c, bytes(data[c.range.offset - first.offset:][:c.range.length]), state) for c in span]
+
+        return self._unless_replaced(read, state)
 
     def read_columns(self, chunk: pb.Chunk, columns: int, state: str) -> list[pa.BinaryArray]:
         return self._decode(chunk, self.read_stored(chunk, state), columns, state)
@@ -306,8 +358,21 @@ class KeyedStateView:
     def arrow_batches(self, chunks: Sequence[pb.Chunk]) -> Iterator[pa.RecordBatch]:
         """Entries decoded to Arrow, one record batch per chunk, as they are read:
         key_group, key[, user_key], value."""
+        return self._batches(self.read_encoded(chunks))
+
+    def scan_batches(self) -> Iterator[pa.RecordBatch]:
+        """Every entry, as :meth:`arrow_batches` decodes them, read in storage order
+        (:meth:`ChunkStore.scan`): a full read in few large requests, for analytics on
+        object stores. Batches come in storage order, not key-group order; where the
+        order of a key's rows matters, :meth:`to_arrow` gives state order."""
+        store = self._store
+        decoded = ordered_map(lambda item: (item[0].key_group, store._decode(*item, self._columns, self.label)),
+                              store.scan(self.proto.chunks, self.label))
+        return self._batches(decoded)
+
+    def _batches(self, encoded: Iterable[tuple[int, list[pa.BinaryArray]]]) -> Iterator[pa.RecordBatch]:
         names, serializers = self._arrow_columns()
-        for group, columns in self.read_encoded(chunks):
+        for group, columns in encoded:
             arrays = [pa.array(np.full(len(columns[0]), group, dtype=np.int32))]
             arrays += [s.decode_array(c) for s, c in zip(serializers, columns)]
             yield pa.record_batch(arrays, names=names)
