@@ -8,7 +8,11 @@ obstore (``s3://``, multipart uploads, ranged GETs) and one Parquet file through
 pyarrow's S3 filesystem. Prints ratios against Parquet measured in the same run
 (higher is better):
 - write: Parquet write time / pyref write time, same codec;
-- read: Parquet full read time / pyref full read time (decoded to Arrow);
+- read: Parquet full read time / pyref full read time (decoded to Arrow; pyref scans
+  in storage order, ``scan_batches``: Parquet's reader too returns rows in file order);
+- with --state-order, also the full read in key-group order (``to_arrow``): one ranged
+  GET per chunk, which moto's server answers in time proportional to the whole object
+  (it reads the object for every ranged GET), so expect minutes at 1 GB;
 - restore: bytes a subtask restoring at a new parallelism fetched from the server
   (manifest included, counted by a proxy in front of it) / the stored bytes of its
   key groups.
@@ -35,6 +39,12 @@ from pyref.testing.s3 import TEST_CREDENTIALS, FaultProxy, S3Server  # noqa: E40
 BUCKET = "pyref-bench"
 
 
+def scan_pyref(location) -> int:
+    """A full read of the state in storage order; the number of entries."""
+    view = Savepoint.open(location).operator("op").keyed_state("state")
+    return sum(batch.num_rows for batch in view.scan_batches())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--entries", type=int, default=12_500_000)
@@ -42,6 +52,7 @@ def main() -> None:
     parser.add_argument("--parallelism", type=int, default=4, help="parallelism the savepoint is written at")
     parser.add_argument("--restore-parallelism", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=2, help="best of N for each timing")
+    parser.add_argument("--state-order", action="store_true", help="also time the full read in key-group order")
     args = parser.parse_args()
 
     with S3Server() as server:
@@ -60,9 +71,10 @@ def main() -> None:
             t_sp_w = min(t_sp_w, timed(lambda: write_pyref(table, sp_url, args.codec, args.parallelism))[0])
         for _ in range(args.repeat):
             t_pq_r = min(t_pq_r, timed(lambda: pq.read_table(pq_path, filesystem=arrow_s3).num_rows)[0])
-            t, rows = timed(lambda: read_pyref(sp_url))
+            t, rows = timed(lambda: scan_pyref(sp_url))
             assert rows == args.entries, rows
             t_sp_r = min(t_sp_r, t)
+        t_state = timed(lambda: read_pyref(sp_url))[0] if args.state_order else None
 
         with FaultProxy(server.endpoint) as proxy:
             # How each full read asks: number and size of its GETs (moto reads the whole object
@@ -73,8 +85,7 @@ def main() -> None:
             with proxy.counting() as parquet_gets:
                 pq.read_table(pq_path, filesystem=proxied_s3)
             with proxy.counting() as pyref_gets:
-                Savepoint.open(ObjectStoreIO(sp_url, endpoint=proxy.endpoint)).operator("op") \
-                    .keyed_state("state").to_arrow()
+                scan_pyref(ObjectStoreIO(sp_url, endpoint=proxy.endpoint))
             ratios = []
             for index in range(args.restore_parallelism):
                 io = ObjectStoreIO(sp_url, endpoint=proxy.endpoint)  # what a restoring subtask does, counted
@@ -91,6 +102,8 @@ def main() -> None:
         print(f"  stored: parquet {sizes['parquet'] / 1e6:.1f} MB, savepoint data files {sizes['savepoint'] / 1e6:.1f} MB")
         print(f"  write: parquet {t_pq_w:.2f}s, pyref {t_sp_w:.2f}s  -> ratio {t_pq_w / t_sp_w:.2f}x (target >= 1.0)")
         print(f"  read:  parquet {t_pq_r:.2f}s, pyref {t_sp_r:.2f}s  -> ratio {t_pq_r / t_sp_r:.2f}x (target >= 1.0)")
+        if t_state is not None:
+            print(f"  read in key-group order (to_arrow): pyref {t_state:.2f}s  -> ratio {t_pq_r / t_state:.2f}x")
         for name, exchanges in (("parquet", parquet_gets), ("pyref", pyref_gets)):
             gets = [e.body_bytes for e in exchanges if e.method == "GET"]
             print(f"  full read of {name}: {len(gets)} GETs, {sum(gets) / max(len(gets), 1) / 1e6:.2f} MB each on average")
