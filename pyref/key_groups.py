@@ -15,7 +15,9 @@ checked against each other by property tests.
 
 from __future__ import annotations
 
+import math
 import operator
+import struct
 from dataclasses import dataclass
 from typing import Any, Iterator, Tuple, Union
 
@@ -53,8 +55,11 @@ DEFAULT_LOWER_BOUND_MAX_PARALLELISM = 128
 KeyType = Union[str, Tuple["KeyType", ...]]
 
 #: The scalar key types, named like their serializer ids (spec/serializers.md).
-SCALAR_KEY_TYPES = frozenset({"int32", "int64", "string", "boolean", "bytes"})
+SCALAR_KEY_TYPES = frozenset({"int32", "int64", "string", "boolean", "bytes",
+                              "int8", "int16", "float32", "char"})  # the last four: format 1.2
 
+#: Java's canonical NaN (Float.floatToIntBits of every NaN).
+_FLOAT32_NAN = 0x7FC00000
 _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1
 _INT64_MIN = -(2**63)
@@ -167,6 +172,19 @@ def _java_hash_u32(key: Any, key_type: KeyType) -> int:
     if key_type == "int32":
         value = _check_key_int(key, key_type, _INT32_MIN, _INT32_MAX)
         return value & _MASK32  # Integer.hashCode is the value itself
+    if key_type in ("int8", "int16"):
+        bits = 8 if key_type == "int8" else 16
+        # Byte.hashCode / Short.hashCode: the value, sign-extended to an int.
+        return _check_key_int(key, key_type, -(2 ** (bits - 1)), 2 ** (bits - 1) - 1) & _MASK32
+    if key_type == "float32":
+        if isinstance(key, (bool, np.bool_)) or not isinstance(key, (float, int, np.floating, np.integer)):
+            raise InvalidArgumentError(f"a key of type 'float32' must be a float, got {key!r}")
+        # Float.hashCode is floatToIntBits: the binary32 bits, every NaN as 0x7fc00000.
+        return _FLOAT32_NAN if math.isnan(key) else struct.unpack("<I", struct.pack("<f", key))[0]
+    if key_type == "char":
+        if not isinstance(key, str) or len(key) != 1 or ord(key) > 0xFFFF:
+            raise InvalidArgumentError(f"a key of type 'char' must be one UTF-16 code unit (a str), got {key!r}")
+        return ord(key)  # Character.hashCode: the code unit
     if key_type == "int64":
         value = _check_key_int(key, key_type, _INT64_MIN, _INT64_MAX)
         # Long.hashCode: (int)(value ^ (value >>> 32)); >>> is an unsigned shift.
@@ -428,6 +446,19 @@ def _hash_u32(arr: pa.Array, key_type: KeyType) -> np.ndarray:
         if not pa.types.is_int32(t):
             raise InvalidArgumentError(f"keys of type 'int32' must be an int32 array, got {t}")
         return arr.to_numpy(zero_copy_only=False).view(np.uint32)
+    if key_type in ("int8", "int16"):
+        if t != (pa.int8() if key_type == "int8" else pa.int16()):
+            raise InvalidArgumentError(f"keys of type {key_type!r} must be an {key_type} array, got {t}")
+        return arr.to_numpy(zero_copy_only=False).astype(np.int32).view(np.uint32)  # sign-extended
+    if key_type == "float32":
+        if not pa.types.is_float32(t):
+            raise InvalidArgumentError(f"keys of type 'float32' must be a float32 array, got {t}")
+        values = arr.to_numpy(zero_copy_only=False)
+        return np.where(np.isnan(values), _U32(_FLOAT32_NAN), values.view(np.uint32)).astype(np.uint32)
+    if key_type == "char":
+        if not pa.types.is_uint16(t):
+            raise InvalidArgumentError(f"keys of type 'char' must be a uint16 array of code units, got {t}")
+        return arr.to_numpy(zero_copy_only=False).astype(np.uint32)
     if key_type == "int64":
         if not pa.types.is_int64(t):
             raise InvalidArgumentError(f"keys of type 'int64' must be an int64 array, got {t}")

@@ -24,32 +24,61 @@ from google.protobuf.message import DecodeError
 from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .checksum import crc32c
 from .codecs import MAX_RAW_LENGTH, MAX_ZSTD_RATIO, Codec
+from . import features
 from .errors import CorruptSavepointError, UnsupportedFormatError
 from .io import check_directory_name, check_relative_path
 from .key_groups import UPPER_BOUND_MAX_PARALLELISM
+from .ttl import ttl_problem
 
 MAGIC = b"\x89SVP\r\n\x1a\n"
 DATA_FILE_MAGIC = b"\x89SVD\r\n\x1a\n"
 FORMAT_MAJOR = 1
 #: Newest minor version this library reads and writes. 1.1 added the optional
-#: feature "chunk-key-bounds" (spec/format.md §7.6).
-FORMAT_MINOR = 1
+#: feature "chunk-key-bounds" (spec/format.md §7.6); 1.2 the state real jobs keep:
+#: namespaces, timers, TTL, broadcast and coordinator state (§9.1).
+FORMAT_MINOR = 2
 _HEAD = struct.Struct("<8sHHI")
 ENVELOPE_OVERHEAD = _HEAD.size + 4
 
 #: Required features this reader implements (spec/format.md §9.3).
 FEATURE_EXTERNAL_BASES = "external-bases"
-KNOWN_REQUIRED_FEATURES = frozenset({FEATURE_EXTERNAL_BASES})
+KNOWN_REQUIRED_FEATURES = frozenset({FEATURE_EXTERNAL_BASES, *features.REQUIRED_1_2})
 #: Optional features this reader implements; unknown optional features are ignored.
 FEATURE_CHUNK_KEY_BOUNDS = "chunk-key-bounds"
 KNOWN_OPTIONAL_FEATURES = frozenset({FEATURE_CHUNK_KEY_BOUNDS})
 #: The format minor version that introduced each feature; a savepoint is labelled
 #: with the lowest version that has every feature it uses (spec/format.md §9.4).
-FEATURE_MINOR = {FEATURE_EXTERNAL_BASES: 0, FEATURE_CHUNK_KEY_BOUNDS: 1}
+FEATURE_MINOR = {FEATURE_EXTERNAL_BASES: 0, FEATURE_CHUNK_KEY_BOUNDS: 1, **{f: 2 for f in features.REQUIRED_1_2}}
 
-#: Columns of a chunk payload per state kind (spec/format.md §7.1, §7.2).
-KEYED_COLUMNS = {pb.VALUE: 2, pb.LIST: 2, pb.MAP: 3}
+#: Columns of a chunk payload per state kind, without a namespace (spec/format.md §7.1, §7.2).
+KEYED_COLUMNS = {pb.VALUE: 2, pb.LIST: 2, pb.MAP: 3, pb.REDUCING: 2, pb.AGGREGATING: 2}
 LIST_COLUMNS = 1
+#: Broadcast chunks hold (key, value) rows (§7.10), coordinator state one cell (§7.11).
+BROADCAST_COLUMNS = 2
+COORDINATOR_COLUMNS = 1
+
+
+def keyed_column_count(state: pb.KeyedState) -> int:
+    """Columns of the state's chunks: key, [namespace], [user key], value (§7.1, §7.7)."""
+    return KEYED_COLUMNS[state.kind] + state.HasField("namespace_serializer")
+
+
+def timer_column_count(service: pb.TimerService) -> int:
+    """Columns of a timer chunk: key, [namespace], timestamp (§7.9)."""
+    return 2 + service.HasField("namespace_serializer")
+
+
+def declare_features(manifest: pb.Manifest) -> None:
+    """List exactly the known features the content uses (§9.2): required ones (external bases,
+    the 1.2 additions) and optional ones (key bounds); the label follows from them (§9.4)."""
+    required = ([FEATURE_EXTERNAL_BASES] if manifest.bases else []) + features.required_1_2(manifest)
+    bounded = any(c.HasField("key_bounds") for op in manifest.operators
+                  for chunks in [*(s.chunks for s in op.keyed_states), *(s.chunks for s in op.timer_services)]
+                  for c in chunks)
+    del manifest.required_features[:]
+    manifest.required_features.extend(required)
+    del manifest.optional_features[:]
+    manifest.optional_features.extend([FEATURE_CHUNK_KEY_BOUNDS] if bounded else [])
 
 
 @dataclass(frozen=True)
@@ -131,6 +160,9 @@ def validate_manifest(m: pb.Manifest, *, path: str) -> None:
         raise corrupt("manifest has no savepoint_id")
     if m.bases and FEATURE_EXTERNAL_BASES not in m.required_features:
         raise corrupt("manifest has bases but does not require the 'external-bases' feature")
+    unlisted = [f for f in features.required_1_2(m) if f not in m.required_features]
+    if unlisted:  # M9: an older reader would silently miss what these features add
+        raise corrupt(f"manifest uses the features {unlisted} without listing them in required_features")
     seen_dirs = set()
     for base in m.bases:
         check_directory_name(base.directory)
@@ -154,12 +186,14 @@ def validate_manifest(m: pb.Manifest, *, path: str) -> None:
             raise corrupt(f"operator {op.operator_id!r}: need 1 <= parallelism ({op.parallelism}) <= max parallelism "
                           f"({op.max_parallelism}) <= {UPPER_BOUND_MAX_PARALLELISM}")
         names = set()
-        for st in [*op.list_states, *op.keyed_states]:
+        for st in [*op.list_states, *op.keyed_states, *op.broadcast_states]:
             if not st.name or st.name in names:
                 raise corrupt(f"operator {op.operator_id!r}: state name {st.name!r} is empty or not unique")
             names.add(st.name)
-        if bool(op.keyed_states) != op.HasField("key_serializer"):
-            raise corrupt(f"operator {op.operator_id!r}: a key serializer is required exactly when there is keyed state")
+        if bool(op.keyed_states or op.timer_services) != op.HasField("key_serializer"):
+            raise corrupt(f"operator {op.operator_id!r}: a key serializer is required exactly when there is keyed "
+                          "state or a timer service")
+        _validate_operator_1_2(m, op, corrupt)
         for ls in op.list_states:
             _validate_list_state(m, op, ls, corrupt)
         for ks in op.keyed_states:
@@ -176,17 +210,23 @@ def _validate_list_state(m: pb.Manifest, op: pb.Operator, ls: pb.ListState, corr
         raise corrupt("list state has no element serializer", label)
     if ls.mode != pb.UNION and len(ls.partitions) != op.parallelism:
         raise corrupt(f"{len(ls.partitions)} partitions for parallelism {op.parallelism}", label)
-    for chunk in ls.chunks:
-        _validate_chunk(m, chunk, LIST_COLUMNS, label, corrupt)
+    _validate_partitioned_chunks(m, ls, LIST_COLUMNS, label, corrupt)
+
+
+def _validate_partitioned_chunks(m: pb.Manifest, state: pb.ListState | pb.BroadcastState, columns: int, label: str,
+                                 corrupt) -> None:
+    """L4-L5 for list state, B4-B5 for broadcast state: unkeyed chunks, ranges inside them."""
+    for chunk in state.chunks:
+        _validate_chunk(m, chunk, columns, label, corrupt)
         if chunk.key_group or chunk.HasField("key_bounds"):
             raise corrupt("list chunk has a key group or key bounds", label)
-    for p, partition in enumerate(ls.partitions):
+    for p, partition in enumerate(state.partitions):
         for r in partition.ranges:
-            if r.chunk >= len(ls.chunks):
-                raise corrupt(f"partition {p} refers to chunk {r.chunk} of {len(ls.chunks)}", label)
-            if r.count == 0 or r.first + r.count > ls.chunks[r.chunk].row_count:
+            if r.chunk >= len(state.chunks):
+                raise corrupt(f"partition {p} refers to chunk {r.chunk} of {len(state.chunks)}", label)
+            if r.count == 0 or r.first + r.count > state.chunks[r.chunk].row_count:
                 raise corrupt(f"partition {p}: range {r.first}+{r.count} is empty or outside chunk {r.chunk} "
-                              f"({ls.chunks[r.chunk].row_count} rows)", label)
+                              f"({state.chunks[r.chunk].row_count} rows)", label)
 
 
 def _validate_keyed_state(m: pb.Manifest, op: pb.Operator, ks: pb.KeyedState, corrupt) -> None:
@@ -195,17 +235,27 @@ def _validate_keyed_state(m: pb.Manifest, op: pb.Operator, ks: pb.KeyedState, co
         raise corrupt("keyed state has no kind", label)
     if ks.kind not in KEYED_COLUMNS:
         raise UnsupportedFormatError(f"unknown keyed state kind {ks.kind}", state=label)
+    if ks.HasField("ttl"):  # K8
+        problem = ttl_problem(ks.ttl)
+        if problem:
+            reason, unsupported = problem
+            raise UnsupportedFormatError(reason, state=label) if unsupported else corrupt(reason, label)
     if not ks.HasField("value_serializer") or ks.HasField("user_key_serializer") != (ks.kind == pb.MAP):
         raise corrupt("keyed state lacks a value serializer, or has a user-key serializer without being MAP "
                       "state (or the reverse)", label)
+    _validate_key_group_chunks(m, op, ks.chunks, keyed_column_count(ks), label, corrupt)
+
+
+def _validate_key_group_chunks(m: pb.Manifest, op: pb.Operator, chunks, columns: int, label: str, corrupt) -> None:
+    """K3-K6 for keyed state, T3-T4 for timers: key groups in range and ordered, chunk rules."""
     previous = 0
-    for chunk in ks.chunks:
+    for chunk in chunks:
         if chunk.key_group >= op.max_parallelism:
             raise corrupt(f"chunk of key group {chunk.key_group} but max parallelism is {op.max_parallelism}", label)
         if chunk.key_group < previous:
             raise corrupt("key-group chunks are not ordered by key group", label)
         previous = chunk.key_group
-        _validate_chunk(m, chunk, KEYED_COLUMNS[ks.kind], label, corrupt)
+        _validate_chunk(m, chunk, columns, label, corrupt)
         if chunk.HasField("key_bounds") and chunk.key_bounds.min > chunk.key_bounds.max:
             raise corrupt(f"chunk of key group {chunk.key_group} has key bounds with min > max", label)
 
@@ -234,3 +284,37 @@ def _validate_chunk(m: pb.Manifest, chunk: pb.Chunk, columns: int, label: str, c
         raise corrupt(f"uncompressed chunk stores {stored} bytes but declares {chunk.raw_length}", label)
     if chunk.codec == Codec.ZSTD and chunk.raw_length > MAX_ZSTD_RATIO * stored:
         raise corrupt(f"zstd chunk of {stored} stored bytes cannot expand to its declared {chunk.raw_length}", label)
+
+
+# --------------------------------------------------------------------------
+# Format 1.2 parts of an operator (§5.2 O6-O8, §5.7 T1-T4, §5.8 B1-B4)
+# --------------------------------------------------------------------------
+
+
+def _validate_operator_1_2(m: pb.Manifest, op: pb.Operator, corrupt) -> None:
+    if op.key_groups not in (pb.KEY_GROUPS_HASHED, pb.KEY_GROUPS_FROM_WRITER):  # O6
+        raise UnsupportedFormatError(f"operator {op.operator_id!r}: unknown key-group assignment {op.key_groups}")
+    if op.HasField("coordinator_state"):  # O7
+        label = f"{op.operator_id} (coordinator state)"
+        chunk = op.coordinator_state
+        _validate_chunk(m, chunk, COORDINATOR_COLUMNS, label, corrupt)
+        if chunk.row_count != 1 or chunk.key_group or chunk.HasField("key_bounds"):
+            raise corrupt("coordinator state must be one row, without key group or key bounds", label)
+    services = set()
+    for ts in op.timer_services:
+        label = state_label(op, f"{ts.name} (timers)")
+        if not ts.name or (ts.name, ts.domain) in services:  # T1
+            raise corrupt("timer service name is empty, or the (name, domain) pair is not unique", label)
+        services.add((ts.name, ts.domain))
+        if ts.domain == pb.TIME_DOMAIN_UNSPECIFIED:  # T2
+            raise corrupt("timer service has no time domain", label)
+        if ts.domain not in (pb.EVENT_TIME, pb.PROCESSING_TIME):
+            raise UnsupportedFormatError(f"unknown time domain {ts.domain}", state=label)
+        _validate_key_group_chunks(m, op, ts.chunks, timer_column_count(ts), label, corrupt)  # T3, T4
+    for bs in op.broadcast_states:
+        label = state_label(op, bs.name)
+        if not (bs.HasField("key_serializer") and bs.HasField("value_serializer")):  # B2
+            raise corrupt("broadcast state lacks a key or value serializer", label)
+        if len(bs.partitions) != op.parallelism:  # B3
+            raise corrupt(f"{len(bs.partitions)} partitions for parallelism {op.parallelism}", label)
+        _validate_partitioned_chunks(m, bs, BROADCAST_COLUMNS, label, corrupt)  # B4, B5
