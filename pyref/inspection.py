@@ -12,9 +12,19 @@ from ._proto.savepoint.v1 import manifest_pb2 as pb
 from ._proto.savepoint.v1 import serializer_pb2
 from .errors import SavepointError
 from .key_groups import key_group_range
-from .manifest import DATA_FILE_MAGIC, KEYED_COLUMNS, LIST_COLUMNS, state_label
+from .manifest import (
+    BROADCAST_COLUMNS,
+    COORDINATOR_COLUMNS,
+    DATA_FILE_MAGIC,
+    LIST_COLUMNS,
+    keyed_column_count,
+    state_label,
+    timer_column_count,
+)
 from .reader import KIND_NAMES, Savepoint
-from .serializers import serializer_from_snapshot
+from .serializers import Int64, ListOf, serializer_from_snapshot
+from .timers import DOMAIN_NAMES, service_label
+from .ttl import TtlConfig, TtlValue
 
 MODE_NAMES = {pb.SPLIT_DISTRIBUTE: "SPLIT_DISTRIBUTE", pb.UNION: "UNION", pb.BROADCAST: "BROADCAST"}
 
@@ -54,16 +64,42 @@ def describe(sp: Savepoint) -> dict:
             }
             if ks.kind == pb.MAP:
                 entry["user_key_serializer"] = serializer_label(ks.user_key_serializer)
+            if ks.HasField("namespace_serializer"):
+                entry["namespace_serializer"] = serializer_label(ks.namespace_serializer)
+            if ks.HasField("ttl"):
+                entry["ttl"] = vars(TtlConfig.from_proto(ks.ttl))
             states.append(entry)
+        for bs in op.broadcast_states:
+            n, stored, raw = _chunk_bytes(bs.chunks)
+            states.append({
+                "name": bs.name, "type": "broadcast", "serializer": serializer_label(bs.value_serializer),
+                "key_serializer": serializer_label(bs.key_serializer),
+                "entries_per_partition": [sum(r.count for r in p.ranges) for p in bs.partitions],
+                "chunks": n, "stored_bytes": stored, "raw_bytes": raw,
+            })
+        timers = []
+        for ts in op.timer_services:
+            n, stored, raw = _chunk_bytes(ts.chunks)
+            timers.append({
+                "name": ts.name, "domain": DOMAIN_NAMES[ts.domain], "timers": sum(c.row_count for c in ts.chunks),
+                "namespace_serializer": (serializer_label(ts.namespace_serializer)
+                                         if ts.HasField("namespace_serializer") else None),
+                "key_groups_with_timers": len({c.key_group for c in ts.chunks}),
+                "chunks": n, "stored_bytes": stored, "raw_bytes": raw,
+            })
         subtasks = []
         for i in range(op.parallelism):
             r = key_group_range(op.max_parallelism, op.parallelism, i)
             subtasks.append({"subtask": i, "first_key_group": r.first, "last_key_group": r.last})
         operators.append({
-            "operator_id": op.operator_id, "name": op.name, "parallelism": op.parallelism,
+            "operator_id": op.operator_id, "name": op.name, "uid": op.uid, "parallelism": op.parallelism,
             "max_parallelism": op.max_parallelism,
             "key_serializer": serializer_label(op.key_serializer) if op.HasField("key_serializer") else None,
-            "subtasks": subtasks, "states": states,
+            "key_groups": "writer" if op.key_groups == pb.KEY_GROUPS_FROM_WRITER else "hashed",
+            # A one-cell payload is 16 bytes of row count, column count and two offsets, then the cell (§7).
+            "coordinator_state_bytes": (op.coordinator_state.raw_length - 16 if op.HasField("coordinator_state")
+                                        else None),
+            "subtasks": subtasks, "states": states, "timer_services": timers,
         })
     return {
         "location": sp.location, "savepoint_id": m.savepoint_id, "format_version": str(sp.version),
@@ -117,22 +153,51 @@ def verify(sp: Savepoint) -> VerifyReport:
                                    f"{sp.io.describe(rel)}")
     for op in sp.manifest.operators:
         for ls in op.list_states:
-            _verify_state(sp, op, ls, ls.chunks, LIST_COLUMNS, [ls.element_serializer], report)
+            _verify_chunks(sp, state_label(op, ls.name), ls.chunks, LIST_COLUMNS, lambda: [
+                serializer_from_snapshot(ls.element_serializer)], report)
         for ks in op.keyed_states:
-            snapshots = [op.key_serializer, *([ks.user_key_serializer] if ks.kind == pb.MAP else []),
-                         ks.value_serializer]
-            _verify_state(sp, op, ks, ks.chunks, KEYED_COLUMNS[ks.kind], snapshots, report)
+            _verify_chunks(sp, state_label(op, ks.name), ks.chunks, keyed_column_count(ks),
+                           lambda: _keyed_serializers(op, ks), report)
+        for ts in op.timer_services:
+            _verify_chunks(sp, service_label(op.operator_id, ts.name, ts.domain), ts.chunks, timer_column_count(ts),
+                           lambda: [serializer_from_snapshot(op.key_serializer),
+                                    *([serializer_from_snapshot(ts.namespace_serializer)]
+                                      if ts.HasField("namespace_serializer") else []), Int64()], report)
+        for bs in op.broadcast_states:
+            _verify_chunks(sp, state_label(op, bs.name), bs.chunks, BROADCAST_COLUMNS, lambda: [
+                serializer_from_snapshot(bs.key_serializer), serializer_from_snapshot(bs.value_serializer)], report)
+            _verify_broadcast_keys(sp, op, bs, report)
+        if op.HasField("coordinator_state"):
+            _verify_chunks(sp, f"{op.operator_id} (coordinator state)", [op.coordinator_state], COORDINATOR_COLUMNS,
+                           lambda: None, report)
     return report
 
 
-def _verify_state(sp: Savepoint, op: pb.Operator, state, chunks, columns: int, snapshots, report: VerifyReport) -> None:
-    from .serializers import ListOf
+def _keyed_serializers(op: pb.Operator, ks: pb.KeyedState) -> list:
+    """The serializers of a keyed state's columns, a TTL state's values as TTL cells (§7.8)."""
+    value = serializer_from_snapshot(ks.value_serializer)
+    if ks.HasField("ttl"):
+        value = TtlValue(value)
+    return [serializer_from_snapshot(op.key_serializer),
+            *([serializer_from_snapshot(ks.namespace_serializer)] if ks.HasField("namespace_serializer") else []),
+            *([serializer_from_snapshot(ks.user_key_serializer)] if ks.kind == pb.MAP else []),
+            ListOf(value) if ks.kind == pb.LIST else value]
 
-    label = state_label(op, state.name)
+
+def _verify_broadcast_keys(sp: Savepoint, op: pb.Operator, bs: pb.BroadcastState, report: VerifyReport) -> None:
+    """Rule B5: the keys of every partition are distinct."""
+    view = sp.operator(op.operator_id).broadcast_state(bs.name)
+    for i in range(view.partition_count):
+        try:
+            view.encoded_entries(bs.partitions[i].ranges)
+        except SavepointError as exc:
+            report.errors.append(f"partition {i}: {exc}")
+
+
+def _verify_chunks(sp: Savepoint, label: str, chunks, columns: int, serializers_of, report: VerifyReport) -> None:
+    """Read every chunk; decode every cell with ``serializers_of()`` (None: the cells are opaque)."""
     try:
-        serializers = [serializer_from_snapshot(s) for s in snapshots]
-        if isinstance(state, pb.KeyedState) and state.kind == pb.LIST:
-            serializers[-1] = ListOf(serializers[-1])
+        serializers = serializers_of()
     except SavepointError as exc:
         report.warnings.append(f"{label}: values not decoded: {exc.reason}")
         serializers = None

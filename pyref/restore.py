@@ -1,9 +1,10 @@
 """Restore plans: what every subtask of a new parallelism restores.
 
-Planning reads and writes no state bytes: keyed state is assigned by key-group
-range (spec/key-groups.md §5), list state by redistributing element counts
-(spec/redistribution.md), and the result is a list of references into the
-savepoint's existing chunks. A subtask then reads only the chunks it was given.
+Planning reads and writes no state bytes: keyed state and timers are assigned by
+key-group range (spec/key-groups.md §5, spec/format.md §7.9), list and broadcast
+state by redistributing element counts (spec/redistribution.md, §9 for broadcast
+state), and the result is a list of references into the savepoint's existing
+chunks. A subtask then reads only the chunks it was given.
 """
 
 from __future__ import annotations
@@ -19,19 +20,23 @@ from .key_groups import KeyGroupRange, check_parallelism, key_group_range
 from .reader import KeyedStateView, ListStateView, OperatorView, Savepoint, locate_in_partition
 from .redistribution import redistribute
 from .serializers import Serializer
+from .timers import TimerServiceView, find_timer_service
 
 
 def plan_list_state(operator: pb.Operator, new_parallelism: int) -> dict[str, list[list[pb.ElementRange]]]:
-    """Per list state, the chunk ranges each new subtask restores, in order."""
+    """Per list state and (format 1.2) broadcast state, the chunk ranges each new subtask
+    restores, in order. Broadcast states follow the BROADCAST rule (spec/redistribution.md
+    §9) and take no part in the rotation of SPLIT_DISTRIBUTE states."""
+    partitioned = [*operator.list_states, *operator.broadcast_states]
     states = {}
-    for ls in operator.list_states:
-        counts = [sum(r.count for r in p.ranges) for p in ls.partitions]
-        states[ls.name] = (ls.mode, counts)
+    for st in partitioned:
+        counts = [sum(r.count for r in p.ranges) for p in st.partitions]
+        states[st.name] = (st.mode if isinstance(st, pb.ListState) else pb.BROADCAST, counts)
     slices = redistribute(states, operator.parallelism, new_parallelism)
     plan: dict[str, list[list[pb.ElementRange]]] = {}
-    for ls in operator.list_states:
-        plan[ls.name] = [[r for s in subtask for r in locate_in_partition(ls.partitions[s.partition], s.first, s.count)]
-                         for subtask in slices[ls.name]]
+    for st in partitioned:
+        plan[st.name] = [[r for s in subtask for r in locate_in_partition(st.partitions[s.partition], s.first, s.count)]
+                         for subtask in slices[st.name]]
     return plan
 
 
@@ -98,7 +103,7 @@ class SubtaskRestore:
 
     def list_ranges(self, name: str) -> list[pb.ElementRange]:
         if name not in self._plan.list_ranges:
-            raise InvalidArgumentError("no such list state", state=f"{self.operator_id}/{name}")
+            raise InvalidArgumentError("no such list or broadcast state", state=f"{self.operator_id}/{name}")
         return self._plan.list_ranges[name][self.index]
 
     def _list_view(self, name: str, serializer: Serializer | None) -> ListStateView:
@@ -126,15 +131,47 @@ class SubtaskRestore:
         view = self._keyed_view(name, value_serializer)
         return view.arrow_chunks(view.chunks_in(self.key_group_range))
 
+    def _timer_view(self, name: str, domain: str | None) -> TimerServiceView:
+        op = self._plan.operator
+        return TimerServiceView(op._store, op.proto, op.key_serializer, find_timer_service(op.proto, name, domain))
+
+    def timer_chunks(self, name: str, domain: str | None = None) -> list[pb.Chunk]:
+        """Format 1.2: the chunks of this subtask's timers of a service: those of its key groups."""
+        return self._timer_view(name, domain).chunks_in(self.key_group_range)
+
+    def timers(self, name: str, domain: str | None = None) -> Iterator[tuple]:
+        """Format 1.2: this subtask's distinct timers of a service, (key, [namespace], timestamp):
+        the timers of its key groups (spec/format.md §7.9)."""
+        view = self._timer_view(name, domain)
+        return view.iter_chunks(view.chunks_in(self.key_group_range))
+
+    def timers_arrow(self, name: str, domain: str | None = None) -> pa.Table:
+        view = self._timer_view(name, domain)
+        return view.arrow_chunks(view.chunks_in(self.key_group_range))
+
+    def broadcast_ranges(self, name: str) -> list[pb.ElementRange]:
+        """Format 1.2: the rows of the broadcast state's map this subtask restores."""
+        return self.list_ranges(name)
+
+    def broadcast_state(self, name: str) -> dict:
+        """Format 1.2: this subtask's copy of a broadcast map (old partition ``index mod old_p``)."""
+        view = self._plan.operator.broadcast_state(name)
+        return view.map_of(self.broadcast_ranges(name))
+
+    def broadcast_arrow(self, name: str) -> pa.Table:
+        return self._plan.operator.broadcast_state(name).arrow_ranges(self.broadcast_ranges(name))
+
     def planned_bytes(self) -> int:
         """Stored bytes of every chunk this subtask reads (inline chunks count zero: they come with the manifest)."""
         op = self._plan.operator.proto
         total = 0
-        for ls in op.list_states:
-            for chunk_index in {r.chunk for r in self.list_ranges(ls.name)}:
-                total += _stored_length(ls.chunks[chunk_index])
+        for st in [*op.list_states, *op.broadcast_states]:
+            for chunk_index in {r.chunk for r in self.list_ranges(st.name)}:
+                total += _stored_length(st.chunks[chunk_index])
         for ks in op.keyed_states:
             total += sum(_stored_length(c) for c in self.keyed_chunks(ks.name))
+        for ts in op.timer_services:
+            total += sum(_stored_length(c) for c in self.timer_chunks(ts.name, ts.domain))
         return total
 
 

@@ -18,8 +18,8 @@ import pyarrow as pa
 
 from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .errors import CorruptSavepointError, InvalidArgumentError
-from .serializers import Serializer
-from .serializers.base import binary_input, binary_parts, corrupt
+from .serializers import ListOf, Serializer, migrate_array
+from .serializers.base import binary_from_list, binary_input, binary_parts, corrupt
 
 UPDATE_TYPES = {"on_create_and_write": pb.ON_CREATE_AND_WRITE, "on_read_and_write": pb.ON_READ_AND_WRITE}
 VISIBILITIES = {"never_return_expired": pb.NEVER_RETURN_EXPIRED,
@@ -161,3 +161,14 @@ def split_timestamps(cells: pa.Array, where: str = "") -> tuple[np.ndarray, pa.A
     return stamps, pa.Array.from_buffers(pa.large_binary() if large else pa.binary(), n,
                                          [None, pa.py_buffer(value_offsets.astype(np.int64 if large else np.int32)),
                                           pa.py_buffer(values)])
+
+
+def migrate_ttl_cells(old: Serializer, new: Serializer, cells: pa.Array, *, whole_lists: bool) -> pa.Array:
+    """Re-encode the values of TTL cells from ``old`` to ``new``, keeping every timestamp:
+    one TTL cell per row, or (``whole_lists``) one list of TTL elements per row."""
+    if not whole_lists:
+        stamps, values = split_timestamps(cells)
+        return prefix_timestamps(stamps, migrate_array(old, new, values))
+    migrate_array(old, new, pa.array([], pa.binary()))  # refuses an incompatible pair before any row
+    source, target = ListOf(TtlValue(old)), ListOf(TtlValue(new))
+    return binary_from_list([target.encode(source.decode(cell)) for cell in binary_input(cells, "ttl").to_pylist()])

@@ -33,10 +33,11 @@ from .errors import ConcurrentWriteError, InvalidArgumentError, SavepointError
 from .io import MANIFEST_NAME, SavepointIO, open_io
 from .key_groups import check_parallelism, compute_key_groups, default_max_parallelism, key_group_range
 from .keys import as_key_array, key_type_of
-from .manifest import DATA_FILE_MAGIC, FEATURE_CHUNK_KEY_BOUNDS, decode_manifest, encode_manifest
+from .manifest import DATA_FILE_MAGIC, declare_features, decode_manifest, encode_manifest
 from .parallel import WORKERS
 from .redistribution import DistributionMode
 from .serializers import ListOf, Serializer
+from .ttl import TtlConfig, TtlValue, prefix_timestamps
 
 DEFAULT_CHUNK_BYTES = 1 << 20
 DEFAULT_BUFFER_BYTES = 64 << 20
@@ -275,34 +276,29 @@ class ListStateWriter(_BufferedState):
                             chunks=self.chunks, partitions=self.partitions)
 
 
-class KeyedStateWriter(_BufferedState):
-    """Adds entries of one keyed state, grouped into key-group chunks."""
+class _KeyGroupedState(_BufferedState):
+    """Rows buffered per key group and cut into key-group chunks: keyed state and timers
+    (spec/format.md §7.1, §7.9)."""
 
-    def __init__(self, writer: SavepointWriter, operator: OperatorWriter, name: str, kind: int,
-                 value_serializer: Serializer, user_key_serializer: Serializer | None) -> None:
-        super().__init__(writer, operator, name)
-        self.kind = kind
-        self.value_serializer = value_serializer
-        self.user_key_serializer = user_key_serializer
-        # LIST state stores each key's whole list as one value (spec/format.md §7.1).
-        self._stored_value = ListOf(value_serializer) if kind == pb.LIST else value_serializer
+    #: Columns of a row, checked on every add.
+    columns: int
 
-    def add(self, keys: Sequence | pa.Array, values: Sequence | pa.Array, user_keys: Sequence | pa.Array | None = None,
-            *, subtask: int | None = None) -> None:
-        """Add entries: ``values[i]`` under ``keys[i]`` (and ``user_keys[i]`` for MAP state).
-
-        With ``subtask``, every key must belong to that subtask's key-group range,
-        as in a Flink snapshot where each subtask writes only its own key groups.
-        """
+    def _key_groups(self, key_array: pa.Array, key_groups, subtask: int | None) -> np.ndarray:
+        """The key group of every key: hashed (spec/key-groups.md §5), or given by the caller
+        when the operator's key groups are assigned by its writer (spec/format.md §7.12)."""
         op = self.operator
-        key_array = as_key_array(keys, op.key_serializer)
-        if (user_keys is None) != (self.kind != pb.MAP):
-            raise InvalidArgumentError("user_keys are required for MAP state and only for it", state=self.label)
-        columns = [op.key_serializer.encode_array(key_array)]
-        if user_keys is not None:
-            columns.append(self.user_key_serializer.encode_array(_values(user_keys)))
-        columns.append(self._stored_value.encode_array(_values(values)))
-        groups = compute_key_groups(key_array, op.max_parallelism, op.key_type)
+        if op.writer_assigned_key_groups:
+            if key_groups is None:
+                raise InvalidArgumentError(f"operator {op.operator_id!r} has writer-assigned key groups: pass "
+                                           "key_groups", state=self.label)
+            groups = np.asarray(key_groups, dtype=np.int64)
+            if groups.shape != (len(key_array),):
+                raise InvalidArgumentError(f"{len(groups)} key groups for {len(key_array)} keys", state=self.label)
+        elif key_groups is not None:
+            raise InvalidArgumentError("key_groups are given only for an operator whose writer assigns them "
+                                       "(add_operator(..., key_groups='writer'))", state=self.label)
+        else:
+            groups = compute_key_groups(key_array, op.max_parallelism, op.key_type)
         if subtask is not None:
             own = key_group_range(op.max_parallelism, op.parallelism, subtask)
             outside = (groups < own.first) | (groups > own.last)
@@ -311,12 +307,15 @@ class KeyedStateWriter(_BufferedState):
                 raise InvalidArgumentError(
                     f"key {key_array[bad].as_py()!r} belongs to key group {int(groups[bad])}, outside subtask "
                     f"{subtask}'s range {own.first}..{own.last}", state=self.label)
-        self.add_encoded(columns, groups)
+        return groups
 
     def add_encoded(self, columns: Sequence[pa.Array], key_groups: np.ndarray) -> None:
-        """Add serialized columns (key[, user key], value) whose key groups are known."""
+        """Add serialized columns in the state's column order whose key groups are known."""
         self._writer._check_open()
         columns = [_binary(c) for c in columns]
+        if len(columns) != self.columns:
+            raise InvalidArgumentError(f"{len(columns)} columns given, the state's rows have {self.columns}",
+                                       state=self.label)
         if len({len(c) for c in columns}) != 1 or len(columns[0]) != len(key_groups):
             raise InvalidArgumentError("keys, values and user keys differ in length", state=self.label)
         if len(key_groups) == 0:
@@ -354,11 +353,90 @@ class KeyedStateWriter(_BufferedState):
             chunk.key_bounds.min = bounds["min"].as_py()
             chunk.key_bounds.max = bounds["max"].as_py()
 
+    def sorted_chunks(self) -> list[pb.Chunk]:
+        return sorted(self.chunks, key=lambda c: c.key_group)  # stable: a key group's chunks keep their order
+
+
+#: Keyed state kinds by name (spec/format.md §5.4); "reducing" and "aggregating" are format 1.2.
+KEYED_KINDS = {"value": pb.VALUE, "list": pb.LIST, "map": pb.MAP, "reducing": pb.REDUCING,
+               "aggregating": pb.AGGREGATING}
+
+
+class KeyedStateWriter(_KeyGroupedState):
+    """Adds entries of one keyed state, grouped into key-group chunks."""
+
+    def __init__(self, writer: SavepointWriter, operator: OperatorWriter, name: str, kind: int,
+                 value_serializer: Serializer, user_key_serializer: Serializer | None,
+                 namespace_serializer: Serializer | None = None, ttl: TtlConfig | None = None) -> None:
+        super().__init__(writer, operator, name)
+        self.kind = kind
+        self.value_serializer = value_serializer
+        self.user_key_serializer = user_key_serializer
+        self.namespace_serializer = namespace_serializer
+        self.ttl = ttl
+        self.columns = 2 + (kind == pb.MAP) + (namespace_serializer is not None)
+        # LIST state stores each key's whole list as one value (spec/format.md §7.1); with a
+        # TTL, each element (and every other value) is a TTL cell (§7.8).
+        element = TtlValue(value_serializer) if ttl is not None else value_serializer
+        self._stored_value = ListOf(element) if kind == pb.LIST else value_serializer
+
+    def add(self, keys: Sequence | pa.Array, values: Sequence | pa.Array, user_keys: Sequence | pa.Array | None = None,
+            *, namespaces: Sequence | pa.Array | None = None, ttl_timestamps: Sequence | np.ndarray | None = None,
+            subtask: int | None = None, key_groups: Sequence[int] | np.ndarray | None = None) -> None:
+        """Add entries: ``values[i]`` under ``keys[i]`` (and ``user_keys[i]`` for MAP state,
+        ``namespaces[i]`` for a namespaced state, ``ttl_timestamps[i]`` for a TTL state: the
+        last-access time in ms, for LIST state one per element or one for the whole list).
+
+        With ``subtask``, every key must belong to that subtask's key-group range,
+        as in a Flink snapshot where each subtask writes only its own key groups.
+        ``key_groups`` are required, and only allowed, for an operator whose key
+        groups its writer assigns (spec/format.md §7.12).
+        """
+        op = self.operator
+        key_array = as_key_array(keys, op.key_serializer)
+        if (user_keys is None) != (self.kind != pb.MAP):
+            raise InvalidArgumentError("user_keys are required for MAP state and only for it", state=self.label)
+        if (namespaces is None) != (self.namespace_serializer is None):
+            raise InvalidArgumentError("namespaces are required for a state with a namespace serializer and only "
+                                       "for it", state=self.label)
+        if (ttl_timestamps is None) != (self.ttl is None):
+            raise InvalidArgumentError("ttl_timestamps are required for a state with a TTL and only for it",
+                                       state=self.label)
+        columns = [op.key_serializer.encode_array(key_array)]
+        if namespaces is not None:
+            columns.append(self.namespace_serializer.encode_array(_values(namespaces)))
+        if user_keys is not None:
+            columns.append(self.user_key_serializer.encode_array(_values(user_keys)))
+        columns.append(self._encode_values(values, ttl_timestamps))
+        self.add_encoded(columns, self._key_groups(key_array, key_groups, subtask))
+
+    def _encode_values(self, values, ttl_timestamps) -> pa.Array:
+        if self.ttl is None:
+            return self._stored_value.encode_array(_values(values))
+        if self.kind != pb.LIST:
+            return prefix_timestamps(ttl_timestamps, self.value_serializer.encode_array(_values(values)))
+        values = values.to_pylist() if isinstance(values, (pa.Array, pa.ChunkedArray)) else list(values)
+        if len(ttl_timestamps) != len(values):
+            raise InvalidArgumentError(f"{len(ttl_timestamps)} TTL timestamps for {len(values)} lists",
+                                       state=self.label)
+        cells = []
+        for elements, stamps in zip(values, ttl_timestamps):
+            stamps = [stamps] * len(elements) if isinstance(stamps, (int, np.integer)) else list(stamps)
+            if len(stamps) != len(elements):
+                raise InvalidArgumentError(f"{len(stamps)} TTL timestamps for a list of {len(elements)}",
+                                           state=self.label)
+            cells.append(list(zip(stamps, elements)))
+        return self._stored_value.encode_array(cells)
+
     def to_proto(self) -> pb.KeyedState:
         state = pb.KeyedState(name=self.name, kind=self.kind, value_serializer=self.value_serializer.snapshot(),
-                              chunks=sorted(self.chunks, key=lambda c: c.key_group))
+                              chunks=self.sorted_chunks())
         if self.user_key_serializer is not None:
             state.user_key_serializer.CopyFrom(self.user_key_serializer.snapshot())
+        if self.namespace_serializer is not None:
+            state.namespace_serializer.CopyFrom(self.namespace_serializer.snapshot())
+        if self.ttl is not None:
+            state.ttl.CopyFrom(self.ttl.to_proto())
         return state
 
 
@@ -389,20 +467,37 @@ def _binary(column: pa.Array) -> pa.Array:
 
 class OperatorWriter:
     def __init__(self, writer: SavepointWriter, operator_id: str, parallelism: int, max_parallelism: int,
-                 key_serializer: Serializer | None, name: str) -> None:
+                 key_serializer: Serializer | None, name: str, *, uid: str = "", engine_operator_id: bytes = b"",
+                 key_groups: str = "hashed") -> None:
         self._writer = writer
         self.operator_id = operator_id
         self.name = name
         self.parallelism = parallelism
         self.max_parallelism = max_parallelism
         self.key_serializer = key_serializer
-        self.key_type = key_type_of(key_serializer.snapshot()) if key_serializer is not None else None
+        # Format 1.2 (spec/format.md §5.2, §7.12): identity, and who assigns key groups.
+        self.uid = uid
+        self.engine_operator_id = engine_operator_id
+        if key_groups not in ("hashed", "writer"):
+            raise InvalidArgumentError(f"key_groups is 'hashed' or 'writer', got {key_groups!r}")
+        self.writer_assigned_key_groups = key_groups == "writer"
+        hashed = key_serializer is not None and not self.writer_assigned_key_groups
+        self.key_type = key_type_of(key_serializer.snapshot()) if hashed else None
         self.list_states: dict[str, ListStateWriter] = {}
         self.keyed_states: dict[str, KeyedStateWriter] = {}
+        self.broadcast_states: dict = {}
+        self.timer_services: dict = {}
+        #: The operator coordinator's state (spec/format.md §7.11), or None.
+        self.coordinator_state: bytes | None = None
+        self._coordinator_chunk: pb.Chunk | None = None
 
     def _check_name(self, name: str) -> None:
-        if not name or name in self.list_states or name in self.keyed_states:
+        if not name or name in self.list_states or name in self.keyed_states or name in self.broadcast_states:
             raise InvalidArgumentError(f"state name {name!r} is empty or already used in operator {self.operator_id!r}")
+
+    def _check_keyed(self) -> None:
+        if self.key_serializer is None:
+            raise InvalidArgumentError(f"operator {self.operator_id!r} was added without a key serializer")
 
     def list_state(self, name: str, serializer: Serializer,
                    mode: DistributionMode = DistributionMode.SPLIT_DISTRIBUTE) -> ListStateWriter:
@@ -412,28 +507,69 @@ class OperatorWriter:
         return state
 
     def keyed_state(self, name: str, value_serializer: Serializer, *, kind: str = "value",
-                    user_key_serializer: Serializer | None = None) -> KeyedStateWriter:
+                    user_key_serializer: Serializer | None = None, namespace_serializer: Serializer | None = None,
+                    ttl: TtlConfig | None = None) -> KeyedStateWriter:
         """A keyed state: ``kind`` is "value", "list" (value_serializer serializes one
-        element) or "map" (needs ``user_key_serializer``)."""
+        element), "map" (needs ``user_key_serializer``), or (format 1.2) "reducing" or
+        "aggregating" (stored like "value"). Format 1.2: ``namespace_serializer`` gives
+        every row a namespace (a window, say), ``ttl`` a time-to-live."""
         self._check_name(name)
-        if self.key_serializer is None:
-            raise InvalidArgumentError(f"operator {self.operator_id!r} was added without a key serializer")
-        kinds = {"value": pb.VALUE, "list": pb.LIST, "map": pb.MAP}
-        if kind not in kinds:
-            raise InvalidArgumentError(f"unknown keyed state kind {kind!r}; choose one of {sorted(kinds)}")
+        self._check_keyed()
+        if kind not in KEYED_KINDS:
+            raise InvalidArgumentError(f"unknown keyed state kind {kind!r}; choose one of {sorted(KEYED_KINDS)}")
         if (user_key_serializer is None) != (kind != "map"):
             raise InvalidArgumentError("a user_key_serializer is required for map state and only for it")
-        state = KeyedStateWriter(self._writer, self, name, kinds[kind], value_serializer, user_key_serializer)
+        if ttl is not None and not isinstance(ttl, TtlConfig):
+            raise InvalidArgumentError("ttl must be a pyref.ttl.TtlConfig")
+        state = KeyedStateWriter(self._writer, self, name, KEYED_KINDS[kind], value_serializer, user_key_serializer,
+                                 namespace_serializer, ttl)
         self.keyed_states[name] = state
         return state
+
+    def timer_service(self, name: str, domain: str, namespace_serializer: Serializer | None = None):
+        """Format 1.2: a timer service of ``domain`` "event_time" or "processing_time" (spec/format.md §5.7)."""
+        from .timers import TimerServiceWriter  # builds on this module
+
+        self._check_keyed()
+        service = TimerServiceWriter(self._writer, self, name, domain, namespace_serializer)
+        if not name or (name, service.domain) in self.timer_services:
+            raise InvalidArgumentError(f"timer service {name!r} ({domain}) is unnamed or already in operator "
+                                       f"{self.operator_id!r}")
+        self.timer_services[(name, service.domain)] = service
+        return service
+
+    def broadcast_state(self, name: str, key_serializer: Serializer, value_serializer: Serializer):
+        """Format 1.2: a broadcast map state, of which every subtask holds a copy (spec/format.md §5.8)."""
+        from .broadcast import BroadcastStateWriter  # builds on this module
+
+        self._check_name(name)
+        state = BroadcastStateWriter(self._writer, self, name, key_serializer, value_serializer)
+        self.broadcast_states[name] = state
+        return state
+
+    def states(self) -> list[_BufferedState]:
+        return [*self.list_states.values(), *self.keyed_states.values(), *self.timer_services.values(),
+                *self.broadcast_states.values()]
+
+    def store_coordinator_state(self) -> None:
+        """Hand the coordinator state to the sink as a chunk of one cell (spec/format.md §7.11)."""
+        if self.coordinator_state is not None:
+            cell = pa.array([bytes(self.coordinator_state)], pa.binary())
+            self._coordinator_chunk = self._writer._sink.put(encode_chunk([cell]), 1)
 
     def to_proto(self) -> pb.Operator:
         op = pb.Operator(operator_id=self.operator_id, name=self.name, parallelism=self.parallelism,
                          max_parallelism=self.max_parallelism,
                          list_states=[s.to_proto() for s in self.list_states.values()],
-                         keyed_states=[s.to_proto() for s in self.keyed_states.values()])
-        if self.keyed_states:
+                         keyed_states=[s.to_proto() for s in self.keyed_states.values()],
+                         timer_services=[s.to_proto() for s in self.timer_services.values()],
+                         broadcast_states=[s.to_proto() for s in self.broadcast_states.values()],
+                         uid=self.uid, engine_operator_id=self.engine_operator_id,
+                         key_groups=pb.KEY_GROUPS_FROM_WRITER if self.writer_assigned_key_groups else 0)
+        if self.keyed_states or self.timer_services:
             op.key_serializer.CopyFrom(self.key_serializer.snapshot())
+        if self._coordinator_chunk is not None:
+            op.coordinator_state.CopyFrom(self._coordinator_chunk)
         return op
 
 
@@ -476,13 +612,18 @@ class SavepointWriter:
             raise InvalidArgumentError("this writer has already committed or aborted")
 
     def add_operator(self, operator_id: str, parallelism: int, *, max_parallelism: int | None = None,
-                     key_serializer: Serializer | None = None, name: str = "") -> OperatorWriter:
+                     key_serializer: Serializer | None = None, name: str = "", uid: str = "",
+                     engine_operator_id: bytes = b"", key_groups: str = "hashed") -> OperatorWriter:
+        """An operator; format 1.2 adds its ``uid`` and ``engine_operator_id`` (informative) and
+        ``key_groups="writer"``: keys are not hashed here, the caller gives every row's key
+        group (spec/format.md §7.12), and the key serializer may be any serializer."""
         self._check_open()
         if not operator_id or operator_id in self.operators:
             raise InvalidArgumentError(f"operator id {operator_id!r} is empty or already used")
         max_parallelism = default_max_parallelism(parallelism) if max_parallelism is None else max_parallelism
         check_parallelism(parallelism, max_parallelism)
-        op = OperatorWriter(self, operator_id, parallelism, max_parallelism, key_serializer, name)
+        op = OperatorWriter(self, operator_id, parallelism, max_parallelism, key_serializer, name, uid=uid,
+                            engine_operator_id=engine_operator_id, key_groups=key_groups)
         self.operators[operator_id] = op
         return op
 
@@ -499,17 +640,18 @@ class SavepointWriter:
             state._flush_slot(slot)
 
     def _states(self) -> list[_BufferedState]:
-        return [s for op in self.operators.values() for s in [*op.list_states.values(), *op.keyed_states.values()]]
+        return [s for op in self.operators.values() for s in op.states()]
 
     def build_manifest(self) -> pb.Manifest:
         for state in self._states():
             state.flush()
+        for op in self.operators.values():
+            op.store_coordinator_state()
         files = self._sink.close()
         manifest = pb.Manifest(savepoint_id=str(uuid.uuid4()), created_by=f"pyref {__version__}",
                                created_at_ms=int(time.time() * 1000), data_files=files,
                                operators=[op.to_proto() for op in self.operators.values()])
-        if self.key_bounds:
-            manifest.optional_features.append(FEATURE_CHUNK_KEY_BOUNDS)
+        declare_features(manifest)
         return manifest
 
     def commit(self) -> pb.Manifest:
@@ -559,6 +701,7 @@ def publish(io: SavepointIO, manifest: pb.Manifest, previous: bytes | None, abor
     stay, at worst as unreferenced leftovers.
     """
     try:
+        declare_features(manifest)  # exactly the features the content uses; they set the label (§9.4)
         data = encode_manifest(manifest)
         # Round-trip through the reader's validation: never publish what a reader would refuse.
         decode_manifest(data, path=io.describe(MANIFEST_NAME))

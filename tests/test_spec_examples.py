@@ -553,12 +553,19 @@ def test_key_bounds_example(tmp_path):
     assert (view.get("user-42"), view.get("user-7")) == (7, None)
 
 
-def test_manifest_1_2_example_is_a_valid_1_2_savepoint():
+def test_manifest_1_2_example_is_a_valid_1_2_savepoint(tmp_path):
     """§7.13: the manifest opens, lists the features it uses and is labelled 1.2 (§9.4)."""
     manifest, version = decode_manifest(manifest_1_2_bytes(), path="_manifest")
     assert str(version) == "1.2"
     assert list(manifest.required_features) == ["timers", "broadcast-state", "coordinator-state", "keyed-namespaces",
                                                  "state-ttl", "serializers-1-2"]
+    (tmp_path / "sp").mkdir()
+    (tmp_path / "sp" / "_manifest").write_bytes(manifest_1_2_bytes())
+    op = Savepoint.open(tmp_path / "sp").operator("windows")
+    assert op.keyed_state("count").get("user-42", namespace=WINDOW_1, with_ttl=True) == (7, LAST_ACCESS)
+    assert list(op.timer_service("window-timers").timers()) == [("user-42", WINDOW_1, 59999)]
+    assert list(op.broadcast_state("rules").partitions()) == [{"deny": "/admin"}] * 2
+    assert (op.coordinator_state, op.uid, op.engine_operator_id) == (COORDINATOR, "windowed-count", ENGINE_OPERATOR_ID)
     # Rule M9: the same manifest without one of its features is refused.
     del manifest.required_features[0]
     with pytest.raises(CorruptSavepointError, match="timers"):
