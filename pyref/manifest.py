@@ -219,7 +219,7 @@ def _validate_partitioned_chunks(m: pb.Manifest, state: pb.ListState | pb.Broadc
     for chunk in state.chunks:
         _validate_chunk(m, chunk, columns, label, corrupt)
         if chunk.key_group or chunk.HasField("key_bounds"):
-            raise corrupt("list chunk has a key group or key bounds", label)
+            raise corrupt("chunk of a list or broadcast state has a key group or key bounds", label)
     for p, partition in enumerate(state.partitions):
         for r in partition.ranges:
             if r.chunk >= len(state.chunks):

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from ._proto.savepoint.v1 import manifest_pb2 as pb
-from .errors import InvalidArgumentError
+from .errors import CorruptSavepointError, InvalidArgumentError
 from .keys import as_key_array
 from .manifest import state_label, timer_column_count
 from .reader import ChunkStore, KeyGroupedView
@@ -100,8 +100,11 @@ class TimerServiceView(KeyGroupedView):
         for group, columns in self.read_key_groups(chunks):
             encoded = pa.table(columns, names=[str(i) for i in range(len(columns))])
             distinct = encoded.group_by(encoded.column_names, use_threads=False).aggregate([])
-            arrays = [s.decode_array(distinct.column(str(i)).combine_chunks())
-                      for i, s in enumerate(self._serializers())]
+            try:
+                arrays = [s.decode_array(distinct.column(str(i)).combine_chunks())
+                          for i, s in enumerate(self._serializers())]
+            except CorruptSavepointError as exc:  # T5 among them: a timestamp is exactly 8 bytes
+                raise CorruptSavepointError(f"timer of key group {group}: {exc.reason}", state=self.label) from None
             yield pa.record_batch([pa.array(np.full(distinct.num_rows, group, np.int32)), *arrays], names=names)
 
     def arrow_chunks(self, chunks: Sequence[pb.Chunk]) -> pa.Table:
