@@ -101,11 +101,15 @@ class BroadcastStateView(PartitionedView):
         rows = list(self.read_rows(ranges))
         keys = pa.concat_arrays([k for k, _ in rows]) if rows else pa.array([], pa.binary())
         values = pa.concat_arrays([v for _, v in rows]) if rows else pa.array([], pa.binary())
+        self.check_distinct_keys(keys)
+        return keys, values
+
+    def check_distinct_keys(self, keys: pa.Array) -> None:
+        """Refuse the encoded keys of one partition if one occurs twice (rule B5)."""
         repeated = _repeated_key(keys)
         if repeated is not None:
             raise CorruptSavepointError(f"broadcast state repeats the key {repeated.hex()} in one partition "
                                         "(rule B5)", state=self.label)
-        return keys, values
 
     def arrow_ranges(self, ranges: Sequence[pb.ElementRange]) -> pa.Table:
         """The entries of ``ranges`` decoded to Arrow: key, value."""
