@@ -352,8 +352,8 @@ def _segment_polynomial(
 ) -> np.ndarray:
     """Horner hash of each row of a ragged array, all rows at once.
 
-    ``units`` holds the code units (already as uint32, so signed bytes are
-    pre-wrapped) and row ``r`` is ``units[offsets[r]:offsets[r+1]]`` with
+    ``units`` holds the code units (any integer dtype; signed bytes wrap to
+    uint32 as Java's sign extension does) and row ``r`` is ``units[offsets[r]:offsets[r+1]]`` with
     ``offsets[0] == 0``. Expanding Horner's rule, unit ``i`` of a row of
     length ``L`` contributes ``unit * 31**(L-1-i)``: this equals hashing a
     right-aligned, zero-padded matrix (leading zeros add nothing) without
@@ -364,9 +364,15 @@ def _segment_polynomial(
     n_units = int(offsets[-1])
     width = int(lengths[0]) if len(lengths) else 0
     if n_units and (lengths == width).all():
-        # Equal lengths (fixed-size keys): one matrix-vector product, no index arithmetic.
-        h = (units.reshape(-1, width) * _powers_of_31(width)[::-1]).sum(axis=1, dtype=np.uint32)
+        # Equal lengths (fixed-size keys): Horner's rule one column at a time, each a
+        # contiguous pass, with no temporary as large as the units themselves.
+        matrix = units.reshape(-1, width)
+        h = np.zeros(len(lengths), dtype=np.uint32)
+        for column in range(width):
+            h *= _THIRTY_ONE
+            h += matrix[:, column].astype(np.uint32)
     elif n_units:
+        units = units.astype(np.uint32)
         ends = np.repeat(offsets[1:], lengths)
         exponents = ends - 1 - np.arange(n_units, dtype=ends.dtype)
         contributions = units * _powers_of_31(int(lengths.max()))[exponents]
@@ -405,7 +411,7 @@ def _string_hash_u32(arr: pa.Array) -> np.ndarray:
     high = np.zeros(len(data) + 1, dtype=np.int64)
     np.cumsum(data >= 0x80, out=high[1:])
     non_ascii = np.flatnonzero(high[offsets[1:]] != high[offsets[:-1]])
-    h = _segment_polynomial(data.astype(np.uint32), offsets, start_value_one=False)
+    h = _segment_polynomial(data, offsets, start_value_one=False)
     if len(non_ascii):
         # Only rows with non-ASCII text: re-encode them as UTF-16 code units
         # (a non-BMP character becomes a surrogate pair) and hash those.
@@ -414,16 +420,15 @@ def _string_hash_u32(arr: pa.Array) -> np.ndarray:
         unit_lengths = np.fromiter((len(e) // 2 for e in encoded), dtype=np.int64, count=len(encoded))
         sub_offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
         np.cumsum(unit_lengths, out=sub_offsets[1:])
-        units = np.frombuffer(b"".join(encoded), dtype="<u2").astype(np.uint32)
+        units = np.frombuffer(b"".join(encoded), dtype="<u2")
         h[non_ascii] = _segment_polynomial(units, sub_offsets, start_value_one=False)
     return h
 
 
 def _bytes_hash_u32(arr: pa.Array) -> np.ndarray:
     offsets, data = _binary_parts(arr)
-    # Java bytes are signed: 0x80..0xff are -128..-1, i.e. 2**32-128.. as uint32.
-    units = data.view(np.int8).astype(np.int32).view(np.uint32)
-    return _segment_polynomial(units, offsets, start_value_one=True)
+    # Java bytes are signed: 0x80..0xff are -128..-1, which wrap to 2**32-128.. as uint32.
+    return _segment_polynomial(data.view(np.int8), offsets, start_value_one=True)
 
 
 def _hash_u32(arr: pa.Array, key_type: KeyType) -> np.ndarray:
