@@ -380,22 +380,41 @@ def _fix_chunks(files: dict[str, bytes], directory: str, m: pb.Manifest, flags: 
                 f.size = len(c)
     if flags & 2:
         for op in m.operators:
-            for st in [*op.list_states, *op.keyed_states]:
-                for ch in st.chunks:
-                    if ch.WhichOneof("location") == "inline_data":
-                        ch.crc32c = crc32c(ch.inline_data)
-                    elif ch.WhichOneof("location") == "range":
-                        c = content(ch.range.file)
-                        if c is not None:
-                            ch.crc32c = crc32c(c[ch.range.offset:ch.range.offset + ch.range.length])
+            chunks = [ch for st in [*op.list_states, *op.keyed_states, *op.timer_services, *op.broadcast_states]
+                      for ch in st.chunks]
+            for ch in [*chunks, *([op.coordinator_state] if op.HasField("coordinator_state") else [])]:
+                if ch.WhichOneof("location") == "inline_data":
+                    ch.crc32c = crc32c(ch.inline_data)
+                elif ch.WhichOneof("location") == "range":
+                    c = content(ch.range.file)
+                    if c is not None:
+                        ch.crc32c = crc32c(c[ch.range.offset:ch.range.offset + ch.range.length])
 
 
 def _items_and_get(view) -> None:
     first = None
-    for item in view.items():
+    for item in view.items(with_ttl=view.ttl is not None):
         first = item if first is None else first
     if first is not None:
-        view.get(first[0])
+        view.get(first[0], **({"namespace": first[1]} if view.namespaced else {}))
+
+
+def _read_1_2_parts(op) -> None:
+    """Timers, broadcast maps and coordinator state (format 1.2)."""
+    try:
+        services = op.timer_services
+    except SavepointError:
+        services = []
+    for service in services:
+        _guard(lambda: list(service.timers()))
+        _guard(service.to_arrow)
+    for name in op.broadcast_state_names:
+        try:
+            view = op.broadcast_state(name)
+        except SavepointError:
+            continue
+        _guard(lambda: list(view.partitions()))
+    _guard(lambda: op.coordinator_state)
 
 
 def read_everything(path: str) -> None:
@@ -418,6 +437,7 @@ def read_everything(path: str) -> None:
                 continue
             _guard(_items_and_get, view)
             _guard(view.to_arrow)
+        _read_1_2_parts(op)
     _guard(verify, sp)
     for parallelism in (1, 3):
         try:
@@ -430,6 +450,10 @@ def read_everything(path: str) -> None:
                     _guard(sub.list_state, name)
                 for name in op.keyed_state_names:
                     _guard(sub.keyed_state, name)
+                for name in op.broadcast_state_names:
+                    _guard(sub.broadcast_state, name)
+                for service in op.proto.timer_services:
+                    _guard(lambda: list(sub.timers(service.name, service.domain)))
                 _guard(sub.planned_bytes)
 
 

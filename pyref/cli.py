@@ -47,6 +47,8 @@ def _print_describe(info: dict) -> None:
     print(f"  {info['data_files']} data files, {info['data_bytes']} bytes of its own")
     for op in info["operators"]:
         name = f" ({op['name']})" if op["name"] else ""
+        name += f" uid {op['uid']}" if op["uid"] else ""
+        name += ", writer-assigned key groups" if op["key_groups"] == "writer" else ""
         print(f"operator {op['operator_id']}{name}: parallelism "
               f"{op['parallelism']}, max parallelism {op['max_parallelism']}"
               + (f", keys {op['key_serializer']}" if op["key_serializer"] else ""))
@@ -56,11 +58,22 @@ def _print_describe(info: dict) -> None:
             if st["type"] == "list":
                 print(f"  list state {st['name']} [{st['mode']}] {st['serializer']}: elements per partition "
                       f"{st['elements_per_partition']}, {st['chunks']} chunks, {st['stored_bytes']} bytes")
+            elif st["type"] == "broadcast":
+                print(f"  broadcast state {st['name']} {st['key_serializer']} -> {st['serializer']}: entries per "
+                      f"partition {st['entries_per_partition']}, {st['chunks']} chunks, {st['stored_bytes']} bytes")
             else:
-                extra = f" user key {st['user_key_serializer']}" if "user_key_serializer" in st else ""
+                extra = "".join(f" {what} {st[field]}" for what, field in (
+                    ("user key", "user_key_serializer"), ("namespace", "namespace_serializer")) if field in st)
+                extra += f" ttl {st['ttl']['ttl_ms']} ms" if "ttl" in st else ""
                 print(f"  keyed state {st['name']} [{st['kind']}] {st['serializer']}{extra}: {st['entries']} "
                       f"entries in {st['key_groups_with_entries']} key groups, {st['chunks']} chunks, "
                       f"{st['stored_bytes']} bytes")
+        for ts in op["timer_services"]:
+            namespace = f" namespace {ts['namespace_serializer']}" if ts["namespace_serializer"] else ""
+            print(f"  timer service {ts['name']} [{ts['domain']}]{namespace}: {ts['timers']} timers in "
+                  f"{ts['key_groups_with_timers']} key groups, {ts['chunks']} chunks, {ts['stored_bytes']} bytes")
+        if op["coordinator_state_bytes"] is not None:
+            print(f"  coordinator state: {op['coordinator_state_bytes']} bytes")
 
 
 def _plan(sp: Savepoint, parallelism: int | dict[str, int]) -> dict:
@@ -71,7 +84,7 @@ def _plan(sp: Savepoint, parallelism: int | dict[str, int]) -> dict:
         for sub in plan.subtasks(op_id):
             entry = {"subtask": sub.index, "first_key_group": sub.key_group_range.first,
                      "last_key_group": sub.key_group_range.last, "planned_bytes": sub.planned_bytes(), "list_states": {}}
-            for name in op_plan.operator.list_state_names:
+            for name in [*op_plan.operator.list_state_names, *op_plan.operator.broadcast_state_names]:
                 entry["list_states"][name] = sum(r.count for r in sub.list_ranges(name))
             subtasks.append(entry)
         out["operators"].append({"operator_id": op_id, "from_parallelism": op_plan.operator.parallelism,

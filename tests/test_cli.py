@@ -85,3 +85,13 @@ def test_console_script_runs(seeds):
     result = subprocess.run([sys.executable, "-m", "pyref.cli", "inspect", str(seeds), "--json"],
                             capture_output=True, text=True, check=True)
     assert json.loads(result.stdout)["operators"][0]["operator_id"] == "kafka-source"
+
+
+def test_inspect_and_plan_show_the_1_2_parts(tmp_path, capsys):
+    write_seeds(tmp_path / "sp", windowed=True)
+    assert main(["inspect", str(tmp_path / "sp")]) == 0
+    out = capsys.readouterr().out
+    assert "format 1.2" in out and "namespace time-window@v1" in out
+    assert "timer service window-timers [event_time] namespace time-window@v1: 50 timers" in out
+    code, info = run_json(capsys, "plan", str(tmp_path / "sp"), "-p", "4")
+    assert code == 0 and len(info["operators"]) == 3
