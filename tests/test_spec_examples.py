@@ -301,18 +301,22 @@ def _message_items(dump: _Dump, start: int, end: int, desc, depth: int, cells=la
             raise AssertionError(f"unexpected wire type {wire}")
 
 
-def render_manifest() -> str:
-    data = manifest_bytes()
+def _render_envelope(data: bytes, cells=lambda path: _int64_cells, magic: str = "magic") -> str:
+    """An annotated ``_manifest`` file: envelope (§4.1) and body."""
     dump = _Dump(data)
     major, minor, length = struct.unpack_from("<HHI", data, 8)
-    dump.add(0, 8, 0, "magic: 0x89 'S' 'V' 'P' CR LF 0x1A LF")
+    dump.add(0, 8, 0, magic)
     dump.add(8, 10, 0, f"u16 format major version = {major}")
     dump.add(10, 12, 0, f"u16 format minor version = {minor}")
     dump.add(12, 16, 0, f"u32 body length N = {length}")
-    _message_items(dump, 16, 16 + length, pb.Manifest.DESCRIPTOR, 1)
+    _message_items(dump, 16, 16 + length, pb.Manifest.DESCRIPTOR, 1, cells)
     (crc,) = struct.unpack_from("<I", data, 16 + length)
     dump.add(16 + length, 20 + length, 0, f"u32 CRC32C of bytes 0..{16 + length - 1} = 0x{crc:08x}")
     return dump.render()
+
+
+def render_manifest() -> str:
+    return _render_envelope(manifest_bytes(), magic="magic: 0x89 'S' 'V' 'P' CR LF 0x1A LF")
 
 
 def render_manifest_text() -> str:
@@ -406,17 +410,7 @@ def _manifest_1_2_cells(path: tuple[str, ...]):
 
 
 def render_manifest_1_2() -> str:
-    data = manifest_1_2_bytes()
-    dump = _Dump(data)
-    major, minor, length = struct.unpack_from("<HHI", data, 8)
-    dump.add(0, 8, 0, "magic")
-    dump.add(8, 10, 0, f"u16 format major version = {major}")
-    dump.add(10, 12, 0, f"u16 format minor version = {minor}")
-    dump.add(12, 16, 0, f"u32 body length N = {length}")
-    _message_items(dump, 16, 16 + length, pb.Manifest.DESCRIPTOR, 1, _manifest_1_2_cells)
-    (crc,) = struct.unpack_from("<I", data, 16 + length)
-    dump.add(16 + length, 20 + length, 0, f"u32 CRC32C of bytes 0..{16 + length - 1} = 0x{crc:08x}")
-    return dump.render()
+    return _render_envelope(manifest_1_2_bytes(), _manifest_1_2_cells)
 
 
 def render_manifest_1_2_text() -> str:

@@ -418,15 +418,20 @@ class SavepointBuilder:
         op.ClearField("coordinator_state")
         if state is None:
             return
+        payload = encode_chunk([pa.array([bytes(state)], pa.binary())])
+        op.coordinator_state.CopyFrom(self._driver_chunk(lambda sink: sink.put(payload, 1)))
+
+    def _driver_chunk(self, store: Callable) -> pb.Chunk:
+        """A chunk the driver writes itself (``store(sink)`` puts it), placed in the target."""
         sink = self.job.sink()
         try:
-            chunk = sink.put(encode_chunk([pa.array([bytes(state)], pa.binary())]), 1)
+            chunk = store(sink)
             files = sink.close()
         except BaseException:
             sink.abort()
             raise
         (placed,) = adopt(self.manifest, pb.Manifest(data_files=files), [chunk])
-        op.coordinator_state.CopyFrom(placed)
+        return placed
 
     def write_encoded_keyed_state(self, operator_id: str, state: pb.KeyedState | pb.TimerService,
                                   rows: DataFrame | FragmentRows, partitions: int | None = None) -> None:
@@ -506,18 +511,12 @@ class SavepointBuilder:
     def _copy_coordinator_state(self, operator_id: str) -> None:
         """The source's coordinator state, copied by the driver (one small chunk)."""
         op, source_op = self.operator(operator_id), self._kept.pop((operator_id, "coordinator"))
-        chunk = source_op.coordinator_state
-        if chunk.WhichOneof("location") == "range":
-            stored = self.source.store.read_stored(chunk, f"{operator_id} (coordinator state)")
-            sink = self.job.sink()
-            try:
-                copied = sink.put_stored(chunk, stored)
-                files = sink.close()
-            except BaseException:
-                sink.abort()
-                raise
-            (chunk,) = adopt(self.manifest, pb.Manifest(data_files=files), [copied])
-        op.coordinator_state.CopyFrom(chunk)
+        source = source_op.coordinator_state
+        if source.WhichOneof("location") != "range":
+            op.coordinator_state.CopyFrom(source)  # inline: it is in the manifest already
+            return
+        stored = self.source.store.read_stored(source, f"{operator_id} (coordinator state)")
+        op.coordinator_state.CopyFrom(self._driver_chunk(lambda sink: sink.put_stored(source, stored)))
 
     # -- commit ---------------------------------------------------------------
 

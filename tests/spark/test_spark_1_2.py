@@ -4,6 +4,8 @@ with their keys."""
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from pyref import InvalidArgumentError, Savepoint, SavepointWriter
@@ -15,6 +17,8 @@ from pyref.ttl import TtlConfig
 pytestmark = pytest.mark.spark
 
 USERS = [f"user-{i}" for i in range(40)]
+#: Large and incompressible, so it goes to a data file, not inline (copies then copy its bytes).
+COORDINATOR = b"".join(hashlib.sha256(bytes([i])).digest() for i in range(64))
 
 
 def _window_rows(spark):
@@ -37,7 +41,7 @@ def bootstrapped(spark, tmp_path_factory):
                      namespace_serializer=TimeWindow(), key="user", namespace="window", timestamp="t")
         rules = spark.createDataFrame([("deny", "/admin"), ("allow", "*")], "k string, v string")
         b.add_broadcast_state("windows", "rules", rules, String(), String(), key="k", value="v")
-        b.set_coordinator_state("windows", b"\x00\x02splits")
+        b.set_coordinator_state("windows", COORDINATOR)
     return path
 
 
@@ -45,7 +49,8 @@ def test_bootstrap_writes_every_1_2_part(bootstrapped):
     sp = Savepoint.open(bootstrapped)
     assert str(sp.version) == "1.2" and verify(sp).ok
     op = sp.operator("windows")
-    assert (op.uid, op.coordinator_state) == ("windows-uid", b"\x00\x02splits")
+    assert (op.uid, op.coordinator_state) == ("windows-uid", COORDINATOR)
+    assert op.proto.coordinator_state.HasField("range")
     assert op.keyed_state("count").get("user-3", namespace=Window(60000, 120000), with_ttl=True) == (4, 1003)
     assert len(list(op.timer_service("window-timers").timers())) == 120
     assert list(op.broadcast_state("rules").partitions()) == [{"deny": "/admin", "allow": "*"}] * 3
@@ -76,7 +81,7 @@ def test_rescale_copy_and_max_parallelism_move_timers_with_their_keys(spark, boo
     rescale(bootstrapped, copied, 2, spark=spark, copy=True, progress=False)
     sp = Savepoint.open(copied)
     assert verify(sp).ok and not sp.manifest.bases
-    assert sp.operator("windows").coordinator_state == b"\x00\x02splits"
+    assert sp.operator("windows").coordinator_state == COORDINATOR
     assert list(sp.operator("windows").broadcast_state("rules").partitions()) == [{"deny": "/admin", "allow": "*"}] * 2
     wider = bootstrapped.parent / "wider"
     change_max_parallelism(spark, bootstrapped, wider, 128, progress=False)
@@ -89,7 +94,7 @@ def test_rescale_copy_and_max_parallelism_move_timers_with_their_keys(spark, boo
         r = sub.key_group_range
         assert all(r.first <= assign_to_key_group(k, 128, "string") <= r.last for k, _, _ in sub.timers("window-timers"))
     assert op.keyed_state("count").get("user-3", namespace=Window(60000, 120000), with_ttl=True) == (4, 1003)
-    assert op.coordinator_state == b"\x00\x02splits"
+    assert op.coordinator_state == COORDINATOR
 
 
 def test_max_parallelism_change_is_refused_for_writer_assigned_key_groups(spark, tmp_path):
