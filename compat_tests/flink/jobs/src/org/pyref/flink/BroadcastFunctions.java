@@ -1,8 +1,9 @@
 package org.pyref.flink;
 
+import java.io.Serializable;
+import org.apache.flink.api.common.functions.RuntimeContext;
 import org.apache.flink.api.common.state.BroadcastState;
 import org.apache.flink.api.common.state.MapStateDescriptor;
-import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.runtime.state.FunctionInitializationContext;
 import org.apache.flink.runtime.state.FunctionSnapshotContext;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
@@ -21,27 +22,40 @@ final class BroadcastFunctions {
     static final StateSpec RULES = StateSpec.broadcast("rules", "String", "Long");
     static final StateSpec THRESHOLDS = StateSpec.broadcast("thresholds", "Integer", "String");
 
-    @SuppressWarnings("unchecked")
     static <K, V> MapStateDescriptor<K, V> descriptor(StateSpec spec) {
-        return new MapStateDescriptor<>(spec.name, (TypeInformation<K>) Types.parse(spec.keyType),
-                (TypeInformation<V>) Types.parse(spec.type));
+        return new MapStateDescriptor<>(spec.name, Types.<K>of(spec.keyType), Types.<V>of(spec.type));
     }
 
-    private static void dump(String uid, int subtask, StateSpec spec, BroadcastState<?, ?> state,
-                             MapStateDescriptor<?, ?> descriptor, long checkpointId) throws Exception {
-        ObjectNode part = Truth.part(uid, subtask);
-        part.putObject("operator_state").set(spec.name, StateDump.operatorState(spec, state, descriptor));
-        Truth.put(checkpointId, part);
+    /** A function's broadcast state: registered in initializeState, written to the truth in snapshotState. */
+    private static final class Held<K, V> implements Serializable {
+        private final String uid;
+        private final StateSpec spec;
+        private transient MapStateDescriptor<K, V> descriptor;
+        private transient BroadcastState<K, V> state;
+
+        Held(String uid, StateSpec spec) {
+            this.uid = uid;
+            this.spec = spec;
+        }
+
+        void initialize(FunctionInitializationContext context) throws Exception {
+            descriptor = descriptor(spec);
+            state = context.getOperatorStateStore().getBroadcastState(descriptor);
+        }
+
+        void snapshot(FunctionSnapshotContext context, RuntimeContext runtime) throws Exception {
+            ObjectNode part = Truth.part(uid, Compat.subtask(runtime));
+            part.putObject("operator_state").set(spec.name, StateDump.operatorState(spec, state, descriptor));
+            Truth.put(context.getCheckpointId(), part);
+        }
     }
 
     /** Non-keyed: rule name -> value. */
     static final class Rules extends BroadcastProcessFunction<Event, Event, Event> implements CheckpointedFunction {
-        private final String uid;
-        private transient MapStateDescriptor<String, Long> descriptor;
-        private transient BroadcastState<String, Long> state;
+        private final Held<String, Long> held;
 
         Rules(String uid) {
-            this.uid = uid;
+            held = new Held<>(uid, RULES);
         }
 
         @Override
@@ -51,30 +65,27 @@ final class BroadcastFunctions {
 
         @Override
         public void processBroadcastElement(Event e, Context ctx, Collector<Event> out) throws Exception {
-            ctx.getBroadcastState(descriptor).put(e.key, e.num);
+            ctx.getBroadcastState(held.descriptor).put(e.key, e.num);
         }
 
         @Override
         public void initializeState(FunctionInitializationContext context) throws Exception {
-            descriptor = descriptor(RULES);
-            state = context.getOperatorStateStore().getBroadcastState(descriptor);
+            held.initialize(context);
         }
 
         @Override
         public void snapshotState(FunctionSnapshotContext context) throws Exception {
-            dump(uid, Compat.subtask(getRuntimeContext()), RULES, state, descriptor, context.getCheckpointId());
+            held.snapshot(context, getRuntimeContext());
         }
     }
 
     /** Keyed (the operator has a keyed backend): rule number -> rule name. */
     static final class Thresholds extends KeyedBroadcastProcessFunction<String, Event, Event, Event>
             implements CheckpointedFunction {
-        private final String uid;
-        private transient MapStateDescriptor<Integer, String> descriptor;
-        private transient BroadcastState<Integer, String> state;
+        private final Held<Integer, String> held;
 
         Thresholds(String uid) {
-            this.uid = uid;
+            held = new Held<>(uid, THRESHOLDS);
         }
 
         @Override
@@ -84,18 +95,17 @@ final class BroadcastFunctions {
 
         @Override
         public void processBroadcastElement(Event e, Context ctx, Collector<Event> out) throws Exception {
-            ctx.getBroadcastState(descriptor).put((int) e.num, e.key);
+            ctx.getBroadcastState(held.descriptor).put((int) e.num, e.key);
         }
 
         @Override
         public void initializeState(FunctionInitializationContext context) throws Exception {
-            descriptor = descriptor(THRESHOLDS);
-            state = context.getOperatorStateStore().getBroadcastState(descriptor);
+            held.initialize(context);
         }
 
         @Override
         public void snapshotState(FunctionSnapshotContext context) throws Exception {
-            dump(uid, Compat.subtask(getRuntimeContext()), THRESHOLDS, state, descriptor, context.getCheckpointId());
+            held.snapshot(context, getRuntimeContext());
         }
     }
 }
