@@ -109,6 +109,14 @@ def generate_version(version: str, backends: list[str], cases: list[Case], *, do
                 print(f"  {version} {backend} {case.name}: FAILED\n{harness._short(result['error'])}", file=sys.stderr)
                 shutil.rmtree(staging, ignore_errors=True)
                 continue
+            backends_used = result.get("keyed_state_backends", [])
+            expected = "RocksDB" if backend == "rocksdb" else "Heap"
+            if not all(expected in b for b in backends_used):  # [] for a job without keyed SpecOperators
+                failed += 1
+                print(f"  {version} {backend} {case.name}: FAILED: ran with {backends_used}, not the {backend} backend",
+                      file=sys.stderr)
+                shutil.rmtree(staging, ignore_errors=True)
+                continue
             savepoint = staging / "savepoint"
             generated = {
                 "generator": command,
@@ -120,6 +128,7 @@ def generate_version(version: str, backends: list[str], cases: list[Case], *, do
                 "max_parallelism": case.max_parallelism,
                 "config": {k: v.replace(checkpoint_uri, "<checkpoint-dir>") for k, v in config.items()},
                 "savepoint": "stop-with-savepoint, SavepointFormatType.CANONICAL, no drain",
+                "keyed_state_backends": backends_used,
                 "metadata_version": metadata_version(savepoint),
                 "java": java,
                 "jobs_sha256": fingerprint,

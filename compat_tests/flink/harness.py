@@ -124,7 +124,8 @@ def compiled_jobs(flink_version: str, *, download: bool = False) -> pathlib.Path
 
 @dataclass(frozen=True)
 class ConfigKeys:
-    """Flink's configuration keys for one version (1.20 renamed the checkpointing ones; 2.0 dropped the old names)."""
+    """Flink's configuration keys for one version (1.17 named the backend option state.backend.type, 1.20
+    renamed the checkpointing ones; 2.0 dropped the old names)."""
     backend: str = "state.backend.type"
     storage: str = "execution.checkpointing.storage"
     checkpoint_dir: str = "execution.checkpointing.dir"
@@ -137,7 +138,8 @@ class ConfigKeys:
 def config_keys(flink_version: str) -> ConfigKeys:
     major, minor = (int(x) for x in flink_version.split(".")[:2])
     if (major, minor) < (1, 20):
-        return ConfigKeys(storage="state.checkpoint-storage", checkpoint_dir="state.checkpoints.dir",
+        return ConfigKeys(backend="state.backend.type" if (major, minor) >= (1, 17) else "state.backend",
+                          storage="state.checkpoint-storage", checkpoint_dir="state.checkpoints.dir",
                           inline_threshold="state.storage.fs.memory-threshold",
                           restore_path="execution.savepoint.path",
                           ignore_unclaimed="execution.savepoint.ignore-unclaimed-state")

@@ -55,6 +55,7 @@ public final class Main {
                 result.put("error", trace.toString());
             }
             result.put("seconds", (System.nanoTime() - start) / 1e9);
+            Truth.keyedBackends().forEach(result.putArray("keyed_state_backends")::add);
             System.out.println("PYREF-RESULT " + Json.text(result));
             System.out.flush();
         }

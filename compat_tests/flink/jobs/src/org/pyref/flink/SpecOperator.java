@@ -122,6 +122,9 @@ public class SpecOperator<T> extends AbstractStreamOperator<T> implements OneInp
     public void open() throws Exception {
         super.open();
         fired = Json.array();
+        if (spec.keyed()) {
+            Truth.keyedBackend(getKeyedStateBackend().getClass().getName());
+        }
         timerServices = new LinkedHashMap<>();
         for (Map.Entry<String, String> t : spec.timerServices.entrySet()) {
             timerServices.put(t.getKey(), getInternalTimerService(t.getKey(), (TypeSerializer) namespaceSerializer(t.getValue()),

@@ -40,6 +40,7 @@ final class Truth {
     private static final Map<String, ObjectNode> DECLARED = new LinkedHashMap<>();
     private static final Map<String, Integer> EXPECTED = new ConcurrentHashMap<>();
     private static final Map<String, Set<Integer>> DONE = new ConcurrentHashMap<>();
+    private static final Set<String> BACKENDS = ConcurrentHashMap.newKeySet();
 
     private Truth() {}
 
@@ -48,6 +49,18 @@ final class Truth {
         DECLARED.clear();
         EXPECTED.clear();
         DONE.clear();
+        BACKENDS.clear();
+    }
+
+    /** The class of a keyed state backend an operator ran with (proof of the backend the configuration asked for). */
+    static void keyedBackend(String className) {
+        BACKENDS.add(className);
+    }
+
+    static List<String> keyedBackends() {
+        List<String> out = new ArrayList<>(BACKENDS);
+        out.sort(null);
+        return out;
     }
 
     /** An operator of the job with a uid (listed in the truth even when it holds no state). */
