@@ -118,7 +118,11 @@ def compiled_jobs(flink_version: str, *, download: bool = False) -> pathlib.Path
                               capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
             raise FlinkError(f"javac against Flink {flink_version} failed:\n{proc.stdout}{proc.stderr}")
-        pathlib.Path(tmp).rename(target)
+        try:
+            pathlib.Path(tmp).rename(target)
+        except OSError:
+            if not target.exists():  # else another process compiled the same sources first
+                raise
     return target
 
 

@@ -169,6 +169,8 @@ def ensure_lib(version: str, *, download: bool = True) -> pathlib.Path:
         (staged / MANIFEST).write_text(json.dumps(
             {"version": version, "archive": release.filename, "url": release.url, "sha256": release.sha256,
              "jars": jars}, indent=2) + "\n", encoding="utf-8")
+        if cached_lib(version) is not None:  # another process extracted it meanwhile
+            return lib_dir(version)
         if version_dir.exists():
             shutil.rmtree(version_dir)
         staged.rename(version_dir)
