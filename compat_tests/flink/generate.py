@@ -106,7 +106,7 @@ def generate_version(version: str, backends: list[str], cases: list[Case], *, do
         for (backend, case, target, staging, config, checkpoint_uri), result in zip(pending, results):
             if not result["ok"]:
                 failed += 1
-                print(f"  {version} {backend} {case.name}: FAILED\n{harness._short(result['error'])}", file=sys.stderr)
+                print(f"  {version} {backend} {case.name}: FAILED\n{harness.short_error(result['error'])}", file=sys.stderr)
                 shutil.rmtree(staging, ignore_errors=True)
                 continue
             backends_used = result.get("keyed_state_backends", [])

@@ -229,7 +229,7 @@ def restore_and_dump_many(flink_version: str, requests: list[RestoreRequest], *,
         for request, task, result in zip(requests, tasks, results):
             if not result["ok"]:
                 raise FlinkError(f"Flink {flink_version} could not restore {request.savepoint_dir} at parallelism "
-                                 f"{request.parallelism}:\n{_short(result['error'])}")
+                                 f"{request.parallelism}:\n{short_error(result['error'])}")
             dumps.append(json.loads(pathlib.Path(task["out"]).read_text(encoding="utf-8")))
         return dumps
 
@@ -270,7 +270,7 @@ def job_spec_from_truth(truth: dict, uids: list[str] | None = None, *, own_paral
     return {"operators": operators}
 
 
-def _short(error: str, limit: int = 3000) -> str:
+def short_error(error: str, limit: int = 3000) -> str:
     """Flink's deepest 'Caused by' lines first: the rest of a Java trace is framework noise."""
     causes = [line for line in error.splitlines() if line.startswith("Caused by") or not line.startswith("\t")]
     text = "\n".join(causes[-12:])
