@@ -87,4 +87,4 @@ def read_state_meta_infos(inp: DataInput, end_follow: Follow) -> list[StateMetaI
     count = inp.read_short("state count")
     if count < 0:
         raise inp.corrupt(f"negative state count {count}", inp.pos - 2, 2)
-    return [_read_meta_info(inp, end_follow if i == count - 1 else _looks_like_meta_info) for i in range(count)]
+    return [_read_meta_info(inp, end_follow if i == count - 1 else looks_like_meta_info) for i in range(count)]
