@@ -72,6 +72,25 @@ class FlinkOperator:
         handle = self.state.coordinator_state
         return handle.data if handle is not None else None
 
+    def source_coordinator_checkpoint(self) -> tuple[int, bytes] | None:
+        """A FLIP-27 source's enumerator checkpoint: (its serializer version, the
+        bytes it wrote), unwrapped from ``SourceCoordinator``'s framing (int
+        framing version 0 or 1, int serializer version, int length, bytes);
+        ``None`` when the operator has no coordinator state."""
+        data = self.coordinator_state
+        if data is None:
+            return None
+        inp = DataInput(data, path=self._savepoint.location, state=f"{self.name} coordinator")
+        framing = inp.read_int("source coordinator framing version")
+        if framing not in (0, 1):
+            raise UnsupportedFormatError(f"coordinator state framing version {framing}: not a source coordinator",
+                                         path=self._savepoint.location)
+        version = inp.read_int("enumerator serializer version")
+        checkpoint = inp.read_bytes(inp.read_count("enumerator checkpoint length"), "enumerator checkpoint")
+        if not inp.at_end():
+            raise inp.corrupt(f"{inp.remaining()} bytes after the enumerator checkpoint")
+        return version, checkpoint
+
     @property
     def has_raw_state(self) -> bool:
         """True when some subtask wrote raw (user-serialized) operator or keyed state."""
@@ -135,6 +154,7 @@ class FlinkOperator:
     def _keyed(self) -> tuple[FlinkType | None, dict[str, tuple[str, str, dict[str, FlinkType], KeyedRows]]]:
         """Key type and, per keyed state: backend type, kind, serializers, rows."""
         metas: list[KeyedBackendMeta] = []
+        subtask_of_handle: list[int] = []
         sections = []
         for sub in self.state.subtasks:
             handle = sub.managed_keyed_state
@@ -151,6 +171,7 @@ class FlinkOperator:
             meta = read_keyed_backend_meta(DataInput(buffer, start, end, path=name), proxy_end)
             sections += section_bytes(buffer, start, end, offsets, meta.compressed, name, len(metas))
             metas.append(meta)
+            subtask_of_handle.append(sub.index)
         if not metas:
             return None, {}
         walk = walk_key_groups(sections)
@@ -177,6 +198,7 @@ class FlinkOperator:
             rows = np.sort(np.concatenate(parts))
             backend, kind, serializers, _ = states[name]
             states[name] = (backend, kind, serializers, KeyedRows(
+                np.array(subtask_of_handle, np.int64)[row_handle[rows]],
                 key_groups[walk.section[rows]],
                 gather_spans(walk.buffer, walk.key_start[rows], walk.key_len[rows]),
                 gather_spans(walk.buffer, walk.value_start[rows], walk.value_len[rows])))

@@ -113,8 +113,10 @@ class FlinkBroadcastStateView:
 @dataclass(frozen=True)
 class KeyedRows:
     """Raw rows of one keyed state, in stream order (ascending key group per
-    subtask): composite ``keys`` and ``values`` as stored, and key groups."""
+    subtask): composite ``keys`` and ``values`` as stored, the key group and
+    the subtask that wrote each row."""
 
+    subtasks: np.ndarray
     key_groups: np.ndarray
     keys: pa.BinaryArray
     values: pa.BinaryArray
@@ -171,11 +173,12 @@ class FlinkKeyedStateView:
         return parts
 
     def to_arrow(self) -> pa.Table:
-        """Raw bytes as Arrow columns: ``key_group`` (int32), ``key``,
+        """Raw bytes as Arrow columns: ``subtask``, ``key_group`` (int32), ``key``,
         ``namespace``, [``user_key``, ``value_is_null`` for MAP], ``value``
         (a MAP value without its null flag; a LIST value with its elements
         joined by ``,``; TTL cells with their 8-byte timestamp)."""
-        table = {"key_group": pa.array(self._rows.key_groups, pa.int32())}
+        table = {"subtask": pa.array(self._rows.subtasks, pa.int32()),
+                 "key_group": pa.array(self._rows.key_groups, pa.int32())}
         table.update(self._columns)
         return pa.table(table)
 
@@ -264,8 +267,9 @@ class FlinkTimerView:
                                 f"{self.domain} timers of {self.service}")
 
     def to_arrow(self) -> pa.Table:
-        """``key_group``, ``key``, ``namespace`` (raw bytes) and ``timestamp`` (int64 ms)."""
-        table = {"key_group": pa.array(self._rows.key_groups, pa.int32())}
+        """``subtask``, ``key_group``, ``key``, ``namespace`` (raw bytes) and ``timestamp`` (int64 ms)."""
+        table = {"subtask": pa.array(self._rows.subtasks, pa.int32()),
+                 "key_group": pa.array(self._rows.key_groups, pa.int32())}
         table.update(self._columns)
         return pa.table(table)
 
