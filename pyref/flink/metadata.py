@@ -40,6 +40,7 @@ __all__ = ["MAGIC", "CheckpointMetadata", "MasterState", "OperatorState", "Subta
 MAGIC = 0x4960672D
 _MASTER_STATE_MAGIC = 0xC96B1696 - (1 << 32)
 SUPPORTED_VERSIONS = range(2, 8)
+_JAVA_STREAM_MAGIC = b"\xac\xed\x00\x05"
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,10 @@ def parse_metadata(data: bytes, path: str | None = None) -> CheckpointMetadata:
     operators = tuple(_read_operator(inp, version) for _ in range(inp.read_count("operator count", 28)))
     properties = b""
     if version >= 4:
+        at = inp.pos
         properties = inp.read_bytes(inp.remaining(), "checkpoint properties")
+        if not properties.startswith(_JAVA_STREAM_MAGIC):
+            raise inp.corrupt("checkpoint properties are not a Java serialization stream", at, len(properties))
     elif not inp.at_end():
         raise inp.corrupt(f"{inp.remaining()} trailing bytes after the operators", inp.pos, inp.remaining())
     return CheckpointMetadata(version, checkpoint_id, masters, operators, properties)

@@ -17,7 +17,7 @@ from pyref.flink.serializers import FlinkType
 from pyref.flink.values import GLOBAL_WINDOW
 
 CORPUS = pathlib.Path(os.environ.get("PYREF_FLINK_CORPUS",
-                                     pathlib.Path(__file__).resolve().parents[1] / "compat_tests/flink/corpus"))
+                                     pathlib.Path(__file__).resolve().parents[2] / "compat_tests/flink/corpus"))
 CASES = sorted(p.parent for p in CORPUS.glob("*/*/*/truth.json"))
 
 
