@@ -10,23 +10,38 @@ from ..errors import UnsupportedFormatError
 __all__ = ["gather_spans", "column_buffers"]
 
 
-def gather_spans(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.BinaryArray:
-    """The byte spans ``buf[starts[i]:starts[i]+lengths[i]]`` (ascending, not
-    overlapping) as one Arrow binary array, without a loop per span."""
-    lengths = lengths.astype(np.int64)
+def gather_spans(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, *,
+                 clear_top_bit: bool = False) -> pa.BinaryArray:
+    """The byte spans ``buf[starts[i]:starts[i]+lengths[i]]`` as one Arrow
+    binary array, without a loop per span: the bytes are gathered with one
+    index per byte, a bounded batch of spans at a time. ``clear_top_bit``
+    clears the top bit of each span's first byte (Flink's "meta data
+    follows" flag on keys)."""
+    starts = np.asarray(starts, np.int64)
+    lengths = np.asarray(lengths, np.int64)
     offsets = np.zeros(len(lengths) + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    if offsets[-1] >= 2**31:
+    total = int(offsets[-1])
+    if total >= 2**31:
         raise UnsupportedFormatError("a state column over 2 GiB in one key-group range")
-    if len(starts) and offsets[-1] == buf.size and starts[0] == 0 and np.all(starts[1:] == offsets[1:-1]):
-        data = buf
-    else:
-        marks = np.zeros(buf.size + 1, np.int8)
-        np.add.at(marks, starts, 1)
-        np.add.at(marks, starts + lengths, -1)
-        data = buf[np.cumsum(marks[:-1], dtype=np.int8) > 0]
+    data = np.empty(total, np.uint8)
+    first = 0
+    while first < len(lengths):
+        # Batches of about _GATHER_BYTES bytes bound the index arrays.
+        last = max(int(np.searchsorted(offsets, offsets[first] + _GATHER_BYTES, side="right")) - 1, first + 1)
+        last = min(last, len(lengths))
+        begin, stop = int(offsets[first]), int(offsets[last])
+        if stop > begin:
+            shift = np.repeat(starts[first:last] - offsets[first:last], lengths[first:last])
+            data[begin:stop] = buf[shift + np.arange(begin, stop)]
+        first = last
+    if clear_top_bit and total:
+        data[offsets[:-1][lengths > 0]] &= 0x7F
     return pa.Array.from_buffers(pa.binary(), len(lengths),
                                  [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)])
+
+
+_GATHER_BYTES = 1 << 23
 
 
 def column_buffers(column: pa.BinaryArray) -> tuple[np.ndarray, np.ndarray]:

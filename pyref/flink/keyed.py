@@ -26,6 +26,7 @@ pair is a few vector operations shared by all key groups, not a Python loop.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -115,10 +116,12 @@ class WalkResult:
     section_starts: np.ndarray = field(repr=False)
 
 
-def _be32(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    b = buf[pos[:, None] + np.arange(4)].astype(np.int64)
-    value = (b[:, 0] << 24) | (b[:, 1] << 16) | (b[:, 2] << 8) | b[:, 3]
-    return np.where(value >= 2**31, value - 2**32, value)
+def _be32_view(buf: np.ndarray) -> np.ndarray:
+    """``view[i]`` is the big-endian int32 at byte ``i`` of ``buf`` (an
+    unaligned strided view: reading one is a single gather, no copy)."""
+    if buf.size < 4:
+        return np.zeros(0, ">i4")
+    return np.ndarray(shape=(buf.size - 3,), dtype=">i4", buffer=buf, strides=(1,))
 
 
 class _Lanes:
@@ -126,11 +129,12 @@ class _Lanes:
 
     def __init__(self, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, sections: list[KeyGroupSection]):
         self.buf, self.ends, self.sections = buf, ends, sections
+        self.be32 = _be32_view(buf)
         self.pos = starts.copy()
         self.state = np.full(len(starts), -1, np.int64)
         self.need_state = np.ones(len(starts), bool)
         self.active = np.ones(len(starts), bool)
-        self.out: list[tuple[np.ndarray, ...]] = []
+        self.out = _Rows()
 
     def fail(self, lane: int, reason: str, pos: int, length: int) -> CorruptSavepointError:
         section = self.sections[lane]
@@ -144,36 +148,105 @@ class _Lanes:
             i = int(np.flatnonzero(bad)[0])
             raise self.fail(int(lanes[i]), reason, int(at[i]), length)
 
-    def step(self, lanes: np.ndarray) -> None:
-        """Advance ``lanes`` by one state-id switch (when due) and one pair."""
+    def switch_states(self, due: np.ndarray) -> None:
+        """Read the state id (or the end mark) that follows a flagged pair."""
         buf, pos, ends = self.buf, self.pos, self.ends
-        due = lanes[self.need_state[lanes]]
-        if len(due):
-            p = pos[due]
-            self.check(due, p + 2 > ends[due], "truncated: state id expected", p, 2)
-            sid = (buf[p].astype(np.int64) << 8) | buf[p + 1]
-            done = sid == END_OF_KEY_GROUP
-            self.check(due, done & (p + 2 != ends[due]), "bytes after the end-of-key-group mark", p, 2)
-            self.active[due[done]] = False
-            self.state[due] = sid
-            pos[due] = p + 2
-            self.need_state[due] = False
+        p = pos[due]
+        self.check(due, p + 2 > ends[due], "truncated: state id expected", p, 2)
+        sid = (buf[p].astype(np.int64) << 8) | buf[p + 1]
+        done = sid == END_OF_KEY_GROUP
+        self.check(due, done & (p + 2 != ends[due]), "bytes after the end-of-key-group mark", p, 2)
+        self.active[due[done]] = False
+        self.state[due] = sid
+        pos[due] = p + 2
+        self.need_state[due] = False
+
+    def step(self, lanes: np.ndarray) -> np.ndarray:
+        """Advance every lane of ``lanes`` by one pair; returns the lanes still open."""
+        due = self.need_state[lanes]
+        if due.any():
+            self.switch_states(lanes[due])
             lanes = lanes[self.active[lanes]]
             if not len(lanes):
-                return
-        p = pos[lanes]
-        end = ends[lanes]
-        self.check(lanes, p + 4 > end, "truncated: key length expected", p, 4)
-        klen = _be32(buf, p)
-        self.check(lanes, (klen < 1) | (p + 8 + klen > end), "bad key length", p, 4)
-        kstart = p + 4
+                return lanes
+        pos, end = self.pos[lanes], self.ends[lanes]
+        last = len(self.be32) - 1
+        klen = self.be32[np.minimum(pos, last)].astype(np.int64)
+        kstart = pos + 4
         vpos = kstart + klen
-        vlen = _be32(buf, vpos)
-        self.check(lanes, (vlen < 0) | (vpos + 4 + vlen > end), "bad value length", vpos, 4)
-        flag = (buf[kstart] & _META_FOLLOWS) != 0
-        self.out.append((lanes, self.state[lanes].copy(), kstart, klen, vpos + 4, vlen))
-        pos[lanes] = vpos + 4 + vlen
-        self.need_state[lanes] = flag
+        vlen = self.be32[np.clip(vpos, 0, last)].astype(np.int64)
+        nxt = vpos + 4 + vlen
+        if ((pos + 8 > end) | (klen < 1) | (vpos + 4 > end) | (vlen < 0) | (nxt > end)).any():
+            # One combined test per step; the precise complaint only on failure.
+            self.check(lanes, pos + 8 > end, "truncated: key and value lengths expected", pos, 8)
+            self.check(lanes, (klen < 1) | (vpos + 4 > end), "bad key length", pos, 4)
+            self.check(lanes, (vlen < 0) | (nxt > end), "bad value length", vpos, 4)
+        self.out.append(lanes, self.state[lanes], kstart, klen, vpos + 4, vlen)
+        self.pos[lanes] = nxt
+        self.need_state[lanes] = self.buf[kstart] >= _META_FOLLOWS
+        return lanes
+
+    def walk_one(self, lane: int) -> None:
+        """One lane to its end with scalar reads (for the last few lanes)."""
+        data = memoryview(self.buf)
+        pos, end = int(self.pos[lane]), int(self.ends[lane])
+        state = int(self.state[lane])
+        need_state = bool(self.need_state[lane])
+        rows: list[tuple[int, int, int, int, int]] = []
+        unpack = _INT_PAIR.unpack_from
+        while True:
+            if need_state:
+                if pos + 2 > end:
+                    raise self.fail(lane, "truncated: state id expected", pos, 2)
+                state = (data[pos] << 8) | data[pos + 1]
+                pos += 2
+                if state == END_OF_KEY_GROUP:
+                    if pos != end:
+                        raise self.fail(lane, "bytes after the end-of-key-group mark", pos - 2, 2)
+                    break
+            if pos + 8 > end:
+                raise self.fail(lane, "truncated: key and value lengths expected", pos, 8)
+            klen = unpack(data, pos)[0]
+            vpos = pos + 4 + klen
+            if klen < 1 or vpos + 4 > end:
+                raise self.fail(lane, "bad key length", pos, 4)
+            vlen = unpack(data, vpos)[0]
+            nxt = vpos + 4 + vlen
+            if vlen < 0 or nxt > end:
+                raise self.fail(lane, "bad value length", vpos, 4)
+            rows.append((state, pos + 4, klen, vpos + 4, vlen))
+            need_state = data[pos + 4] >= _META_FOLLOWS
+            pos = nxt
+        self.active[lane] = False
+        if rows:
+            cols = np.array(rows, np.int64).T
+            self.out.append(np.full(len(rows), lane, np.int64), *cols)
+
+
+class _Rows:
+    """Growable int64 columns of found pairs (appending small arrays per step
+    and concatenating at the end would cost more than the walk)."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.data = np.empty((6, 1024), np.int64)
+
+    def append(self, *cols: np.ndarray) -> None:
+        n = len(cols[0])
+        if self.size + n > self.data.shape[1]:
+            grown = np.empty((6, max(2 * self.data.shape[1], self.size + n)), np.int64)
+            grown[:, :self.size] = self.data[:, :self.size]
+            self.data = grown
+        for i, col in enumerate(cols):
+            self.data[i, self.size:self.size + n] = col
+        self.size += n
+
+    def columns(self) -> list[np.ndarray]:
+        return [self.data[i, :self.size] for i in range(6)]
+
+
+_INT_PAIR = struct.Struct(">i")
+_VECTOR_LANES = 16  # below this many open key groups, scalar reads are faster
 
 
 def walk_key_groups(sections: list[KeyGroupSection]) -> WalkResult:
@@ -181,23 +254,21 @@ def walk_key_groups(sections: list[KeyGroupSection]) -> WalkResult:
     framing (lengths within bounds, a state id before the first pair and
     after each flagged pair, the end mark exactly at each section's end)."""
     lengths = np.array([len(s.data) for s in sections], np.int64)
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-    buf = np.frombuffer(b"".join(bytes(s.data) for s in sections), np.uint8) if sections else np.zeros(0, np.uint8)
+    starts = np.zeros(len(sections), np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    buf = (np.concatenate([np.frombuffer(s.data, np.uint8) for s in sections]) if sections
+           else np.zeros(0, np.uint8))
     lanes = _Lanes(buf, starts, starts + lengths, sections)
     # Vector steps while many key groups are still open; the stragglers one by one.
-    active = np.flatnonzero(lanes.active)
-    while len(active) >= 8:
-        lanes.step(active)
-        active = np.flatnonzero(lanes.active)
-    for lane in active.tolist():
-        one = np.array([lane])
-        while lanes.active[lane]:
-            lanes.step(one)
-    if lanes.out:
-        cols = [np.concatenate([o[i] for o in lanes.out]) for i in range(6)]
-    else:
-        cols = [np.zeros(0, np.int64) for _ in range(6)]
-    order = np.argsort(cols[2], kind="stable")  # key starts: stream order
+    open_lanes = np.flatnonzero(lanes.active)
+    while len(open_lanes) >= _VECTOR_LANES:
+        open_lanes = lanes.step(open_lanes)
+    for lane in np.flatnonzero(lanes.active).tolist():
+        lanes.walk_one(lane)
+    cols = lanes.out.columns()
+    # Stream order: sections lie back to back and each one's pairs were found
+    # in order, so a stable sort by section (a radix sort of small ints) suffices.
+    order = np.argsort(cols[0].astype(np.uint16 if len(sections) <= 65536 else np.int64), kind="stable")
     section, state, kstart, klen, vstart, vlen = (c[order] for c in cols)
     return WalkResult(buf, section, state, kstart, klen, vstart, vlen, starts)
 

@@ -177,30 +177,28 @@ class FlinkOperator:
         walk = walk_key_groups(sections)
         key_groups = np.array([s.key_group for s in sections], np.int64)
         check_key_group_prefix(walk, _prefix_bytes(self.max_parallelism), key_groups)
-        # Clear the "meta data follows" flag Flink sets in the first byte of some keys.
-        walk.buffer = walk.buffer.copy()
-        walk.buffer[walk.key_start] &= 0x7F
         handle_of_section = np.array([s.handle for s in sections], np.int64)
         row_handle = handle_of_section[walk.section]
         states: dict[str, tuple[str, str, dict[str, FlinkType], KeyedRows]] = {}
-        names: dict[str, list[np.ndarray]] = {}
+        masks: dict[str, np.ndarray] = {}
         for h, meta in enumerate(metas):
             for state_id, info in enumerate(meta.states):
                 kind = info.options.get("KEYED_STATE_TYPE", info.backend_type)
                 states.setdefault(info.name, (info.backend_type, kind, info.serializers, None))
-                rows = np.flatnonzero((row_handle == h) & (walk.state == state_id))
-                names.setdefault(info.name, []).append(rows)
+                mask = masks.setdefault(info.name, np.zeros(len(walk.state), bool))
+                mask |= (row_handle == h) & (walk.state == state_id)
         unknown = np.setdiff1d(np.unique(walk.state), np.arange(max(len(m.states) for m in metas)))
         if len(unknown):
             raise UnsupportedFormatError(f"key-group data refers to state id {int(unknown[0])}, "
                                          "which the metadata does not define")
-        for name, parts in names.items():
-            rows = np.sort(np.concatenate(parts))
+        subtasks = np.array(subtask_of_handle, np.int64)
+        for name, mask in masks.items():
+            rows = np.flatnonzero(mask)  # ascending: stream order
             backend, kind, serializers, _ = states[name]
+            # Flink sets the top bit of the first key byte of some pairs as a marker.
+            keys = gather_spans(walk.buffer, walk.key_start[rows], walk.key_len[rows], clear_top_bit=True)
             states[name] = (backend, kind, serializers, KeyedRows(
-                np.array(subtask_of_handle, np.int64)[row_handle[rows]],
-                key_groups[walk.section[rows]],
-                gather_spans(walk.buffer, walk.key_start[rows], walk.key_len[rows]),
+                subtasks[row_handle[rows]], key_groups[walk.section[rows]], keys,
                 gather_spans(walk.buffer, walk.value_start[rows], walk.value_len[rows])))
         key_type = metas[0].key_type
         return key_type, states
