@@ -46,6 +46,14 @@ def _spans(column: pa.BinaryArray, starts: np.ndarray, ends: np.ndarray) -> pa.B
     return gather_spans(data, base + starts, ends - starts)
 
 
+def _skip(codec: Codec, inp: DataInput, refusal: str, state: str) -> None:
+    """Step over one value, or refuse with ``refusal`` when its type stores no length."""
+    try:
+        codec.skip(inp)
+    except Undelimited:
+        raise UnsupportedFormatError(refusal, state=state) from None
+
+
 def _walk_parts(column: pa.BinaryArray, begin: np.ndarray, codecs: list[Codec], *, ambiguous: bool,
                 state: str) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per cell and part read with ``codecs`` from ``begin``: (end of the part,
@@ -59,12 +67,8 @@ def _walk_parts(column: pa.BinaryArray, begin: np.ndarray, codecs: list[Codec], 
         inp = DataInput(raw, cell_start + int(begin[i]), int(offsets[i + 1]), state=state)
         for (ends, nexts), codec in zip(bounds, codecs):
             start = inp.pos
-            try:
-                codec.skip(inp)
-            except Undelimited:
-                raise UnsupportedFormatError(
-                    f"cannot split a composite key: the {codec.type.describe()} part has no stored length "
-                    "and is followed by variable-sized parts", state=state) from None
+            _skip(codec, inp, f"cannot split a composite key: the {codec.type.describe()} part has no stored "
+                  "length and is followed by variable-sized parts", state)
             ends[i] = inp.pos - cell_start
             if ambiguous:
                 size = inp.pos - start
@@ -184,12 +188,8 @@ def split_list_values(values: pa.BinaryArray, element: FlinkType, state: str) ->
         inp = DataInput(raw, int(offsets[i]), int(offsets[i + 1]), state=state)
         while True:
             start = inp.pos
-            try:
-                codec.skip(inp)
-            except Undelimited:
-                raise UnsupportedFormatError(
-                    f"LIST elements of {element.describe()} cannot be told apart: the type has no stored "
-                    "length; read the whole list value bytes instead", state=state) from None
+            _skip(codec, inp, f"LIST elements of {element.describe()} cannot be told apart: the type has no "
+                  "stored length; read the whole list value bytes instead", state)
             rows_out.append(i)
             starts.append(start)
             ends.append(inp.pos)

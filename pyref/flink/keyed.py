@@ -30,8 +30,10 @@ import struct
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
 
 from ..errors import CorruptSavepointError, UnsupportedFormatError
+from .columns import gather_spans
 from .compression import decode_framed
 from .datainput import DataInput
 from .meta_info import StateMetaInfo, looks_like_meta_info, read_state_meta_infos
@@ -45,6 +47,9 @@ __all__ = [
     "WalkResult",
     "section_bytes",
     "check_key_group_prefix",
+    "KeyedRows",
+    "KeyedSubtask",
+    "read_keyed_subtask",
 ]
 
 KEYED_PROXY_VERSION = 6
@@ -290,6 +295,61 @@ def section_bytes(buffer, start: int, end: int, offsets: dict[int, int], compres
             data = memoryview(buffer)[start + offset:start + stop]
         sections.append(KeyGroupSection(key_group, handle_index, data, (name, start + offset)))
     return sections
+
+
+@dataclass(frozen=True)
+class KeyedRows:
+    """Raw rows of one keyed state, in stream order (ascending key group per
+    subtask): composite ``keys`` and ``values`` as stored, the key group and
+    the subtask that wrote each row."""
+
+    subtasks: np.ndarray
+    key_groups: np.ndarray
+    keys: pa.BinaryArray
+    values: pa.BinaryArray
+
+    @staticmethod
+    def concat(parts: list[KeyedRows]) -> KeyedRows:
+        return KeyedRows(np.concatenate([p.subtasks for p in parts]), np.concatenate([p.key_groups for p in parts]),
+                         pa.concat_arrays([p.keys for p in parts]), pa.concat_arrays([p.values for p in parts]))
+
+
+@dataclass(frozen=True)
+class KeyedSubtask:
+    """Everything one subtask's keyed stream holds: the key type and, per
+    state, its meta info and rows (states without rows included)."""
+
+    subtask: int
+    key_groups: range
+    key_type: FlinkType
+    states: dict[str, tuple[StateMetaInfo, KeyedRows]]
+
+
+def read_keyed_subtask(buffer, start: int, end: int, subtask: int, key_groups: range, offsets: tuple[int, ...],
+                       name: str, prefix_bytes: int) -> KeyedSubtask:
+    """Parse one subtask's keyed stream ``buffer[start:end]`` whose key groups
+    ``key_groups`` start at ``offsets`` (0: no data)."""
+    present = {kg: o for kg, o in zip(key_groups, offsets) if o}
+    proxy_end = start + (min(present.values()) if present else end - start)
+    meta = read_keyed_backend_meta(DataInput(buffer, start, end, path=name), proxy_end)
+    sections = section_bytes(buffer, start, end, present, meta.compressed, name, subtask)
+    walk = walk_key_groups(sections)
+    section_groups = np.array([s.key_group for s in sections], np.int64)
+    check_key_group_prefix(walk, prefix_bytes, section_groups)
+    if len(walk.state) and int(walk.state.max()) >= len(meta.states):
+        raise CorruptSavepointError(f"key-group data refers to state id {int(walk.state.max())}, but the "
+                                    f"metadata defines {len(meta.states)} states", path=name)
+    order = np.argsort(walk.state, kind="stable")  # rows of each state, still in stream order
+    bounds = np.searchsorted(walk.state[order], np.arange(len(meta.states) + 1))
+    states = {}
+    for state_id, info in enumerate(meta.states):
+        rows = order[bounds[state_id]:bounds[state_id + 1]]
+        # Flink sets the top bit of the first key byte of some pairs as a marker.
+        keys = gather_spans(walk.buffer, walk.key_start[rows], walk.key_len[rows], clear_top_bit=True)
+        values = gather_spans(walk.buffer, walk.value_start[rows], walk.value_len[rows])
+        states[info.name] = (info, KeyedRows(np.full(len(rows), subtask, np.int64),
+                                             section_groups[walk.section[rows]], keys, values))
+    return KeyedSubtask(subtask, key_groups, meta.key_type, states)
 
 
 def check_key_group_prefix(walk: WalkResult, prefix_bytes: int, key_groups: np.ndarray) -> None:

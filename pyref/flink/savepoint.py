@@ -10,28 +10,21 @@ else by their hex operator id.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import cached_property
 
 import mmh3
-import numpy as np
 import pyarrow as pa
 
 from ..errors import InvalidArgumentError, SavepointNotFoundError, UnsupportedFormatError
-from .columns import gather_spans
 from .datainput import DataInput
-from .handles import DistributionMode, HandleStore, KeyGroupsHandle, RefusedHandle
-from .keyed import KeyedBackendMeta, check_key_group_prefix, read_keyed_backend_meta, section_bytes, walk_key_groups
+from .handles import DistributionMode, HandleStore, RefusedHandle
+from .keyed import KeyedRows, KeyedSubtask, read_keyed_subtask
+from .meta_info import StateMetaInfo
 from .metadata import CheckpointMetadata, OperatorState, parse_metadata
 from .operator_state import OperatorStream, read_operator_stream
 from .serializers import FlinkType
-from .state_views import (
-    FlinkBroadcastStateView,
-    FlinkKeyedStateView,
-    FlinkListStateView,
-    FlinkTimerView,
-    KeyedRows,
-)
+from .state_views import FlinkBroadcastStateView, FlinkKeyedStateView, FlinkListStateView, FlinkTimerView
 
 __all__ = ["FlinkSavepoint", "FlinkOperator", "operator_id_of_uid"]
 
@@ -150,58 +143,31 @@ class FlinkOperator:
 
     # -- keyed state ------------------------------------------------------
 
-    @cached_property
-    def _keyed(self) -> tuple[FlinkType | None, dict[str, tuple[str, str, dict[str, FlinkType], KeyedRows]]]:
-        """Key type and, per keyed state: backend type, kind, serializers, rows."""
-        metas: list[KeyedBackendMeta] = []
-        subtask_of_handle: list[int] = []
-        sections = []
+    def keyed_subtasks(self) -> Iterator[KeyedSubtask]:
+        """Each subtask's keyed state, one subtask at a time (what an importer
+        streams through: memory holds one subtask's state, not the operator's)."""
         for sub in self.state.subtasks:
             handle = sub.managed_keyed_state
-            if handle is None:
-                continue
             if isinstance(handle, RefusedHandle):
                 raise handle.refuse(self._savepoint.location)
-            assert isinstance(handle, KeyGroupsHandle)
-            if handle.stream is None:
+            if handle is None or handle.stream is None:
                 continue
             buffer, start, end, name = self._savepoint.store.open(handle.stream)
-            offsets = {kg: o for kg, o in zip(handle.key_groups, handle.offsets) if o}
-            proxy_end = start + (min(offsets.values()) if offsets else end - start)
-            meta = read_keyed_backend_meta(DataInput(buffer, start, end, path=name), proxy_end)
-            sections += section_bytes(buffer, start, end, offsets, meta.compressed, name, len(metas))
-            metas.append(meta)
-            subtask_of_handle.append(sub.index)
-        if not metas:
-            return None, {}
-        walk = walk_key_groups(sections)
-        key_groups = np.array([s.key_group for s in sections], np.int64)
-        check_key_group_prefix(walk, _prefix_bytes(self.max_parallelism), key_groups)
-        handle_of_section = np.array([s.handle for s in sections], np.int64)
-        row_handle = handle_of_section[walk.section]
-        states: dict[str, tuple[str, str, dict[str, FlinkType], KeyedRows]] = {}
-        masks: dict[str, np.ndarray] = {}
-        for h, meta in enumerate(metas):
-            for state_id, info in enumerate(meta.states):
-                kind = info.options.get("KEYED_STATE_TYPE", info.backend_type)
-                states.setdefault(info.name, (info.backend_type, kind, info.serializers, None))
-                mask = masks.setdefault(info.name, np.zeros(len(walk.state), bool))
-                mask |= (row_handle == h) & (walk.state == state_id)
-        unknown = np.setdiff1d(np.unique(walk.state), np.arange(max(len(m.states) for m in metas)))
-        if len(unknown):
-            raise UnsupportedFormatError(f"key-group data refers to state id {int(unknown[0])}, "
-                                         "which the metadata does not define")
-        subtasks = np.array(subtask_of_handle, np.int64)
-        for name, mask in masks.items():
-            rows = np.flatnonzero(mask)  # ascending: stream order
-            backend, kind, serializers, _ = states[name]
-            # Flink sets the top bit of the first key byte of some pairs as a marker.
-            keys = gather_spans(walk.buffer, walk.key_start[rows], walk.key_len[rows], clear_top_bit=True)
-            states[name] = (backend, kind, serializers, KeyedRows(
-                subtasks[row_handle[rows]], key_groups[walk.section[rows]], keys,
-                gather_spans(walk.buffer, walk.value_start[rows], walk.value_len[rows])))
-        key_type = metas[0].key_type
-        return key_type, states
+            yield read_keyed_subtask(buffer, start, end, sub.index, handle.key_groups, handle.offsets, name,
+                                     _prefix_bytes(self.max_parallelism))
+
+    @cached_property
+    def _keyed(self) -> tuple[FlinkType | None, dict[str, tuple[StateMetaInfo, KeyedRows]]]:
+        """Key type and, per keyed state, its meta info and the rows of every subtask."""
+        key_type = None
+        parts: dict[str, list[KeyedRows]] = {}
+        infos: dict[str, StateMetaInfo] = {}
+        for part in self.keyed_subtasks():
+            key_type = key_type or part.key_type
+            for name, (info, rows) in part.states.items():
+                infos.setdefault(name, info)
+                parts.setdefault(name, []).append(rows)
+        return key_type, {name: (infos[name], KeyedRows.concat(rows)) for name, rows in parts.items()}
 
     @property
     def key_type(self) -> FlinkType | None:
@@ -209,14 +175,14 @@ class FlinkOperator:
 
     @property
     def keyed_state_names(self) -> list[str]:
-        return sorted(n for n, s in self._keyed[1].items() if s[0] != "PRIORITY_QUEUE")
+        return sorted(n for n, (info, _) in self._keyed[1].items() if info.backend_type != "PRIORITY_QUEUE")
 
     @property
     def timer_services(self) -> list[tuple[str, str]]:
         """(service name, domain) of every timer queue, e.g. ``("window-timers", "event-time")``."""
         out = []
-        for name, (backend, *_rest) in self._keyed[1].items():
-            if backend == "PRIORITY_QUEUE" and name.startswith(TIMER_PREFIX):
+        for name, (info, _) in self._keyed[1].items():
+            if info.backend_type == "PRIORITY_QUEUE" and name.startswith(TIMER_PREFIX):
                 rest = name[len(TIMER_PREFIX):]
                 for prefix, domain in TIMER_DOMAINS.items():
                     if rest.startswith(prefix):
@@ -225,10 +191,11 @@ class FlinkOperator:
 
     def keyed_state(self, name: str) -> FlinkKeyedStateView:
         key_type, states = self._keyed
-        if name not in states or states[name][0] == "PRIORITY_QUEUE":
+        if name not in states or states[name][0].backend_type == "PRIORITY_QUEUE":
             raise InvalidArgumentError(f"operator {self.name} has no keyed state {name!r}", state=name)
-        backend, kind, serializers, rows = states[name]
-        if backend == "KEY_VALUE_V2":
+        info, rows = states[name]
+        kind, serializers = info.options.get("KEYED_STATE_TYPE", info.backend_type), info.serializers
+        if info.backend_type == "KEY_VALUE_V2":
             raise UnsupportedFormatError("keyed state of the asynchronous state API (KEY_VALUE_V2)", state=name)
         return FlinkKeyedStateView(name, kind, key_type, serializers["NAMESPACE_SERIALIZER"],
                                    serializers["VALUE_SERIALIZER"], rows, _prefix_bytes(self.max_parallelism))
@@ -241,8 +208,8 @@ class FlinkOperator:
         states = self._keyed[1]
         if name not in states:
             raise InvalidArgumentError(f"operator {self.name} has no {domain} timers of service {service!r}")
-        _, _, serializers, rows = states[name]
-        timer = serializers["VALUE_SERIALIZER"]
+        info, rows = states[name]
+        timer = info.serializers["VALUE_SERIALIZER"]
         if timer.kind != "timer":
             raise UnsupportedFormatError(f"timer queue {name!r} holds {timer.describe()}, not timers", state=name)
         key_type, namespace_type = timer.children

@@ -9,7 +9,6 @@ Keyed rows carry the key group Flink stored them under, never a recomputed one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Iterator
 
@@ -19,6 +18,7 @@ import pyarrow as pa
 from ..errors import InvalidArgumentError, UnsupportedFormatError
 from .composite import split_keys, split_list_values, split_map_values, split_timer_keys
 from .handles import DistributionMode
+from .keyed import KeyedRows
 from .serializers import FlinkType
 from .values import TtlValue, decode_column
 
@@ -110,19 +110,31 @@ class FlinkBroadcastStateView:
         })
 
 
-@dataclass(frozen=True)
-class KeyedRows:
-    """Raw rows of one keyed state, in stream order (ascending key group per
-    subtask): composite ``keys`` and ``values`` as stored, the key group and
-    the subtask that wrote each row."""
+class _KeyedRowsView:
+    """Rows of a keyed-backend state: keys, namespaces, key groups, subtasks."""
 
-    subtasks: np.ndarray
-    key_groups: np.ndarray
-    keys: pa.BinaryArray
-    values: pa.BinaryArray
+    def __init__(self, key_type: FlinkType, namespace_type: FlinkType, rows: KeyedRows, prefix_bytes: int) -> None:
+        self.key_type = key_type
+        self.namespace_type = namespace_type
+        self._rows = rows
+        self._prefix = prefix_bytes
+
+    def __len__(self) -> int:
+        return len(self._rows.keys)
+
+    @property
+    def key_groups(self) -> list[int]:
+        """Key groups that hold rows (as Flink stored them)."""
+        return sorted(set(self._rows.key_groups.tolist()))
+
+    def _table(self, columns: dict[str, pa.Array]) -> pa.Table:
+        table = {"subtask": pa.array(self._rows.subtasks, pa.int32()),
+                 "key_group": pa.array(self._rows.key_groups, pa.int32())}
+        table.update(columns)
+        return pa.table(table)
 
 
-class FlinkKeyedStateView:
+class FlinkKeyedStateView(_KeyedRowsView):
     """One keyed state. ``value_type`` is the type of a VALUE/REDUCING/
     AGGREGATING value, a LIST element or a MAP value (TTL unwrapped: ``ttl``
     says whether cells carry a last-access timestamp)."""
@@ -131,13 +143,10 @@ class FlinkKeyedStateView:
                  stored_type: FlinkType, rows: KeyedRows, prefix_bytes: int) -> None:
         if kind not in KEYED_KINDS:
             raise UnsupportedFormatError(f"keyed state kind {kind!r} is not supported", state=name)
+        super().__init__(key_type, namespace_type, rows, prefix_bytes)
         self.name = name
         self.kind = kind
-        self.key_type = key_type
-        self.namespace_type = namespace_type
         self.stored_type = stored_type
-        self._rows = rows
-        self._prefix = prefix_bytes
         self.user_key_type: FlinkType | None = None
         cell = stored_type
         if kind == "LIST":
@@ -153,13 +162,6 @@ class FlinkKeyedStateView:
     def has_namespace(self) -> bool:
         """False for the void namespace (state outside windows)."""
         return self.namespace_type.kind != "void-namespace"
-
-    @property
-    def key_groups(self) -> list[int]:
-        return sorted(set(self._rows.key_groups.tolist()))
-
-    def __len__(self) -> int:
-        return len(self._rows.keys)
 
     @cached_property
     def _columns(self) -> dict[str, pa.Array]:
@@ -177,10 +179,7 @@ class FlinkKeyedStateView:
         ``namespace``, [``user_key``, ``value_is_null`` for MAP], ``value``
         (a MAP value without its null flag; a LIST value with its elements
         joined by ``,``; TTL cells with their 8-byte timestamp)."""
-        table = {"subtask": pa.array(self._rows.subtasks, pa.int32()),
-                 "key_group": pa.array(self._rows.key_groups, pa.int32())}
-        table.update(self._columns)
-        return pa.table(table)
+        return self._table(self._columns)
 
     def list_elements(self) -> tuple[np.ndarray, pa.BinaryArray]:
         """LIST state: (row of each element, element bytes)."""
@@ -246,20 +245,14 @@ def _expect(type_: FlinkType, kind: str, state: str) -> FlinkType:
     return type_
 
 
-class FlinkTimerView:
+class FlinkTimerView(_KeyedRowsView):
     """The timers of one internal timer service in one time domain."""
 
     def __init__(self, service: str, domain: str, key_type: FlinkType, namespace_type: FlinkType,
                  rows: KeyedRows, prefix_bytes: int) -> None:
+        super().__init__(key_type, namespace_type, rows, prefix_bytes)
         self.service = service
         self.domain = domain
-        self.key_type = key_type
-        self.namespace_type = namespace_type
-        self._rows = rows
-        self._prefix = prefix_bytes
-
-    def __len__(self) -> int:
-        return len(self._rows.keys)
 
     @cached_property
     def _columns(self) -> dict[str, pa.Array]:
@@ -268,10 +261,7 @@ class FlinkTimerView:
 
     def to_arrow(self) -> pa.Table:
         """``subtask``, ``key_group``, ``key``, ``namespace`` (raw bytes) and ``timestamp`` (int64 ms)."""
-        table = {"subtask": pa.array(self._rows.subtasks, pa.int32()),
-                 "key_group": pa.array(self._rows.key_groups, pa.int32())}
-        table.update(self._columns)
-        return pa.table(table)
+        return self._table(self._columns)
 
     def items(self) -> Iterator[tuple]:
         """Decoded ``(key, namespace, timestamp)`` of every timer."""
