@@ -180,6 +180,12 @@ class FlinkOperator:
     @property
     def timer_services(self) -> list[tuple[str, str]]:
         """(service name, domain) of every timer queue, e.g. ``("window-timers", "event-time")``."""
+        if any(s.raw_keyed_state is not None for s in self.state.subtasks):
+            # Heap timers of a RocksDB backend (timer-service.factory: HEAP) are written as raw keyed state.
+            raise UnsupportedFormatError(
+                f"operator {self.name} wrote raw keyed state, where Flink keeps timers when RocksDB is configured "
+                "with heap timers (state.backend.rocksdb.timer-service.factory: HEAP); it is not read: take the "
+                "savepoint with RocksDB timers or the HashMap backend", path=self._savepoint.location)
         out = []
         for name, (info, _) in self._keyed[1].items():
             if info.backend_type == "PRIORITY_QUEUE" and name.startswith(TIMER_PREFIX):

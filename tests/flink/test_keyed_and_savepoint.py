@@ -49,16 +49,20 @@ MAX_P = 4  # one key-group prefix byte
 KEYS = {f"k{i}": i % MAX_P for i in range(10)}  # key -> key group (the job's choice, not recomputed)
 
 
-def _key(kg: int, key: str, tail: bytes = b"\x00") -> bytes:
-    return bytes([kg]) + string_value(key) + tail
+def _prefix(kg: int, max_parallelism: int) -> bytes:
+    return kg.to_bytes(1 if max_parallelism <= 128 else 2, "big")
 
 
-def _keyed_subtask(key_groups: range, compress: bool) -> bytes:
+def _keyed_subtask(key_groups: range, compress: bool, max_parallelism: int = MAX_P) -> bytes:
+    def _key(kg: int, key: str, tail: bytes = b"\x00") -> bytes:
+        return _prefix(kg, max_parallelism) + string_value(key) + tail
+
     states = [
         keyed_state_meta("count", "VALUE", snapshot(LONG)),
         keyed_state_meta("tags", "MAP", map_snapshot(snapshot(STRING), ttl_snapshot(snapshot(LONG)))),
         keyed_state_meta("seen", "LIST", list_snapshot(snapshot(LONG))),
         keyed_state_meta("sums", "REDUCING", snapshot(LONG), namespace=snapshot(TIME_WINDOW)),
+        keyed_state_meta("names", "LIST", list_snapshot(ttl_snapshot(snapshot(STRING)))),
         timer_queue_meta("_timer_state/event_user-timers", timer_snapshot(snapshot(STRING), snapshot(VOID_NS))),
     ]
     groups = {}
@@ -73,7 +77,9 @@ def _keyed_subtask(key_groups: range, compress: bool) -> bytes:
                  for k, v in zip(keys, n) for t in ("a", "b")]),
             (2, [(_key(kg, k), b",".join(i64(v * 10 + j) for j in range(v % 3 + 1))) for k, v in zip(keys, n)]),
             (3, [(_key(kg, k, i64(0) + i64(100)), i64(v)) for k, v in zip(keys, n)]),
-            (4, [(bytes([kg]) + ((1000 + v) ^ (1 << 63)).to_bytes(8, "big") + string_value(k) + b"\x00", b"") for k, v in zip(keys, n)]),
+            (4, [(_key(kg, k), b",".join(i64(7) + string_value(f"{k},{j}") for j in range(2))) for k in keys]),
+            (5, [(_prefix(kg, max_parallelism) + ((1000 + v) ^ (1 << 63)).to_bytes(8, "big") + string_value(k)
+                  + b"\x00", b"") for k, v in zip(keys, n)]),
         ]
         groups[kg] = key_group_section(runs)
     stream, offsets = keyed_stream(keyed_proxy(snapshot(STRING), states, compress), groups, compress)
@@ -94,35 +100,39 @@ def _operator_subtask(index: int) -> tuple[bytes, dict]:
     return stream, states
 
 
-def _write(path: pathlib.Path, compress: bool = False) -> pathlib.Path:
+def _write(path: pathlib.Path, compress: bool = False, max_parallelism: int = MAX_P) -> pathlib.Path:
     path.mkdir()
     keyed_subtasks, op_subtasks = [], []
-    for index, groups in enumerate((range(0, 2), range(2, 4))):
-        stream, offsets = _keyed_subtask(groups, compress)
+    for index, groups in enumerate((range(0, 2), range(2, max_parallelism))):
+        stream, offsets = _keyed_subtask(groups, compress, max_parallelism)
         (path / f"keyed-{index}").write_bytes(stream)
         handle = savepoint_keyed_handle(groups.start, offsets, relative_handle(f"keyed-{index}", len(stream)))
         keyed_subtasks.append(subtask(index, None, handle))
         ostream, states = _operator_subtask(index)
         op_subtasks.append(subtask(index, operator_handle(states, inline_handle(ostream))))
     ops = [
-        operator(bytes.fromhex(operator_id_of_uid("proc")), 2, MAX_P, keyed_subtasks),
-        operator(bytes.fromhex(operator_id_of_uid("src")), 2, MAX_P, op_subtasks),
+        operator(bytes.fromhex(operator_id_of_uid("proc")), 2, max_parallelism, keyed_subtasks),
+        operator(bytes.fromhex(operator_id_of_uid("src")), 2, max_parallelism, op_subtasks),
     ]
     (path / "_metadata").write_bytes(metadata(ops))
     return path
 
 
-@pytest.mark.parametrize("compress", [False, True])
-def test_hand_made_savepoint_reads_back(tmp_path: pathlib.Path, compress: bool) -> None:
-    with FlinkSavepoint.open(_write(tmp_path / "sp", compress), uids=["proc", "src"]) as sp:
+@pytest.mark.parametrize("compress, max_parallelism", [(False, MAX_P), (True, MAX_P), (False, 1000)])
+def test_hand_made_savepoint_reads_back(tmp_path: pathlib.Path, compress: bool, max_parallelism: int) -> None:
+    with FlinkSavepoint.open(_write(tmp_path / "sp", compress, max_parallelism), uids=["proc", "src"]) as sp:
         proc, src = sp.operator("proc"), sp.operator("src")
-        assert proc.keyed_state_names == ["count", "seen", "sums", "tags"]
+        assert proc.keyed_state_names == ["count", "names", "seen", "sums", "tags"]
+        names = proc.keyed_state("names")
+        assert names.ttl and names.get("k4") == ["k4,0", "k4,1"]
+        assert [v.timestamp for v in dict(names.items(with_ttl=True))["k4"]] == [7, 7]
         count = proc.keyed_state("count")
         assert dict(count.items()) == {k: int(k[1:]) for k in KEYS}
         assert count.get("k7") == 7 and count.get("nope", -1) == -1
         table = count.to_arrow()
         assert dict(zip(table.column("key").to_pylist(), table.column("key_group").to_pylist())) == {
             string_value(k): g for k, g in KEYS.items()}
+        assert table.column("subtask").to_pylist() == [0 if g < 2 else 1 for g in table.column("key_group").to_pylist()]
         tags = proc.keyed_state("tags")
         assert tags.ttl and tags.get("k3") == {"a": 3, "b": 3}
         assert ("k3", "a", (50, 3)) in [(k, u, (v.timestamp, v.value)) for k, u, v in tags.items(with_ttl=True)]
