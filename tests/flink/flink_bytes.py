@@ -204,12 +204,13 @@ def operator_handle(states: dict[str, tuple[int, list[int]]], stream: bytes) -> 
     return out + stream
 
 
-def subtask(index: int, managed_operator: bytes | None = None, keyed: bytes | None = None) -> bytes:
+def subtask(index: int, managed_operator: bytes | None = None, keyed: bytes | None = None,
+            raw_keyed: bytes | None = None) -> bytes:
     out = i32(index)
     out += (i32(1) + managed_operator) if managed_operator else i32(0)
     out += i32(0)  # no raw operator state
     out += keyed or b"\x00"
-    out += b"\x00"  # no raw keyed state
+    out += raw_keyed or b"\x00"
     return out + i32(0) + i32(0)  # no channel state
 
 

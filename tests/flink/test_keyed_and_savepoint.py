@@ -236,3 +236,14 @@ def test_native_savepoint_is_refused_on_read(tmp_path: pathlib.Path) -> None:
     with FlinkSavepoint.open(path) as sp:
         with pytest.raises(UnsupportedFormatError, match="native-format.*canonical savepoint"):
             sp.operators[0].keyed_state_names
+
+
+def test_timers_in_raw_keyed_state_are_refused(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "raw"
+    path.mkdir()
+    raw = savepoint_keyed_handle(0, [0] * 4, inline_handle(b"raw timers"))
+    (path / "_metadata").write_bytes(metadata([operator(bytes(16), 1, 4, [subtask(0, None, None, raw)])]))
+    with FlinkSavepoint.open(path) as sp:
+        assert sp.operators[0].has_raw_state
+        with pytest.raises(UnsupportedFormatError, match="heap timers"):
+            sp.operators[0].timer_services
