@@ -24,6 +24,11 @@ def gather_spans(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, *,
     total = int(offsets[-1])
     if total >= 2**31:
         raise UnsupportedFormatError("a state column over 2 GiB in one key-group range")
+    if len(lengths) and total and np.all(lengths == lengths[0]):
+        # Spans of one width: one row gather from a sliding-window view, no per-byte index.
+        windows = np.lib.stride_tricks.sliding_window_view(buf, int(lengths[0]))
+        data = np.ascontiguousarray(windows[starts]).reshape(-1)
+        return _binary(data, offsets, lengths, clear_top_bit)
     data = np.empty(total, np.uint8)
     first = 0
     while first < len(lengths):
@@ -35,7 +40,11 @@ def gather_spans(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, *,
             shift = np.repeat(starts[first:last] - offsets[first:last], lengths[first:last])
             data[begin:stop] = buf[shift + np.arange(begin, stop)]
         first = last
-    if clear_top_bit and total:
+    return _binary(data, offsets, lengths, clear_top_bit)
+
+
+def _binary(data: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, clear_top_bit: bool) -> pa.BinaryArray:
+    if clear_top_bit and data.size:
         data[offsets[:-1][lengths > 0]] &= 0x7F
     return pa.Array.from_buffers(pa.binary(), len(lengths),
                                  [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)])

@@ -140,6 +140,7 @@ class _Lanes:
         self.need_state = np.ones(len(starts), bool)
         self.active = np.ones(len(starts), bool)
         self.out = _Rows()
+        self.lookahead = 8
 
     def fail(self, lane: int, reason: str, pos: int, length: int) -> CorruptSavepointError:
         section = self.sections[lane]
@@ -167,7 +168,8 @@ class _Lanes:
         self.need_state[due] = False
 
     def step(self, lanes: np.ndarray) -> np.ndarray:
-        """Advance every lane of ``lanes`` by one pair; returns the lanes still open."""
+        """Advance every lane of ``lanes`` by one pair, or by a run of pairs of
+        the same size; returns the lanes still open."""
         due = self.need_state[lanes]
         if due.any():
             self.switch_states(lanes[due])
@@ -186,10 +188,48 @@ class _Lanes:
             self.check(lanes, pos + 8 > end, "truncated: key and value lengths expected", pos, 8)
             self.check(lanes, (klen < 1) | (vpos + 4 > end), "bad key length", pos, 4)
             self.check(lanes, (vlen < 0) | (nxt > end), "bad value length", vpos, 4)
-        self.out.append(lanes, self.state[lanes], kstart, klen, vpos + 4, vlen)
-        self.pos[lanes] = nxt
-        self.need_state[lanes] = self.buf[kstart] >= _META_FOLLOWS
+        size = nxt - pos
+        flagged = self.buf[kstart] >= _META_FOLLOWS
+        if self.lookahead > 1:
+            runs = self._same_size_run(pos, end, size, klen, vlen, flagged)
+        else:
+            runs = np.ones(len(lanes), np.int64)
+        # Every pair of a lane's run has this step's lengths: emit them all at once.
+        index = np.arange(int(runs.max()))
+        taken = index[None, :] < runs[:, None]
+        starts = (pos[:, None] + index[None, :] * size[:, None])[taken]
+        rows_lane = np.broadcast_to(lanes[:, None], taken.shape)[taken]
+        row_klen = np.broadcast_to(klen[:, None], taken.shape)[taken]
+        row_vlen = np.broadcast_to(vlen[:, None], taken.shape)[taken]
+        self.out.append(rows_lane, self.state[rows_lane], starts + 4, row_klen, starts + 8 + row_klen, row_vlen)
+        last_start = pos + (runs - 1) * size
+        self.pos[lanes] = last_start + size
+        self.need_state[lanes] = self.buf[last_start + 4] >= _META_FOLLOWS
+        # Adapt how far ahead to look to how long the runs of equal-sized pairs are.
+        mean = float(runs.mean())
+        if mean > self.lookahead / 2:
+            self.lookahead = min(self.lookahead * 2, _MAX_LOOKAHEAD)
+        elif mean < self.lookahead / 4:
+            self.lookahead = max(self.lookahead // 2, 1)
         return lanes
+
+    def _same_size_run(self, pos: np.ndarray, end: np.ndarray, size: np.ndarray, klen: np.ndarray,
+                       vlen: np.ndarray, flagged: np.ndarray) -> np.ndarray:
+        """Per lane, how many pairs from ``pos`` on have the same key and value
+        lengths as the first, up to the first flagged one (a state id follows
+        it) and within the lookahead: pair i starts exactly at ``pos + i *
+        size`` because every pair before it has that size."""
+        index = np.arange(1, self.lookahead)
+        starts = pos[:, None] + index[None, :] * size[:, None]
+        fits = starts + size[:, None] <= end[:, None]
+        last = len(self.be32) - 1
+        same = (fits & (self.be32[np.minimum(starts, last)] == klen[:, None])
+                & (self.be32[np.minimum(starts + 4 + klen[:, None], last)] == vlen[:, None]))
+        flags = self.buf[np.minimum(starts + 4, len(self.buf) - 1)] >= _META_FOLLOWS
+        # Pair i joins the run when it and every pair before it matched, and no earlier one was flagged.
+        before_flagged = np.logical_or.accumulate(np.column_stack([flagged, flags[:, :-1]]), axis=1)
+        joins = np.logical_and.accumulate(same & ~before_flagged, axis=1)
+        return 1 + joins.sum(axis=1)
 
     def walk_one(self, lane: int) -> None:
         """One lane to its end with scalar reads (for the last few lanes)."""
@@ -252,6 +292,7 @@ class _Rows:
 
 _INT_PAIR = struct.Struct(">i")
 _VECTOR_LANES = 16  # below this many open key groups, scalar reads are faster
+_MAX_LOOKAHEAD = 256
 
 
 def walk_key_groups(sections: list[KeyGroupSection]) -> WalkResult:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from flink_bytes import framed, string_value, utf, varint
+from pyref.testing.flink_bytes import framed, string_value, utf, varint
 
 from pyref.errors import CorruptSavepointError
 from pyref.flink.compression import decode_framed, decode_framed_indexed

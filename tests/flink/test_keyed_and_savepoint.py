@@ -10,7 +10,7 @@ import pathlib
 import numpy as np
 import pyarrow as pa
 import pytest
-from flink_bytes import (
+from pyref.testing.flink_bytes import (
     LONG,
     STRING,
     TIME_WINDOW,

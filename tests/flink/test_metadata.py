@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from flink_bytes import (
+from pyref.testing.flink_bytes import (
     i32,
     i64,
     inline_handle,

@@ -7,7 +7,7 @@ import struct
 
 import pyarrow as pa
 import pytest
-from flink_bytes import (
+from pyref.testing.flink_bytes import (
     INT,
     LONG,
     STRING,

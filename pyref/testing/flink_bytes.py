@@ -1,6 +1,7 @@
-"""Hand-made Flink bytes for the pyref.flink tests: small writers that follow
-Flink's write paths (DataOutput, serializer snapshots, _metadata, state
-streams, snappy framing), so tests can build exact inputs and break them."""
+"""Hand-made Flink bytes for pyref.flink's tests and benchmark: small writers
+that follow Flink's write paths (DataOutput, serializer snapshots, _metadata,
+state streams, snappy framing), so tests can build exact inputs and break
+them. Not a Flink writer: only what the tests need."""
 
 from __future__ import annotations
 
