@@ -20,7 +20,7 @@ their bytes are), :mod:`.compression` (snappy framing), :mod:`.serializers`
 from .handles import DistributionMode
 from .savepoint import FlinkOperator, FlinkSavepoint, operator_id_of_uid
 from .serializers import FlinkType
-from .values import GLOBAL_WINDOW, TimeWindow, Timer, TtlValue
+from .values import GLOBAL_WINDOW, Row, TimeWindow, Timer, TtlValue
 
 __all__ = [
     "GLOBAL_WINDOW",
@@ -28,6 +28,7 @@ __all__ = [
     "FlinkOperator",
     "FlinkSavepoint",
     "FlinkType",
+    "Row",
     "TimeWindow",
     "Timer",
     "TtlValue",

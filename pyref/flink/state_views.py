@@ -189,6 +189,10 @@ class FlinkKeyedStateView(_KeyedRowsView):
 
     def _decoded_values(self, with_ttl: bool) -> list:
         columns = self._columns
+        if self.kind == "LIST" and self.cell_type.is_opaque:
+            # Flink stores no element lengths: a list of an opaque type stays the
+            # bytes of the whole list (its elements joined by ",").
+            return columns["value"].to_pylist()
         if self.kind == "LIST":
             rows, elements = self.list_elements()
             decoded = decode_column(self.cell_type, elements, state=self.name)
@@ -196,17 +200,26 @@ class FlinkKeyedStateView(_KeyedRowsView):
             for row, element in zip(rows.tolist(), decoded):
                 out[row].append(_unwrap(element, with_ttl))
             return out
-        values = decode_column(self.cell_type, columns["value"], state=self.name)
-        values = [_unwrap(v, with_ttl) for v in values]
-        if self.kind == "MAP":
-            nulls = columns["value_is_null"].to_pylist()
-            values = [None if null else v for v, null in zip(values, nulls)]
-        return values
+        values = columns["value"]
+        if self.kind != "MAP":
+            return [_unwrap(v, with_ttl) for v in decode_column(self.cell_type, values, state=self.name)]
+        # A null map value is its flag alone (RocksDB) or the flag and whatever the
+        # serializer wrote for null (heap): only the others are decoded.
+        nulls = columns["value_is_null"].to_numpy(zero_copy_only=False)
+        present = np.flatnonzero(~nulls)
+        decoded = decode_column(self.cell_type, values.take(pa.array(present)), state=self.name)
+        out: list = [None] * len(values)
+        for row, value in zip(present.tolist(), decoded):
+            out[row] = _unwrap(value, with_ttl)
+        return out
 
     def items(self, *, with_ttl: bool = False) -> Iterator[tuple]:
         """Decoded entries: ``(key, value)``; ``(key, user_key, value)`` for MAP
         (one per map entry); the namespace follows the key when the state has
-        one. ``with_ttl`` gives TTL cells as :class:`TtlValue`."""
+        one. ``with_ttl`` gives TTL cells as :class:`TtlValue`. A LIST value is
+        a list, except for elements of an opaque type (Kryo...): Flink stores
+        no element lengths, so such a value is the stored bytes of the whole
+        list, elements joined by ``,``."""
         columns = self._columns
         parts = [decode_column(self.key_type, columns["key"], state=self.name)]
         if self.has_namespace:

@@ -9,7 +9,7 @@ big-endian view, ASCII strings without a Python loop per character.
 
 Python forms: integers, floats, ``bool``, ``str`` (``None`` for null),
 ``bytes`` (``byte[]`` and any opaque type: Kryo, Avro, a user's serializer),
-``tuple`` for Tuple and Row, ``dict`` for a POJO (field name -> value), lists
+``tuple`` for a Tuple, :class:`Row` for a Row, ``dict`` for a POJO (field name -> value), lists
 for List/Set/arrays, ``dict`` for Map, the constant name for an enum,
 :class:`TimeWindow`, :data:`GLOBAL_WINDOW`, ``None`` for the void namespace,
 :class:`TtlValue` for a TTL cell and :class:`Timer` for a timer. Dates:
@@ -39,6 +39,7 @@ __all__ = [
     "unflip_timestamp",
     "GLOBAL_WINDOW",
     "GlobalWindow",
+    "Row",
     "TimeWindow",
     "Timer",
     "TtlValue",
@@ -77,6 +78,17 @@ class TtlValue(NamedTuple):
 
     timestamp: int
     value: Any
+
+
+class Row(NamedTuple):
+    """A ``org.apache.flink.types.Row``: its kind (``+I``, ``-U``, ``+U``, ``-D``)
+    and its fields by position."""
+
+    kind: str
+    fields: tuple
+
+
+ROW_KINDS = ("+I", "-U", "+U", "-D")
 
 
 class Timer(NamedTuple):
@@ -291,8 +303,11 @@ def _row(type_: FlinkType, fields: list[Codec]) -> Codec:
     nbits = offset + len(fields)
     mask_bytes = (nbits + 7) // 8
 
-    def walk(inp: DataInput, keep: bool) -> tuple | None:
+    def walk(inp: DataInput, keep: bool) -> Row | None:
         mask = int.from_bytes(inp.read_bytes(mask_bytes, "Row null mask"), "big")
+        kind = 0
+        if offset:  # the first two mask bits are the RowKind's byte value, low bit first
+            kind = (mask >> (mask_bytes * 8 - 1) & 1) | (mask >> (mask_bytes * 8 - 2) & 1) << 1
         out = []
         for i, f in enumerate(fields):
             if mask >> (mask_bytes * 8 - 1 - offset - i) & 1:
@@ -301,7 +316,7 @@ def _row(type_: FlinkType, fields: list[Codec]) -> Codec:
                 out.append(f.read(inp))
             else:
                 f.skip(inp)
-        return tuple(out) if keep else None
+        return Row(ROW_KINDS[kind], tuple(out)) if keep else None
 
     return Codec(type_, lambda inp: walk(inp, True), lambda inp: walk(inp, False))
 

@@ -140,7 +140,8 @@ def test_value_decoding() -> None:
     row = composite("org.apache.flink.api.java.typeutils.runtime.RowSerializer$RowSerializerSnapshot",
                     [snapshot(LONG), snapshot(STRING)], b"\x01", 4)
     # Mask bits: 2 for the row kind, then one null flag per field (field 1 null).
-    assert _value(row, bytes([0b00010000]) + i64(4)) == (4, None)
+    assert _value(row, bytes([0b00010000]) + i64(4)) == ("+I", (4, None))
+    assert _value(row, bytes([0b11000000]) + i64(4) + string_value("x")) == ("-D", (4, "x"))
 
 
 def test_opaque_values_stay_bytes_and_cells_must_be_consumed() -> None:
