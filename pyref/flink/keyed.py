@@ -349,6 +349,14 @@ class KeyedRows:
     keys: pa.BinaryArray
     values: pa.BinaryArray
 
+    def runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(key group, first row, end row) of each run of rows of one key group
+        from one subtask, in row order: what an importer writes as one chunk."""
+        change = np.flatnonzero((np.diff(self.key_groups) != 0) | (np.diff(self.subtasks) != 0)) + 1
+        starts = np.concatenate([[0], change]).astype(np.int64) if len(self.key_groups) else np.zeros(0, np.int64)
+        ends = np.append(starts[1:], len(self.key_groups))
+        return self.key_groups[starts], starts, ends
+
     @staticmethod
     def concat(parts: list[KeyedRows]) -> KeyedRows:
         return KeyedRows(np.concatenate([p.subtasks for p in parts]), np.concatenate([p.key_groups for p in parts]),

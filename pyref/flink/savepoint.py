@@ -5,6 +5,21 @@ first time one of its states is asked for. Operators are named by the uid
 Flink stored (metadata v5+, Flink 2.x), else by a name the caller gave (for a
 uid, the operator id is ``murmur3_128(uid)`` exactly as Flink derives it),
 else by their hex operator id.
+
+What an importer consumes, a column at a time (all bytes as Flink stored them):
+
+* per operator: ``operator_id`` (hex of Flink's 16-byte id), ``uid``,
+  ``flink_name``, ``parallelism``, ``max_parallelism``, ``coordinator_state``
+  (bytes; ``source_coordinator_checkpoint()`` unwraps a FLIP-27 source's);
+* keyed state, one subtask at a time (``keyed_subtasks()``): the key type and
+  per state its meta info (kind, TTL wrapper, namespace, value, user-key
+  serializer models, :class:`~pyref.flink.serializers.FlinkType`) and
+  :class:`~pyref.flink.keyed.KeyedRows` (composite keys and values as Arrow
+  binary columns, the stored key group and subtask of each row, runs per key
+  group); a view's ``to_arrow()`` splits keys into key / namespace / user key;
+* timers: per service and domain, key / namespace bytes and int64 timestamps;
+* list and union state: one Arrow binary column of elements per old subtask;
+  broadcast state: (keys, values) columns per old subtask.
 """
 
 from __future__ import annotations

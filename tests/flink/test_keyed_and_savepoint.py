@@ -247,3 +247,13 @@ def test_timers_in_raw_keyed_state_are_refused(tmp_path: pathlib.Path) -> None:
         assert sp.operators[0].has_raw_state
         with pytest.raises(UnsupportedFormatError, match="heap timers"):
             sp.operators[0].timer_services
+
+
+def test_runs_cut_rows_by_key_group_and_subtask(tmp_path: pathlib.Path) -> None:
+    with FlinkSavepoint.open(_write(tmp_path / "sp"), uids=["proc"]) as sp:
+        (first, second) = list(sp.operator("proc").keyed_subtasks())
+        info, rows = first.states["count"]
+        groups, starts, ends = rows.runs()
+        assert info.options["KEYED_STATE_TYPE"] == "VALUE" and first.key_groups == range(0, 2)
+        assert groups.tolist() == [0, 1] and starts[0] == 0 and ends[-1] == len(rows.keys)
+        assert all(set(rows.key_groups[s:e].tolist()) == {g} for g, s, e in zip(groups, starts, ends))
