@@ -56,9 +56,14 @@ CASES = (
          "String, Long, Tuple2 and POJO (own hashCode) keys; event- and processing-time timers pending; "
          "parallelism 3, max parallelism 1000; every state handle in its own file"),
     Case("windows", "windows", 128, "20kb", True,
-         "tumbling (reduce, process) and sliding (aggregate, allowed lateness) event-time windows with pending "
-         "contents and window timers; snapshot compression; a keyed state large enough to leave _metadata "
-         "beside small ones inlined; parallelism 1"),
+         "tumbling (reduce, process) and sliding (aggregate, allowed lateness) event-time windows and a count "
+         "window (GlobalWindow, trigger state) with pending contents and window timers; snapshot compression; "
+         "a keyed state large enough to leave _metadata beside small ones inlined; parallelism 1"),
+    Case("types", "types", 128, None, False,
+         "one value state per serializer: primitives, boxed, String, byte/int/long/double arrays, Tuple3, Row, "
+         "List, Map, enum, nested POJO with collection fields, Kryo; map state with null values; String keys "
+         "with non-ASCII and astral characters; 64-bit values beyond 2^53, NaN, infinities; parallelism 2; "
+         "all state inlined in _metadata"),
 )
 
 
@@ -69,7 +74,8 @@ def metadata_version(savepoint: pathlib.Path) -> int:
     return version
 
 
-def generate_version(version: str, backends: list[str], cases: list[Case], *, download: bool, command: str) -> int:
+def generate_version(version: str, backends: list[str], cases: list[Case], *, download: bool, command: str,
+                     corpus: pathlib.Path = CORPUS) -> int:
     """Write the missing cases of one Flink version in one JVM; returns how many failed."""
     lib = jars.ensure_lib(version, download=download)
     manifest = json.loads((lib.parent / jars.MANIFEST).read_text(encoding="utf-8"))
@@ -79,7 +85,7 @@ def generate_version(version: str, backends: list[str], cases: list[Case], *, do
     with tempfile.TemporaryDirectory(prefix="pyref-flink-gen-") as tmp:
         for backend in backends:
             for case in cases:
-                target = CORPUS / version / backend / case.name
+                target = corpus / version / backend / case.name
                 if target.exists():
                     print(f"  {version} {backend} {case.name}: exists, kept")
                     continue
@@ -126,7 +132,7 @@ def generate_version(version: str, backends: list[str], cases: list[Case], *, do
             (staging / "generated.json").write_text(json.dumps(generated, indent=2) + "\n", encoding="utf-8")
             target.parent.mkdir(parents=True, exist_ok=True)
             staging.rename(target)
-            add_to_sums(CORPUS, [f"{target.relative_to(CORPUS).as_posix()}/{rel}" for rel in corpus_files(target)])
+            add_to_sums(corpus, [f"{target.relative_to(corpus).as_posix()}/{rel}" for rel in corpus_files(target)])
             size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
             print(f"  {version} {backend} {case.name}: metadata v{generated['metadata_version']}, {size} bytes, "
                   f"{result['seconds']:.1f} s")
@@ -137,11 +143,11 @@ def generate_version(version: str, backends: list[str], cases: list[Case], *, do
 TABLE_START, TABLE_END = "<!-- corpus-table -->", "<!-- /corpus-table -->"
 
 
-def corpus_table() -> str:
+def corpus_table(corpus: pathlib.Path = CORPUS) -> str:
     """The README's table of every case: version, backend, case, _metadata version, files, bytes."""
     rows = ["| Flink | backend | case | _metadata version | savepoint files | savepoint bytes | case bytes |",
             "|---|---|---|---|---|---|---|"]
-    for generated in sorted(CORPUS.glob("*/*/*/generated.json"),
+    for generated in sorted(corpus.glob("*/*/*/generated.json"),
                             key=lambda p: (tuple(int(x) for x in p.parts[-4].split(".")), p.parts[-3], p.parts[-2])):
         case = generated.parent
         info = json.loads(generated.read_text(encoding="utf-8"))
@@ -152,11 +158,11 @@ def corpus_table() -> str:
     return "\n".join(rows)
 
 
-def update_readme() -> None:
-    readme = CORPUS / "README.md"
-    text = readme.read_text(encoding="utf-8")
+def update_readme(corpus: pathlib.Path = CORPUS) -> None:
+    readme = corpus / "README.md"
+    text = readme.read_text(encoding="utf-8") if readme.exists() else ""
     head = text.split(TABLE_START)[0].rstrip("\n")
-    readme.write_text(f"{head}\n\n{TABLE_START}\n{corpus_table()}\n{TABLE_END}\n", encoding="utf-8")
+    readme.write_text(f"{head}\n\n{TABLE_START}\n{corpus_table(corpus)}\n{TABLE_END}\n", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backends", default=",".join(harness.BACKENDS))
     parser.add_argument("--cases", default=",".join(c.name for c in CASES))
     parser.add_argument("--no-download", action="store_true", help="use only jars already in the cache")
+    parser.add_argument("--corpus", type=pathlib.Path, default=CORPUS, help="where to write (default: the committed corpus)")
     args = parser.parse_args(argv)
     by_name = {c.name: c for c in CASES}
     unknown = set(args.cases.split(",")) - set(by_name)
@@ -175,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     for version in args.versions.split(","):
         failed += generate_version(version, args.backends.split(","), cases, download=not args.no_download,
-                                   command=command.strip())
-    update_readme()
+                                   command=command.strip(), corpus=args.corpus)
+    update_readme(args.corpus)
     return 1 if failed else 0
 
 

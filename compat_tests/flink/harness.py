@@ -241,9 +241,10 @@ def restore_and_dump(flink_version: str, savepoint_dir: str | os.PathLike[str], 
                                  timeout=timeout, download=download)[0]
 
 
-def job_spec_from_truth(truth: dict, uids: list[str] | None = None) -> dict:
+def job_spec_from_truth(truth: dict, uids: list[str] | None = None, *, own_parallelism: bool = True) -> dict:
     """The job spec that restores the operators of a truth.json (all, or those of ``uids``):
-    its operators with their state descriptions, without contents."""
+    its operators with their state descriptions, without contents; each at the parallelism it
+    had (``own_parallelism``) or, if not, at the parallelism the restore is asked for."""
     operators = []
     for uid, op in sorted(truth["operators"].items()):
         if uids is not None and uid not in uids:
@@ -252,6 +253,7 @@ def job_spec_from_truth(truth: dict, uids: list[str] | None = None) -> dict:
             "uid": uid,
             "key_type": op.get("key_type"),
             "max_parallelism": op["max_parallelism"],
+            **({"parallelism": op["parallelism"]} if own_parallelism else {}),
             "operator_state": {name: {k: v for k, v in s.items() if k in ("mode", "type", "key_type")}
                                for name, s in op["operator_state"].items()},
             "keyed_state": {name: {k: v for k, v in s.items() if k in ("kind", "type", "user_key_type", "namespace",

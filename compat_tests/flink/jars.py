@@ -25,6 +25,8 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 
+from compat_tests._build import sha256_file
+
 INDEX_URL = "https://pypi.org/simple/apache-flink-libraries/"
 #: The releases the corpus covers (newest patch release of each minor version).
 FLINK_VERSIONS = ("1.18.1", "1.19.3", "1.20.3", "2.0.2", "2.1.3", "2.2.1", "2.3.0")
@@ -84,14 +86,6 @@ def find_release(version: str, index_url: str = INDEX_URL) -> Release:
     if not sha256:
         raise FlinkJarsUnavailable(f"the index gives no sha256 for {f['filename']}")
     return Release(version, f["filename"], f["url"], sha256)
-
-
-def _sha256(path: pathlib.Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _local_archive(release: Release) -> pathlib.Path | None:
@@ -164,7 +158,7 @@ def ensure_lib(version: str, *, download: bool = True) -> pathlib.Path:
         if archive is None:
             archive = tmp_path / release.filename
             _download(release, archive)
-        elif _sha256(archive) != release.sha256:
+        elif sha256_file(archive) != release.sha256:
             raise FlinkJarsUnavailable(f"{archive}: sha256 is not the index's {release.sha256}")
         staged = tmp_path / "version"
         (staged / "lib").mkdir(parents=True)

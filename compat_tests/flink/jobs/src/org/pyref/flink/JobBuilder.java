@@ -1,6 +1,5 @@
 package org.pyref.flink;
 
-import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.java.functions.KeySelector;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.datastream.KeyedStream;
@@ -38,9 +37,7 @@ final class JobBuilder {
 
     <T, K> SingleOutputStreamOperator<T> keyed(DataStream<T> in, KeySelector<T, K> key, OperatorSpec spec,
                                               Behaviour behaviour, int parallelism) {
-        @SuppressWarnings("unchecked")
-        TypeInformation<K> keyType = (TypeInformation<K>) Types.parse(spec.keyType);
-        KeyedStream<T, K> keyed = in.keyBy(key, keyType);
+        KeyedStream<T, K> keyed = in.keyBy(key, Types.<K>of(spec.keyType));
         return add(keyed, spec, behaviour, parallelism, spec.uid, END_WATERMARK);
     }
 

@@ -19,13 +19,15 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.Json
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.flink.streaming.api.windowing.windows.GlobalWindow;
 import org.apache.flink.streaming.api.windowing.windows.TimeWindow;
+import org.apache.flink.types.Row;
 
 /**
  * State values as JSON, by the rules of the corpus README ("Values in JSON"): 64-bit integers
- * are JSON numbers when |x| < 2^53, else decimal strings; byte[] is lowercase hex; a Tuple is
- * an array; a POJO (or any other object) is an object of its fields sorted by name; a map is
- * an array of [key, value] pairs sorted by the key's JSON text; a TimeWindow is
- * {"start", "end"}; VoidNamespace is null; a Kryo-serialized value is {"class", "fields",
+ * are JSON numbers when |x| < 2^53, else decimal strings; byte[] is lowercase hex, other
+ * arrays are arrays; a Tuple is an array; a Row is {"kind", "fields"}; an enum is its name; a
+ * POJO (or any other object) is an object of its fields sorted by name; a map is an array of
+ * [key, value] pairs sorted by the key's JSON text; a TimeWindow is {"start", "end"}, the
+ * GlobalWindow "global", VoidNamespace null; a Kryo-serialized value is {"class", "fields",
  * "bytes"} where bytes are exactly what its serializer writes.
  */
 final class Json {
@@ -103,12 +105,22 @@ final class Json {
         if (v instanceof byte[]) {
             return F.textNode(hex((byte[]) v));
         }
-        if (v instanceof long[]) {
+        if (v.getClass().isArray()) {
             ArrayNode a = array();
-            for (long x : (long[]) v) {
-                a.add(integer(x));
+            for (int i = 0; i < java.lang.reflect.Array.getLength(v); i++) {
+                a.add(value(java.lang.reflect.Array.get(v, i)));
             }
             return a;
+        }
+        if (v instanceof Row) {
+            Row row = (Row) v;
+            ObjectNode o = object();
+            o.put("kind", row.getKind().shortString());
+            ArrayNode fields = o.putArray("fields");
+            for (int i = 0; i < row.getArity(); i++) {
+                fields.add(value(row.getField(i)));
+            }
+            return o;
         }
         if (v instanceof Tuple) {
             Tuple t = (Tuple) v;
@@ -125,7 +137,7 @@ final class Json {
             return o;
         }
         if (v instanceof GlobalWindow) {
-            return F.textNode("GlobalWindow");
+            return F.textNode("global");
         }
         if (v instanceof Enum) {
             return F.textNode(((Enum<?>) v).name());

@@ -129,7 +129,7 @@ public final class Main {
     }
 
     private static void write(Path path, JsonNode node) throws Exception {
-        Files.write(path, (Json.MAPPER.writerWithDefaultPrettyPrinter().writeValueAsString(node) + "\n")
+        Files.write(path, (Json.text(node) + "\n")
                 .getBytes(StandardCharsets.UTF_8));
     }
 }

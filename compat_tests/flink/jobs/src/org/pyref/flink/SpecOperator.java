@@ -22,6 +22,7 @@ import org.apache.flink.streaming.api.operators.InternalTimerService;
 import org.apache.flink.streaming.api.operators.OneInputStreamOperator;
 import org.apache.flink.streaming.api.operators.Triggerable;
 import org.apache.flink.streaming.api.watermark.Watermark;
+import org.apache.flink.streaming.api.windowing.windows.GlobalWindow;
 import org.apache.flink.streaming.api.windowing.windows.TimeWindow;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
 
@@ -78,7 +79,12 @@ public class SpecOperator<T> extends AbstractStreamOperator<T> implements OneInp
     }
 
     private static TypeSerializer<?> namespaceSerializer(String namespace) {
-        return "window".equals(namespace) ? new TimeWindow.Serializer() : VoidNamespaceSerializer.INSTANCE;
+        switch (namespace) {
+            case "void": return VoidNamespaceSerializer.INSTANCE;
+            case "window": return new TimeWindow.Serializer();
+            case "global": return new GlobalWindow.Serializer();
+            default: throw new IllegalArgumentException("unknown namespace " + namespace + " (void, window or global)");
+        }
     }
 
     @Override
@@ -94,7 +100,7 @@ public class SpecOperator<T> extends AbstractStreamOperator<T> implements OneInp
             if (s.keyed()) {
                 d = s.descriptor();
                 state = getOrCreateKeyedState((TypeSerializer) namespaceSerializer(s.namespace), (StateDescriptor) d);
-                if (!s.windowed()) {
+                if ("void".equals(s.namespace)) {
                     ((InternalKvState) state).setCurrentNamespace(VoidNamespace.INSTANCE);
                 }
             } else if ("BROADCAST".equals(s.mode)) {

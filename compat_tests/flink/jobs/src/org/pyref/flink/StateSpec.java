@@ -15,7 +15,7 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.Obje
 /**
  * One registered state, as the corpus README's truth.json describes it: operator state has a
  * {@code mode} (SPLIT_DISTRIBUTE, UNION, BROADCAST), keyed state a {@code kind} (value, list,
- * map, reducing, aggregating) and a {@code namespace} (void, or window for TimeWindow).
+ * map, reducing, aggregating) and a {@code namespace} (void; window: TimeWindow; global: GlobalWindow).
  */
 final class StateSpec implements Serializable {
     private static final long serialVersionUID = 1L;
@@ -69,8 +69,8 @@ final class StateSpec implements Serializable {
         return new StateSpec(name, mode, kind, type, keyType, namespace, fn, ttlMillis, ttlUpdateType, ttlVisibility);
     }
 
-    StateSpec inWindows() {
-        return new StateSpec(name, mode, kind, type, keyType, "window", function, ttlMillis, ttlUpdateType, ttlVisibility);
+    StateSpec inNamespace(String ns) {
+        return new StateSpec(name, mode, kind, type, keyType, ns, function, ttlMillis, ttlUpdateType, ttlVisibility);
     }
 
     StateSpec withTtl(long millis) {
@@ -83,7 +83,7 @@ final class StateSpec implements Serializable {
     }
 
     boolean windowed() {
-        return "window".equals(namespace);
+        return !"void".equals(namespace);
     }
 
     /** A fresh descriptor of this state (descriptors carry serializers once registered: one per registration). */

@@ -5,16 +5,19 @@ import java.util.List;
 import org.apache.flink.api.common.typeinfo.BasicTypeInfo;
 import org.apache.flink.api.common.typeinfo.PrimitiveArrayTypeInfo;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.api.java.typeutils.EnumTypeInfo;
 import org.apache.flink.api.java.typeutils.GenericTypeInfo;
 import org.apache.flink.api.java.typeutils.ListTypeInfo;
 import org.apache.flink.api.java.typeutils.MapTypeInfo;
 import org.apache.flink.api.java.typeutils.PojoTypeInfo;
+import org.apache.flink.api.java.typeutils.RowTypeInfo;
 import org.apache.flink.api.java.typeutils.TupleTypeInfo;
 
 /**
  * The type names of the corpus README ("Type names"): Boolean, Byte, Short, Integer, Long,
- * Float, Double, Character, String, byte[], long[], TupleN&lt;T1,...&gt;, List&lt;T&gt;,
- * Map&lt;K,V&gt;, pojo:CLASS (must be a Flink POJO), kryo:CLASS (Flink's generic type: Kryo).
+ * Float, Double, Character, String, byte[], int[], long[], double[], TupleN&lt;T1,...&gt;,
+ * Row&lt;T1,...&gt;, List&lt;T&gt;, Map&lt;K,V&gt;, pojo:CLASS (must be a Flink POJO), enum:CLASS,
+ * kryo:CLASS (Flink's generic type: Kryo).
  */
 final class Types {
     private Types() {}
@@ -33,12 +36,21 @@ final class Types {
             case "String": return BasicTypeInfo.STRING_TYPE_INFO;
             case "byte[]": return PrimitiveArrayTypeInfo.BYTE_PRIMITIVE_ARRAY_TYPE_INFO;
             case "long[]": return PrimitiveArrayTypeInfo.LONG_PRIMITIVE_ARRAY_TYPE_INFO;
+            case "int[]": return PrimitiveArrayTypeInfo.INT_PRIMITIVE_ARRAY_TYPE_INFO;
+            case "double[]": return PrimitiveArrayTypeInfo.DOUBLE_PRIMITIVE_ARRAY_TYPE_INFO;
             default: break;
         }
         if (s.startsWith("pojo:")) {
             TypeInformation<?> t = TypeInformation.of(load(s.substring(5)));
             if (!(t instanceof PojoTypeInfo)) {
                 throw new IllegalArgumentException(s + " is not a Flink POJO: " + t);
+            }
+            return t;
+        }
+        if (s.startsWith("enum:")) {
+            TypeInformation<?> t = TypeInformation.of(load(s.substring(5)));
+            if (!(t instanceof EnumTypeInfo)) {
+                throw new IllegalArgumentException(s + " is not an enum: " + t);
             }
             return t;
         }
@@ -60,10 +72,19 @@ final class Types {
         if (head.equals("Map") && args.size() == 2) {
             return new MapTypeInfo<>(args.get(0), args.get(1));
         }
+        if (head.equals("Row")) {
+            return new RowTypeInfo(args.toArray(new TypeInformation<?>[0]));
+        }
         if (head.equals("Tuple" + args.size())) {
             return new TupleTypeInfo<>(args.toArray(new TypeInformation<?>[0]));
         }
         throw new IllegalArgumentException("unknown type name " + s);
+    }
+
+    /** {@link #parse} with the type the caller expects (unchecked). */
+    @SuppressWarnings("unchecked")
+    static <T> TypeInformation<T> of(String name) {
+        return (TypeInformation<T>) parse(name);
     }
 
     static boolean isKryo(String name) {
