@@ -293,6 +293,8 @@ class HandleStore:
             if not self._inside(path):
                 raise CorruptSavepointError(f"relative state path {handle.location!r} leaves the savepoint "
                                             "directory", path=self.directory)
+            if not os.path.isfile(path):
+                raise CorruptSavepointError(f"state file {handle.location!r} does not exist", path=self.directory)
             return path
         parsed = urlparse(handle.location)
         if parsed.scheme not in ("", "file"):
@@ -338,5 +340,8 @@ class HandleStore:
     def close(self) -> None:
         for buffer in self._maps.values():
             if isinstance(buffer, mmap.mmap):
-                buffer.close()
+                try:
+                    buffer.close()
+                except BufferError:
+                    pass  # views of it are still alive (e.g. in a traceback): unmapped when they go
         self._maps.clear()

@@ -24,6 +24,13 @@ __all__ = ["StateMetaInfo", "read_state_meta_infos", "looks_like_meta_info", "BA
 BACKEND_STATE_TYPES = ("KEY_VALUE", "OPERATOR", "BROADCAST", "PRIORITY_QUEUE", "KEY_VALUE_V2")
 SERIALIZER_KEYS = frozenset({"KEY_SERIALIZER", "NAMESPACE_SERIALIZER", "VALUE_SERIALIZER", "USER_KEY_SERIALIZER"})
 OPTION_KEYS = frozenset({"KEYED_STATE_TYPE", "OPERATOR_STATE_DISTRIBUTION_MODE"})
+_REQUIRED_SERIALIZERS = {
+    "KEY_VALUE": {"NAMESPACE_SERIALIZER", "VALUE_SERIALIZER"},
+    "KEY_VALUE_V2": {"NAMESPACE_SERIALIZER", "VALUE_SERIALIZER"},
+    "OPERATOR": {"VALUE_SERIALIZER"},
+    "BROADCAST": {"KEY_SERIALIZER", "VALUE_SERIALIZER"},
+    "PRIORITY_QUEUE": {"VALUE_SERIALIZER"},
+}
 
 
 @dataclass(frozen=True)
@@ -73,13 +80,19 @@ def _read_meta_info(inp: DataInput, follow: Follow) -> StateMetaInfo:
     count = inp.read_count("state serializer count", 8)
     serializers: dict[str, FlinkType] = {}
     for i in range(count):
+        at = inp.pos
         key = inp.read_utf("serializer key")
+        if key not in SERIALIZER_KEYS or key in serializers:
+            raise inp.corrupt(f"state {name!r}: unexpected serializer entry {key!r}", at, inp.pos - at)
         last = i == count - 1
         serializers[key] = read_serializer_snapshot(inp, follow if last else _looks_like_serializer_entry)
-    if not serializers and start == inp.pos:
-        raise inp.corrupt("empty state meta info", start)
+    backend_type = BACKEND_STATE_TYPES[type_index]
+    missing = _REQUIRED_SERIALIZERS[backend_type] - set(serializers)
+    if missing:
+        raise inp.corrupt(f"{backend_type} state {name!r} has no {', '.join(sorted(missing))}", start,
+                          inp.pos - start)
     inp.state = None
-    return StateMetaInfo(name, BACKEND_STATE_TYPES[type_index], options, serializers)
+    return StateMetaInfo(name, backend_type, options, serializers)
 
 
 def read_state_meta_infos(inp: DataInput, end_follow: Follow) -> list[StateMetaInfo]:

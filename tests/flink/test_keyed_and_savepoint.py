@@ -257,3 +257,41 @@ def test_runs_cut_rows_by_key_group_and_subtask(tmp_path: pathlib.Path) -> None:
         assert info.options["KEYED_STATE_TYPE"] == "VALUE" and first.key_groups == range(0, 2)
         assert groups.tolist() == [0, 1] and starts[0] == 0 and ends[-1] == len(rows.keys)
         assert all(set(rows.key_groups[s:e].tolist()) == {g} for g, s, e in zip(groups, starts, ends))
+
+
+def _read_everything(path: pathlib.Path) -> None:
+    with FlinkSavepoint.open(path, uids=["proc", "src"]) as sp:
+        for op in sp.operators:
+            for name in op.keyed_state_names:
+                list(op.keyed_state(name).items(with_ttl=True))
+            for service, domain in op.timer_services:
+                list(op.timers(service, domain).items())
+            for name in op.list_state_names:
+                op.list_state(name).elements()
+            for name in op.broadcast_state_names:
+                op.broadcast_state(name).items(0)
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_random_damage_to_state_files_gives_typed_errors_only(tmp_path: pathlib.Path, compress: bool) -> None:
+    import random
+
+    from pyref.errors import SavepointError
+
+    rng = random.Random(5)
+    good = _write(tmp_path / "good", compress)
+    files = {name: (good / name).read_bytes() for name in ("keyed-0", "keyed-1", "_metadata")}
+    for trial in range(150):
+        path = tmp_path / f"t{trial}"
+        path.mkdir()
+        target = rng.choice(sorted(files))
+        for name, data in files.items():
+            if name == target:
+                data = bytearray(data)
+                for _ in range(rng.randint(1, 3)):
+                    data[rng.randrange(len(data))] = rng.randrange(256)
+            (path / name).write_bytes(bytes(data))
+        try:
+            _read_everything(path)
+        except SavepointError:
+            pass
