@@ -205,3 +205,33 @@ def test_corpus_case_reads_as_its_truth(case: pathlib.Path) -> None:
                 version, data = op.source_coordinator_checkpoint()
                 assert version == coordinator["enumerator_serializer_version"]
                 assert data.hex() == coordinator["enumerator_checkpoint"]
+
+
+@pytest.mark.skipif(not CASES, reason=f"no Flink corpus cases under {CORPUS}")
+@pytest.mark.parametrize("case", CASES, ids=lambda p: "/".join(p.parts[-3:]))
+def test_corpus_case_restore_plan_places_everything_once(case: pathlib.Path) -> None:
+    with FlinkSavepoint.open(case / "savepoint") as sp:
+        for op in sp.operators:
+            parallelism = 3 if op.parallelism != 3 else 2
+            subtasks = sp.restore_plan({op.name: parallelism}).subtasks(op.name)
+            for name in op.keyed_state_names:
+                total = len(op.keyed_state(name))
+                placed = 0
+                for sub in subtasks:
+                    groups = sub.keyed_rows(name).column("key_group").to_numpy()
+                    assert ((groups >= sub.key_group_range.first) & (groups <= sub.key_group_range.last)).all()
+                    placed += len(groups)
+                assert placed == total, (op.name, name)
+            for name in op.list_state_names:
+                view = op.list_state(name)
+                restored = [sub.list_state(name).to_pylist() for sub in subtasks]
+                everything = [e for p in view.partitions for e in p.to_pylist()]
+                if view.mode.name == "UNION":
+                    assert all(sorted(r) == sorted(everything) for r in restored), name
+                else:
+                    assert sorted(e for r in restored for e in r) == sorted(everything), name
+            for name in op.broadcast_state_names:
+                view = op.broadcast_state(name)
+                for sub in subtasks:
+                    keys, _ = sub.broadcast_state(name)
+                    assert keys.equals(view.partitions[sub.index % op.parallelism][0]), name
