@@ -123,3 +123,42 @@ def test_random_damage_gives_typed_errors_only() -> None:
             parse_metadata(bytes(damaged))
         except SavepointError:
             pass
+
+
+def _file_handle(path: str, size: int) -> bytes:
+    return b"\x02" + i64(size) + utf(path)
+
+
+def test_state_paths_stay_in_the_savepoint_directory(tmp_path) -> None:
+    from pyref.flink.handles import HandleStore, StreamHandle
+
+    sp = tmp_path / "sp"
+    sp.mkdir()
+    (sp / "state").write_bytes(b"abc")
+    (tmp_path / "secret").write_bytes(b"xyz")
+    store = HandleStore(str(sp))
+    assert store.local_path(StreamHandle("relative-file", "state", 3)) == str(sp / "state")
+    assert store.local_path(StreamHandle("file", f"file:{sp}/state", 3)) == str(sp / "state")
+    # A savepoint moved from elsewhere: its absolute paths resolve to the file of the same name here.
+    assert store.local_path(StreamHandle("file", "file:/old/place/state", 3)) == str(sp / "state")
+    with pytest.raises(CorruptSavepointError, match="leaves"):
+        store.local_path(StreamHandle("relative-file", "../secret", 3))
+    with pytest.raises(UnsupportedFormatError, match="outside the savepoint directory"):
+        store.local_path(StreamHandle("file", str(tmp_path / "secret"), 3))
+    assert HandleStore(str(sp), allow_external_files=True).local_path(
+        StreamHandle("file", str(tmp_path / "secret"), 3)) == str(tmp_path / "secret")
+    with pytest.raises(UnsupportedFormatError, match="s3"):
+        store.local_path(StreamHandle("file", "s3://bucket/elsewhere", 3))
+    with pytest.raises(CorruptSavepointError, match="says 9 bytes"):
+        store.open(StreamHandle("relative-file", "state", 9))
+
+
+def test_segment_and_file_handles() -> None:
+    segment = b"\x0f" + i64(5) + i64(10) + i32(0) + utf("/cp/shared/merged") + utf("id-1")
+    ops = operator_handle({"offsets": (0, [1])}, segment)
+    md = parse_metadata(metadata([operator(OP_ID, 1, 4, [subtask(0, ops, None)])]))
+    stream = md.operators[0].subtasks[0].managed_operator_state.stream
+    assert (stream.kind, stream.location, stream.start, stream.size) == ("segment", "/cp/shared/merged", 5, 10)
+    keyed = savepoint_keyed_handle(0, [0], _file_handle("file:/sp/abc", 7))
+    md = parse_metadata(metadata([operator(OP_ID, 1, 1, [subtask(0, None, keyed)])]))
+    assert md.operators[0].subtasks[0].managed_keyed_state.stream.location == "file:/sp/abc"
