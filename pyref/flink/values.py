@@ -131,7 +131,12 @@ def _fixed(type_: FlinkType, fmt: str, convert: Callable[[Any], Any] | None = No
         pos = inp.need(s.size, type_.kind)
         inp.pos = pos + s.size
         value = s.unpack_from(inp.data, pos)
-        return convert(*value) if convert else value[0]
+        if convert is None:
+            return value[0]
+        try:
+            return convert(*value)
+        except (ValueError, ArithmeticError) as exc:  # e.g. month 13 in a LocalDate
+            raise inp.corrupt(f"invalid {type_.kind} value {value} ({exc})", pos, s.size) from None
 
     return Codec(type_, read, width=s.size)
 
@@ -159,7 +164,9 @@ def _read_bigdec(inp: DataInput) -> decimal.Decimal | None:
     if unscaled is None:
         return None
     scale = inp.read_int("BigDecimal scale")
-    return decimal.Decimal(unscaled).scaleb(-scale)
+    # Exact whatever the scale: a Decimal built from (sign, digits, exponent), no context rounding.
+    sign, digits = (1 if unscaled < 0 else 0), tuple(int(d) for d in str(abs(unscaled)))
+    return decimal.Decimal((sign, digits, -scale))
 
 
 def _null_min(value: int, null: int = -(2**63)) -> int | None:
@@ -185,9 +192,13 @@ def _local_time(hour: int, minute: int, second: int, nano: int) -> int | None:
 
 
 def _read_local_date_time(inp: DataInput) -> int | None:
+    start = inp.pos
     year, month, day = struct.unpack(">ibb", inp.read_bytes(6, "LocalDate"))
     hour, minute, second, nano = struct.unpack(">bbbi", inp.read_bytes(7, "LocalTime"))
-    date = _local_date(year, month, day)
+    try:
+        date = _local_date(year, month, day)
+    except ValueError as exc:
+        raise inp.corrupt(f"invalid LocalDateTime date ({exc})", start, 13) from None
     if date is None:
         return None
     days = (date - datetime.date(1970, 1, 1)).days
@@ -452,12 +463,15 @@ _SCALARS: dict[str, Callable[[FlinkType], Codec]] = {
 
 def decode_cell(codec: Codec, data: bytes, *, path: str | None = None, state: str | None = None,
                 base: int = 0) -> Any:
-    """One whole stored cell: an opaque type gives its bytes, anything else
-    must consume the cell exactly."""
+    """One whole stored cell: an opaque type (or a POJO subclass) gives its
+    bytes, anything else must consume the cell exactly."""
     if codec.type.is_opaque:
         return _decode_partly_opaque(codec, data, path, state, base)
     inp = DataInput(data, base=base, path=path, state=state)
-    value = codec.read(inp)
+    try:
+        value = codec.read(inp)
+    except Undelimited:  # a POJO subclass: written by a serializer the savepoint does not describe
+        return bytes(data)
     if not inp.at_end():
         raise inp.corrupt(f"{inp.remaining()} bytes left after a {codec.type.describe()} value")
     return value

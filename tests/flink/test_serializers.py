@@ -165,3 +165,36 @@ def test_column_fast_paths_equal_the_per_value_path() -> None:
     floats = pa.array([struct.pack(">d", v) for v in (1.5, -0.0)], pa.binary())
     assert decode_column(parse(snapshot("org.apache.flink.api.common.typeutils.base.DoubleSerializer$"
                                         "DoubleSerializerSnapshot")), floats) == [1.5, -0.0]
+
+
+def test_invalid_dates_and_extreme_decimals() -> None:
+    local_date = "org.apache.flink.api.common.typeutils.base.LocalDateSerializer$LocalDateSerializerSnapshot"
+    assert _value(snapshot(local_date), i32(2024) + bytes([2, 29])) == __import__("datetime").date(2024, 2, 29)
+    with pytest.raises(CorruptSavepointError, match="invalid local-date"):
+        _value(snapshot(local_date), i32(2024) + bytes([13, 1]))
+    bigdec = "org.apache.flink.api.common.typeutils.base.BigDecSerializer$BigDecSerializerSnapshot"
+    huge = _value(snapshot(bigdec), i32(4 + 1) + b"\x07" + i32(-(2**31)))
+    assert huge == decimal.Decimal((0, (7,), 2**31))
+
+
+def test_random_cells_decode_or_raise_typed_errors() -> None:
+    import random
+
+    from pyref.errors import SavepointError
+    from pyref.flink.serializers import _SIMPLE
+
+    rng = random.Random(3)
+    types = [parse(snapshot(name)) for name in _SIMPLE]
+    types += [parse(tuple_snapshot([snapshot(LONG), snapshot(STRING)])), parse(list_snapshot(snapshot(STRING))),
+              parse(map_snapshot(snapshot(STRING), snapshot(LONG))), parse(enum_snapshot("org.x.C", ["A"])),
+              parse(pojo_snapshot("org.x.E", [("id", snapshot(LONG)), ("name", snapshot(STRING))])),
+              parse(composite("org.apache.flink.api.java.typeutils.runtime.RowSerializer$RowSerializerSnapshot",
+                              [snapshot(LONG), snapshot(STRING)], b"\x01", 4))]
+    for type_ in types:
+        codec = codec_for(type_)
+        for _ in range(200):
+            cell = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 24)))
+            try:
+                decode_cell(codec, cell)
+            except SavepointError:
+                pass
