@@ -43,7 +43,7 @@ class DataInput:
     """A cursor over ``data[pos:end]``; ``base`` is the file offset of ``data[0]``
     so that errors name absolute byte ranges of ``path``."""
 
-    __slots__ = ("data", "pos", "end", "base", "path", "state")
+    __slots__ = ("data", "pos", "end", "base", "path", "state", "scan_budget")
 
     def __init__(self, data: bytes | memoryview, pos: int = 0, end: int | None = None, *,
                  base: int = 0, path: str | None = None, state: str | None = None) -> None:
@@ -53,6 +53,8 @@ class DataInput:
         self.base = base
         self.path = path
         self.state = state
+        #: Positions a search for the end of opaque data may still try (see serializers).
+        self.scan_budget = 4 << 20
 
     # -- errors -----------------------------------------------------------
 

@@ -199,16 +199,32 @@ def looks_like_versioned_snapshot(inp: DataInput) -> bool:
 
 def at_position(end: int) -> Follow:
     """The continuation is known to start exactly at ``end``."""
-    return lambda inp: inp.pos == end
+
+    def follow(inp: DataInput) -> bool:
+        return inp.pos == end
+
+    follow.position = end  # lets a resynchronisation jump there instead of scanning
+    return follow
+
+
+#: How far an opaque snapshot's end is searched for (Flink's own snapshots are
+#: far smaller; the bound keeps hostile input from costing a scan per byte of a file).
+MAX_OPAQUE_SNAPSHOT = 1 << 20
 
 
 def _resync(inp: DataInput, start: int, follow: Follow, what: str) -> int:
     """The first position ``>= start`` where ``follow`` accepts the bytes."""
-    for pos in range(start, inp.end + 1):
+    known = getattr(follow, "position", None)
+    if known is not None and start <= known <= inp.end:
+        return known
+    stop = min(inp.end, start + MAX_OPAQUE_SNAPSHOT, start + inp.scan_budget)
+    for pos in range(start, stop + 1):
         if _probe(inp, pos, follow):
+            inp.scan_budget -= pos - start
             return pos
-    raise inp.corrupt(f"cannot find the end of {what}: nothing that may follow it parses", start,
-                      inp.end - start)
+    inp.scan_budget -= stop - start
+    raise inp.corrupt(f"cannot find the end of {what}: nothing that may follow it parses within "
+                      f"{MAX_OPAQUE_SNAPSHOT} bytes", start, min(inp.end - start, MAX_OPAQUE_SNAPSHOT))
 
 
 def read_serializer_snapshot(inp: DataInput, follow: Follow) -> FlinkType:
