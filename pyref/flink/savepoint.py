@@ -219,7 +219,8 @@ class FlinkOperator:
         if info.backend_type == "KEY_VALUE_V2":
             raise UnsupportedFormatError("keyed state of the asynchronous state API (KEY_VALUE_V2)", state=name)
         return FlinkKeyedStateView(name, kind, key_type, serializers["NAMESPACE_SERIALIZER"],
-                                   serializers["VALUE_SERIALIZER"], rows, _prefix_bytes(self.max_parallelism))
+                                   serializers["VALUE_SERIALIZER"], rows, _prefix_bytes(self.max_parallelism),
+                                   self.max_parallelism)
 
     def timers(self, service: str, domain: str = "event-time") -> FlinkTimerView:
         prefix = {v: k for k, v in TIMER_DOMAINS.items()}.get(domain)
@@ -234,7 +235,8 @@ class FlinkOperator:
         if timer.kind != "timer":
             raise UnsupportedFormatError(f"timer queue {name!r} holds {timer.describe()}, not timers", state=name)
         key_type, namespace_type = timer.children
-        return FlinkTimerView(service, domain, key_type, namespace_type, rows, _prefix_bytes(self.max_parallelism))
+        return FlinkTimerView(service, domain, key_type, namespace_type, rows, _prefix_bytes(self.max_parallelism),
+                              self.max_parallelism)
 
 
 class FlinkSavepoint:

@@ -15,7 +15,8 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 
-from ..errors import InvalidArgumentError, UnsupportedFormatError
+from ..errors import CorruptSavepointError, InvalidArgumentError, UnsupportedFormatError
+from ..key_groups import compute_key_groups
 from .composite import split_keys, split_list_values, split_map_values, split_timer_keys
 from .handles import DistributionMode
 from .keyed import KeyedRows
@@ -110,14 +111,40 @@ class FlinkBroadcastStateView:
         })
 
 
+_PYREF_KEY_TYPES = {"string": "string", "int32": "int32", "int64": "int64", "boolean": "boolean"}
+
+
+def _pyref_key_type(type_: FlinkType):
+    """pyref's key type for a Flink key type whose hash it reproduces, else ``None``."""
+    if type_.kind in _PYREF_KEY_TYPES:
+        return _PYREF_KEY_TYPES[type_.kind]
+    if type_.kind == "tuple" and type_.children:
+        fields = tuple(_pyref_key_type(c) for c in type_.children)
+        return None if None in fields else fields
+    return None
+
+
+_ARROW_KEY_TYPES = {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(), "boolean": pa.bool_()}
+
+
+def _key_column(keys: list, key_type) -> pa.Array:
+    """Decoded keys as the Arrow column :func:`compute_key_groups` hashes."""
+    if isinstance(key_type, tuple):
+        fields = [_key_column([k[i] for k in keys], t) for i, t in enumerate(key_type)]
+        return pa.StructArray.from_arrays(fields, names=[f"f{i}" for i in range(len(key_type))])
+    return pa.array(keys, _ARROW_KEY_TYPES[key_type])
+
+
 class _KeyedRowsView:
     """Rows of a keyed-backend state: keys, namespaces, key groups, subtasks."""
 
-    def __init__(self, key_type: FlinkType, namespace_type: FlinkType, rows: KeyedRows, prefix_bytes: int) -> None:
+    def __init__(self, key_type: FlinkType, namespace_type: FlinkType, rows: KeyedRows, prefix_bytes: int,
+                 max_parallelism: int) -> None:
         self.key_type = key_type
         self.namespace_type = namespace_type
         self._rows = rows
         self._prefix = prefix_bytes
+        self._max_parallelism = max_parallelism
 
     def __len__(self) -> int:
         return len(self._rows.keys)
@@ -126,6 +153,25 @@ class _KeyedRowsView:
     def key_groups(self) -> list[int]:
         """Key groups that hold rows (as Flink stored them)."""
         return sorted(set(self._rows.key_groups.tolist()))
+
+    def check_key_groups(self) -> int | None:
+        """Recompute every row's key group with pyref's hash (bit for bit
+        Flink's for String, Integer, Long, Boolean keys and Tuples of them)
+        and compare with the key group Flink stored; returns the number of rows
+        checked, ``None`` when the key type has a hash pyref does not define
+        (a POJO's own ``hashCode``, an enum...). A mismatch is an error."""
+        key_type = _pyref_key_type(self.key_type)
+        if key_type is None or not len(self):
+            return None if key_type is None else 0
+        keys = decode_column(self.key_type, self._columns["key"])
+        arrow = _key_column(keys, key_type)
+        expected = compute_key_groups(arrow, self._max_parallelism, key_type)
+        bad = np.flatnonzero(expected != self._rows.key_groups)
+        if len(bad):
+            i = int(bad[0])
+            raise CorruptSavepointError(f"key {keys[i]!r} is stored in key group {int(self._rows.key_groups[i])} but "
+                                        f"hashes to {int(expected[i])} ({len(bad)} rows differ)")
+        return len(keys)
 
     def _table(self, columns: dict[str, pa.Array]) -> pa.Table:
         table = {"subtask": pa.array(self._rows.subtasks, pa.int32()),
@@ -140,10 +186,10 @@ class FlinkKeyedStateView(_KeyedRowsView):
     says whether cells carry a last-access timestamp)."""
 
     def __init__(self, name: str, kind: KeyedStateKind, key_type: FlinkType, namespace_type: FlinkType,
-                 stored_type: FlinkType, rows: KeyedRows, prefix_bytes: int) -> None:
+                 stored_type: FlinkType, rows: KeyedRows, prefix_bytes: int, max_parallelism: int) -> None:
         if kind not in KEYED_KINDS:
             raise UnsupportedFormatError(f"keyed state kind {kind!r} is not supported", state=name)
-        super().__init__(key_type, namespace_type, rows, prefix_bytes)
+        super().__init__(key_type, namespace_type, rows, prefix_bytes, max_parallelism)
         self.name = name
         self.kind = kind
         self.stored_type = stored_type
@@ -262,8 +308,8 @@ class FlinkTimerView(_KeyedRowsView):
     """The timers of one internal timer service in one time domain."""
 
     def __init__(self, service: str, domain: str, key_type: FlinkType, namespace_type: FlinkType,
-                 rows: KeyedRows, prefix_bytes: int) -> None:
-        super().__init__(key_type, namespace_type, rows, prefix_bytes)
+                 rows: KeyedRows, prefix_bytes: int, max_parallelism: int) -> None:
+        super().__init__(key_type, namespace_type, rows, prefix_bytes, max_parallelism)
         self.service = service
         self.domain = domain
 

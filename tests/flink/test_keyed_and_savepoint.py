@@ -295,3 +295,10 @@ def test_random_damage_to_state_files_gives_typed_errors_only(tmp_path: pathlib.
             _read_everything(path)
         except SavepointError:
             pass
+
+
+def test_key_groups_that_do_not_match_the_key_hash_are_reported(tmp_path: pathlib.Path) -> None:
+    # The hand-made savepoint puts keys in key groups of its own choosing, not Flink's.
+    with FlinkSavepoint.open(_write(tmp_path / "sp"), uids=["proc"]) as sp:
+        with pytest.raises(CorruptSavepointError, match="hashes to"):
+            sp.operator("proc").keyed_state("count").check_key_groups()
