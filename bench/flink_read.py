@@ -24,10 +24,10 @@ import argparse
 import os
 import shutil
 import tempfile
-import time
 
 import numpy as np
 import pyarrow as pa
+from core_bench import timed  # bench/ is the script's directory
 
 from pyref import Savepoint, SavepointWriter
 from pyref.flink import FlinkSavepoint
@@ -113,12 +113,6 @@ def make_flink_savepoint(path: str, n: int, compress: bool) -> dict[str, pa.Tabl
 
     return {"v": pa.table({"key": column(keys), "value": column(numbers)}),
             "l": pa.table({"key": column(keys), "value": column(list_values)})}
-
-
-def timed(fn):
-    start = time.perf_counter()
-    result = fn()
-    return time.perf_counter() - start, result
 
 
 def main() -> None:
