@@ -15,6 +15,7 @@ from .errors import (
     InvalidArgumentError,
     SavepointError,
     SavepointNotFoundError,
+    StorageError,
     UnsupportedFormatError,
 )
 from .key_groups import (
@@ -48,6 +49,7 @@ __all__ = [
     "SavepointError",
     "SavepointNotFoundError",
     "SavepointWriter",
+    "StorageError",
     "TtlConfig",
     "UnsupportedFormatError",
     "assign_to_key_group",

@@ -16,7 +16,7 @@ from .errors import CorruptSavepointError, InvalidArgumentError
 from .manifest import BROADCAST_COLUMNS
 from .reader import ChunkStore, PartitionedView
 from .serializers import Serializer, serializer_from_snapshot
-from .writer import _BufferedState, _binary, _byte_sizes, _values
+from .writer import _BufferedState, _binary, _byte_sizes, _fails_writer, _values, check_subtask
 
 #: Slot of rows every partition shares (a map written once for all subtasks).
 _SHARED = -1
@@ -41,13 +41,12 @@ class BroadcastStateWriter(_BufferedState):
         # Encoded keys per slot: a partition is a map, its keys distinct (rule B5).
         self._keys: dict[int, set[bytes]] = {}
 
+    @_fails_writer
     def add(self, subtask: int, keys: Sequence | pa.Array, values: Sequence | pa.Array) -> None:
         """Add entries to the map of ``subtask``."""
-        if not 0 <= subtask < len(self.partitions):
-            raise InvalidArgumentError(f"subtask {subtask} outside parallelism {len(self.partitions)}",
-                                       state=self.label)
-        self._add(subtask, keys, values)
+        self._add(check_subtask(subtask, len(self.partitions), self.label), keys, values)
 
+    @_fails_writer
     def add_all(self, keys: Sequence | pa.Array, values: Sequence | pa.Array) -> None:
         """Add entries to the map of every subtask (the usual broadcast state: one map, everywhere)."""
         self._add(_SHARED, keys, values)

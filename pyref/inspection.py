@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from ._proto.savepoint.v1 import manifest_pb2 as pb
 from ._proto.savepoint.v1 import serializer_pb2
-from .errors import SavepointError
+from .errors import ConcurrentWriteError, SavepointError, StorageError
 from .key_groups import key_group_range
 from .manifest import (
     BROADCAST_COLUMNS,
@@ -26,6 +26,8 @@ from .serializers import Int64, ListOf, serializer_from_snapshot
 from .timers import DOMAIN_NAMES, service_label
 from .ttl import TtlConfig, TtlValue
 
+#: Errors that are not statements about the savepoint's bytes: verify raises them.
+_NOT_DAMAGE = (StorageError, ConcurrentWriteError)
 MODE_NAMES = {pb.SPLIT_DISTRIBUTE: "SPLIT_DISTRIBUTE", pb.UNION: "UNION", pb.BROADCAST: "BROADCAST"}
 
 
@@ -130,7 +132,9 @@ class VerifyReport:
 def verify(sp: Savepoint) -> VerifyReport:
     """Read every data file header, chunk and value; check every base reference.
 
-    Errors are collected rather than raised so one run reports all damage.
+    Errors are collected rather than raised so one run reports all damage. A failing
+    storage (:class:`StorageError`) says nothing about the savepoint and is raised, as is
+    a savepoint replaced while being verified (:class:`ConcurrentWriteError`).
     """
     report = VerifyReport()
     store = sp.store
@@ -144,6 +148,8 @@ def verify(sp: Savepoint) -> VerifyReport:
                 report.errors.append(f"data file {io.describe(rel)} is {size} bytes, manifest says {f.size}")
             elif io.read_range(rel, 0, len(DATA_FILE_MAGIC)) != DATA_FILE_MAGIC:
                 report.errors.append(f"data file {io.describe(rel)} does not start with the data-file magic")
+        except _NOT_DAMAGE:
+            raise
         except SavepointError as exc:
             report.errors.append(str(exc))
     referenced = {f.path for f in sp.manifest.data_files if f.base == 0}
@@ -170,6 +176,8 @@ def verify(sp: Savepoint) -> VerifyReport:
         if op.HasField("coordinator_state"):
             _verify_chunks(sp, f"{op.operator_id} (coordinator state)", [op.coordinator_state], COORDINATOR_COLUMNS,
                            lambda: None, report)
+    if report.errors:
+        store.check_unchanged()  # damage seen because a writer replaced the savepoint meanwhile?
     return report
 
 
@@ -190,6 +198,8 @@ def _verify_broadcast_keys(sp: Savepoint, op: pb.Operator, bs: pb.BroadcastState
     for i in range(view.partition_count):
         try:
             view.encoded_entries(bs.partitions[i].ranges)
+        except _NOT_DAMAGE:
+            raise
         except SavepointError as exc:
             report.errors.append(f"partition {i}: {exc}")
 
@@ -209,6 +219,8 @@ def _verify_chunks(sp: Savepoint, label: str, chunks, columns: int, serializers_
                 for s, c in zip(serializers, cols):
                     s.decode_array(c)
                 report.values += len(cols[0]) * len(cols)
+        except _NOT_DAMAGE:
+            raise
         except SavepointError as exc:
             report.errors.append(str(exc))
 

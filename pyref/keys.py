@@ -35,7 +35,7 @@ def _converted(keys: Sequence, serializer: Serializer) -> pa.Array:
     """Python keys whose Arrow form differs from the value (a char's code unit, say)."""
     try:
         return pa.array([serializer._to_arrow_value(k) for k in keys], type=serializer.arrow_type())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError, ValueError) as exc:
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
         raise InvalidArgumentError(f"keys do not fit {serializer.serializer_id}: {exc}") from None
 
 
@@ -46,7 +46,7 @@ def as_key_array(keys: pa.Array | pa.ChunkedArray | Sequence, serializer: Serial
     if not isinstance(keys, pa.Array):
         try:
             keys = pa.array(keys, type=serializer.arrow_type())
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):  # ValueError: unencodable text
             keys = _converted(keys, serializer)
     if keys.null_count:
         raise InvalidArgumentError("keys cannot be null")

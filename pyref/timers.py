@@ -16,7 +16,7 @@ from .keys import as_key_array
 from .manifest import state_label, timer_column_count
 from .reader import ChunkStore, KeyGroupedView
 from .serializers import Int64, Serializer, serializer_from_snapshot
-from .writer import _KeyGroupedState, _values
+from .writer import _fails_writer, _KeyGroupedState, _values
 
 #: Time domains by name (the values of savepoint.v1.TimeDomain).
 DOMAINS = {"event_time": pb.EVENT_TIME, "processing_time": pb.PROCESSING_TIME}
@@ -51,6 +51,7 @@ class TimerServiceWriter(_KeyGroupedState):
     def label(self) -> str:
         return service_label(self.operator.operator_id, self.name, self.domain)
 
+    @_fails_writer
     def add(self, keys: Sequence | pa.Array, timestamps: Sequence[int] | pa.Array | np.ndarray,
             namespaces: Sequence | pa.Array | None = None, *, subtask: int | None = None,
             key_groups: Sequence[int] | np.ndarray | None = None) -> None:

@@ -359,3 +359,13 @@ def test_restore_plan_reads_only_its_key_groups_timers(windowed):
     assert all(r.first <= c.key_group <= r.last for c in sub.timer_chunks("window-timers"))
     assert sub.planned_bytes() >= sum(c.range.length for c in sub.timer_chunks("window-timers"))
     assert struct.unpack_from("<HH", (windowed / "_manifest").read_bytes(), 8) == (1, 2)
+
+
+def test_operator_identity_is_checked_when_given(tmp_path):
+    with SavepointWriter(str(tmp_path / "sp")) as w:
+        with pytest.raises(InvalidArgumentError, match="uid"):
+            w.add_operator("op", 1, uid="\ud800")
+        with pytest.raises(InvalidArgumentError, match="engine_operator_id must be bytes"):
+            w.add_operator("op", 1, engine_operator_id="0102")
+        w.add_operator("op", 1, uid="ok")
+    assert Savepoint.open(tmp_path / "sp").operator("op").uid == "ok"

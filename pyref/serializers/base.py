@@ -80,6 +80,15 @@ def as_view(data: Any) -> memoryview:
         raise InvalidArgumentError(f"cannot decode a non-contiguous buffer: {e}") from None
 
 
+def is_text(value: str) -> bool:
+    """Whether UTF-8, and so a protobuf string, can hold ``value``: no lone surrogates."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def corrupt(serializer_id: str, message: str, offset: int) -> CorruptSavepointError:
     """A :class:`CorruptSavepointError` saying what is wrong and where."""
     return CorruptSavepointError(f"{serializer_id}: {message} at offset {offset}")

@@ -26,6 +26,7 @@ from .base import (
     different_ids,
     fixed_width_binary,
     fixed_width_values,
+    is_text,
     register_builtin,
     serializer_from_snapshot,
 )
@@ -39,8 +40,8 @@ def _symbol_problem(symbols: Sequence[str]) -> str | None:
     """Why ``symbols`` cannot be an enum's symbols, or None (§3.17: non-empty, distinct, non-empty names)."""
     if not symbols:
         return "an enum needs at least one symbol"
-    if any(not isinstance(s, str) or not s for s in symbols):
-        return f"enum symbols must be non-empty strings, got {list(symbols)!r}"
+    if any(not isinstance(s, str) or not s or not is_text(s) for s in symbols):
+        return f"enum symbols must be non-empty strings of valid Unicode text, got {list(symbols)!r}"
     if len(set(symbols)) != len(symbols):
         return f"enum symbols must be distinct, got {list(symbols)!r}"
     return None

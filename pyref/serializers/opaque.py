@@ -22,6 +22,7 @@ from .base import (
     binary_input,
     check_builtin_snapshot,
     different_ids,
+    is_text,
     register_builtin,
     serializer_from_snapshot,
 )
@@ -38,8 +39,8 @@ class Opaque(Serializer):
     version = 1
 
     def __init__(self, engine: str, class_name: str, snapshot: bytes = b"") -> None:
-        if not isinstance(engine, str) or not engine or not isinstance(class_name, str) or not class_name:
-            raise InvalidArgumentError("Opaque needs the engine's name and serializer class name")
+        if not all(isinstance(s, str) and s and is_text(s) for s in (engine, class_name)):
+            raise InvalidArgumentError("Opaque needs the engine's name and serializer class name, as text")
         if not isinstance(snapshot, (bytes, bytearray)):
             raise InvalidArgumentError("Opaque's engine snapshot is bytes")
         self.engine = engine

@@ -196,3 +196,11 @@ def test_map_keys_of_the_new_types():
     bad.nested[0].CopyFrom(Float32().snapshot())
     with pytest.raises(CorruptSavepointError, match="not allowed for keys"):
         serializer_from_snapshot(bad)
+
+
+@pytest.mark.parametrize("make", [lambda: Enum(["ok", "a\ud800"]), lambda: Opaque("fl\ud800", "x.Y"),
+                                  lambda: Opaque("flink", "")], ids=["enum-symbol", "opaque-engine", "opaque-class"])
+def test_names_a_snapshot_stores_are_text(make):
+    """Snapshot strings are protobuf strings: a lone surrogate is refused when the serializer is made."""
+    with pytest.raises(InvalidArgumentError):
+        make()
