@@ -162,7 +162,8 @@ def main() -> None:
 
         target = os.path.join(root, "sp-rescaled")
         rescale(sp_path, target, args.restore_parallelism)
-        rescale_state_bytes = dir_bytes(target) - os.path.getsize(os.path.join(target, "_manifest"))
+        data = os.path.join(target, "data")  # state bytes live in data files; _manifest and .lock are not state
+        rescale_state_bytes = dir_bytes(data) if os.path.isdir(data) else 0
 
         mb = table.nbytes / 1e6
         print(f"{args.entries:,} entries (16 B keys, 64 B values, {mb:.0f} MB raw), codec {args.codec}")
