@@ -25,7 +25,7 @@ from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .checksum import crc32c
 from .codecs import MAX_RAW_LENGTH, MAX_ZSTD_RATIO, Codec
 from .errors import CorruptSavepointError, UnsupportedFormatError
-from .io import check_directory_name, check_relative_path
+from .io import MANIFEST_NAME, SavepointIO, check_directory_name, check_relative_path
 from .key_groups import UPPER_BOUND_MAX_PARALLELISM
 
 MAGIC = b"\x89SVP\r\n\x1a\n"
@@ -36,6 +36,9 @@ FORMAT_MAJOR = 1
 FORMAT_MINOR = 1
 _HEAD = struct.Struct("<8sHHI")
 ENVELOPE_OVERHEAD = _HEAD.size + 4
+#: Longest ``_manifest`` file a reader must read (spec/format.md §4.1): protobuf parsers
+#: refuse messages of 2 GiB, and a reader holds the whole manifest in memory.
+MAX_MANIFEST_BYTES = 2**31 - 1
 
 #: Required features this reader implements (spec/format.md §9.3).
 FEATURE_EXTERNAL_BASES = "external-bases"
@@ -80,32 +83,55 @@ def encode_envelope(body: bytes, major: int, minor: int) -> bytes:
     return head + body + struct.pack("<I", crc32c(head + body))
 
 
-def decode_manifest(data: bytes, *, path: str) -> tuple[pb.Manifest, FormatVersion]:
-    """Check the envelope, parse the body and validate its structure."""
-    if len(data) < 12 or data[:8] != MAGIC:
+def check_envelope_head(head: bytes, size: int, *, path: str) -> FormatVersion:
+    """Steps 2 to 5 of spec/format.md §4.2 on the first 16 bytes (fewer if the file is
+    shorter) and the file's length: everything that can be refused before the body is read."""
+    if size < 12 or head[:8] != MAGIC:
         raise CorruptSavepointError("not a savepoint manifest (bad magic bytes)", path=path, byte_range=(0, 8))
-    major, minor = struct.unpack_from("<HH", data, 8)
+    major, minor = struct.unpack_from("<HH", head, 8)
     version = FormatVersion(major, minor)
     if major != FORMAT_MAJOR:
         raise UnsupportedFormatError(
             f"format version {version} is not readable here; this reader reads major version {FORMAT_MAJOR}",
             path=path, byte_range=(8, 12))
-    if len(data) < ENVELOPE_OVERHEAD:
-        raise CorruptSavepointError(f"manifest truncated to {len(data)} bytes", path=path)
-    (length,) = struct.unpack_from("<I", data, 12)
-    if length + ENVELOPE_OVERHEAD != len(data):
+    if size < ENVELOPE_OVERHEAD:
+        raise CorruptSavepointError(f"manifest truncated to {size} bytes", path=path)
+    (length,) = struct.unpack_from("<I", head, 12)
+    if length + ENVELOPE_OVERHEAD != size:
         raise CorruptSavepointError(
-            f"manifest body length {length} does not match the file size {len(data)} (truncated or padded)",
+            f"manifest body length {length} does not match the file size {size} (truncated or padded)",
             path=path, byte_range=(12, 16))
-    end = _HEAD.size + length
+    if size > MAX_MANIFEST_BYTES:
+        raise UnsupportedFormatError(f"manifest of {size} bytes is longer than the {MAX_MANIFEST_BYTES} bytes "
+                                     "a manifest may have (spec/format.md §4.1)", path=path, byte_range=(12, 16))
+    return version
+
+
+def read_manifest_file(io: SavepointIO) -> bytes | None:
+    """The ``_manifest`` file's bytes, or None if there is none. Its header and length are
+    checked before the body is read, so a huge (or sparse) file costs 16 bytes of reading,
+    not its length in memory."""
+    size = io.size(MANIFEST_NAME)
+    if size is None:
+        return None
+    path = io.describe(MANIFEST_NAME)
+    check_envelope_head(io.read_range(MANIFEST_NAME, 0, min(size, _HEAD.size)), size, path=path)
+    return io.read_range(MANIFEST_NAME, 0, size)
+
+
+def decode_manifest(data: bytes, *, path: str) -> tuple[pb.Manifest, FormatVersion]:
+    """Check the envelope, parse the body and validate its structure."""
+    version = check_envelope_head(data[:_HEAD.size], len(data), path=path)
+    end = len(data) - 4
+    view = memoryview(data)  # slices of a view copy nothing: the manifest may be large
     (stored,) = struct.unpack_from("<I", data, end)
-    computed = crc32c(data[:end])
+    computed = crc32c(view[:end])
     if stored != computed:
         raise CorruptSavepointError(f"manifest CRC32C mismatch (stored {stored:#010x}, computed {computed:#010x})",
                                     path=path, byte_range=(0, end))
     manifest = pb.Manifest()
     try:
-        manifest.ParseFromString(data[_HEAD.size:end])
+        manifest.ParseFromString(view[_HEAD.size:end])
     except (DecodeError, RecursionError) as exc:
         raise CorruptSavepointError(f"manifest body is not a valid protobuf message: {exc}",
                                     path=path, byte_range=(_HEAD.size, end)) from None

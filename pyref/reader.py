@@ -26,7 +26,7 @@ from .errors import CorruptSavepointError, IncompatibleSerializerError, InvalidA
 from .io import MANIFEST_NAME, SavepointIO, open_io
 from .key_groups import KeyGroupRange, compute_key_groups
 from .keys import as_key_array, key_type_of
-from .manifest import KEYED_COLUMNS, LIST_COLUMNS, FormatVersion, decode_manifest, state_label
+from .manifest import KEYED_COLUMNS, LIST_COLUMNS, FormatVersion, decode_manifest, read_manifest_file, state_label
 from .parallel import ordered_map
 from .redistribution import DistributionMode
 from .serializers import Compatibility, ListOf, Serializer, resolve_compatibility, serializer_from_snapshot
@@ -56,10 +56,11 @@ class ChunkStore:
                 raise CorruptSavepointError(f"base {ref.directory!r} names this savepoint's own directory",
                                             path=self.io.describe(MANIFEST_NAME))
             io = self.io.sibling(ref.directory)
-            if io.size(MANIFEST_NAME) is None:
+            data = read_manifest_file(io)
+            if data is None:
                 raise CorruptSavepointError(f"base savepoint {ref.directory!r} is missing; this savepoint refers to "
                                             "its data files", path=io.location)
-            found, _ = decode_manifest(io.read_file(MANIFEST_NAME), path=io.describe(MANIFEST_NAME))
+            found, _ = decode_manifest(data, path=io.describe(MANIFEST_NAME))
             if found.savepoint_id != ref.savepoint_id:
                 raise CorruptSavepointError(
                     f"base savepoint {ref.directory!r} was replaced (id {found.savepoint_id}, expected "
@@ -333,9 +334,9 @@ class OperatorView:
 
 def read_committed(io: SavepointIO) -> tuple[bytes, pb.Manifest, FormatVersion]:
     """The committed manifest: its bytes, decoded and validated, and its format version."""
-    if io.size(MANIFEST_NAME) is None:
+    data = read_manifest_file(io)
+    if data is None:
         raise SavepointNotFoundError("no committed savepoint here (no _manifest)", path=io.location)
-    data = io.read_file(MANIFEST_NAME)
     manifest, version = decode_manifest(data, path=io.describe(MANIFEST_NAME))
     return data, manifest, version
 

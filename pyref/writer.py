@@ -29,11 +29,11 @@ from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .checksum import crc32c
 from .chunk import encode_chunk
 from .codecs import Codec, compress, pays
-from .errors import ConcurrentWriteError, InvalidArgumentError, SavepointError
+from .errors import ConcurrentWriteError, CorruptSavepointError, InvalidArgumentError, SavepointError
 from .io import MANIFEST_NAME, SavepointIO, open_io
 from .key_groups import check_parallelism, compute_key_groups, default_max_parallelism, key_group_range
 from .keys import as_key_array, key_type_of
-from .manifest import DATA_FILE_MAGIC, FEATURE_CHUNK_KEY_BOUNDS, decode_manifest, encode_manifest
+from .manifest import DATA_FILE_MAGIC, FEATURE_CHUNK_KEY_BOUNDS, MAX_MANIFEST_BYTES, decode_manifest, encode_manifest
 from .parallel import WORKERS
 from .redistribution import DistributionMode
 from .serializers import ListOf, Serializer
@@ -544,11 +544,16 @@ class SavepointWriter:
 
 def read_previous(io: SavepointIO, overwrite: bool) -> bytes | None:
     """The manifest a new commit will replace; refuses to replace one unless ``overwrite``."""
-    previous = io.read_file(MANIFEST_NAME) if io.size(MANIFEST_NAME) is not None else None
-    if previous is not None and not overwrite:
+    size = io.size(MANIFEST_NAME)
+    if size is None:
+        return None
+    if not overwrite:
         raise InvalidArgumentError("a savepoint already exists here; pass overwrite=True to replace it",
                                    path=io.location)
-    return previous
+    if size > MAX_MANIFEST_BYTES:  # not a manifest: reading it whole could exhaust memory
+        raise CorruptSavepointError(f"the _manifest here is {size} bytes, longer than any manifest; remove it first",
+                                    path=io.describe(MANIFEST_NAME))
+    return io.read_file(MANIFEST_NAME)
 
 
 def publish(io: SavepointIO, manifest: pb.Manifest, previous: bytes | None, abort: Callable[[], None]) -> None:
