@@ -199,19 +199,20 @@ class KeyedStateView:
         self._columns = KEYED_COLUMNS[state.kind]
 
     @cached_property
-    def _groups(self) -> np.ndarray:
+    def chunk_key_groups(self) -> np.ndarray:
+        """The key group of each chunk, in chunk order (non-decreasing, rule K4)."""
         return np.fromiter((c.key_group for c in self.proto.chunks), dtype=np.int64, count=len(self.proto.chunks))
 
     def chunks_in(self, groups: KeyGroupRange) -> list[pb.Chunk]:
         """The chunks of the key groups in ``groups`` (a slice of the ordered chunk list)."""
-        lo = int(np.searchsorted(self._groups, groups.first, side="left"))
-        hi = int(np.searchsorted(self._groups, groups.last, side="right"))
+        lo = int(np.searchsorted(self.chunk_key_groups, groups.first, side="left"))
+        hi = int(np.searchsorted(self.chunk_key_groups, groups.last, side="right"))
         return list(self.proto.chunks[lo:hi])
 
     @property
     def key_groups(self) -> list[int]:
         """Key groups that hold entries."""
-        return sorted(set(self._groups.tolist()))
+        return np.unique(self.chunk_key_groups).tolist()
 
     def read_encoded(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
         chunks = list(chunks)
@@ -381,12 +382,22 @@ class Savepoint:
         return RestorePlan(self, parallelism)
 
 
-def locate_in_partition(partition: pb.Partition, first: int, count: int) -> list[pb.ElementRange]:
-    """The chunk ranges holding elements ``first .. first+count`` of a partition."""
+def partition_starts(partition: pb.Partition) -> list[int]:
+    """The index of each range's first element in the partition, and the element count last."""
     starts, total = [], 0
     for r in partition.ranges:
         starts.append(total)
         total += r.count
+    starts.append(total)
+    return starts
+
+
+def locate_in_partition(partition: pb.Partition, first: int, count: int,
+                        starts: Sequence[int] | None = None) -> list[pb.ElementRange]:
+    """The chunk ranges holding elements ``first .. first+count`` of a partition; ``starts``
+    (:func:`partition_starts`) spares recounting the partition on every call."""
+    starts = partition_starts(partition) if starts is None else starts
+    total = starts[-1]
     if first < 0 or count < 0 or first + count > total:
         raise InvalidArgumentError(f"elements {first}..{first + count} outside a partition of {total}")
     out: list[pb.ElementRange] = []
