@@ -75,6 +75,11 @@ class SavepointIO(ABC):
     @abstractmethod
     def read_range(self, rel: str, offset: int, length: int) -> bytes: ...
 
+    def file_identity(self, rel: str) -> object | None:
+        """What tells two names of one file apart from two files (links), or None where
+        names are the only identity (object stores)."""
+        return None
+
     def read_file(self, rel: str) -> bytes:
         size = self.size(rel)
         if size is None:
@@ -185,6 +190,13 @@ class LocalIO(SavepointIO):
             return os.stat(self._full(rel)).st_mtime
         except FileNotFoundError:
             return None
+
+    def file_identity(self, rel: str) -> object | None:
+        try:
+            st = os.stat(self._full(rel))
+        except OSError:
+            return None  # reading it reports what is wrong
+        return st.st_dev, st.st_ino
 
     def read_range(self, rel: str, offset: int, length: int) -> bytes:
         full = self._full(rel)

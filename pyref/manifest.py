@@ -19,6 +19,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+import numpy as np
 from google.protobuf.message import DecodeError
 
 from ._proto.savepoint.v1 import manifest_pb2 as pb
@@ -190,6 +191,7 @@ def validate_manifest(m: pb.Manifest, *, path: str) -> None:
             _validate_list_state(m, op, ls, corrupt)
         for ks in op.keyed_states:
             _validate_keyed_state(m, op, ks, corrupt)
+    _check_chunk_ranges_disjoint(m, path)
 
 
 def _validate_list_state(m: pb.Manifest, op: pb.Operator, ls: pb.ListState, corrupt) -> None:
@@ -206,6 +208,7 @@ def _validate_list_state(m: pb.Manifest, op: pb.Operator, ls: pb.ListState, corr
         _validate_chunk(m, chunk, LIST_COLUMNS, label, corrupt)
         if chunk.key_group or chunk.HasField("key_bounds"):
             raise corrupt("list chunk has a key group or key bounds", label)
+    selected = []  # (partition, chunk, first, count) of every range
     for p, partition in enumerate(ls.partitions):
         for r in partition.ranges:
             if r.chunk >= len(ls.chunks):
@@ -213,6 +216,45 @@ def _validate_list_state(m: pb.Manifest, op: pb.Operator, ls: pb.ListState, corr
             if r.count == 0 or r.first + r.count > ls.chunks[r.chunk].row_count:
                 raise corrupt(f"partition {p}: range {r.first}+{r.count} is empty or outside chunk {r.chunk} "
                               f"({ls.chunks[r.chunk].row_count} rows)", label)
+            selected.append((p, r.chunk, r.first, r.count))
+    _check_rows_selected_once(ls.mode, selected, label, corrupt)
+
+
+def _check_rows_selected_once(mode: int, selected: list[tuple[int, int, int, int]], label: str, corrupt) -> None:
+    """Rule L6 (spec/format.md §5.3): each row of a chunk is an element of one partition at
+    most, and at most once (BROADCAST partitions, copies of one list, may share rows)."""
+    if len(selected) < 2:
+        return
+    partition, chunk, first, count = np.array(selected, dtype=np.int64).T
+    # Rows are only compared within one "owner": the state, or the partition for BROADCAST.
+    owner = partition if mode == pb.BROADCAST else np.zeros_like(partition)
+    order = np.lexsort((first, chunk, owner))
+    partition, chunk, first, end, owner = (a[order] for a in (partition, chunk, first, first + count, owner))
+    clash = np.flatnonzero((owner[1:] == owner[:-1]) & (chunk[1:] == chunk[:-1]) & (first[1:] < end[:-1]))
+    if clash.size:
+        i = int(clash[0])
+        raise corrupt(f"rows {first[i + 1]}..{min(end[i], end[i + 1]) - 1} of chunk {chunk[i]} are selected twice "
+                      f"(partitions {partition[i]} and {partition[i + 1]}); a row is one element of one "
+                      "partition (rule L6)", label)
+
+
+def _check_chunk_ranges_disjoint(m: pb.Manifest, path: str) -> None:
+    """Rule C6 (spec/format.md §5.5): no stored byte belongs to two chunks, so reading every
+    chunk once decompresses at most 32768 bytes per stored byte (spec/security.md §6.1)."""
+    where = [(state_label(op, st.name), c.range) for op in m.operators for st in [*op.list_states, *op.keyed_states]
+             for c in st.chunks if c.WhichOneof("location") == "range"]
+    if len(where) < 2:
+        return
+    file, offset, length = np.array([(r.file, r.offset, r.length) for _, r in where], dtype=np.uint64).T
+    order = np.lexsort((offset, file))
+    file, offset, end = file[order], offset[order], offset[order] + length[order]  # C3 bounds these by the file size
+    clash = np.flatnonzero((file[1:] == file[:-1]) & (offset[1:] < end[:-1]))
+    if clash.size:
+        i = int(clash[0])
+        (a, _), (b, _) = where[order[i]], where[order[i + 1]]
+        raise CorruptSavepointError(
+            f"chunks of {a} and {b} share stored bytes of data file {m.data_files[int(file[i])].path!r}; every "
+            "chunk has bytes of its own (rule C6)", path=path, byte_range=(int(offset[i + 1]), int(min(end[i], end[i + 1]))))
 
 
 def _validate_keyed_state(m: pb.Manifest, op: pb.Operator, ks: pb.KeyedState, corrupt) -> None:

@@ -42,6 +42,7 @@ class ChunkStore:
         self.manifest = manifest
         self._bases: dict[int, SavepointIO] = {}
         self._checked_sizes: set[int] = set()
+        self._file_identities: dict[object, int] = {}
         self._lock = threading.Lock()
         #: Stored bytes fetched so far, for read-amplification accounting.
         self.bytes_read = 0
@@ -68,6 +69,19 @@ class ChunkStore:
             self._bases[base] = io
         return self._bases[base]
 
+    def _check_distinct_file(self, io: SavepointIO, rel: str, index: int) -> None:
+        """Two data-file entries must not be one file through a link (spec/format.md §6.2):
+        chunks of both could then share stored bytes despite rule C6."""
+        identity = io.file_identity(rel)
+        if identity is None:
+            return
+        with self._lock:
+            other = self._file_identities.setdefault(identity, index)
+        if other != index:
+            first, _ = self.file_location(other)
+            raise CorruptSavepointError(f"data files {self.manifest.data_files[other].path!r} (in {first.location}) and "
+                                        f"{self.manifest.data_files[index].path!r} are the same file", path=io.describe(rel))
+
     def file_location(self, index: int) -> tuple[SavepointIO, str]:
         f = self.manifest.data_files[index]
         return self.base_io(f.base), f.path
@@ -86,6 +100,7 @@ class ChunkStore:
                     raise CorruptSavepointError(
                         "data file is missing" if size is None else f"data file is {size} bytes, manifest says {expected}",
                         path=where, state=state)
+                self._check_distinct_file(io, rel, r.file)
                 self._checked_sizes.add(r.file)
             stored = io.read_range(rel, r.offset, r.length)
             with self._lock:
@@ -105,6 +120,22 @@ class ChunkStore:
     def read_many(self, chunks: Sequence[pb.Chunk], columns: int, state: str) -> Iterator[list[pa.BinaryArray]]:
         """``read_columns`` of each chunk, in order, several chunks decoding at once."""
         return ordered_map(lambda chunk: self.read_columns(chunk, columns, state), chunks)
+
+    def read_indexed(self, chunks: Sequence[pb.Chunk], indexes: Sequence[int], columns: int,
+                     state: str) -> Iterator[list[pa.BinaryArray]]:
+        """``read_columns`` of ``chunks[i]`` for each ``i`` of ``indexes``, in order, reading and
+        decoding each chunk once however often it comes back: it is kept from its first to
+        its last use. Ranges A, B, A, B, ... would otherwise decompress a chunk per range
+        (spec/security.md §6.1)."""
+        last_use = {index: position for position, index in enumerate(indexes)}
+        decoded = self.read_many([chunks[i] for i in dict.fromkeys(indexes)], columns, state)
+        held: dict[int, list[pa.BinaryArray]] = {}
+        for position, index in enumerate(indexes):
+            if index not in held:
+                held[index] = next(decoded)
+            yield held[index]
+            if last_use[index] == position:
+                del held[index]
 
     def describe(self, chunk: pb.Chunk) -> str:
         if chunk.WhichOneof("location") == "inline_data":
@@ -157,8 +188,9 @@ class ListStateView:
                 runs[-1][1].append(r)
             else:
                 runs.append((r.chunk, [r]))
-        chunks = [self.proto.chunks[index] for index, _ in runs]
-        for (_, run), (column,) in zip(runs, self._store.read_many(chunks, LIST_COLUMNS, self.label)):
+        indexes = [index for index, _ in runs]
+        for (_, run), (column,) in zip(runs, self._store.read_indexed(self.proto.chunks, indexes, LIST_COLUMNS,
+                                                                      self.label)):
             for r in run:
                 yield column.slice(r.first, r.count)
 
