@@ -81,10 +81,11 @@ DECOMPRESSIONS_PER_RANGE = 32
 
 class _Accounting:
     """Bytes that decompression legitimately added (raw_length - stored length), and how
-    often each stored range ("file@offset", length) was decompressed."""
+    often each stored range ("file@offset", length) was decompressed while an input runs
+    (None outside :func:`run_one`: this module patches pyref for the whole process)."""
 
     expanded = 0
-    decompressions: dict[tuple[str, int], int] = {}
+    decompressions: dict[tuple[str, int], int] | None = None
 
 
 def _counting_decompress(codec, stored, raw_length, **kw):
@@ -94,7 +95,7 @@ def _counting_decompress(codec, stored, raw_length, **kw):
         raise BoundExceeded(f"zstd chunk expanded {len(stored)} -> {raw_length} bytes, beyond the ratio bound")
     _Accounting.expanded += max(0, raw_length - len(stored))
     where = kw.get("path") or ""
-    if "@" in where:  # a range of a data file; inline bytes are each their own bytes of the input
+    if _Accounting.decompressions is not None and "@" in where:  # a data file's range; inline bytes are input
         key = (where, len(stored))
         count = _Accounting.decompressions[key] = _Accounting.decompressions.get(key, 0) + 1
         if count > DECOMPRESSIONS_PER_RANGE:
@@ -575,6 +576,7 @@ def run_one(target: str, data: bytes, *, check_bounds: bool = True) -> None:
         elapsed = time.perf_counter() - t0
         peak = tracemalloc.get_traced_memory()[1] - before
     finally:
+        _Accounting.decompressions = None
         if started:
             tracemalloc.stop()
     if elapsed > TIME_LIMIT_S:
