@@ -11,7 +11,7 @@ import tracemalloc
 
 import atheris
 
-with atheris.instrument_imports(include=["pyref", "fuzz.targets"]):
+with atheris.instrument_imports(include=["pyref", "fuzz.targets", "fuzz.operations"]):
     from fuzz.targets import FUNCTIONS, run_one
 
 

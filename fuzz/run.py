@@ -26,7 +26,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-TARGETS = ("manifest", "chunk", "serializer", "savepoint")
+TARGETS = ("manifest", "chunk", "serializer", "savepoint", "operations")
 
 
 def _inputs(directory: str) -> list[str]:

@@ -2,7 +2,9 @@
 
 Seeds are real savepoints written by pyref's writer (and a shallow rescale with a
 base), cut into the input layouts of :mod:`fuzz.targets`. Deterministic apart from
-savepoint ids and timestamps; rerun it when the format changes.
+savepoint ids and timestamps; rerun it when the format changes. The ``operations``
+seeds are the sequences of :data:`fuzz.operations.SEEDS` (``--target operations``
+writes only those).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from pyref.serializers import (
     Tuple,
 )
 
+from .operations import SEEDS as OPERATION_SEEDS
+from .operations import operations_input
 from .targets import CHUNK_SERIALIZERS, KEY_SERIALIZERS, chunk_input, manifest_input, savepoint_input, serializer_input
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -124,7 +128,24 @@ def _index(serializers, snapshot) -> int:
     return 0
 
 
-def build(out: str) -> dict[str, int]:
+def build(out: str, only: str | None = None) -> dict[str, int]:
+    seeds = {"operations": [operations_input(ops) for ops in OPERATION_SEEDS.values()]}
+    if only != "operations":
+        seeds.update(_savepoint_seeds())
+    counts = {}
+    for target, inputs in seeds.items():
+        directory = os.path.join(out, target)
+        shutil.rmtree(directory, ignore_errors=True)
+        os.makedirs(directory)
+        for data in inputs:
+            with open(os.path.join(directory, hashlib.sha1(data).hexdigest()), "wb") as f:
+                f.write(data)
+        counts[target] = len(set(inputs))
+    return counts
+
+
+def _savepoint_seeds() -> dict[str, list[bytes]]:
+    """Seeds of the targets that read savepoints, cut from real ones."""
     seeds: dict[str, list[bytes]] = {t: [] for t in ("manifest", "chunk", "serializer", "savepoint")}
     root = tempfile.mkdtemp(prefix="pyref-seeds-")
     try:
@@ -175,23 +196,15 @@ def build(out: str) -> dict[str, int]:
                                               raw_length=len(payload), serializer=index))
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    counts = {}
-    for target, inputs in seeds.items():
-        directory = os.path.join(out, target)
-        shutil.rmtree(directory, ignore_errors=True)
-        os.makedirs(directory)
-        for data in inputs:
-            with open(os.path.join(directory, hashlib.sha1(data).hexdigest()), "wb") as f:
-                f.write(data)
-        counts[target] = len(set(inputs))
-    return counts
+    return seeds
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(HERE, "corpus"))
+    parser.add_argument("--target", choices=["operations"], help="write only this target's seeds")
     args = parser.parse_args()
-    print(build(args.out))
+    print(build(args.out, args.target))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ Targets
     serializer   SerializerSnapshot restoring, value decoding, compatibility resolution
     savepoint    a savepoint directory (and sibling bases) materialised from the input,
                  opened and read in full: every state, verify, describe, restore plans
+    operations   writes, rescales, cleans, links, planted locks and faults on a tree of
+                 savepoints, checked against a model (fuzz/operations.py)
 
 Input layouts are documented on each ``*_input`` builder; ``fuzz/seeds.py`` makes
 the committed seed corpus with them from real savepoints.
@@ -58,7 +60,9 @@ from pyref.serializers import (
     serializer_from_snapshot,
 )
 
-TARGETS = ("manifest", "chunk", "serializer", "savepoint")
+from .operations import target_operations as run_operations
+
+TARGETS = ("manifest", "chunk", "serializer", "savepoint", "operations")
 
 #: Resource bounds per input (spec/security.md §"Bounded allocation").
 TIME_LIMIT_S = 10.0
@@ -524,11 +528,16 @@ def target_savepoint(data: bytes) -> None:
 # Running one input under the bounds
 # --------------------------------------------------------------------------
 
+def target_operations(data: bytes) -> None:
+    run_operations(data, _scratch())
+
+
 FUNCTIONS = {
     "manifest": target_manifest,
     "chunk": target_chunk,
     "serializer": target_serializer,
     "savepoint": target_savepoint,
+    "operations": target_operations,
 }
 
 

@@ -15,6 +15,7 @@ from .errors import (
     InvalidArgumentError,
     SavepointError,
     SavepointNotFoundError,
+    StorageError,
     UnsupportedFormatError,
 )
 from .key_groups import (
@@ -47,6 +48,7 @@ __all__ = [
     "SavepointError",
     "SavepointNotFoundError",
     "SavepointWriter",
+    "StorageError",
     "UnsupportedFormatError",
     "assign_to_key_group",
     "compute_key_groups",

@@ -2,23 +2,58 @@
 
 Exit codes: 0 success; 2 invalid arguments; 3 corrupt savepoint (or a failed
 verify); 4 no savepoint at the path; 5 unsupported format, feature, codec or
-serializer; 6 incompatible serializer; 7 concurrent writer; 1 anything else.
-``--json`` prints one JSON document on stdout for scripts; errors then go to
-stdout too, as ``{"error": ..., "type": ..., "exit_code": ...}``.
+serializer; 6 incompatible serializer; 7 concurrent writer (another commit, a
+busy commit lock, files deleted by clean, a savepoint replaced while reading);
+8 storage error (I/O error, permission denied, disk full); 1 anything else.
+``--json`` prints one JSON document on stdout for scripts; every error, argument
+errors included, then goes to stdout too, as ``{"error": ..., "type": ...,
+"exit_code": ...}``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
+import os
+import re
 import sys
+import traceback
 from collections.abc import Sequence
 
 from .cleanup import DEFAULT_OLDER_THAN, remove_unreferenced_files
 from .errors import CorruptSavepointError, InvalidArgumentError, SavepointError
 from .inspection import describe, verify
+from .io import typed_os_error
 from .reader import Savepoint
 from .rewrite import rescale
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """Argument errors raise :class:`InvalidArgumentError` (exit 2, a JSON document with
+    ``--json``) instead of printing usage and exiting."""
+
+    def error(self, message: str):
+        raise InvalidArgumentError(f"{self.prog}: {message}")
+
+
+_COUNT = re.compile(r"[0-9]{1,9}")
+_HOURS = re.compile(r"[0-9]{1,9}(\.[0-9]{1,9})?")
+
+
+def count(text: str) -> int:
+    """A whole number in ASCII digits (``int()`` would take "١" for 1 and "1_0" for 10)."""
+    if not _COUNT.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"expected a whole number in ASCII digits, got {text!r}")
+    return int(text)
+
+
+def hours(text: str) -> float:
+    """A finite number of hours >= 0 in ASCII digits (no nan, inf or exponent)."""
+    if not _HOURS.fullmatch(text) or not math.isfinite(float(text)):
+        raise argparse.ArgumentTypeError(f"expected a number of hours such as 24 or 0.5, got {text!r}")
+    return float(text)
 
 
 def operator_numbers(args: argparse.Namespace, flag: str) -> int | dict[str, int]:
@@ -27,8 +62,8 @@ def operator_numbers(args: argparse.Namespace, flag: str) -> int | dict[str, int
         result = {}
         for item in args.operator:
             op, _, n = item.rpartition("=")
-            if not op or not n.isdigit():
-                raise InvalidArgumentError(f"--operator takes OPERATOR_ID=N, got {item!r}")
+            if not op or not _COUNT.fullmatch(n):
+                raise InvalidArgumentError(f"--operator takes OPERATOR_ID=N with N in ASCII digits, got {item!r}")
             result[op] = int(n)
         return result
     value = getattr(args, flag.lstrip("-").replace("-", "_"))
@@ -104,8 +139,7 @@ def print_written(args: argparse.Namespace, manifest) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pyref", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog="pyref", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("inspect", help="operators, states, modes, serializers, parallelism, sizes, key-group ranges")
@@ -125,12 +159,12 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("target")
             p.add_argument("--copy", action="store_true", help="self-contained copy instead of referring to the source")
             p.add_argument("--overwrite", action="store_true", help="replace a savepoint already at the target")
-        p.add_argument("-p", "--parallelism", type=int, help="new parallelism of every operator")
+        p.add_argument("-p", "--parallelism", type=count, help="new parallelism of every operator")
         p.add_argument("--operator", action="append", metavar="ID=N", help="new parallelism of one operator")
         p.add_argument("--json", action="store_true")
     p = sub.add_parser("clean", help="delete data files no manifest lists, left by interrupted writers")
     p.add_argument("path")
-    p.add_argument("--older-than", type=float, default=DEFAULT_OLDER_THAN / 3600, metavar="HOURS",
+    p.add_argument("--older-than", type=hours, default=DEFAULT_OLDER_THAN / 3600, metavar="HOURS",
                    help="only files last modified this many hours ago or earlier: younger ones may belong to a "
                         "writer still at work (default %(default)g)")
     p.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
@@ -183,16 +217,32 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    as_json = "--json" in argv
     try:
-        return run(args)
+        return run(build_parser().parse_args(argv))
     except SavepointError as exc:
-        if getattr(args, "json", False):
-            print(json.dumps({"error": str(exc), "type": type(exc).__name__, "exit_code": exc.exit_code}))
-        else:
-            print(f"pyref: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return _report(exc, as_json)
+    except BrokenPipeError:  # whoever read stdout went away (| head): nothing more to say
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as exc:  # the storage failed somewhere not wrapped closer to it
+        return _report(typed_os_error(exc, "storage error", exc.filename or "?"), as_json)
+    except Exception as exc:
+        if not as_json:
+            raise  # a bug: the traceback is the report
+        traceback.print_exc()
+        print(json.dumps({"error": f"internal error: {exc!r}", "type": type(exc).__name__, "exit_code": 1}))
+        return 1
+
+
+def _report(exc: SavepointError, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps({"error": str(exc), "type": type(exc).__name__, "exit_code": exc.exit_code}))
+    else:
+        print(f"pyref: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return exc.exit_code
 
 
 if __name__ == "__main__":

@@ -32,12 +32,11 @@ class Codec(enum.IntEnum):
     def parse(cls, name: str | int | Codec) -> Codec:
         if isinstance(name, Codec):
             return name
-        if isinstance(name, int):
+        if isinstance(name, int) and not isinstance(name, bool) and name in cls._value2member_map_:
             return cls(name)
-        try:
+        if isinstance(name, str) and name.upper() in cls.__members__:
             return cls[name.upper()]
-        except KeyError:
-            raise InvalidArgumentError(f"unknown codec {name!r}; choose one of {[c.name.lower() for c in cls]}") from None
+        raise InvalidArgumentError(f"unknown codec {name!r}; choose one of {[c.name.lower() for c in cls]}")
 
 
 # Level 1 is Arrow's (and so Parquet's) default: on state-like data it compresses about as

@@ -76,6 +76,16 @@ class InvalidArgumentError(SavepointError, ValueError):
 
 
 class ConcurrentWriteError(SavepointError):
-    """Another writer committed or is committing to the same target."""
+    """Another process changed the savepoint while this one worked: a writer committed
+    or holds the commit lock too long, ``pyref clean`` deleted this writer's files, or
+    the savepoint being read was replaced while reading."""
 
     exit_code = 7
+
+
+class StorageError(SavepointError, OSError):
+    """The storage failed (I/O error, permission denied, disk full, too many open
+    files...): a statement about the disk or the store, not about the savepoint's
+    bytes, which may be intact. Retrying later may succeed."""
+
+    exit_code = 8

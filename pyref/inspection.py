@@ -12,12 +12,14 @@ import numpy as np
 
 from ._proto.savepoint.v1 import manifest_pb2 as pb
 from ._proto.savepoint.v1 import serializer_pb2
-from .errors import SavepointError
+from .errors import ConcurrentWriteError, SavepointError, StorageError
 from .key_groups import key_group_bounds
 from .manifest import DATA_FILE_MAGIC, KEYED_COLUMNS, LIST_COLUMNS, state_label
 from .reader import KIND_NAMES, Savepoint
 from .serializers import serializer_from_snapshot
 
+#: Errors that are not statements about the savepoint's bytes: verify raises them.
+_NOT_DAMAGE = (StorageError, ConcurrentWriteError)
 MODE_NAMES = {pb.SPLIT_DISTRIBUTE: "SPLIT_DISTRIBUTE", pb.UNION: "UNION", pb.BROADCAST: "BROADCAST"}
 
 
@@ -100,7 +102,9 @@ class VerifyReport:
 def verify(sp: Savepoint) -> VerifyReport:
     """Read every data file header, chunk and value; check every base reference.
 
-    Errors are collected rather than raised so one run reports all damage.
+    Errors are collected rather than raised so one run reports all damage. A failing
+    storage (:class:`StorageError`) says nothing about the savepoint and is raised, as is
+    a savepoint replaced while being verified (:class:`ConcurrentWriteError`).
     """
     report = VerifyReport()
     store = sp.store
@@ -114,6 +118,8 @@ def verify(sp: Savepoint) -> VerifyReport:
                 report.errors.append(f"data file {io.describe(rel)} is {size} bytes, manifest says {f.size}")
             elif io.read_range(rel, 0, len(DATA_FILE_MAGIC)) != DATA_FILE_MAGIC:
                 report.errors.append(f"data file {io.describe(rel)} does not start with the data-file magic")
+        except _NOT_DAMAGE:
+            raise
         except SavepointError as exc:
             report.errors.append(str(exc))
     referenced = {f.path for f in sp.manifest.data_files if f.base == 0}
@@ -128,6 +134,8 @@ def verify(sp: Savepoint) -> VerifyReport:
             snapshots = [op.key_serializer, *([ks.user_key_serializer] if ks.kind == pb.MAP else []),
                          ks.value_serializer]
             _verify_state(sp, op, ks, ks.chunks, KEYED_COLUMNS[ks.kind], snapshots, report)
+    if report.errors:
+        store.check_unchanged()  # damage seen because a writer replaced the savepoint meanwhile?
     return report
 
 
@@ -150,6 +158,8 @@ def _verify_state(sp: Savepoint, op: pb.Operator, state, chunks, columns: int, s
                 for s, c in zip(serializers, cols):
                     s.decode_array(c)
                 report.values += len(cols[0]) * len(cols)
+        except _NOT_DAMAGE:
+            raise
         except SavepointError as exc:
             report.errors.append(str(exc))
 

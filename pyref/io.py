@@ -8,23 +8,72 @@ write atomic (spec/format.md §10).
 
 Every relative path passes :func:`check_relative_path` and, locally, is resolved
 without following a symlink out of the savepoint directory (spec/format.md §11).
+The savepoint directory itself is resolved once (:mod:`pyref.location`).
+
+Failures of the storage become typed errors: a path that cannot be resolved (through
+a file, a link loop) is *corrupt*, any other ``OSError`` a :class:`StorageError`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import socket
 import stat
+import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from urllib.parse import urlparse
+from urllib.parse import quote, unquote_to_bytes
 
-from .errors import ConcurrentWriteError, CorruptSavepointError, InvalidArgumentError, SavepointNotFoundError
+from .errors import (
+    ConcurrentWriteError,
+    CorruptSavepointError,
+    SavepointError,
+    SavepointNotFoundError,
+    StorageError,
+)
+from .location import parse_location, resolve_local
 
 MANIFEST_NAME = "_manifest"
 LOCK_NAME = ".lock"
+DATA_DIR = "data"
+#: How long a writer waits for the commit lock (held by another commit or by
+#: ``pyref clean``) before it gives up (spec/format.md §10.2 step 3).
+LOCK_WAIT_S = 30.0
+#: errno values saying a path does not lead to a file: the directory is malformed,
+#: the storage works.
+_UNRESOLVABLE = frozenset({errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG, errno.EISDIR, errno.EEXIST})
+
+
+def typed_os_error(exc: OSError, what: str, path: str) -> SavepointError:
+    """The typed error for an ``OSError`` met doing ``what`` on ``path``."""
+    if isinstance(exc, SavepointError):
+        return exc
+    if exc.errno in _UNRESOLVABLE:
+        return CorruptSavepointError(f"{what}: the path cannot be resolved ({exc.strerror})", path=path)
+    return StorageError(f"{what}: {exc.strerror or exc}", path=path)
+
+
+@contextlib.contextmanager
+def typed_os_errors(what: str, path: str) -> Iterator[None]:
+    """Turn any ``OSError`` raised inside into :func:`typed_os_error`."""
+    try:
+        yield
+    except SavepointError:
+        raise
+    except OSError as exc:
+        raise typed_os_error(exc, what, path) from exc
+
+
+def is_data_file_path(rel: str) -> bool:
+    """Whether ``rel`` names a file directly in ``data/``: the only files a writer or a
+    cleanup may ever delete (spec/format.md §10.3). ``_manifest``, ``.lock`` and
+    temporary manifests are never such a file."""
+    directory, _, name = rel.partition("/")
+    return directory == DATA_DIR and bool(name) and "/" not in name
 
 
 def check_relative_path(path: str, *, what: str = "path") -> str:
@@ -36,9 +85,14 @@ def check_relative_path(path: str, *, what: str = "path") -> str:
     return path
 
 
+def is_directory_name(name: str) -> bool:
+    """Whether ``name`` can name a base: one safe path segment (spec/format.md §8.1)."""
+    return bool(name) and not any(c in name for c in "/\\\x00:") and name not in (".", "..")
+
+
 def check_directory_name(name: str) -> str:
     """A base savepoint is named by one path segment: a sibling directory."""
-    if not name or "/" in name or "\\" in name or "\x00" in name or name in (".", "..") or ":" in name:
+    if not is_directory_name(name):
         raise CorruptSavepointError(f"base directory {name!r} is not a single safe path segment (spec/format.md §8)")
     return name
 
@@ -97,10 +151,13 @@ class SavepointIO(ABC):
     def list_files(self, rel_dir: str) -> list[str]:
         """Relative paths of the files directly inside ``rel_dir`` (empty if missing)."""
 
-    def commit_lock(self) -> contextlib.AbstractContextManager[None]:
+    def commit_lock(self, purpose: str = "a writer's commit",
+                    wait: float | None = None) -> contextlib.AbstractContextManager[None]:
         """Held while the manifest changes, so that no commit interleaves (spec/format.md §10.2).
-        Raises :class:`ConcurrentWriteError` if someone else holds it. Without a lock
-        primitive (object stores) it holds nothing."""
+        Waits up to ``wait`` seconds (default: the storage's own bound) for another holder,
+        then raises :class:`ConcurrentWriteError` naming it; ``purpose`` is what others see
+        while this one holds it. Re-entrant within one IO. Without a lock primitive
+        (object stores) it holds nothing."""
         return contextlib.nullcontext()
 
     @abstractmethod
@@ -119,6 +176,12 @@ class SavepointIO(ABC):
     def parent_key(self) -> str:
         """Identifies the parent directory, to tell whether two savepoints are siblings."""
 
+    @property
+    def name(self) -> str:
+        """The savepoint directory's own name: what a shallow savepoint derived from it
+        records as its base (spec/format.md §8.1)."""
+        return self.location.rstrip("/").rsplit("/", 1)[-1]
+
     def describe(self, rel: str) -> str:
         return f"{self.location.rstrip('/')}/{rel}"
 
@@ -133,22 +196,29 @@ class SavepointIO(ABC):
 class _LocalOutput(OutputFile):
     def __init__(self, full: str, rel: str) -> None:
         self.path = rel
-        self._fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        self._full = full
+        with typed_os_errors("cannot create the file", full):
+            self._fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         self._pos = 0
 
     def write(self, data: bytes) -> None:
         view = memoryview(data)
-        while view:
-            n = os.write(self._fd, view)
-            view = view[n:]
-            self._pos += n
+        with typed_os_errors(f"cannot write at byte {self._pos}", self._full):
+            while view:
+                n = os.write(self._fd, view)
+                view = view[n:]
+                self._pos += n
 
     def tell(self) -> int:
         return self._pos
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.fsync(self._fd)
+        if self._fd < 0:
+            return
+        try:
+            with typed_os_errors("cannot make the file durable (fsync)", self._full):
+                os.fsync(self._fd)
+        finally:  # the descriptor is released even when fsync fails
             os.close(self._fd)
             self._fd = -1
 
@@ -162,9 +232,13 @@ def _fsync_dir(path: str) -> None:
 
 
 class LocalIO(SavepointIO):
-    def __init__(self, root: str) -> None:
-        self.root = os.path.abspath(root)
+    """A local savepoint directory, named by its real path (resolved once, here)."""
+
+    def __init__(self, root: str | os.PathLike[str], *, lock_wait: float = LOCK_WAIT_S) -> None:
+        self.root = resolve_local(os.fsdecode(root))
         self.location = self.root
+        self.lock_wait = lock_wait
+        self._lock_held = False
 
     def _full(self, rel: str) -> str:
         check_relative_path(rel)
@@ -178,18 +252,22 @@ class LocalIO(SavepointIO):
         return full
 
     def size(self, rel: str) -> int | None:
+        full = self._full(rel)
         try:
-            return os.stat(self._full(rel)).st_size
+            return os.stat(full).st_size
         except FileNotFoundError:
             return None
-        except OSError as exc:  # a path through a file, too long, a symlink loop
-            raise CorruptSavepointError(f"cannot resolve the path: {exc.strerror}", path=self.describe(rel)) from None
+        except OSError as exc:  # a path through a file, too long, a symlink loop; or the disk fails
+            raise typed_os_error(exc, "cannot stat the file", self.describe(rel)) from None
 
     def modified(self, rel: str) -> float | None:
+        full = self._full(rel)
         try:
-            return os.stat(self._full(rel)).st_mtime
+            return os.stat(full).st_mtime
         except FileNotFoundError:
             return None
+        except OSError as exc:
+            raise typed_os_error(exc, "cannot stat the file", self.describe(rel)) from None
 
     def file_identity(self, rel: str) -> object | None:
         try:
@@ -198,79 +276,147 @@ class LocalIO(SavepointIO):
             return None  # reading it reports what is wrong
         return st.st_dev, st.st_ino
 
-    def read_range(self, rel: str, offset: int, length: int) -> bytes:
-        full = self._full(rel)
+    def _open_regular(self, rel: str) -> int:
+        """A descriptor of the regular file ``rel``."""
         try:
             # O_NONBLOCK: opening a FIFO planted in a savepoint must not hang (regular files ignore it).
-            fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK)
+            fd = os.open(self._full(rel), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             raise SavepointNotFoundError("file does not exist", path=self.describe(rel)) from None
         except OSError as exc:
-            raise CorruptSavepointError(f"cannot open the file: {exc.strerror}", path=self.describe(rel)) from None
+            raise typed_os_error(exc, "cannot open the file", self.describe(rel)) from None
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise CorruptSavepointError("not a regular file", path=self.describe(rel))
-            data = os.pread(fd, length, offset)
+            with typed_os_errors("cannot stat the file", self.describe(rel)):
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise CorruptSavepointError("not a regular file", path=self.describe(rel))
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def read_range(self, rel: str, offset: int, length: int) -> bytes:
+        fd = self._open_regular(rel)
+        try:
+            with typed_os_errors(f"cannot read bytes {offset}..{offset + length}", self.describe(rel)):
+                data = _pread_fully(fd, length, offset)
         finally:
             os.close(fd)
         return self._whole(rel, offset, length, data)
 
+    def read_file(self, rel: str) -> bytes:
+        # Size and bytes from one open file: a file replaced by a rename meanwhile (a
+        # manifest being committed) is read whole, old or new, never a mix.
+        fd = self._open_regular(rel)
+        try:
+            with typed_os_errors("cannot read the file", self.describe(rel)):
+                size = os.fstat(fd).st_size
+                data = _pread_fully(fd, size, 0)
+        finally:
+            os.close(fd)
+        return self._whole(rel, 0, size, data)
+
     def create(self, rel: str) -> OutputFile:
         full = self._full(rel)
-        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with typed_os_errors("cannot create the directory", os.path.dirname(full)):
+            os.makedirs(os.path.dirname(full), exist_ok=True)
         return _LocalOutput(full, rel)
 
     def delete(self, rel: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self._full(rel))
+        full = self._full(rel)
+        with contextlib.suppress(FileNotFoundError), typed_os_errors("cannot delete the file", full):
+            os.unlink(full)
 
     def list_files(self, rel_dir: str) -> list[str]:
+        full = self._full(rel_dir)
         try:
-            with os.scandir(self._full(rel_dir)) as entries:
+            with os.scandir(full) as entries:
                 names = [e.name for e in entries if e.is_file()]
         except FileNotFoundError:
             return []
+        except OSError as exc:  # a file, a FIFO or a link loop in place of the directory
+            raise typed_os_error(exc, "cannot list the directory", self.describe(rel_dir)) from None
         return sorted(f"{rel_dir}/{n}" for n in names)
 
     @contextlib.contextmanager
-    def commit_lock(self) -> Iterator[None]:
+    def commit_lock(self, purpose: str = "a writer's commit", wait: float | None = None) -> Iterator[None]:
+        if self._lock_held:  # re-entrant: publish holds it around commit_manifest
+            yield
+            return
         # flock is released by the kernel when the process dies, so a killed writer
         # never leaves a stale lock behind.
-        os.makedirs(self.root, exist_ok=True)
-        fd = os.open(os.path.join(self.root, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
+        lock = os.path.join(self.root, LOCK_NAME)
+        with typed_os_errors("cannot open the commit lock", lock):
+            os.makedirs(self.root, exist_ok=True)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise ConcurrentWriteError("another writer is committing to this savepoint",
-                                           path=self.location) from None
-            yield
+                # O_NOFOLLOW: a planted link must not make us create or lock a file elsewhere.
+                fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise CorruptSavepointError("the commit lock is a symbolic link; refusing to follow it "
+                                                "(remove it)", path=lock) from None
+                raise
+        try:
+            with typed_os_errors("cannot use the commit lock", lock):
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise CorruptSavepointError("the commit lock is not a regular file", path=lock)
+                self._acquire(fd, lock, self.lock_wait if wait is None else wait, purpose)
+                # Say who holds it, for whoever waits in vain (the text is only ever read under contention).
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{purpose} (pid {os.getpid()} on {socket.gethostname()})".encode(), 0)
+            self._lock_held = True
+            try:
+                yield
+            finally:
+                self._lock_held = False
         finally:
             os.close(fd)
+
+    @staticmethod
+    def _acquire(fd: int, lock: str, wait: float, purpose: str) -> None:
+        deadline = time.monotonic() + wait
+        delay = 0.005
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    holder = os.pread(fd, 512, 0).decode(errors="replace").strip() or "another process"
+                    waited = f" (waited {wait:g} s)" if wait else ""
+                    raise ConcurrentWriteError(f"the commit lock is held by {holder}{waited}; {purpose} gave up "
+                                               "and changed nothing", path=lock) from None
+                time.sleep(min(delay, left))
+                delay = min(2 * delay, 0.1)
 
     def commit_manifest(self, data: bytes, expected_previous: bytes | None) -> None:
         with self.commit_lock():
             manifest = os.path.join(self.root, MANIFEST_NAME)
-            try:
-                with open(manifest, "rb") as f:
-                    current: bytes | None = f.read()
-            except FileNotFoundError:
-                current = None
+            with typed_os_errors("cannot read the current manifest", manifest):
+                try:
+                    with open(manifest, "rb") as f:
+                        current: bytes | None = f.read()
+                except FileNotFoundError:
+                    current = None
             if current != expected_previous:
                 raise ConcurrentWriteError("the savepoint changed since this writer started; nothing was committed",
                                            path=manifest)
             # New data files' directory entries must be durable before the manifest names them.
-            data_dir = os.path.join(self.root, "data")
-            if os.path.isdir(data_dir):
-                _fsync_dir(data_dir)
+            data_dir = os.path.join(self.root, DATA_DIR)
+            with typed_os_errors("cannot make the data directory durable (fsync)", data_dir):
+                if os.path.isdir(data_dir):
+                    _fsync_dir(data_dir)
             tmp = os.path.join(self.root, f"{MANIFEST_NAME}.{uuid.uuid4().hex}.tmp")
             out = _LocalOutput(tmp, tmp)
             try:
                 out.write(data)
                 out.close()
-                os.replace(tmp, manifest)
+                with typed_os_errors("cannot rename the new manifest into place", manifest):
+                    os.replace(tmp, manifest)
             except BaseException:
-                with contextlib.suppress(FileNotFoundError):
+                with contextlib.suppress(OSError):
+                    out.close()
+                with contextlib.suppress(OSError):
                     os.unlink(tmp)
                 raise
             # The rename happened: the commit is visible. A failing directory fsync now can
@@ -282,13 +428,27 @@ class LocalIO(SavepointIO):
         check_directory_name(name)
         full = os.path.join(os.path.dirname(self.root), name)
         # A base is a sibling directory: a symlink in its place must not lead elsewhere.
-        if os.path.dirname(os.path.realpath(full)) != os.path.realpath(os.path.dirname(self.root)):
+        if os.path.dirname(os.path.realpath(full)) != os.path.dirname(self.root):
             raise CorruptSavepointError(f"base directory {name!r} leads out of the parent directory through a symlink",
                                         path=full)
-        return LocalIO(full)
+        return LocalIO(full, lock_wait=self.lock_wait)
 
     def parent_key(self) -> str:
-        return os.path.realpath(os.path.dirname(self.root))
+        return os.path.dirname(self.root)
+
+
+def _pread_fully(fd: int, length: int, offset: int) -> bytes:
+    """``length`` bytes at ``offset``, or fewer at the end of the file: one ``pread``
+    returns at most 0x7ffff000 bytes on Linux, so a larger chunk takes several."""
+    parts = []
+    done = 0
+    while done < length:
+        part = os.pread(fd, length - done, offset + done)
+        if not part:
+            break
+        parts.append(part)
+        done += len(part)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 class _ArrowOutput(OutputFile):
@@ -315,27 +475,33 @@ class ArrowIO(SavepointIO):
     def __init__(self, uri: str) -> None:
         import pyarrow.fs as pafs
 
-        parsed = urlparse(uri)
-        native = uri.replace("s3a://", "s3://", 1).replace("s3n://", "s3://", 1)
-        self.fs, self.root = pafs.FileSystem.from_uri(native)
-        self.root = self.root.rstrip("/")
-        self.location = uri.rstrip("/")
-        self._scheme = parsed.scheme
+        parsed = parse_location(uri)
+        if parsed.is_local:  # a file:// URL: pyarrow's local filesystem, at the resolved path
+            self.fs, self.root, self.location = pafs.LocalFileSystem(), parsed.path, f"file://{quote(parsed.path)}"
+        else:
+            native = parsed.path.replace("s3a://", "s3://", 1).replace("s3n://", "s3://", 1)
+            with typed_os_errors("cannot reach the store", parsed.path):
+                self.fs, root = pafs.FileSystem.from_uri(native)
+            self.root, self.location = root.rstrip("/"), parsed.path
 
     def _full(self, rel: str) -> str:
         check_relative_path(rel)
         return f"{self.root}/{rel}"
 
+    def _info(self, rel: str):
+        with typed_os_errors("cannot stat the file", self.describe(rel)):
+            return self.fs.get_file_info(self._full(rel))
+
     def size(self, rel: str) -> int | None:
         import pyarrow.fs as pafs
 
-        info = self.fs.get_file_info(self._full(rel))
+        info = self._info(rel)
         return None if info.type == pafs.FileType.NotFound else info.size
 
     def modified(self, rel: str) -> float | None:
         import pyarrow.fs as pafs
 
-        info = self.fs.get_file_info(self._full(rel))
+        info = self._info(rel)
         if info.type == pafs.FileType.NotFound or info.mtime is None:
             return None
         return info.mtime.timestamp()
@@ -345,63 +511,65 @@ class ArrowIO(SavepointIO):
             f = self.fs.open_input_file(self._full(rel))
         except FileNotFoundError:
             raise SavepointNotFoundError("file does not exist", path=self.describe(rel)) from None
-        with f:
+        except OSError as exc:
+            raise typed_os_error(exc, "cannot open the file", self.describe(rel)) from None
+        with f, typed_os_errors(f"cannot read bytes {offset}..{offset + length}", self.describe(rel)):
             return self._whole(rel, offset, length, f.read_at(length, offset))
 
     def create(self, rel: str) -> OutputFile:
         full = self._full(rel)
-        self.fs.create_dir(full.rsplit("/", 1)[0], recursive=True)
-        if self.size(rel) is not None:
-            raise FileExistsError(self.describe(rel))
-        return _ArrowOutput(self.fs.open_output_stream(full), rel)
+        with typed_os_errors("cannot create the file", self.describe(rel)):
+            self.fs.create_dir(full.rsplit("/", 1)[0], recursive=True)
+            if self.size(rel) is not None:
+                raise FileExistsError(self.describe(rel))
+            return _ArrowOutput(self.fs.open_output_stream(full), rel)
 
     def delete(self, rel: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(FileNotFoundError), typed_os_errors("cannot delete the file", self.describe(rel)):
             self.fs.delete_file(self._full(rel))
 
     def list_files(self, rel_dir: str) -> list[str]:
         import pyarrow.fs as pafs
 
         selector = pafs.FileSelector(self._full(rel_dir), allow_not_found=True)
-        return sorted(f"{rel_dir}/{i.base_name}" for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.File)
+        with typed_os_errors("cannot list the directory", self.describe(rel_dir)):
+            infos = self.fs.get_file_info(selector)
+        return sorted(f"{rel_dir}/{i.base_name}" for i in infos if i.type == pafs.FileType.File)
 
     def commit_manifest(self, data: bytes, expected_previous: bytes | None) -> None:
         current = self.read_file(MANIFEST_NAME) if self.size(MANIFEST_NAME) is not None else None
         if current != expected_previous:
             raise ConcurrentWriteError("the savepoint changed since this writer started; nothing was committed",
                                        path=self.describe(MANIFEST_NAME))
-        self.fs.create_dir(self.root, recursive=True)  # a shallow savepoint may have no data files
-        if self.fs.type_name in ("local", "hdfs"):
-            # Filesystems with rename: write aside, then rename over the old manifest.
-            tmp = f"{MANIFEST_NAME}.{uuid.uuid4().hex}.tmp"
-            with self.fs.open_output_stream(self._full(tmp)) as f:
-                f.write(data)
-            self.fs.move(self._full(tmp), self._full(MANIFEST_NAME))
-        else:
-            with self.fs.open_output_stream(self._full(MANIFEST_NAME)) as f:
-                f.write(data)
+        with typed_os_errors("cannot write the manifest", self.describe(MANIFEST_NAME)):
+            self.fs.create_dir(self.root, recursive=True)  # a shallow savepoint may have no data files
+            if self.fs.type_name in ("local", "hdfs"):
+                # Filesystems with rename: write aside, then rename over the old manifest.
+                tmp = f"{MANIFEST_NAME}.{uuid.uuid4().hex}.tmp"
+                with self.fs.open_output_stream(self._full(tmp)) as f:
+                    f.write(data)
+                self.fs.move(self._full(tmp), self._full(MANIFEST_NAME))
+            else:
+                with self.fs.open_output_stream(self._full(MANIFEST_NAME)) as f:
+                    f.write(data)
 
     def sibling(self, name: str) -> SavepointIO:
         check_directory_name(name)
-        parent = self.location.rsplit("/", 1)[0]
-        return ArrowIO(f"{parent}/{name}")
+        return ArrowIO(f"{self.parent_key()}/{quote(name)}")
 
     def parent_key(self) -> str:
         return self.location.rsplit("/", 1)[0]
 
+    @property
+    def name(self) -> str:
+        return os.fsdecode(unquote_to_bytes(super().name))  # sibling() quotes it again
+
 
 def open_io(location: str | os.PathLike[str] | SavepointIO) -> SavepointIO:
-    """Local paths and ``file://`` URIs get :class:`LocalIO`; other URIs :class:`ArrowIO`;
-    a :class:`SavepointIO` is used as it is (any storage a caller implements)."""
+    """Local paths and ``file:`` URLs get :class:`LocalIO`; other URLs :class:`ArrowIO`;
+    a :class:`SavepointIO` is used as it is (any storage a caller implements). Locations
+    are parsed by :func:`pyref.location.parse_location`."""
     if isinstance(location, SavepointIO):
         return location
-    location = os.fspath(location)
-    if not location:
-        raise InvalidArgumentError("empty savepoint location")
-    scheme = urlparse(location).scheme
-    if scheme == "file":
-        return LocalIO(urlparse(location).path)
-    if len(scheme) > 1:  # a one-letter scheme is a Windows drive
-        return ArrowIO(location)
-    return LocalIO(location)
-
+    parsed = parse_location(location)
+    return LocalIO(parsed.path) if parsed.is_local else ArrowIO(parsed.path)

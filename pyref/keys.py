@@ -36,7 +36,7 @@ def as_key_array(keys: pa.Array | pa.ChunkedArray | Sequence, serializer: Serial
     if not isinstance(keys, pa.Array):
         try:
             keys = pa.array(keys, type=serializer.arrow_type())
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:  # ValueError: unencodable text
             raise InvalidArgumentError(f"keys do not fit {serializer.serializer_id}: {exc}") from None
     if keys.null_count:
         raise InvalidArgumentError("keys cannot be null")

@@ -22,7 +22,14 @@ from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .checksum import crc32c
 from .chunk import decode_chunk
 from .codecs import decompress
-from .errors import CorruptSavepointError, IncompatibleSerializerError, InvalidArgumentError, SavepointNotFoundError
+from .errors import (
+    ConcurrentWriteError,
+    CorruptSavepointError,
+    IncompatibleSerializerError,
+    InvalidArgumentError,
+    SavepointError,
+    SavepointNotFoundError,
+)
 from .io import MANIFEST_NAME, SavepointIO, open_io
 from .key_groups import KeyGroupRange, compute_key_groups
 from .keys import as_key_array, key_type_of
@@ -53,10 +60,10 @@ class ChunkStore:
             return self.io
         if base not in self._bases:
             ref = self.manifest.bases[base - 1]
-            if ref.directory == os.path.basename(self.io.location.rstrip("/")):
+            io = self.io.sibling(ref.directory)
+            if io.location == self.io.location:  # by name, or through a link: one resolved identity
                 raise CorruptSavepointError(f"base {ref.directory!r} names this savepoint's own directory",
                                             path=self.io.describe(MANIFEST_NAME))
-            io = self.io.sibling(ref.directory)
             data = read_manifest_file(io)
             if data is None:
                 raise CorruptSavepointError(f"base savepoint {ref.directory!r} is missing; this savepoint refers to "
@@ -87,7 +94,37 @@ class ChunkStore:
         return self.base_io(f.base), f.path
 
     def read_stored(self, chunk: pb.Chunk, state: str) -> bytes:
-        """The chunk's stored bytes, CRC-checked."""
+        """The chunk's stored bytes, CRC-checked. A file that is missing, shorter or
+        different because a writer replaced the savepoint meanwhile is reported as
+        :class:`ConcurrentWriteError` ("replaced while reading"), not as damage."""
+        try:
+            return self._read_stored_once(chunk, state)
+        except (CorruptSavepointError, SavepointNotFoundError) as exc:
+            if chunk.WhichOneof("location") != "range":
+                raise
+            self.check_unchanged()
+            if isinstance(exc, SavepointNotFoundError):  # a listed data file is gone: damage, not "no savepoint"
+                raise CorruptSavepointError("data file is missing", path=exc.path, state=state) from None
+            raise
+
+    def check_unchanged(self) -> None:
+        """Raise :class:`ConcurrentWriteError` if this savepoint, or a base already
+        resolved, was replaced or deleted since it was opened."""
+        opened = [(self.io, self.manifest.savepoint_id),
+                  *((io, self.manifest.bases[k - 1].savepoint_id) for k, io in list(self._bases.items()))]
+        for io, expected in opened:
+            try:
+                found: str | None = read_committed(io)[1].savepoint_id
+            except SavepointNotFoundError:
+                found = None
+            except SavepointError:
+                continue  # damaged now rather than replaced: the caller's error stands
+            if found != expected:
+                now = "deleted" if found is None else f"replaced (now {found})"
+                raise ConcurrentWriteError(f"the savepoint was {now} while reading (opened {expected}); "
+                                           "open it again", path=io.location)
+
+    def _read_stored_once(self, chunk: pb.Chunk, state: str) -> bytes:
         if chunk.WhichOneof("location") == "inline_data":
             stored, where, byte_range = chunk.inline_data, self.io.describe(MANIFEST_NAME) + " (inline)", None
         else:

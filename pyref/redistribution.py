@@ -34,6 +34,15 @@ class DistributionMode(enum.IntEnum):
     UNION = 2
     BROADCAST = 3
 
+    @classmethod
+    def parse(cls, mode: DistributionMode | int | str) -> DistributionMode:
+        """A mode from itself, its number or its name (any case: ``"union"``)."""
+        if isinstance(mode, str) and mode.upper() in cls.__members__:
+            return cls[mode.upper()]
+        if isinstance(mode, int) and not isinstance(mode, bool) and mode in cls._value2member_map_:
+            return cls(mode)
+        raise InvalidArgumentError(f"unknown distribution mode {mode!r}; choose one of {list(cls.__members__)}")
+
 
 @dataclass(frozen=True)
 class ElementSlice:

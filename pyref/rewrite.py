@@ -19,7 +19,7 @@ from . import __version__
 from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .chunk import encode_chunk
 from .errors import IncompatibleSerializerError, InvalidArgumentError
-from .io import SavepointIO, open_io
+from .io import SavepointIO, is_directory_name, open_io
 from .manifest import FEATURE_EXTERNAL_BASES, KEYED_COLUMNS, KNOWN_OPTIONAL_FEATURES, LIST_COLUMNS, state_label
 from .reader import ChunkStore, Savepoint
 from .restore import plan_list_state, resolve_parallelism
@@ -48,18 +48,13 @@ class Derivation:
         self.manifest.optional_features.extend(f for f in source.manifest.optional_features
                                                if f in KNOWN_OPTIONAL_FEATURES)
         if not copy:
-            if target.parent_key() != source.io.parent_key():
-                raise InvalidArgumentError(
-                    "a shallow savepoint must be a sibling of its source (same parent directory), because it "
-                    "names the source by directory name; put the target beside the source or pass copy=True",
-                    path=target.location)
             self._refer_to_source()
         # The target's own files follow the referenced ones.
         self._own_offset = len(self.manifest.data_files)
 
     def _refer_to_source(self) -> None:
         """List the source (and the source's own bases, flattened) as bases; keep file indexes."""
-        source_dir = _directory_name(self.source.io)
+        source_dir = self.source.io.name
         bases = [pb.BaseSavepoint(directory=source_dir, savepoint_id=self.source.savepoint_id)]
         bases += list(self.source.manifest.bases)
         index = {b.directory: i + 1 for i, b in enumerate(bases)}
@@ -114,17 +109,30 @@ def _derive(source: str | os.PathLike[str], target: str | os.PathLike[str], *, c
 
 
 def check_target(source: Savepoint, target: SavepointIO, copy: bool) -> None:
-    """Refuse a target a savepoint derived from ``source`` cannot be written to."""
-    if os.path.realpath(target.location) == os.path.realpath(source.location):
+    """Refuse a target a savepoint derived from ``source`` cannot be written to, before
+    anything is written (spec/format.md §8.3). Savepoints are compared by their resolved
+    locations, so a link to the source or to one of its bases is that savepoint."""
+    if target.location == source.location:
         raise InvalidArgumentError("target must differ from the source savepoint", path=target.location)
-    if not copy and _directory_name(target) in {_directory_name(source.io), *(b.directory for b in source.manifest.bases)}:
+    if copy:
+        return
+    if not is_directory_name(source.io.name):
+        raise InvalidArgumentError(
+            f"the source's directory name {source.io.name!r} cannot name a base (one path segment without ':', "
+            "'\\' or NUL, spec/format.md §8.1); pass copy=True (pyref rescale --copy) or rename the source",
+            path=source.location)
+    if target.parent_key() != source.io.parent_key():
+        raise InvalidArgumentError(
+            "a shallow savepoint must be a sibling of its source (same parent directory, links resolved), because "
+            "it names the source by directory name; put the target beside the source or pass copy=True",
+            path=target.location)
+    # The derived savepoint refers to every base of the source: they must all still be the
+    # savepoints the source refers to (present, same ids), or the result is unreadable.
+    bases = [source.store.base_io(k) for k in range(1, len(source.manifest.bases) + 1)]
+    if target.location in {b.location for b in bases}:
         # Replacing a savepoint this one reads from would delete the data it refers to.
         raise InvalidArgumentError("target is a base of the source; a shallow savepoint cannot replace its own base",
                                    path=target.location)
-
-
-def _directory_name(io: SavepointIO) -> str:
-    return os.path.basename(io.location.rstrip("/"))
 
 
 def _copy_states(op: pb.Operator, derivation: Derivation, skip: str | None = None) -> pb.Operator:

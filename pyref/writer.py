@@ -13,10 +13,17 @@ fsynced, and only then is the manifest written aside and renamed over the old
 one under an exclusive lock. A reader therefore sees the previous savepoint or
 the complete new one, never a mix; a failed or killed writer leaves at most
 unreferenced data files, which no reader looks at.
+
+A writer is *open* until it commits or aborts. An error while it buffers, flushes
+or writes may leave a state half added or a data file half written, so it makes
+the writer *failed*: a failed writer refuses to commit and can only be aborted.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import operator
 import time
 import uuid
 from collections import deque
@@ -34,7 +41,7 @@ from .checksum import crc32c
 from .chunk import encode_chunk
 from .codecs import Codec, compress, pays
 from .errors import ConcurrentWriteError, CorruptSavepointError, InvalidArgumentError, SavepointError
-from .io import MANIFEST_NAME, SavepointIO, open_io
+from .io import MANIFEST_NAME, SavepointIO, is_data_file_path, open_io
 from .key_groups import check_parallelism, compute_key_groups, default_max_parallelism, key_group_range
 from .keys import as_key_array, key_type_of
 from .manifest import DATA_FILE_MAGIC, FEATURE_CHUNK_KEY_BOUNDS, MAX_MANIFEST_BYTES, decode_manifest, encode_manifest
@@ -131,8 +138,9 @@ class ChunkSink:
     def _roll(self) -> None:
         self._close_current()
         self._out = self.io.create(f"data/{self.file_prefix}{uuid.uuid4().hex}.svd")
-        self._out.write(DATA_FILE_MAGIC)
+        # Listed before its first write, so that an abort after a failed write deletes it.
         self.files.append(pb.DataFile(path=self._out.path))
+        self._out.write(DATA_FILE_MAGIC)
 
     def _close_current(self) -> None:
         if self._out is not None:
@@ -152,12 +160,15 @@ class ChunkSink:
             self._pool = None
 
     def abort(self) -> None:
+        """Delete every file written so far (best effort: it runs after another error)."""
         self._in_flight.clear()
         self._shutdown()
-        try:
-            self._close_current()
-        finally:
-            for f in self.files:
+        out, self._out = self._out, None
+        if out is not None:
+            with contextlib.suppress(OSError, SavepointError):
+                out.close()
+        for f in self.files:
+            with contextlib.suppress(OSError, SavepointError):
                 self.io.delete(f.path)
 
 
@@ -165,6 +176,48 @@ class ChunkSink:
 class _Budget:
     limit: int
     used: int = 0
+
+
+def _fails_writer(method: Callable) -> Callable:
+    """Make the writer failed when ``method`` raises after it may have changed buffers or
+    files. An :class:`InvalidArgumentError` comes from the argument checks, which run
+    before anything changes, and leaves the writer open."""
+
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except InvalidArgumentError:
+            raise
+        except BaseException as exc:
+            (self if isinstance(self, SavepointWriter) else self._writer)._fail(exc)
+            raise
+
+    return guarded
+
+
+def check_text(value: object, what: str) -> str:
+    """``value`` if it is text that UTF-8 can encode (names are protobuf strings)."""
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{what} must be a str, got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgumentError(f"{what} {value!r} is not valid Unicode text ({exc.reason})") from None
+    return value
+
+
+def check_subtask(subtask: object, parallelism: int, label: str) -> int:
+    """``subtask`` as an index ``0 <= subtask < parallelism`` (an int, not "0" or 0.0)."""
+    if isinstance(subtask, bool):
+        raise InvalidArgumentError(f"subtask must be an int, got {subtask!r}", state=label)
+    try:
+        index = operator.index(subtask)
+    except TypeError:
+        raise InvalidArgumentError(f"subtask must be an int, got {subtask!r}", state=label) from None
+    if not 0 <= index < parallelism:
+        raise InvalidArgumentError(f"subtask {index} outside parallelism {parallelism}", state=label)
+    return index
 
 
 def _split_rows(sizes: np.ndarray, target: int) -> list[tuple[int, int]]:
@@ -408,20 +461,20 @@ class ListStateWriter(_BufferedState):
     def __init__(self, writer: SavepointWriter, operator: OperatorWriter, name: str, mode: DistributionMode,
                  serializer: Serializer) -> None:
         super().__init__(writer, operator, name, slots=operator.parallelism)
-        self.mode = DistributionMode(mode)
+        self.mode = DistributionMode.parse(mode)
         self.serializer = serializer
         self.partitions = [pb.Partition() for _ in range(operator.parallelism)]
 
+    @_fails_writer
     def add(self, subtask: int, elements: Iterable | pa.Array) -> None:
         """Append elements (Python values or an Arrow array) to ``subtask``'s list."""
         self.add_encoded(subtask, self.serializer.encode_array(_values(elements)))
 
+    @_fails_writer
     def add_encoded(self, subtask: int, encoded: pa.Array) -> None:
         """Append already serialized elements (a binary array)."""
         self._writer._check_open()
-        if not 0 <= subtask < len(self.partitions):
-            raise InvalidArgumentError(f"subtask {subtask} outside parallelism {len(self.partitions)}",
-                                       state=self.label)
+        subtask = check_subtask(subtask, len(self.partitions), self.label)
         encoded = _binary(encoded)
         if len(encoded):
             self._append([encoded], np.full(len(encoded), subtask, dtype=np.uint16))
@@ -448,6 +501,7 @@ class KeyedStateWriter(_BufferedState):
         # LIST state stores each key's whole list as one value (spec/format.md §7.1).
         self._stored_value = ListOf(value_serializer) if kind == pb.LIST else value_serializer
 
+    @_fails_writer
     def add(self, keys: Sequence | pa.Array, values: Sequence | pa.Array, user_keys: Sequence | pa.Array | None = None,
             *, subtask: int | None = None) -> None:
         """Add entries: ``values[i]`` under ``keys[i]`` (and ``user_keys[i]`` for MAP state).
@@ -465,6 +519,7 @@ class KeyedStateWriter(_BufferedState):
         columns.append(self._stored_value.encode_array(_values(values)))
         groups = compute_key_groups(key_array, op.max_parallelism, op.key_type)
         if subtask is not None:
+            subtask = check_subtask(subtask, op.parallelism, self.label)
             own = key_group_range(op.max_parallelism, op.parallelism, subtask)
             outside = (groups < own.first) | (groups > own.last)
             if outside.any():
@@ -474,6 +529,7 @@ class KeyedStateWriter(_BufferedState):
                     f"{subtask}'s range {own.first}..{own.last}", state=self.label)
         self.add_encoded(columns, groups)
 
+    @_fails_writer
     def add_encoded(self, columns: Sequence[pa.Array], key_groups: np.ndarray) -> None:
         """Add serialized columns (key[, user key], value) whose key groups are known."""
         self._writer._check_open()
@@ -552,6 +608,8 @@ class OperatorWriter:
         self.keyed_states: dict[str, KeyedStateWriter] = {}
 
     def _check_name(self, name: str) -> None:
+        self._writer._check_open()
+        check_text(name, "state name")
         if not name or name in self.list_states or name in self.keyed_states:
             raise InvalidArgumentError(f"state name {name!r} is empty or already used in operator {self.operator_id!r}")
 
@@ -620,15 +678,27 @@ class SavepointWriter:
                                file_prefix=file_prefix)
         self._budget = _Budget(buffer_bytes)
         self.operators: dict[str, OperatorWriter] = {}
-        self._done = False
+        #: "open", then "failed" (an error may have left a half-written state), "committed",
+        #: "aborted", or "in doubt" (the commit failed at a point where it may have landed).
+        self.status = "open"
+        self._failure: BaseException | None = None
 
     def _check_open(self) -> None:
-        if self._done:
-            raise InvalidArgumentError("this writer has already committed or aborted")
+        if self.status == "failed":
+            raise InvalidArgumentError(f"this writer failed ({type(self._failure).__name__}: {self._failure}); "
+                                       "it cannot commit, only abort")
+        if self.status != "open":
+            raise InvalidArgumentError(f"this writer is {self.status}: it takes no more operators, states or entries")
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.status == "open":
+            self.status, self._failure = "failed", exc
 
     def add_operator(self, operator_id: str, parallelism: int, *, max_parallelism: int | None = None,
                      key_serializer: Serializer | None = None, name: str = "") -> OperatorWriter:
         self._check_open()
+        check_text(operator_id, "operator id")
+        check_text(name, "operator name")
         if not operator_id or operator_id in self.operators:
             raise InvalidArgumentError(f"operator id {operator_id!r} is empty or already used")
         max_parallelism = default_max_parallelism(parallelism) if max_parallelism is None else max_parallelism
@@ -652,7 +722,9 @@ class SavepointWriter:
     def _states(self) -> list[_BufferedState]:
         return [s for op in self.operators.values() for s in [*op.list_states.values(), *op.keyed_states.values()]]
 
+    @_fails_writer
     def build_manifest(self) -> pb.Manifest:
+        self._check_open()
         for state in self._states():
             state.flush()
         files = self._sink.close()
@@ -664,7 +736,14 @@ class SavepointWriter:
         return manifest
 
     def commit(self) -> pb.Manifest:
-        """Flush everything and atomically publish the savepoint."""
+        """Flush everything and atomically publish the savepoint. A failed writer
+        refuses: it aborts (removing its files) and raises, the previous savepoint
+        stays as it was."""
+        if self.status == "failed":
+            failure = self._failure
+            self.abort()
+            raise InvalidArgumentError(f"this writer failed earlier ({type(failure).__name__}: {failure}); nothing "
+                                       "was committed and its data files were removed") from failure
         self._check_open()
         try:
             manifest = self.build_manifest()
@@ -674,13 +753,16 @@ class SavepointWriter:
         try:
             publish(self.io, manifest, self._previous, self.abort)
         finally:
-            self._done = True
+            if self.status == "open":  # not aborted by publish: published, or perhaps published
+                self.status = "in doubt"
+        self.status = "committed"
         delete_replaced(self.io, manifest, self._previous)
         return manifest
 
     def abort(self) -> None:
-        if not self._done:
-            self._done = True
+        """Remove the data files written so far; the target stays as it was."""
+        if self.status in ("open", "failed"):
+            self.status = "aborted"
             for state in self._states():
                 state.discard()
             self._sink.abort()
@@ -723,11 +805,29 @@ def publish(io: SavepointIO, manifest: pb.Manifest, previous: bytes | None, abor
     except BaseException:
         abort()
         raise
+    writing = False
     try:
-        io.commit_manifest(data, previous)
-    except ConcurrentWriteError:
-        abort()  # refused before anything was written
+        with io.commit_lock():
+            check_files_present(io, manifest)
+            writing = True
+            io.commit_manifest(data, previous)
+    except BaseException as exc:
+        if not writing or isinstance(exc, ConcurrentWriteError):
+            abort()  # refused before anything was written
         raise
+
+
+def check_files_present(io: SavepointIO, manifest: pb.Manifest) -> None:
+    """Prove, just before publishing (under the commit lock where there is one), that every
+    new data file is still there with its size: ``pyref clean`` or a person may have
+    deleted files of a writer that ran long (spec/format.md §10.2 step 4)."""
+    for f in manifest.data_files:
+        if f.base == 0:
+            size = io.size(f.path)
+            if size != f.size:
+                found = "is missing" if size is None else f"is {size} bytes, not {f.size}"
+                raise ConcurrentWriteError(f"data file {f.path} of this commit {found}: another process (pyref "
+                                           "clean?) deleted or changed it; nothing was committed", path=io.location)
 
 
 def delete_replaced(io: SavepointIO, manifest: pb.Manifest, previous: bytes | None) -> None:
@@ -743,8 +843,7 @@ def delete_replaced(io: SavepointIO, manifest: pb.Manifest, previous: bytes | No
         return  # the replaced manifest was unreadable; leave its files alone
     keep = {f.path for f in manifest.data_files if f.base == 0}
     for f in old.data_files:
-        if f.base == 0 and f.path not in keep:
-            try:
+        # Only files directly in data/: a manifest listing "_manifest" must not delete the new one.
+        if f.base == 0 and f.path not in keep and is_data_file_path(f.path):
+            with contextlib.suppress(OSError, SavepointError):
                 io.delete(f.path)
-            except OSError:
-                pass

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 
 import pytest
@@ -155,3 +156,97 @@ def test_command_line(savepoint, capsys):
     assert len(report["deleted"]) == len(leftovers) and report["dry_run"] is False
     assert not set(leftovers) & set(os.listdir(savepoint / "data"))
     assert main(["clean", str(savepoint / "missing")]) == 4
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), -1.0, "24", None, True])
+def test_older_than_must_be_a_finite_number_of_seconds(savepoint, bad):
+    """Issue 9 item 4: nan passed the `< 0` check and made every file old enough."""
+    leftovers = interrupted_writer(savepoint)
+    with pytest.raises(InvalidArgumentError, match="older_than"):
+        remove_unreferenced_files(savepoint, older_than=bad)
+    assert set(leftovers) <= set(os.listdir(savepoint / "data"))
+
+
+@pytest.mark.parametrize("hours", ["nan", "inf", "-1", "1e3", "١"])
+def test_the_command_line_refuses_hours_that_are_not_a_finite_number(savepoint, capsys, hours):
+    leftovers = interrupted_writer(savepoint)
+    assert main(["clean", str(savepoint), "--older-than", hours, "--json"]) == 2
+    assert json.loads(capsys.readouterr().out)["type"] == "InvalidArgumentError"
+    assert set(leftovers) <= set(os.listdir(savepoint / "data"))
+
+
+def test_a_writer_whose_files_clean_deleted_refuses_to_publish(savepoint):
+    """Issue 9 item 4: a writer running longer than --older-than lost its files to clean,
+    did not notice, committed an unreadable savepoint and deleted the previous one."""
+    before = (savepoint / "_manifest").read_bytes()
+    w = SavepointWriter(str(savepoint), overwrite=True, inline_bytes=0, chunk_bytes=4096, buffer_bytes=4096,
+                        file_bytes=8192)
+    state = w.add_operator("url-counter", parallelism=1, key_serializer=String()).keyed_state("count", Int64())
+    state.add([f"https://example.com/{i}" for i in range(3000)], list(range(3000)))
+    mine = set(os.listdir(savepoint / "data")) - {os.path.basename(f.path) for f in
+                                                 Savepoint.open(savepoint).manifest.data_files}
+    age(savepoint, mine, 2 * DAY)  # a writer that has been running for two days
+    assert remove_unreferenced_files(savepoint).deleted  # the default threshold takes its closed files
+    with pytest.raises(ConcurrentWriteError, match="missing.*nothing was committed"):
+        w.commit()
+    assert (savepoint / "_manifest").read_bytes() == before
+    assert counts(savepoint) == SEED_COUNTS and verify(Savepoint.open(savepoint)).ok
+
+
+class SlowCleanup(LocalIO):
+    """Storage on which cleanup takes a while to delete each file (it holds the lock meanwhile)."""
+
+    def __init__(self, root, holding: threading.Event) -> None:
+        super().__init__(root)
+        self.holding = holding
+
+    def delete(self, rel):
+        self.holding.set()
+        time.sleep(0.5)
+        super().delete(rel)
+
+
+def _clean_in_background(path) -> tuple[threading.Thread, list]:
+    holding, result = threading.Event(), []
+    thread = threading.Thread(target=lambda: result.append(remove_unreferenced_files(SlowCleanup(path, holding))))
+    thread.start()
+    assert holding.wait(10), "cleanup never took the lock"
+    return thread, result
+
+
+def test_a_writer_waits_for_clean_holding_the_commit_lock(savepoint):
+    """Issue 9 item 10: while clean held the lock, a committing writer failed at once with
+    "another writer is committing" and deleted all its data files."""
+    age(savepoint, interrupted_writer(savepoint), 2 * DAY)
+    w = SavepointWriter(str(savepoint), overwrite=True, inline_bytes=0)
+    w.add_operator("url-counter", parallelism=1, key_serializer=String()).keyed_state("count", Int64()).add(
+        ["/page/1"], [41])
+    thread, cleaned = _clean_in_background(savepoint)
+    manifest = w.commit()  # waits for the lock instead of failing
+    thread.join()
+    assert cleaned and cleaned[0].deleted
+    assert counts(savepoint) == {"/page/1": 41}
+    assert {f.path for f in manifest.data_files} == {f"data/{n}" for n in os.listdir(savepoint / "data")}
+
+
+def test_a_writer_that_gives_up_waiting_names_what_holds_the_lock(savepoint):
+    age(savepoint, interrupted_writer(savepoint), 2 * DAY)
+    before = (savepoint / "_manifest").read_bytes()
+    w = SavepointWriter(LocalIO(savepoint, lock_wait=0.1), overwrite=True, inline_bytes=0)
+    w.add_operator("op", parallelism=1).list_state("s", Int64()).add(0, [1])
+    thread, _ = _clean_in_background(savepoint)
+    with pytest.raises(ConcurrentWriteError, match=r"held by pyref clean \(pid \d+ .*waited 0.1 s") as info:
+        w.commit()
+    thread.join()
+    assert info.value.path.endswith(".lock")
+    assert (savepoint / "_manifest").read_bytes() == before and counts(savepoint) == SEED_COUNTS
+    assert verify(Savepoint.open(savepoint)).warnings == []  # the writer removed its files
+
+
+def test_cleanup_never_waits_for_a_writer_and_says_so(savepoint):
+    leftovers = interrupted_writer(savepoint)
+    age(savepoint, leftovers, 2 * DAY)
+    with LocalIO(savepoint).commit_lock("a test writer"):
+        with pytest.raises(ConcurrentWriteError, match="held by a test writer.*pyref clean gave up"):
+            remove_unreferenced_files(savepoint)
+    assert set(leftovers) <= set(os.listdir(savepoint / "data"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -111,3 +112,54 @@ def test_console_script_runs(seeds):
     result = subprocess.run([sys.executable, "-m", "pyref.cli", "inspect", str(seeds), "--json"],
                             capture_output=True, text=True, check=True)
     assert json.loads(result.stdout)["operators"][0]["operator_id"] == "kafka-source"
+
+
+def _data_as_file(data):
+    data.write_bytes(b"not a directory")
+
+
+def _data_as_fifo(data):
+    os.mkfifo(data)
+
+
+def _data_as_link_loop(data):
+    os.symlink("data", data)
+
+
+@pytest.mark.parametrize("command", [["verify"], ["clean", "--older-than", "0"]])
+@pytest.mark.parametrize("plant", [_data_as_file, _data_as_fifo, _data_as_link_loop], ids=["file", "fifo", "loop"])
+def test_a_data_path_that_is_not_a_directory_is_a_typed_error(tmp_path, capsys, command, plant):
+    """Issue 9 item 17: verify and clean raised NotADirectoryError or OSError (exit 1, no JSON)."""
+    write_seeds(tmp_path / "sp")  # every chunk inline: the manifest lists no data file
+    plant(tmp_path / "sp" / "data")
+    code, err = run_json(capsys, command[0], str(tmp_path / "sp"), *command[1:])
+    assert code == 3 and err["type"] == "CorruptSavepointError" and "data" in err["error"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["plan", "{seeds}", "--operator", "kafka-source=\u00b2"],
+    ["plan", "{seeds}", "--operator", "kafka-source=\u0661"],
+    ["plan", "{seeds}", "-p", "\u0661"],
+    ["plan", "{seeds}", "-p", "1_0"],
+    ["plan", "{seeds}", "-p", "9" * 5000],
+    ["plan", "{seeds}", "--no-such-flag"],
+    ["rescale", "{seeds}"],
+    ["no-such-command"],
+    ["migrate", "{seeds}", "{seeds}-2", "--operator", "o", "--state", "s", "--serializer", "map<string>"],
+    ["migrate", "{seeds}", "{seeds}-2", "--operator", "o", "--state", "s", "--serializer", "list<" * 5000 + "int64"],
+    ["migrate", "{seeds}", "{seeds}-2", "--operator", "o", "--state", "s", "--serializer", "no.such.Serializer"],
+    ["spark-rescale", "{seeds}", "{seeds}-2", "-p", "\u0661"],
+    ["inspect", "file://{seeds}#fragment"],
+    ["inspect", "nosuchscheme://bucket/sp"],
+    ["inspect", ""],
+])
+def test_argument_errors_are_invalid_arguments_with_a_json_document(seeds, capsys, argv):
+    """Issue 9 item 20: op=\u00b2 raised ValueError, op=\u0661 was read as 1, a deep --serializer raised
+    RecursionError and map<string> was reported as a corrupt savepoint (3)."""
+    code, err = run_json(capsys, *[a.format(seeds=seeds) for a in argv])
+    assert code == 2 and err == {"error": err["error"], "type": "InvalidArgumentError", "exit_code": 2}
+
+
+def test_argument_errors_without_json_go_to_stderr(seeds, capsys):
+    assert main(["plan", str(seeds), "-p", "x"]) == 2
+    assert "pyref: InvalidArgumentError: pyref plan: argument -p/--parallelism" in capsys.readouterr().err

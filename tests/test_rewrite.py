@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 
 import pytest
 
+from pyref.cli import main
+from pyref.inspection import verify
 from pyref.testing import write_seeds
 from pyref import (
     CorruptSavepointError,
@@ -160,3 +164,84 @@ def test_a_shallow_savepoint_cannot_replace_its_own_base(big_seeds, tmp_path):
         rescale(tmp_path / "b", big_seeds, 2, overwrite=True)
     assert _offsets(tmp_path / "b", 4) == [[100], [101], [200], [201]]
     assert _offsets(big_seeds, 2) == [[100, 101], [200, 201]]
+
+
+def _state_of(path) -> tuple:
+    return _offsets(path, 2), dict(Savepoint.open(path).operator("url-counter").keyed_state("count").items())
+
+
+@pytest.mark.parametrize("via_cli", [False, True], ids=["api", "cli"])
+def test_a_target_linked_to_a_base_of_the_source_is_that_base(big_seeds, tmp_path, via_cli):
+    """Issue 9 item 1: `rescale SRC current --overwrite` with current -> one of SRC's bases
+    passed the guard (it compared names) and destroyed the base, SRC and the link."""
+    rescale(big_seeds, tmp_path / "sp4", 4)
+    os.symlink("sp", tmp_path / "current")  # the common current -> sp-123 pattern
+    before = _state_of(big_seeds)
+    if via_cli:
+        assert main(["rescale", str(tmp_path / "sp4"), str(tmp_path / "current"), "-p", "2", "--overwrite"]) == 2
+    else:
+        with pytest.raises(InvalidArgumentError, match="own base"):
+            rescale(tmp_path / "sp4", tmp_path / "current", 2, overwrite=True)
+    assert _state_of(big_seeds) == _state_of(tmp_path / "current") == before
+    assert _offsets(tmp_path / "sp4", 4) == [[100], [101], [200], [201]]
+    with pytest.raises(InvalidArgumentError, match="differ from the source"):
+        rescale(big_seeds, tmp_path / "current", 2, overwrite=True, copy=True)
+
+
+def test_a_base_that_is_a_link_inside_the_parent_is_compared_by_what_it_names(tmp_path):
+    write_seeds(tmp_path / "real", inline_bytes=0)
+    os.symlink("real", tmp_path / "sp")
+    rescale(tmp_path / "sp", tmp_path / "sp4", 4)  # the base is recorded by its real name
+    assert [b.directory for b in Savepoint.open(tmp_path / "sp4").manifest.bases] == ["real"]
+    for target in ("sp", "real"):
+        with pytest.raises(InvalidArgumentError, match="own base"):
+            rescale(tmp_path / "sp4", tmp_path / target, 2, overwrite=True)
+    assert _offsets(tmp_path / "sp4", 4) == [[100], [101], [200], [201]]
+
+
+def test_a_source_named_through_a_link_into_another_directory(tmp_path):
+    """Issue 9 item 8: a shallow rescale of links/cur -> sps/sp exited 0 and wrote a
+    savepoint no reader could open; a savepoint opened through a cross-directory link
+    could not find its base."""
+    (tmp_path / "sps").mkdir()
+    (tmp_path / "links").mkdir()
+    write_seeds(tmp_path / "sps" / "sp", inline_bytes=0)
+    os.symlink(tmp_path / "sps" / "sp", tmp_path / "links" / "cur")
+    with pytest.raises(InvalidArgumentError, match="sibling"):
+        rescale(tmp_path / "links" / "cur", tmp_path / "links" / "sp4", 4)
+    assert not (tmp_path / "links" / "sp4").exists()
+    manifest = rescale(tmp_path / "links" / "cur", tmp_path / "sps" / "sp4", 4)  # beside what the link names
+    assert [b.directory for b in manifest.bases] == ["sp"]
+    os.symlink(tmp_path / "sps" / "sp4", tmp_path / "links" / "sp4")
+    assert _offsets(tmp_path / "links" / "sp4", 4) == [[100], [101], [200], [201]]
+    assert verify(Savepoint.open(tmp_path / "links" / "sp4")).ok
+
+
+@pytest.mark.parametrize("damage", ["delete", "replace"])
+def test_a_shallow_source_with_a_broken_chain_is_refused(big_seeds, tmp_path, damage):
+    """Issue 9 item 9: deriving from a savepoint whose base was deleted or replaced exited 0
+    and wrote another unreadable savepoint."""
+    rescale(big_seeds, tmp_path / "sp4", 4)
+    if damage == "delete":
+        shutil.rmtree(big_seeds)
+    else:
+        write_seeds(big_seeds, overwrite=True, inline_bytes=0)
+    with pytest.raises(CorruptSavepointError, match="missing" if damage == "delete" else "was replaced"):
+        rescale(tmp_path / "sp4", tmp_path / "sp2", 2)
+    assert not (tmp_path / "sp2").exists()
+    assert main(["rescale", str(tmp_path / "sp4"), str(tmp_path / "sp2"), "-p", "2"]) == 3
+    assert not (tmp_path / "sp2").exists()
+
+
+def test_a_source_whose_name_cannot_be_a_base_asks_for_a_copy(tmp_path, capsys):
+    """Issue 9 item 22: a ':' in the source's name gave "corrupt" (the written manifest
+    failed validation) instead of "use --copy"."""
+    source = tmp_path / "sp-2024-05-01T10:00"
+    write_seeds(source, inline_bytes=0)
+    with pytest.raises(InvalidArgumentError, match="copy=True"):
+        rescale(source, tmp_path / "sp4", 4)
+    assert main(["rescale", str(source), str(tmp_path / "sp4"), "-p", "4", "--json"]) == 2
+    assert "--copy" in json.loads(capsys.readouterr().out)["error"]
+    assert not (tmp_path / "sp4").exists()
+    rescale(source, tmp_path / "sp4", 4, copy=True)
+    assert _offsets(tmp_path / "sp4", 4) == [[100], [101], [200], [201]]

@@ -10,9 +10,9 @@ import argparse
 import re
 
 from .._proto.savepoint.v1 import serializer_pb2
-from ..cli import operator_numbers, print_written
-from ..errors import InvalidArgumentError
-from ..serializers import Serializer, serializer_from_snapshot
+from ..cli import count, operator_numbers, print_written
+from ..errors import InvalidArgumentError, SavepointError
+from ..serializers import MAX_NESTING_DEPTH, Serializer, serializer_from_snapshot
 
 _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 _FIELD_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):")
@@ -25,13 +25,18 @@ def parse_serializer(text: str) -> Serializer:
     ``tuple<url:string,n:int64>@v2`` (snapshot version 1 when omitted; tuple
     field names before a colon), or a registered user-defined id such as
     ``com.example.Point``."""
-    snapshot, rest = _parse_snapshot(text.replace(" ", ""), text)
+    snapshot, rest = _parse_snapshot(text.replace(" ", ""), text, 1)
     if rest:
         raise InvalidArgumentError(f"unexpected {rest!r} at the end of serializer {text!r}")
-    return serializer_from_snapshot(snapshot)
+    try:
+        return serializer_from_snapshot(snapshot)
+    except SavepointError as exc:  # e.g. map<string>: a wrong argument, not a corrupt savepoint
+        raise InvalidArgumentError(f"serializer {text!r}: {exc.reason}") from None
 
 
-def _parse_snapshot(text: str, whole: str) -> tuple[serializer_pb2.SerializerSnapshot, str]:
+def _parse_snapshot(text: str, whole: str, depth: int) -> tuple[serializer_pb2.SerializerSnapshot, str]:
+    if depth > MAX_NESTING_DEPTH:
+        raise InvalidArgumentError(f"serializer {whole[:80]!r}... nests deeper than {MAX_NESTING_DEPTH} levels")
     match = _ID.match(text)
     if not match:
         raise InvalidArgumentError(f"expected a serializer id at {text!r} in {whole!r}")
@@ -44,7 +49,7 @@ def _parse_snapshot(text: str, whole: str) -> tuple[serializer_pb2.SerializerSna
             if name:
                 snapshot.field_names.append(name.group(1))
                 rest = rest[name.end():]
-            child, rest = _parse_snapshot(rest, whole)
+            child, rest = _parse_snapshot(rest, whole, depth + 1)
             snapshot.nested.append(child)
             if rest[:1] not in (",", ">"):
                 raise InvalidArgumentError(f"expected ',' or '>' at {rest!r} in {whole!r}")
@@ -119,16 +124,16 @@ def add_spark_commands(subparsers) -> None:
 
     p = subparsers.add_parser("spark-rescale", help="new parallelism (no state bytes copied; --copy copies on Spark)")
     common(p)
-    p.add_argument("-p", "--parallelism", type=int, help="new parallelism of every operator")
+    p.add_argument("-p", "--parallelism", type=count, help="new parallelism of every operator")
     p.add_argument("--operator", action="append", metavar="ID=N", help="new parallelism of one operator")
     p.set_defaults(handler=_spark_rescale)
 
     p = subparsers.add_parser("change-max-parallelism",
                               help="new max parallelism: re-hash every key to its new key group, on Spark")
     common(p)
-    p.add_argument("-m", "--max-parallelism", type=int, help="new max parallelism of every operator")
+    p.add_argument("-m", "--max-parallelism", type=count, help="new max parallelism of every operator")
     p.add_argument("--operator", action="append", metavar="ID=N", help="new max parallelism of one operator")
-    p.add_argument("--partitions", type=int, help="write tasks per keyed state (default: by size)")
+    p.add_argument("--partitions", type=count, help="write tasks per keyed state (default: by size)")
     p.set_defaults(handler=_change_max_parallelism)
 
     p = subparsers.add_parser("migrate", help="one state's values under a new serializer (schema evolution), on Spark")

@@ -312,7 +312,7 @@ class SavepointBuilder:
         ``subtask`` whose list holds it, in ``order_by`` order within a subtask
         (e.g. the ``index`` column of a list state read with Spark)."""
         op = self.operator(operator_id)
-        mode = DistributionMode(mode)
+        mode = DistributionMode.parse(mode)
         self._new_state_name(op, name, replace)
         state = pb.ListState(name=name, mode=int(mode), element_serializer=serializer.snapshot())
         rows = df.select(df[subtask].cast("int").alias("subtask"), df[value].alias("value"),

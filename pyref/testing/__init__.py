@@ -1,5 +1,6 @@
 """Helpers for tests of pyref and of other implementations: ready-made savepoints,
-and the protobuf varint for hand-building bytes no writer produces.
+the protobuf varint for hand-building bytes no writer produces, and a storage whose
+disk fills up.
 
 Shipped with the library (like zarr.testing) so downstream projects can write
 the same scenarios the reference tests use.
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import os
 
+from ..errors import StorageError
+from ..io import LocalIO, OutputFile
 from ..redistribution import DistributionMode
 from ..serializers import Int64, String
 from ..writer import SavepointWriter
@@ -42,3 +45,28 @@ def varint(n: int) -> bytes:
         out.append(low | (0x80 if n else 0))
         if not n:
             return bytes(out)
+
+
+class DiskFullOnce(LocalIO):
+    """Local storage with ``room`` bytes left, once: the write that crosses it lands
+    partly and fails with ENOSPC (as write(2) does on a full disk), then space is freed
+    and later writes succeed. What a writer whose caller ignores the error must survive."""
+
+    def __init__(self, root: str | os.PathLike[str], room: int) -> None:
+        super().__init__(root)
+        self.room: float = room
+
+    def create(self, rel: str) -> OutputFile:
+        out = super().create(rel)
+        write = out.write
+
+        def short_then_full(data: bytes) -> None:
+            if len(data) > self.room:
+                write(bytes(data[:int(self.room)]))
+                self.room = float("inf")
+                raise StorageError("cannot write: No space left on device", path=self.describe(rel))
+            self.room -= len(data)
+            write(data)
+
+        out.write = short_then_full
+        return out

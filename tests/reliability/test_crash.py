@@ -1,5 +1,6 @@
-"""Crash safety: kill -9 a writer replacing a savepoint at random points, and race two
-writers for one target (spec/security.md, "Crash safety and the commit protocol").
+"""Crash safety: kill -9 a writer replacing a savepoint at random points, race two
+writers for one target, and race ``clean`` against a writer (spec/security.md, "Crash
+safety and the commit protocol").
 
 After every kill the path must read intact and complete: either the previous
 generation or the new one, verified chunk by chunk and value by value; never a
@@ -22,7 +23,7 @@ from collections import Counter
 import pyarrow.compute as pc
 import pytest
 
-from pyref import Savepoint
+from pyref import ConcurrentWriteError, Savepoint
 from pyref.cleanup import remove_unreferenced_files
 from pyref.inspection import verify
 
@@ -149,3 +150,44 @@ def test_racing_writer_processes_many_rounds(tmp_path):
     outcomes = run_races(tmp_path, rounds=int(os.environ.get("RACE_ROUNDS", 30)))
     print("races:", dict(outcomes))
     assert outcomes["one ConcurrentWriteError"] > 0
+
+
+def run_clean_races(path, rounds: int, seed: int) -> Counter:
+    """``clean --older-than 0`` (which takes every unreferenced file, a running writer's
+    included) again and again while a writer process replaces the savepoint. The writer
+    must commit, or fail with ConcurrentWriteError because its files are gone or the lock
+    is busy; never publish a savepoint missing files (issue 9 items 4 and 10)."""
+    rng = random.Random(seed)
+    _write_fully(path, 0)
+    current, outcomes = 0, Counter()
+    for _ in range(rounds):
+        new = current + 1
+        writer = _spawn(path, new)
+        assert writer.stdout.readline().strip() == "ready"
+        cleans = Counter()
+        while writer.poll() is None:
+            try:
+                cleans["deleted" if remove_unreferenced_files(path, older_than=0).deleted else "idle"] += 1
+            except ConcurrentWriteError:
+                cleans["stopped"] += 1  # a commit was under way
+            time.sleep(rng.uniform(0, 0.05))
+        out, err = writer.communicate(timeout=600)
+        committed = writer.returncode == 0 and "committed" in out
+        if not committed:
+            assert "ConcurrentWriteError" in err, err  # the only acceptable failure
+        current = check_intact(path, {new} if committed else {current})
+        outcomes["writer committed" if committed else "writer refused"] += 1
+        outcomes.update(f"clean {k}" for k in cleans.elements())
+    return outcomes
+
+
+def test_clean_racing_a_writer_never_loses_a_savepoint(tmp_path):
+    outcomes = run_clean_races(tmp_path / "sp", rounds=int(os.environ.get("CLEAN_RACE_ROUNDS_QUICK", 3)), seed=3)
+    print("clean races:", dict(outcomes))
+
+
+@pytest.mark.slow
+def test_clean_racing_a_writer_many_rounds(tmp_path):
+    outcomes = run_clean_races(tmp_path / "sp", rounds=int(os.environ.get("CLEAN_RACE_ROUNDS", 30)), seed=11)
+    print("clean races:", dict(outcomes))
+    assert outcomes["writer refused"] and outcomes["clean deleted"]

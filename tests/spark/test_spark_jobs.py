@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -126,3 +127,16 @@ def test_parse_serializer():
     for bad in ("list<int64", "int64>", "<>", "nosuch"):
         with pytest.raises(Exception):
             parse_serializer(bad)
+
+
+def test_spark_rescale_refuses_a_target_linked_to_a_base_of_the_source(spark, seeds, capsys):
+    """Issue 9 item 1 through spark-rescale: a target linked to a base of the source is that base."""
+    parent = seeds.parent
+    assert main(["spark-rescale", str(seeds), str(parent / "s4"), "-p", "4", "--json"]) == 0
+    os.symlink("seeds", parent / "current")
+    before = (seeds / "_manifest").read_bytes()
+    code = main(["spark-rescale", str(parent / "s4"), str(parent / "current"), "-p", "2", "--overwrite", "--json"])
+    out = capsys.readouterr().out.strip().splitlines()[-1]
+    assert code == 2 and "own base" in json.loads(out)["error"]
+    assert (seeds / "_manifest").read_bytes() == before
+    assert verify(Savepoint.open(parent / "s4")).ok and verify(Savepoint.open(seeds)).ok
