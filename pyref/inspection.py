@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ._proto.savepoint.v1 import manifest_pb2 as pb
 from ._proto.savepoint.v1 import serializer_pb2
 from .errors import ConcurrentWriteError, SavepointError, StorageError
-from .key_groups import key_group_range
+from .key_groups import key_group_bounds
 from .manifest import DATA_FILE_MAGIC, KEYED_COLUMNS, LIST_COLUMNS, state_label
 from .reader import KIND_NAMES, Savepoint
 from .serializers import serializer_from_snapshot
@@ -32,7 +34,10 @@ def _chunk_bytes(chunks) -> tuple[int, int, int]:
     return len(chunks), stored, sum(c.raw_length for c in chunks)
 
 
-def describe(sp: Savepoint) -> dict:
+def describe(sp: Savepoint, *, subtasks: bool = False) -> dict:
+    """What the savepoint holds, O(manifest) in time and size: per operator, the number of
+    key groups a subtask holds (smallest and largest); with ``subtasks``, also every
+    subtask's ``[first, last]`` key groups (O(parallelism) per operator)."""
     m = sp.manifest
     operators = []
     for op in m.operators:
@@ -57,16 +62,17 @@ def describe(sp: Savepoint) -> dict:
             if ks.kind == pb.MAP:
                 entry["user_key_serializer"] = serializer_label(ks.user_key_serializer)
             states.append(entry)
-        subtasks = []
-        for i in range(op.parallelism):
-            r = key_group_range(op.max_parallelism, op.parallelism, i)
-            subtasks.append({"subtask": i, "first_key_group": r.first, "last_key_group": r.last})
-        operators.append({
+        firsts, lasts = key_group_bounds(op.max_parallelism, op.parallelism)
+        sizes = lasts - firsts + 1
+        operator = {
             "operator_id": op.operator_id, "name": op.name, "parallelism": op.parallelism,
             "max_parallelism": op.max_parallelism,
             "key_serializer": serializer_label(op.key_serializer) if op.HasField("key_serializer") else None,
-            "subtasks": subtasks, "states": states,
-        })
+            "key_groups_per_subtask": {"min": int(sizes.min()), "max": int(sizes.max())}, "states": states,
+        }
+        if subtasks:
+            operator["subtask_key_groups"] = np.stack([firsts, lasts], axis=1).tolist()
+        operators.append(operator)
     return {
         "location": sp.location, "savepoint_id": m.savepoint_id, "format_version": str(sp.version),
         "created_by": m.created_by, "created_at_ms": m.created_at_ms,

@@ -10,19 +10,25 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
+import numpy as np
 import pyarrow as pa
 
 from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .errors import InvalidArgumentError
-from .key_groups import KeyGroupRange, check_parallelism, key_group_range
-from .reader import KeyedStateView, ListStateView, OperatorView, Savepoint, locate_in_partition
+from .key_groups import KeyGroupRange, check_parallelism, key_group_bounds, key_group_range
+from .reader import KeyedStateView, ListStateView, OperatorView, Savepoint, locate_in_partition, partition_starts
 from .redistribution import redistribute
 from .serializers import Serializer
 
 
 def plan_list_state(operator: pb.Operator, new_parallelism: int) -> dict[str, list[list[pb.ElementRange]]]:
-    """Per list state, the chunk ranges each new subtask restores, in order."""
+    """Per list state, the chunk ranges each new subtask restores, in order.
+
+    Subtasks given the same slices share one list of ranges (see :func:`redistribute`):
+    the plan costs O(ranges + new parallelism), and its lists are read-only.
+    """
     states = {}
     for ls in operator.list_states:
         counts = [sum(r.count for r in p.ranges) for p in ls.partitions]
@@ -30,8 +36,14 @@ def plan_list_state(operator: pb.Operator, new_parallelism: int) -> dict[str, li
     slices = redistribute(states, operator.parallelism, new_parallelism)
     plan: dict[str, list[list[pb.ElementRange]]] = {}
     for ls in operator.list_states:
-        plan[ls.name] = [[r for s in subtask for r in locate_in_partition(ls.partitions[s.partition], s.first, s.count)]
-                         for subtask in slices[ls.name]]
+        starts = [partition_starts(p) for p in ls.partitions]
+        located: dict[int, list[pb.ElementRange]] = {}  # by id of a slice list shared by several subtasks
+        plan[ls.name] = []
+        for subtask in slices[ls.name]:
+            if id(subtask) not in located:
+                located[id(subtask)] = [r for s in subtask for r in locate_in_partition(
+                    ls.partitions[s.partition], s.first, s.count, starts[s.partition])]
+            plan[ls.name].append(located[id(subtask)])
     return plan
 
 
@@ -63,6 +75,43 @@ class OperatorPlan:
     operator: OperatorView
     parallelism: int
     list_ranges: dict[str, list[list[pb.ElementRange]]]
+
+    def element_counts(self, name: str) -> list[int]:
+        """Elements of list state ``name`` each subtask restores; a list shared by many
+        subtasks (UNION) is counted once."""
+        counted: dict[int, int] = {}
+        for ranges in self.list_ranges[name]:
+            if id(ranges) not in counted:
+                counted[id(ranges)] = sum(r.count for r in ranges)
+        return [counted[id(ranges)] for ranges in self.list_ranges[name]]
+
+    def keyed_view(self, name: str) -> KeyedStateView:
+        """The keyed state as stored (one view per plan: it indexes the chunks by key group)."""
+        views = self.__dict__.setdefault("_keyed_views", {})
+        if name not in views:
+            views[name] = self.operator.keyed_state(name)
+        return views[name]
+
+    @cached_property
+    def planned_bytes(self) -> np.ndarray:
+        """Stored bytes of the chunks each subtask reads (inline chunks count zero: they
+        come with the manifest), for every subtask at once in O(chunks + parallelism):
+        prefix sums over the key-group-ordered chunks, one sum per distinct list of ranges."""
+        op = self.operator.proto
+        total = np.zeros(self.parallelism, dtype=np.int64)
+        firsts, lasts = key_group_bounds(op.max_parallelism, self.parallelism)
+        for ks in op.keyed_states:
+            groups = self.keyed_view(ks.name).chunk_key_groups
+            stored = np.fromiter((_stored_length(c) for c in ks.chunks), dtype=np.int64, count=len(ks.chunks))
+            ends = np.concatenate([[0], np.cumsum(stored)])
+            total += ends[np.searchsorted(groups, lasts, side="right")] - ends[np.searchsorted(groups, firsts)]
+        for ls in op.list_states:
+            summed: dict[int, int] = {}
+            for i, ranges in enumerate(self.list_ranges[ls.name]):
+                if id(ranges) not in summed:
+                    summed[id(ranges)] = sum(_stored_length(ls.chunks[c]) for c in {r.chunk for r in ranges})
+                total[i] += summed[id(ranges)]
+        return total
 
 
 class RestorePlan:
@@ -112,6 +161,8 @@ class SubtaskRestore:
         return self._list_view(name, serializer).arrow_ranges(self.list_ranges(name))
 
     def _keyed_view(self, name: str, value_serializer: Serializer | None) -> KeyedStateView:
+        if value_serializer is None:
+            return self._plan.keyed_view(name)
         return self._plan.operator.keyed_state(name, value_serializer)
 
     def keyed_chunks(self, name: str) -> list[pb.Chunk]:
@@ -128,14 +179,7 @@ class SubtaskRestore:
 
     def planned_bytes(self) -> int:
         """Stored bytes of every chunk this subtask reads (inline chunks count zero: they come with the manifest)."""
-        op = self._plan.operator.proto
-        total = 0
-        for ls in op.list_states:
-            for chunk_index in {r.chunk for r in self.list_ranges(ls.name)}:
-                total += _stored_length(ls.chunks[chunk_index])
-        for ks in op.keyed_states:
-            total += sum(_stored_length(c) for c in self.keyed_chunks(ks.name))
-        return total
+        return int(self._plan.planned_bytes[self.index])
 
 
 def _stored_length(chunk: pb.Chunk) -> int:
