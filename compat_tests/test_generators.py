@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from compat_tests import ROOT, generate_goldens, generate_goldens_1_2, generate_rejects, generate_rejects_1_2
+from compat_tests import (
+    ROOT,
+    generate_goldens,
+    generate_goldens_1_2,
+    generate_rejects,
+    generate_rejects_1_2,
+    generate_rejects_bounded_work,
+)
 from compat_tests._build import read_sums
 from compat_tests.conformance import discover, verify_corpora
 
@@ -53,6 +60,16 @@ def test_a_reject_pyref_reads_is_not_kept(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_bounded_work_rejects_are_added_beside_the_others(tmp_path):
+    generate_rejects.generate(tmp_path / "reject", tmp_path / "forward", ["unknown-codec"])
+    only = ["chunk-ranges-overlap"]
+    assert generate_rejects_bounded_work.generate(tmp_path / "reject", only) == only
+    assert generate_rejects_bounded_work.generate(tmp_path / "reject", only) == []  # written once
+    assert not verify_corpora(tmp_path, ["reject"])
+    assert {c.name for c in discover(tmp_path)} == {"reject/unknown-codec", "reject/chunk-ranges-overlap"}
+    assert "| `chunk-ranges-overlap` |" in (tmp_path / "reject" / "README.md").read_text()
+
+
 @pytest.mark.slow
 def test_generators_make_every_committed_case(tmp_path):
     """Regenerating everything elsewhere gives the committed case list, and every case
@@ -61,6 +78,7 @@ def test_generators_make_every_committed_case(tmp_path):
     generate_goldens_1_2.generate(tmp_path / "golden")
     generate_rejects.generate(tmp_path / "reject", tmp_path / "forward")
     generate_rejects_1_2.generate(tmp_path / "reject", tmp_path / "forward")
+    generate_rejects_bounded_work.generate(tmp_path / "reject")
     fresh = {c.name for c in discover(tmp_path)}
     committed = {c.name for c in discover(ROOT)}
     if committed:

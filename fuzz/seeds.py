@@ -50,6 +50,9 @@ from .operations import operations_input
 from .targets import CHUNK_SERIALIZERS, KEY_SERIALIZERS, chunk_input, manifest_input, savepoint_input, serializer_input
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+#: Savepoint seeds per savepoint: as written; repaired (7); with shared ranges and rows
+#: (15); with a sparse 64 GiB manifest (17); with sparse 8 GiB data files declared so (39).
+SAVEPOINT_FLAGS = (0, 7, 15, 17, 39)
 
 
 def _write_savepoints(root: str) -> dict[str, str]:
@@ -181,7 +184,7 @@ def _savepoint_seeds() -> dict[str, list[bytes]]:
                 envelope = f.read()
             seeds["manifest"] += [manifest_input(envelope, fix=False), manifest_input(envelope, fix=True)]
             files = _files(root, name)
-            seeds["savepoint"] += [savepoint_input(files, flags=0), savepoint_input(files, flags=7)]
+            seeds["savepoint"] += [savepoint_input(files, flags=flags) for flags in SAVEPOINT_FLAGS]
             m, _ = decode_manifest(envelope, path=name)
             for op in m.operators:
                 # The chunk target's shapes: list, and keyed value, map and list state without 1.2 columns.

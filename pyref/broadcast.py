@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute is used below)
 
@@ -16,10 +17,7 @@ from .errors import CorruptSavepointError, InvalidArgumentError
 from .manifest import BROADCAST_COLUMNS
 from .reader import ChunkStore, PartitionedView
 from .serializers import Serializer, serializer_from_snapshot
-from .writer import _BufferedState, _binary, _byte_sizes, _fails_writer, _values, check_subtask
-
-#: Slot of rows every partition shares (a map written once for all subtasks).
-_SHARED = -1
+from .writer import _BufferedState, _binary, _fails_writer, _values, check_subtask
 
 
 def _repeated_key(keys: pa.Array) -> bytes | None:
@@ -31,13 +29,20 @@ def _repeated_key(keys: pa.Array) -> bytes | None:
 
 class BroadcastStateWriter(_BufferedState):
     """Writes the map of every subtask: :meth:`add` for one subtask's entries, :meth:`add_all`
-    for entries every subtask holds (stored once, shared by all partitions)."""
+    for entries every subtask holds (stored once, shared by all partitions).
+
+    Entries are buffered (and spilled) like list elements, one slot per subtask and one
+    more, the last, for the shared entries. The encoded keys are kept apart, outside the
+    buffer budget, to refuse a repeated key when it is added (rule B5): a broadcast map is
+    held whole by every subtask that restores it, so it is small next to keyed state."""
 
     def __init__(self, writer, operator, name: str, key_serializer: Serializer, value_serializer: Serializer) -> None:
-        super().__init__(writer, operator, name)
+        super().__init__(writer, operator, name, slots=operator.parallelism + 1)
         self.key_serializer = key_serializer
         self.value_serializer = value_serializer
         self.partitions = [pb.Partition() for _ in range(operator.parallelism)]
+        #: The slot of the entries every partition shares.
+        self._shared = operator.parallelism
         # Encoded keys per slot: a partition is a map, its keys distinct (rule B5).
         self._keys: dict[int, set[bytes]] = {}
 
@@ -49,7 +54,7 @@ class BroadcastStateWriter(_BufferedState):
     @_fails_writer
     def add_all(self, keys: Sequence | pa.Array, values: Sequence | pa.Array) -> None:
         """Add entries to the map of every subtask (the usual broadcast state: one map, everywhere)."""
-        self._add(_SHARED, keys, values)
+        self._add(self._shared, keys, values)
 
     def _add(self, slot: int, keys, values) -> None:
         self._writer._check_open()
@@ -62,7 +67,7 @@ class BroadcastStateWriter(_BufferedState):
         seen = self._keys.setdefault(slot, set())
         # The keys already in the partitions these entries join: a subtask's own and the shared ones,
         # or for shared entries every partition's.
-        held = [seen, self._keys.get(_SHARED, set())] if slot != _SHARED else list(self._keys.values())
+        held = [seen, self._keys.get(self._shared, set())] if slot != self._shared else list(self._keys.values())
         batch = encoded[0].to_pylist()
         repeated = _repeated_key(encoded[0])
         if repeated is None:
@@ -71,13 +76,13 @@ class BroadcastStateWriter(_BufferedState):
             raise InvalidArgumentError(f"key {self.key_serializer.decode(repeated)!r} is already in the map",
                                        state=self.label)
         seen.update(batch)
-        self._append(slot, encoded, int(_byte_sizes(encoded).sum()))
+        self._append(encoded, np.full(len(batch), slot, dtype=np.uint16))
         self._writer._relieve_budget()
 
     def _emit(self, slot: int, chunk: pb.Chunk) -> None:
         self.chunks.append(chunk)
         rows = pb.ElementRange(chunk=len(self.chunks) - 1, count=chunk.row_count)
-        for partition in self.partitions if slot == _SHARED else [self.partitions[slot]]:
+        for partition in self.partitions if slot == self._shared else [self.partitions[slot]]:
             partition.ranges.append(rows)
 
     def to_proto(self) -> pb.BroadcastState:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ._proto.savepoint.v1 import manifest_pb2 as pb
 from ._proto.savepoint.v1 import serializer_pb2
 from .errors import ConcurrentWriteError, SavepointError, StorageError
-from .key_groups import key_group_range
+from .key_groups import key_group_bounds
 from .manifest import (
     BROADCAST_COLUMNS,
     COORDINATOR_COLUMNS,
@@ -42,7 +44,10 @@ def _chunk_bytes(chunks) -> tuple[int, int, int]:
     return len(chunks), stored, sum(c.raw_length for c in chunks)
 
 
-def describe(sp: Savepoint) -> dict:
+def describe(sp: Savepoint, *, subtasks: bool = False) -> dict:
+    """What the savepoint holds, O(manifest) in time and size: per operator, the number of
+    key groups a subtask holds (smallest and largest); with ``subtasks``, also every
+    subtask's ``[first, last]`` key groups (O(parallelism) per operator)."""
     m = sp.manifest
     operators = []
     for op in m.operators:
@@ -89,11 +94,9 @@ def describe(sp: Savepoint) -> dict:
                 "key_groups_with_timers": len({c.key_group for c in ts.chunks}),
                 "chunks": n, "stored_bytes": stored, "raw_bytes": raw,
             })
-        subtasks = []
-        for i in range(op.parallelism):
-            r = key_group_range(op.max_parallelism, op.parallelism, i)
-            subtasks.append({"subtask": i, "first_key_group": r.first, "last_key_group": r.last})
-        operators.append({
+        firsts, lasts = key_group_bounds(op.max_parallelism, op.parallelism)
+        sizes = lasts - firsts + 1
+        operator = {
             "operator_id": op.operator_id, "name": op.name, "uid": op.uid, "parallelism": op.parallelism,
             "max_parallelism": op.max_parallelism,
             "key_serializer": serializer_label(op.key_serializer) if op.HasField("key_serializer") else None,
@@ -101,8 +104,12 @@ def describe(sp: Savepoint) -> dict:
             # A one-cell payload is 16 bytes of row count, column count and two offsets, then the cell (§7).
             "coordinator_state_bytes": (op.coordinator_state.raw_length - 16 if op.HasField("coordinator_state")
                                         else None),
-            "subtasks": subtasks, "states": states, "timer_services": timers,
-        })
+            "key_groups_per_subtask": {"min": int(sizes.min()), "max": int(sizes.max())},
+            "states": states, "timer_services": timers,
+        }
+        if subtasks:
+            operator["subtask_key_groups"] = np.stack([firsts, lasts], axis=1).tolist()
+        operators.append(operator)
     return {
         "location": sp.location, "savepoint_id": m.savepoint_id, "format_version": str(sp.version),
         "created_by": m.created_by, "created_at_ms": m.created_at_ms,

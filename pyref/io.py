@@ -129,6 +129,11 @@ class SavepointIO(ABC):
     @abstractmethod
     def read_range(self, rel: str, offset: int, length: int) -> bytes: ...
 
+    def file_identity(self, rel: str) -> object | None:
+        """What tells two names of one file apart from two files (links), or None where
+        names are the only identity (object stores)."""
+        return None
+
     def read_file(self, rel: str) -> bytes:
         size = self.size(rel)
         if size is None:
@@ -263,6 +268,13 @@ class LocalIO(SavepointIO):
             return None
         except OSError as exc:
             raise typed_os_error(exc, "cannot stat the file", self.describe(rel)) from None
+
+    def file_identity(self, rel: str) -> object | None:
+        try:
+            st = os.stat(self._full(rel))
+        except OSError:
+            return None  # reading it reports what is wrong
+        return st.st_dev, st.st_ino
 
     def _open_regular(self, rel: str) -> int:
         """A descriptor of the regular file ``rel``."""

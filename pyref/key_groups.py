@@ -37,6 +37,7 @@ __all__ = [
     "compute_key_groups",
     "KeyGroupRange",
     "key_group_range",
+    "key_group_bounds",
     "operator_index_for_key_group",
     "default_max_parallelism",
     "check_parallelism",
@@ -607,6 +608,15 @@ def key_group_range(max_parallelism: int, parallelism: int, operator_index: int)
     first = (operator_index * max_parallelism + parallelism - 1) // parallelism
     last = ((operator_index + 1) * max_parallelism - 1) // parallelism
     return KeyGroupRange(first, last)
+
+
+def key_group_bounds(max_parallelism: int, parallelism: int) -> tuple[np.ndarray, np.ndarray]:
+    """First and last key group of every subtask ``0..parallelism-1`` at once (int64
+    arrays): :func:`key_group_range` for all of them in O(parallelism) numpy work."""
+    check_parallelism(parallelism, max_parallelism)
+    index = np.arange(parallelism, dtype=np.int64)
+    return ((index * max_parallelism + parallelism - 1) // parallelism,
+            ((index + 1) * max_parallelism - 1) // parallelism)
 
 
 def operator_index_for_key_group(max_parallelism: int, parallelism: int, key_group: int) -> int:

@@ -17,8 +17,10 @@ name the version it was given before refusing it.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
 from google.protobuf.message import DecodeError
 
 from ._proto.savepoint.v1 import manifest_pb2 as pb
@@ -26,7 +28,7 @@ from .checksum import crc32c
 from .codecs import MAX_RAW_LENGTH, MAX_ZSTD_RATIO, Codec
 from . import features
 from .errors import CorruptSavepointError, UnsupportedFormatError
-from .io import check_directory_name, check_relative_path
+from .io import MANIFEST_NAME, SavepointIO, check_directory_name, check_relative_path
 from .key_groups import UPPER_BOUND_MAX_PARALLELISM
 from .ttl import ttl_problem
 
@@ -39,6 +41,9 @@ FORMAT_MAJOR = 1
 FORMAT_MINOR = 2
 _HEAD = struct.Struct("<8sHHI")
 ENVELOPE_OVERHEAD = _HEAD.size + 4
+#: Longest ``_manifest`` file a reader must read (spec/format.md §4.1): protobuf parsers
+#: refuse messages of 2 GiB, and a reader holds the whole manifest in memory.
+MAX_MANIFEST_BYTES = 2**31 - 1
 
 #: Required features this reader implements (spec/format.md §9.3).
 FEATURE_EXTERNAL_BASES = "external-bases"
@@ -109,32 +114,55 @@ def encode_envelope(body: bytes, major: int, minor: int) -> bytes:
     return head + body + struct.pack("<I", crc32c(head + body))
 
 
-def decode_manifest(data: bytes, *, path: str) -> tuple[pb.Manifest, FormatVersion]:
-    """Check the envelope, parse the body and validate its structure."""
-    if len(data) < 12 or data[:8] != MAGIC:
+def check_envelope_head(head: bytes, size: int, *, path: str) -> FormatVersion:
+    """Steps 2 to 5 of spec/format.md §4.2 on the first 16 bytes (fewer if the file is
+    shorter) and the file's length: everything that can be refused before the body is read."""
+    if size < 12 or head[:8] != MAGIC:
         raise CorruptSavepointError("not a savepoint manifest (bad magic bytes)", path=path, byte_range=(0, 8))
-    major, minor = struct.unpack_from("<HH", data, 8)
+    major, minor = struct.unpack_from("<HH", head, 8)
     version = FormatVersion(major, minor)
     if major != FORMAT_MAJOR:
         raise UnsupportedFormatError(
             f"format version {version} is not readable here; this reader reads major version {FORMAT_MAJOR}",
             path=path, byte_range=(8, 12))
-    if len(data) < ENVELOPE_OVERHEAD:
-        raise CorruptSavepointError(f"manifest truncated to {len(data)} bytes", path=path)
-    (length,) = struct.unpack_from("<I", data, 12)
-    if length + ENVELOPE_OVERHEAD != len(data):
+    if size < ENVELOPE_OVERHEAD:
+        raise CorruptSavepointError(f"manifest truncated to {size} bytes", path=path)
+    (length,) = struct.unpack_from("<I", head, 12)
+    if length + ENVELOPE_OVERHEAD != size:
         raise CorruptSavepointError(
-            f"manifest body length {length} does not match the file size {len(data)} (truncated or padded)",
+            f"manifest body length {length} does not match the file size {size} (truncated or padded)",
             path=path, byte_range=(12, 16))
-    end = _HEAD.size + length
+    if size > MAX_MANIFEST_BYTES:
+        raise UnsupportedFormatError(f"manifest of {size} bytes is longer than the {MAX_MANIFEST_BYTES} bytes "
+                                     "a manifest may have (spec/format.md §4.1)", path=path, byte_range=(12, 16))
+    return version
+
+
+def read_manifest_file(io: SavepointIO) -> bytes | None:
+    """The ``_manifest`` file's bytes, or None if there is none. Its header and length are
+    checked before the body is read, so a huge (or sparse) file costs 16 bytes of reading,
+    not its length in memory."""
+    size = io.size(MANIFEST_NAME)
+    if size is None:
+        return None
+    path = io.describe(MANIFEST_NAME)
+    check_envelope_head(io.read_range(MANIFEST_NAME, 0, min(size, _HEAD.size)), size, path=path)
+    return io.read_range(MANIFEST_NAME, 0, size)
+
+
+def decode_manifest(data: bytes, *, path: str) -> tuple[pb.Manifest, FormatVersion]:
+    """Check the envelope, parse the body and validate its structure."""
+    version = check_envelope_head(data[:_HEAD.size], len(data), path=path)
+    end = len(data) - 4
+    view = memoryview(data)  # slices of a view copy nothing: the manifest may be large
     (stored,) = struct.unpack_from("<I", data, end)
-    computed = crc32c(data[:end])
+    computed = crc32c(view[:end])
     if stored != computed:
         raise CorruptSavepointError(f"manifest CRC32C mismatch (stored {stored:#010x}, computed {computed:#010x})",
                                     path=path, byte_range=(0, end))
     manifest = pb.Manifest()
     try:
-        manifest.ParseFromString(data[_HEAD.size:end])
+        manifest.ParseFromString(view[_HEAD.size:end])
     except (DecodeError, RecursionError) as exc:
         raise CorruptSavepointError(f"manifest body is not a valid protobuf message: {exc}",
                                     path=path, byte_range=(_HEAD.size, end)) from None
@@ -198,6 +226,7 @@ def validate_manifest(m: pb.Manifest, *, path: str) -> None:
             _validate_list_state(m, op, ls, corrupt)
         for ks in op.keyed_states:
             _validate_keyed_state(m, op, ks, corrupt)
+    _check_chunk_ranges_disjoint(m, path)
 
 
 def _validate_list_state(m: pb.Manifest, op: pb.Operator, ls: pb.ListState, corrupt) -> None:
@@ -210,16 +239,18 @@ def _validate_list_state(m: pb.Manifest, op: pb.Operator, ls: pb.ListState, corr
         raise corrupt("list state has no element serializer", label)
     if ls.mode != pb.UNION and len(ls.partitions) != op.parallelism:
         raise corrupt(f"{len(ls.partitions)} partitions for parallelism {op.parallelism}", label)
-    _validate_partitioned_chunks(m, ls, LIST_COLUMNS, label, corrupt)
+    _validate_partitioned_chunks(m, ls, ls.mode, LIST_COLUMNS, label, corrupt)
 
 
-def _validate_partitioned_chunks(m: pb.Manifest, state: pb.ListState | pb.BroadcastState, columns: int, label: str,
-                                 corrupt) -> None:
-    """L4-L5 for list state, B4-B5 for broadcast state: unkeyed chunks, ranges inside them."""
+def _validate_partitioned_chunks(m: pb.Manifest, state: pb.ListState | pb.BroadcastState, mode: int, columns: int,
+                                 label: str, corrupt) -> None:
+    """L4-L6 for list state, B4 and L6 for broadcast state (whose partitions are copies of
+    one map, ``mode`` BROADCAST): unkeyed chunks, ranges inside them, each row selected once."""
     for chunk in state.chunks:
         _validate_chunk(m, chunk, columns, label, corrupt)
         if chunk.key_group or chunk.HasField("key_bounds"):
             raise corrupt("chunk of a list or broadcast state has a key group or key bounds", label)
+    selected = []  # (partition, chunk, first, count) of every range
     for p, partition in enumerate(state.partitions):
         for r in partition.ranges:
             if r.chunk >= len(state.chunks):
@@ -227,6 +258,59 @@ def _validate_partitioned_chunks(m: pb.Manifest, state: pb.ListState | pb.Broadc
             if r.count == 0 or r.first + r.count > state.chunks[r.chunk].row_count:
                 raise corrupt(f"partition {p}: range {r.first}+{r.count} is empty or outside chunk {r.chunk} "
                               f"({state.chunks[r.chunk].row_count} rows)", label)
+            selected.append((p, r.chunk, r.first, r.count))
+    _check_rows_selected_once(mode, selected, label, corrupt)
+
+
+def _check_rows_selected_once(mode: int, selected: list[tuple[int, int, int, int]], label: str, corrupt) -> None:
+    """Rule L6 (spec/format.md §5.3): each row of a chunk is an element of one partition at
+    most, and at most once (BROADCAST partitions, copies of one list, may share rows)."""
+    if len(selected) < 2:
+        return
+    partition, chunk, first, count = np.array(selected, dtype=np.int64).T
+    # Rows are only compared within one "owner": the state, or the partition for BROADCAST.
+    owner = partition if mode == pb.BROADCAST else np.zeros_like(partition)
+    order = np.lexsort((first, chunk, owner))
+    partition, chunk, first, end, owner = (a[order] for a in (partition, chunk, first, first + count, owner))
+    clash = np.flatnonzero((owner[1:] == owner[:-1]) & (chunk[1:] == chunk[:-1]) & (first[1:] < end[:-1]))
+    if clash.size:
+        i = int(clash[0])
+        raise corrupt(f"rows {first[i + 1]}..{min(end[i], end[i + 1]) - 1} of chunk {chunk[i]} are selected twice "
+                      f"(partitions {partition[i]} and {partition[i + 1]}); a row is one element of one "
+                      "partition (rule L6)", label)
+
+
+def labelled_chunks(m: pb.Manifest) -> Iterator[tuple[str, pb.Chunk]]:
+    """Every chunk entry of the manifest with the part it belongs to: list, keyed and
+    (1.2) broadcast states, timer services and coordinator states."""
+    for op in m.operators:
+        for st in [*op.list_states, *op.keyed_states, *op.broadcast_states]:
+            for c in st.chunks:
+                yield state_label(op, st.name), c
+        for ts in op.timer_services:
+            for c in ts.chunks:
+                yield state_label(op, f"{ts.name} (timers)"), c
+        if op.HasField("coordinator_state"):
+            yield f"{op.operator_id} (coordinator state)", op.coordinator_state
+
+
+def _check_chunk_ranges_disjoint(m: pb.Manifest, path: str) -> None:
+    """Rule C6 (spec/format.md §5.5): no stored byte belongs to two chunks, of any state,
+    timer service or coordinator state, so reading every chunk once decompresses at most
+    32768 bytes per stored byte (spec/security.md §6.1)."""
+    where = [(label, c.range) for label, c in labelled_chunks(m) if c.WhichOneof("location") == "range"]
+    if len(where) < 2:
+        return
+    file, offset, length = np.array([(r.file, r.offset, r.length) for _, r in where], dtype=np.uint64).T
+    order = np.lexsort((offset, file))
+    file, offset, end = file[order], offset[order], offset[order] + length[order]  # C3 bounds these by the file size
+    clash = np.flatnonzero((file[1:] == file[:-1]) & (offset[1:] < end[:-1]))
+    if clash.size:
+        i = int(clash[0])
+        (a, _), (b, _) = where[order[i]], where[order[i + 1]]
+        raise CorruptSavepointError(
+            f"chunks of {a} and {b} share stored bytes of data file {m.data_files[int(file[i])].path!r}; every "
+            "chunk has bytes of its own (rule C6)", path=path, byte_range=(int(offset[i + 1]), int(min(end[i], end[i + 1]))))
 
 
 def _validate_keyed_state(m: pb.Manifest, op: pb.Operator, ks: pb.KeyedState, corrupt) -> None:
@@ -317,4 +401,4 @@ def _validate_operator_1_2(m: pb.Manifest, op: pb.Operator, corrupt) -> None:
             raise corrupt("broadcast state lacks a key or value serializer", label)
         if len(bs.partitions) != op.parallelism:  # B3
             raise corrupt(f"{len(bs.partitions)} partitions for parallelism {op.parallelism}", label)
-        _validate_partitioned_chunks(m, bs, BROADCAST_COLUMNS, label, corrupt)  # B4, B5
+        _validate_partitioned_chunks(m, bs, pb.BROADCAST, BROADCAST_COLUMNS, label, corrupt)  # B4, L6

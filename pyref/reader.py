@@ -34,12 +34,12 @@ from .io import MANIFEST_NAME, SavepointIO, open_io
 from .key_groups import KeyGroupRange, compute_key_groups
 from .keys import as_key_array, key_type_of
 from .manifest import (
-    BROADCAST_COLUMNS,
     COORDINATOR_COLUMNS,
     LIST_COLUMNS,
     FormatVersion,
     decode_manifest,
     keyed_column_count,
+    read_manifest_file,
     state_label,
 )
 from .parallel import ordered_map
@@ -62,6 +62,7 @@ class ChunkStore:
         self.manifest = manifest
         self._bases: dict[int, SavepointIO] = {}
         self._checked_sizes: set[int] = set()
+        self._file_identities: dict[object, int] = {}
         self._lock = threading.Lock()
         #: Stored bytes fetched so far, for read-amplification accounting.
         self.bytes_read = 0
@@ -76,16 +77,30 @@ class ChunkStore:
             if io.location == self.io.location:  # by name, or through a link: one resolved identity
                 raise CorruptSavepointError(f"base {ref.directory!r} names this savepoint's own directory",
                                             path=self.io.describe(MANIFEST_NAME))
-            if io.size(MANIFEST_NAME) is None:
+            data = read_manifest_file(io)
+            if data is None:
                 raise CorruptSavepointError(f"base savepoint {ref.directory!r} is missing; this savepoint refers to "
                                             "its data files", path=io.location)
-            found, _ = decode_manifest(io.read_file(MANIFEST_NAME), path=io.describe(MANIFEST_NAME))
+            found, _ = decode_manifest(data, path=io.describe(MANIFEST_NAME))
             if found.savepoint_id != ref.savepoint_id:
                 raise CorruptSavepointError(
                     f"base savepoint {ref.directory!r} was replaced (id {found.savepoint_id}, expected "
                     f"{ref.savepoint_id}); the data this savepoint refers to is gone", path=io.location)
             self._bases[base] = io
         return self._bases[base]
+
+    def _check_distinct_file(self, io: SavepointIO, rel: str, index: int) -> None:
+        """Two data-file entries must not be one file through a link (spec/format.md §6.2):
+        chunks of both could then share stored bytes despite rule C6."""
+        identity = io.file_identity(rel)
+        if identity is None:
+            return
+        with self._lock:
+            other = self._file_identities.setdefault(identity, index)
+        if other != index:
+            first, _ = self.file_location(other)
+            raise CorruptSavepointError(f"data files {self.manifest.data_files[other].path!r} (in {first.location}) and "
+                                        f"{self.manifest.data_files[index].path!r} are the same file", path=io.describe(rel))
 
     def file_location(self, index: int) -> tuple[SavepointIO, str]:
         f = self.manifest.data_files[index]
@@ -135,6 +150,7 @@ class ChunkStore:
                     raise CorruptSavepointError(
                         "data file is missing" if size is None else f"data file is {size} bytes, manifest says {expected}",
                         path=where, state=state)
+                self._check_distinct_file(io, rel, r.file)
                 self._checked_sizes.add(r.file)
             stored = io.read_range(rel, r.offset, r.length)
             with self._lock:
@@ -154,6 +170,22 @@ class ChunkStore:
     def read_many(self, chunks: Sequence[pb.Chunk], columns: int, state: str) -> Iterator[list[pa.BinaryArray]]:
         """``read_columns`` of each chunk, in order, several chunks decoding at once."""
         return ordered_map(lambda chunk: self.read_columns(chunk, columns, state), chunks)
+
+    def read_indexed(self, chunks: Sequence[pb.Chunk], indexes: Sequence[int], columns: int,
+                     state: str) -> Iterator[list[pa.BinaryArray]]:
+        """``read_columns`` of ``chunks[i]`` for each ``i`` of ``indexes``, in order, reading and
+        decoding each chunk once however often it comes back: it is kept from its first to
+        its last use. Ranges A, B, A, B, ... would otherwise decompress a chunk per range
+        (spec/security.md §6.1)."""
+        last_use = {index: position for position, index in enumerate(indexes)}
+        decoded = self.read_many([chunks[i] for i in dict.fromkeys(indexes)], columns, state)
+        held: dict[int, list[pa.BinaryArray]] = {}
+        for position, index in enumerate(indexes):
+            if index not in held:
+                held[index] = next(decoded)
+            yield held[index]
+            if last_use[index] == position:
+                del held[index]
 
     def describe(self, chunk: pb.Chunk) -> str:
         if chunk.WhichOneof("location") == "inline_data":
@@ -210,8 +242,9 @@ class PartitionedView:
                 runs[-1][1].append(r)
             else:
                 runs.append((r.chunk, [r]))
-        chunks = [self.proto.chunks[index] for index, _ in runs]
-        for (_, run), columns in zip(runs, self._store.read_many(chunks, self._columns, self.label)):
+        indexes = [index for index, _ in runs]
+        for (_, run), columns in zip(runs, self._store.read_indexed(self.proto.chunks, indexes, self._columns,
+                                                                    self.label)):
             for r in run:
                 yield [c.slice(r.first, r.count) for c in columns]
 
@@ -258,19 +291,20 @@ class KeyGroupedView:
         self._columns = columns
 
     @cached_property
-    def _groups(self) -> np.ndarray:
+    def chunk_key_groups(self) -> np.ndarray:
+        """The key group of each chunk, in chunk order (non-decreasing, rule K4)."""
         return np.fromiter((c.key_group for c in self.proto.chunks), dtype=np.int64, count=len(self.proto.chunks))
 
     def chunks_in(self, groups: KeyGroupRange) -> list[pb.Chunk]:
         """The chunks of the key groups in ``groups`` (a slice of the ordered chunk list)."""
-        lo = int(np.searchsorted(self._groups, groups.first, side="left"))
-        hi = int(np.searchsorted(self._groups, groups.last, side="right"))
+        lo = int(np.searchsorted(self.chunk_key_groups, groups.first, side="left"))
+        hi = int(np.searchsorted(self.chunk_key_groups, groups.last, side="right"))
         return list(self.proto.chunks[lo:hi])
 
     @property
     def key_groups(self) -> list[int]:
         """Key groups that hold entries."""
-        return sorted(set(self._groups.tolist()))
+        return np.unique(self.chunk_key_groups).tolist()
 
     def read_encoded(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
         chunks = list(chunks)
@@ -544,9 +578,9 @@ class OperatorView:
 
 def read_committed(io: SavepointIO) -> tuple[bytes, pb.Manifest, FormatVersion]:
     """The committed manifest: its bytes, decoded and validated, and its format version."""
-    if io.size(MANIFEST_NAME) is None:
+    data = read_manifest_file(io)
+    if data is None:
         raise SavepointNotFoundError("no committed savepoint here (no _manifest)", path=io.location)
-    data = io.read_file(MANIFEST_NAME)
     manifest, version = decode_manifest(data, path=io.describe(MANIFEST_NAME))
     return data, manifest, version
 
@@ -591,12 +625,22 @@ class Savepoint:
         return RestorePlan(self, parallelism)
 
 
-def locate_in_partition(partition: pb.Partition, first: int, count: int) -> list[pb.ElementRange]:
-    """The chunk ranges holding elements ``first .. first+count`` of a partition."""
+def partition_starts(partition: pb.Partition) -> list[int]:
+    """The index of each range's first element in the partition, and the element count last."""
     starts, total = [], 0
     for r in partition.ranges:
         starts.append(total)
         total += r.count
+    starts.append(total)
+    return starts
+
+
+def locate_in_partition(partition: pb.Partition, first: int, count: int,
+                        starts: Sequence[int] | None = None) -> list[pb.ElementRange]:
+    """The chunk ranges holding elements ``first .. first+count`` of a partition; ``starts``
+    (:func:`partition_starts`) spares recounting the partition on every call."""
+    starts = partition_starts(partition) if starts is None else starts
+    total = starts[-1]
     if first < 0 or count < 0 or first + count > total:
         raise InvalidArgumentError(f"elements {first}..{first + count} outside a partition of {total}")
     out: list[pb.ElementRange] = []

@@ -26,16 +26,42 @@ def test_inspect_lists_operators_states_and_key_group_ranges(seeds, capsys):
         "name": "offsets", "type": "list", "mode": "SPLIT_DISTRIBUTE", "serializer": "int64@v1",
         "elements_per_partition": [2, 2], "chunks": 0, "stored_bytes": 0, "raw_bytes": 0}
     assert counter["key_serializer"] == "string@v1" and counter["max_parallelism"] == 128
-    assert counter["subtasks"] == [{"subtask": 0, "first_key_group": 0, "last_key_group": 63},
-                                   {"subtask": 1, "first_key_group": 64, "last_key_group": 127}]
+    assert counter["key_groups_per_subtask"] == {"min": 64, "max": 64} and "subtask_key_groups" not in counter
     assert counter["states"][0]["entries"] == 50
+    code, info = run_json(capsys, "inspect", str(seeds), "--subtasks")
+    assert info["operators"][1]["subtask_key_groups"] == [[0, 63], [64, 127]]
+
+
+def test_inspect_output_does_not_grow_with_parallelism(tmp_path, capsys):
+    """100 operators at parallelism 32768 took 29 s, 3.7 GiB and printed 387 MB (issue 9,
+    item 13): without --subtasks the output is O(manifest), whatever the parallelism."""
+    from pyref._proto.savepoint.v1 import manifest_pb2 as pb
+    from pyref.manifest import encode_manifest
+
+    sizes = {}
+    for parallelism in (2, 32768):
+        m = pb.Manifest(savepoint_id="s")
+        for i in range(100):
+            m.operators.add(operator_id=f"op-{i:02}", parallelism=parallelism, max_parallelism=32768)
+        (tmp_path / str(parallelism)).mkdir()
+        (tmp_path / str(parallelism) / "_manifest").write_bytes(encode_manifest(m))
+        for flag in ("--json", None):
+            assert main(["inspect", str(tmp_path / str(parallelism)), *([flag] if flag else [])]) == 0
+            out = capsys.readouterr().out.replace(str(tmp_path / str(parallelism)), "SP")
+            sizes[parallelism, flag] = len(out)
+    for flag in ("--json", None):
+        assert sizes[32768, flag] <= sizes[2, flag] + 100 * 8  # only the numbers grow a few digits
+    code, info = run_json(capsys, "inspect", str(tmp_path / "32768"))
+    assert info["operators"][0]["key_groups_per_subtask"] == {"min": 1, "max": 1}
 
 
 def test_inspect_human_output(seeds, capsys):
     assert main(["inspect", str(seeds)]) == 0
     out = capsys.readouterr().out
     assert "list state offsets [SPLIT_DISTRIBUTE] int64@v1" in out
-    assert "key groups per subtask: 0:0-63, 1:64-127" in out
+    assert "key groups per subtask: 64 (--subtasks lists them)" in out
+    assert main(["inspect", str(seeds), "--subtasks"]) == 0
+    assert "  0:0-63, 1:64-127\n" in capsys.readouterr().out
 
 
 def test_plan_shows_who_holds_what(seeds, capsys):

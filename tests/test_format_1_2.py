@@ -204,17 +204,29 @@ def test_broadcast_partitions_follow_i_mod_old_parallelism(tmp_path):
 
 
 def test_a_broadcast_partition_that_repeats_a_key_is_corrupt(tmp_path):
+    """Two rows of one key in a partition break B5 (found when the partition is read); one
+    row selected twice breaks L6 too, and is refused when the manifest is opened."""
     with SavepointWriter(str(tmp_path / "sp")) as w:
-        w.add_operator("op", 1).broadcast_state("b", String(), Int32()).add_all(["a", "b"], [1, 2])
+        state = w.add_operator("op", 2).broadcast_state("b", String(), Int32())
+        state.add(0, ["a", "b"], [1, 2])
+        state.add(1, ["a"], [3])
 
-    def repeat(m):
-        state = m.operators[0].broadcast_states[0]
-        state.partitions[0].ranges.append(pb.ElementRange(chunk=0, first=0, count=1))
+    def other_row_of_a(m):
+        partitions = m.operators[0].broadcast_states[0].partitions
+        partitions[0].ranges.append(partitions[1].ranges[0])
 
-    sp = reencoded(tmp_path / "sp", repeat)
+    sp = reencoded(tmp_path / "sp", other_row_of_a)
     with pytest.raises(CorruptSavepointError, match="rule B5"):
         sp.operator("op").broadcast_state("b").partition(0)
+    assert sp.operator("op").broadcast_state("b").partition(1) == {"a": 3}
     assert not verify(sp).ok
+
+    def same_row_twice(m):
+        partition = m.operators[0].broadcast_states[0].partitions[1]
+        partition.ranges.append(partition.ranges[0])
+
+    with pytest.raises(CorruptSavepointError, match="rule L6"):
+        reencoded(tmp_path / "sp", same_row_twice)
 
 
 def test_coordinator_state_is_kept_by_every_derivation(windowed, tmp_path):

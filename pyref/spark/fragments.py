@@ -308,9 +308,9 @@ def list_batches(fragment: Fragment, *, raw: bool) -> Iterator[pa.RecordBatch]:
         decoders = None if raw else [serializer_from_snapshot(state.element_serializer).decode_array]
         names, width = ["value"], LIST_COLUMNS
     runs = fragment.runs
-    # Consecutive runs of one chunk share a single read.
+    # Consecutive runs of one chunk share a single read, and a chunk that comes back later is not read again.
     distinct = [r.chunk for i, r in enumerate(runs) if i == 0 or runs[i - 1].chunk != r.chunk]
-    columns = store.read_many([state.chunks[c] for c in distinct], width, state_label(op, state.name))
+    columns = store.read_indexed(state.chunks, distinct, width, state_label(op, state.name))
     current, read = None, None
     held: dict[int, list[pa.Array]] = {}
     for r in runs:
