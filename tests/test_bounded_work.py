@@ -5,6 +5,7 @@ never one file, and a chunk is decoded once per read however its ranges interlea
 from __future__ import annotations
 
 import os
+import re
 import tracemalloc
 
 import pytest
@@ -150,3 +151,60 @@ def test_two_data_file_entries_that_are_one_file_are_refused_before_reading_the_
     with pytest.raises(CorruptSavepointError, match="'data/again.svd' are the same file"):
         list(view.items())
     assert (tmp_path / "sp" / "data" / "again.svd").read_bytes()[:8] == DATA_FILE_MAGIC
+
+
+def _every_1_2_part(path) -> None:
+    """An operator with keyed state, timers, a broadcast state and coordinator state, all in a data file."""
+    with SavepointWriter(str(path), inline_bytes=0) as w:
+        op = w.add_operator("op", parallelism=2, key_serializer=String())
+        op.keyed_state("v", Int64()).add(["a", "b", "c"], [1, 2, 3])
+        op.timer_service("t", "event_time").add(["a", "b", "c"], [10, 20, 30])
+        op.broadcast_state("b", String(), Int64()).add_all(["x", "y"], [1, 2])
+        op.coordinator_state = b"enumerator"
+        w.add_operator("other", parallelism=1).coordinator_state = b"other enumerator"
+
+
+def _copy_of(chunk: pb.Chunk, **changes) -> pb.Chunk:
+    copy = pb.Chunk()
+    copy.CopyFrom(chunk)
+    for field, value in changes.items():
+        setattr(copy, field, value)
+    return copy
+
+
+@pytest.mark.parametrize("share", ["timer chunk over keyed bytes", "second broadcast chunk entry",
+                                   "coordinator states over one range"])
+def test_format_1_2_chunks_share_no_stored_bytes_either(tmp_path, share):
+    """C6 covers every chunk entry of a manifest: timer, broadcast and coordinator chunks too.
+    Each change here is valid but for C6 (a reader without it would read the state)."""
+    _every_1_2_part(tmp_path / "sp")
+    m = _manifest(tmp_path / "sp")
+    op, other = m.operators
+    if share == "timer chunk over keyed bytes":  # key and value (int64) read as key and timestamp
+        service = op.timer_services[0]
+        del service.chunks[:]
+        service.chunks.extend(op.keyed_states[0].chunks)
+        names = "op/v and op/t (timers)"
+    elif share == "second broadcast chunk entry":  # partition 1 reads the map through another entry
+        state = op.broadcast_states[0]
+        state.chunks.append(_copy_of(state.chunks[0]))
+        state.partitions[1].ranges[0].chunk = 1
+        names = "op/b and op/b"
+    else:
+        other.coordinator_state.CopyFrom(op.coordinator_state)
+        names = "op (coordinator state) and other (coordinator state)"
+    _put(tmp_path / "sp", m)
+    with pytest.raises(CorruptSavepointError, match=rf"chunks of {re.escape(names)} share stored bytes .*rule C6"):
+        Savepoint.open(tmp_path / "sp")
+
+
+def test_broadcast_state_partitions_share_rows_but_a_partition_selects_a_row_once(tmp_path):
+    """L6 for broadcast map state follows the BROADCAST rule of list state: per partition."""
+    _every_1_2_part(tmp_path / "sp")
+    m = _manifest(tmp_path / "sp")
+    partitions = m.operators[0].broadcast_states[0].partitions
+    assert partitions[0] == partitions[1]  # one map, both subtasks: valid
+    partitions[1].ranges.add(chunk=0, first=1, count=1)
+    _put(tmp_path / "sp", m)
+    with pytest.raises(CorruptSavepointError, match=r"rows 1\.\.1 of chunk 0 are selected twice \(partitions 1 and 1\)"):
+        Savepoint.open(tmp_path / "sp")
