@@ -10,6 +10,7 @@ from compat_tests import (
     generate_goldens_1_2,
     generate_rejects,
     generate_rejects_1_2,
+    generate_rejects_1_2_bounded_work,
     generate_rejects_bounded_work,
 )
 from compat_tests._build import read_sums
@@ -70,6 +71,19 @@ def test_bounded_work_rejects_are_added_beside_the_others(tmp_path):
     assert "| `chunk-ranges-overlap` |" in (tmp_path / "reject" / "README.md").read_text()
 
 
+def test_1_2_bounded_work_rejects_are_added_beside_the_1_2_cases(tmp_path):
+    generate_rejects_1_2.generate(tmp_path / "reject", tmp_path / "forward", ["timer-domain-unspecified"])
+    only = ["coordinator-states-over-one-range"]
+    assert generate_rejects_1_2_bounded_work.generate(tmp_path / "reject", only) == only
+    assert generate_rejects_1_2_bounded_work.generate(tmp_path / "reject", only) == []  # written once
+    assert not verify_corpora(tmp_path, ["reject"])
+    assert {c.name for c in discover(tmp_path)} == {"reject/1.2/timer-domain-unspecified",
+                                                    "reject/1.2/coordinator-states-over-one-range"}
+    assert all(p.startswith("1.2/") for p in read_sums(tmp_path / "reject"))
+    readme = (tmp_path / "reject" / "1.2" / "README.md").read_text()
+    assert "| `timer-domain-unspecified` |" in readme and "| `coordinator-states-over-one-range` |" in readme
+
+
 @pytest.mark.slow
 def test_generators_make_every_committed_case(tmp_path):
     """Regenerating everything elsewhere gives the committed case list, and every case
@@ -79,6 +93,7 @@ def test_generators_make_every_committed_case(tmp_path):
     generate_rejects.generate(tmp_path / "reject", tmp_path / "forward")
     generate_rejects_1_2.generate(tmp_path / "reject", tmp_path / "forward")
     generate_rejects_bounded_work.generate(tmp_path / "reject")
+    generate_rejects_1_2_bounded_work.generate(tmp_path / "reject")
     fresh = {c.name for c in discover(tmp_path)}
     committed = {c.name for c in discover(ROOT)}
     if committed:
