@@ -13,6 +13,7 @@ import pytest
 from pyref import CorruptSavepointError, DistributionMode, Savepoint, SavepointWriter, rescale
 from pyref import reader as reader_module
 from pyref._proto.savepoint.v1 import manifest_pb2 as pb
+from pyref.inspection import verify
 from pyref.manifest import DATA_FILE_MAGIC, decode_manifest, encode_manifest
 from pyref.serializers import Bytes, Int64, String
 
@@ -208,3 +209,25 @@ def test_broadcast_state_partitions_share_rows_but_a_partition_selects_a_row_onc
     _put(tmp_path / "sp", m)
     with pytest.raises(CorruptSavepointError, match=r"rows 1\.\.1 of chunk 0 are selected twice \(partitions 1 and 1\)"):
         Savepoint.open(tmp_path / "sp")
+
+
+def test_verify_decodes_a_broadcast_map_shared_by_every_subtask_once(tmp_path, monkeypatch):
+    """B5 is checked per partition; partitions that are copies of one map cost one check,
+    and a chunk is decoded for it once, not once per subtask."""
+    with SavepointWriter(str(tmp_path / "sp"), inline_bytes=0) as w:
+        state = w.add_operator("op", parallelism=200).broadcast_state("b", String(), Int64())
+        state.add_all([f"k{i}" for i in range(50)], list(range(50)))
+        state.add(7, ["z"], [7])
+        state.add(8, ["z"], [8])
+    m = _manifest(tmp_path / "sp")
+    partitions = m.operators[0].broadcast_states[0].partitions
+    own_of_8 = [r for r in partitions[8].ranges if r not in partitions[0].ranges]
+    partitions[7].ranges.extend(own_of_8)  # subtask 7's map holds z twice: broken (B5)
+    _put(tmp_path / "sp", m)
+    decoded = []
+    original = reader_module.decode_chunk
+    monkeypatch.setattr(reader_module, "decode_chunk", lambda *args, **kw: decoded.append(1) or original(*args, **kw))
+    report = verify(Savepoint.open(tmp_path / "sp"))
+    assert report.errors and all(e.startswith("partition 7: ") and "rule B5" in e for e in report.errors)
+    chunks = len(m.operators[0].broadcast_states[0].chunks)
+    assert chunks == 3 and len(decoded) == 2 * chunks  # by the chunk check, and once for the key check

@@ -304,6 +304,23 @@ def test_describe_and_verify_cover_every_part(windowed):
     assert {s["name"]: s["type"] for s in op["states"]}["rules"] == "broadcast"
 
 
+
+@pytest.mark.parametrize("part", ["timers", "broadcast", "coordinator"])
+def test_verify_reads_timer_broadcast_and_coordinator_chunks(tmp_path, part):
+    """A flipped stored byte in any 1.2 part is found by verify, which names the part."""
+    write_windowed(tmp_path / "sp", inline_bytes=0)
+    op = manifest_of(tmp_path / "sp").operators[0]
+    chunk, label = {"timers": (op.timer_services[0].chunks[0], "timers)"),
+                    "broadcast": (op.broadcast_states[0].chunks[0], "windows/rules"),
+                    "coordinator": (op.coordinator_state, "coordinator state")}[part]
+    data = next((tmp_path / "sp" / "data").iterdir())
+    raw = bytearray(data.read_bytes())
+    raw[chunk.range.offset + chunk.range.length - 1] ^= 0x01
+    data.write_bytes(bytes(raw))
+    report = verify(Savepoint.open(tmp_path / "sp"))
+    assert not report.ok and any(label in e and "CRC32C" in e for e in report.errors), report.errors
+
+
 # --------------------------------------------------------------------------
 # Manifest rules of 1.2 (spec/format.md §5): each one refused with its kind of error
 # --------------------------------------------------------------------------
