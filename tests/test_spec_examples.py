@@ -634,6 +634,27 @@ def test_section_references_resolve():
     assert not missing, sorted(missing)
 
 
+def _anchor(heading: str) -> str:
+    """The anchor a Markdown renderer gives a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_section_links_resolve():
+    """Every link to a section of a chapter (``format.md#59-bounded-work``) names a heading it
+    has: a renumbered section changes its anchor, and a stale link would still name the old
+    number, which ``test_section_references_resolve`` cannot tell from a right one."""
+    chapters = {path.name: {_anchor(h) for h in re.findall(r"^#{1,6} (.+)$", path.read_text(encoding="utf-8"), re.M)}
+                for path in SPEC.parent.glob("*.md")}
+    sources = [*SPEC.parent.glob("*.md"), ROOT / "README.md", *ROOT.glob("compat_tests/*.md"), *ROOT.glob("fuzz/*.md"),
+               *ROOT.glob("pyref/**/*.py"), *ROOT.glob("proto/**/*.proto")]
+    missing = set()
+    for path in sources:
+        for chapter, anchor in re.findall(r"\((?:[\w./-]*/)?([\w-]+\.md)#([\w-]+)\)", path.read_text(encoding="utf-8")):
+            if chapter in chapters and anchor not in chapters[chapter]:
+                missing.add(f"{path.relative_to(ROOT)}: {chapter}#{anchor}")
+    assert not missing, sorted(missing)
+
+
 def test_readme_lists_every_chapter():
     text = README.read_text(encoding="utf-8")
     for chapter in ("format.md", "key-groups.md", "redistribution.md", "serializers.md", "vectors/"):
