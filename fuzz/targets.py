@@ -427,16 +427,20 @@ def _fix_chunks(files: dict[str, bytes], directory: str, m: pb.Manifest, flags: 
 
 
 def _share(m: pb.Manifest) -> None:
-    """Flag bit 3: every state gets more entries over its last chunk's stored bytes, and
-    every partition selects its first rows again (rules C6 and L6 refuse both)."""
+    """Flag bit 3: every state and timer service gets more entries over its last chunk's
+    stored bytes, every partition (list and broadcast state) selects its first rows again,
+    and every operator's coordinator state is the first one's (rules C6 and L6 refuse all)."""
+    coordinators = [op.coordinator_state for op in m.operators if op.HasField("coordinator_state")]
     for op in m.operators:
-        for state in [*op.list_states, *op.keyed_states]:
+        for state in [*op.list_states, *op.keyed_states, *op.timer_services, *op.broadcast_states]:
             if state.chunks:
                 state.chunks.extend([state.chunks[-1]] * SHARED_COPIES)
-        for state in op.list_states:
+        for state in [*op.list_states, *op.broadcast_states]:
             for partition in state.partitions:
                 if partition.ranges:
                     partition.ranges.extend([partition.ranges[0]] * SHARED_COPIES)
+        if coordinators and op.coordinator_state != coordinators[0]:
+            op.coordinator_state.CopyFrom(coordinators[0])
 
 
 def _make_sparse(path: str, size: int) -> None:
