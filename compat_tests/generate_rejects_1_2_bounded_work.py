@@ -13,14 +13,12 @@ entries.
 
 from __future__ import annotations
 
-import argparse
 import pathlib
 import sys
 
-from compat_tests import REJECT_DIR
-from compat_tests._build import add_to_sums, command_line, corpus_files
 from compat_tests.generate_rejects import RejectCase, Savepoint, manifest_case, write_readme
 from compat_tests.generate_rejects_1_2 import VERSION_DIR, generate_reject, reject_cases
+from compat_tests.generate_rejects_bounded_work import run, write_cases
 
 
 def _pb():
@@ -78,22 +76,8 @@ def cases() -> list[RejectCase]:
 
 
 def generate(reject_root: pathlib.Path, only: list[str] | None = None) -> list[str]:
-    command = command_line()
+    made = write_cases(reject_root, cases(), generate_reject, subdirectory=VERSION_DIR, only=only)
     version_dir = reject_root / VERSION_DIR
-    version_dir.mkdir(parents=True, exist_ok=True)
-    made, new_files = [], []
-    for case in cases():
-        if only and case.name not in only:
-            continue
-        target = version_dir / case.name
-        if target.exists():
-            print(f"exists, kept: {target}")
-            continue
-        generate_reject(case, target, command)
-        made.append(case.name)
-        new_files += [f"{VERSION_DIR}/{case.name}/{rel}" for rel in corpus_files(target)]
-        print(f"wrote {target}")
-    add_to_sums(reject_root, new_files)
     write_readme(version_dir, "Reject corpus, format 1.2",
                  "Cases for the rules and parts format 1.2 added (spec/format.md §9.1), made by "
                  "`compat_tests/generate_rejects_1_2.py` and `compat_tests/generate_rejects_1_2_bounded_work.py` "
@@ -105,18 +89,7 @@ def generate(reject_root: pathlib.Path, only: list[str] | None = None) -> list[s
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--reject-out", type=pathlib.Path, default=REJECT_DIR)
-    parser.add_argument("--case", action="append", help="generate only this case (repeatable)")
-    parser.add_argument("--list", action="store_true")
-    args = parser.parse_args(argv)
-    if args.list:
-        for c in cases():
-            print(f"reject/{VERSION_DIR}/{c.name} [{c.category}]: {c.breaks}")
-        return 0
-    made = generate(args.reject_out, args.case)
-    print(f"{len(made)} cases written")
-    return 0
+    return run(__doc__, cases, generate, f"reject/{VERSION_DIR}/", argv)
 
 
 if __name__ == "__main__":

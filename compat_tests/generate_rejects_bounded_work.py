@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 import sys
+from collections.abc import Callable
 
 from compat_tests import REJECT_DIR
 from compat_tests._build import add_to_sums, command_line, corpus_files
@@ -93,22 +94,32 @@ def cases() -> list[RejectCase]:
     ]
 
 
-def generate(reject_root: pathlib.Path, only: list[str] | None = None) -> list[str]:
+def write_cases(reject_root: pathlib.Path, items: list[RejectCase], make: Callable[..., None], *,
+                subdirectory: str = "", only: list[str] | None = None) -> list[str]:
+    """Write the cases of ``items`` missing from ``reject_root/subdirectory`` with ``make``
+    (``generate_reject`` of a generator: it checks pyref refuses the case as expected), and
+    add their files to ``reject_root/SHA256SUMS``; the names of the cases written."""
     command = command_line()
-    reject_root.mkdir(parents=True, exist_ok=True)
+    prefix = f"{subdirectory}/" if subdirectory else ""
+    (reject_root / subdirectory).mkdir(parents=True, exist_ok=True)
     made, new_files = [], []
-    for case in cases():
+    for case in items:
         if only and case.name not in only:
             continue
-        target = reject_root / case.name
+        target = reject_root / subdirectory / case.name
         if target.exists():
             print(f"exists, kept: {target}")
             continue
-        generate_reject(case, target, command)
+        make(case, target, command)
         made.append(case.name)
-        new_files += [f"{case.name}/{rel}" for rel in corpus_files(target)]
+        new_files += [f"{prefix}{case.name}/{rel}" for rel in corpus_files(target)]
         print(f"wrote {target}")
     add_to_sums(reject_root, new_files)
+    return made
+
+
+def generate(reject_root: pathlib.Path, only: list[str] | None = None) -> list[str]:
+    made = write_cases(reject_root, cases(), generate_reject, only=only)
     write_readme(reject_root, "Reject corpus",
                  "Savepoints every reader must refuse, with the error category of `expected_error.json` "
                  "(protocol: `compat_tests/README.md`). Made by `compat_tests/generate_rejects.py` and "
@@ -119,19 +130,25 @@ def generate(reject_root: pathlib.Path, only: list[str] | None = None) -> list[s
     return made
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def run(description: str, items: Callable[[], list[RejectCase]], write: Callable[..., list[str]], listed_as: str,
+        argv: list[str] | None = None) -> int:
+    """The command line of a reject generator: ``write(reject_root, only)`` the missing cases, or ``--list`` them."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reject-out", type=pathlib.Path, default=REJECT_DIR)
     parser.add_argument("--case", action="append", help="generate only this case (repeatable)")
     parser.add_argument("--list", action="store_true")
     args = parser.parse_args(argv)
     if args.list:
-        for c in cases():
-            print(f"reject/{c.name} [{c.category}]: {c.breaks}")
+        for c in items():
+            print(f"{listed_as}{c.name} [{c.category}]: {c.breaks}")
         return 0
-    made = generate(args.reject_out, args.case)
+    made = write(args.reject_out, args.case)
     print(f"{len(made)} cases written")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(__doc__, cases, generate, "reject/", argv)
 
 
 if __name__ == "__main__":
