@@ -11,7 +11,9 @@ the same manifest at a small one, measured in the same run:
 
 - inspect --json: 100 operators (no state) at parallelism P vs 128;
 - rescale: a UNION state of K partitions, K -> K and 100 -> 32768 vs K -> 2 and 100 -> 2;
-- plan -p P on a keyed state of C chunks vs plan -p 128.
+- plan -p P on a keyed state of C chunks vs plan -p 128;
+- the same with a timer service of C chunks and a broadcast state every subtask
+  shares (format 1.2).
 
 Targets: time and RSS ratios close to the ratio of output sizes (O(manifest + output)),
 no command above a few seconds or a few hundred MiB at these sizes.
@@ -125,6 +127,30 @@ def keyed_manifest(chunks: int, parallelism: int) -> tuple[object, int]:
     return m, size
 
 
+def timers_and_broadcast_manifest(chunks: int, parallelism: int) -> tuple[object, int]:
+    """:func:`keyed_manifest` and, format 1.2, a timer service of ``chunks`` chunks and a
+    broadcast state whose ``parallelism`` partitions all refer to one chunk."""
+    from pyref._proto.savepoint.v1 import manifest_pb2 as pb
+    from pyref.manifest import declare_features
+
+    m, size = keyed_manifest(chunks, parallelism)
+    op = m.operators[0]
+    service = op.timer_services.add(name="t", domain=pb.EVENT_TIME)
+    for i in range(chunks):
+        chunk = service.chunks.add(key_group=i * 32768 // chunks, row_count=10, raw_length=100, crc32c=0)
+        chunk.range.CopyFrom(pb.FileRange(file=0, offset=size + 100 * i, length=100))
+    size += 100 * chunks
+    rules = op.broadcast_states.add(name="rules", key_serializer=_snapshot("string"),
+                                    value_serializer=_snapshot("string"))
+    rules.chunks.add(row_count=10, raw_length=100, crc32c=0).range.CopyFrom(pb.FileRange(file=0, offset=size,
+                                                                                         length=100))
+    for _ in range(parallelism):
+        rules.partitions.add().ranges.add(chunk=0, first=0, count=10)
+    m.data_files[0].size = size + 100
+    declare_features(m)
+    return m, size + 100
+
+
 def line(what: str, high: dict, low: dict) -> None:
     print(f"  {what}: {high['seconds']:.2f} s, {high['rss'] / 2**20:.0f} MiB RSS, {high['out'] / 1e6:.2f} MB printed"
           f"  | reference {low['seconds']:.2f} s, {low['rss'] / 2**20:.0f} MiB, {low['out'] / 1e6:.3f} MB"
@@ -166,6 +192,12 @@ def main() -> None:
         m, size = keyed_manifest(chunks, 128)
         src = _write(os.path.join(root, "keyed"), m, size)
         print(f"plan --json, keyed state of {chunks} chunks, manifest "
+              f"{os.path.getsize(os.path.join(src, '_manifest'))} bytes:")
+        line(f"-p {high}", run(["plan", src, "-p", str(high), "--json"]), run(["plan", src, "-p", "128", "--json"]))
+
+        m, size = timers_and_broadcast_manifest(chunks, 128)
+        src = _write(os.path.join(root, "timers"), m, size)
+        print(f"plan --json, keyed state and timer service of {chunks} chunks each, broadcast state, manifest "
               f"{os.path.getsize(os.path.join(src, '_manifest'))} bytes:")
         line(f"-p {high}", run(["plan", src, "-p", str(high), "--json"]), run(["plan", src, "-p", "128", "--json"]))
     finally:
