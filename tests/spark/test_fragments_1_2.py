@@ -81,3 +81,23 @@ def test_a_broadcast_map_repeating_a_key_is_refused_by_its_task(windowed):
     assert all(len({r.subtask for r in f.runs}) == 1 for f in fragments)  # never a map cut in two
     with pytest.raises(CorruptSavepointError, match="rule B5"):
         [b for f in fragments for b in fragment_batches(f, raw=True, target_parallelism=None)]
+
+
+def test_a_broadcast_fragment_decodes_the_shared_map_once(tmp_path, monkeypatch):
+    """The subtasks of a fragment each read their own entries and the map they share: runs
+    own 0, shared, own 1, shared, ... decode the shared chunk once (read_indexed)."""
+    from pyref import reader
+
+    with SavepointWriter(str(tmp_path / "sp"), inline_bytes=0) as w:
+        rules = w.add_operator("op", 3).broadcast_state("rules", String(), Int64())
+        rules.add_all([f"r{i}" for i in range(40)], list(range(40)))
+        for i in range(3):
+            rules.add(i, [f"own-{i}"], [i])
+    sp = Savepoint.open(tmp_path / "sp")
+    (fragment,) = StateScan.plan(sp.location, "op", "rules").fragments
+    assert [r.chunk for r in fragment.runs] != sorted(r.chunk for r in fragment.runs)  # the chunks interleave
+    decoded = []
+    original = reader.decode_chunk
+    monkeypatch.setattr(reader, "decode_chunk", lambda *a, **k: decoded.append(1) or original(*a, **k))
+    rows = pa.Table.from_batches(list(fragment_batches(fragment, raw=False, target_parallelism=None)))
+    assert rows.num_rows == 3 * 41 and len(decoded) == 4  # the shared chunk and each subtask's own
