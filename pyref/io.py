@@ -323,7 +323,8 @@ class LocalIO(SavepointIO):
 
     def delete(self, rel: str) -> None:
         full = self._full(rel)
-        with contextlib.suppress(FileNotFoundError), typed_os_errors("cannot delete the file", full):
+        # ENOENT first: a file someone else deleted meanwhile is what the caller wanted.
+        with typed_os_errors("cannot delete the file", full), contextlib.suppress(FileNotFoundError):
             os.unlink(full)
 
     def list_files(self, rel_dir: str) -> list[str]:
@@ -525,7 +526,7 @@ class ArrowIO(SavepointIO):
             return _ArrowOutput(self.fs.open_output_stream(full), rel)
 
     def delete(self, rel: str) -> None:
-        with contextlib.suppress(FileNotFoundError), typed_os_errors("cannot delete the file", self.describe(rel)):
+        with typed_os_errors("cannot delete the file", self.describe(rel)), contextlib.suppress(FileNotFoundError):
             self.fs.delete_file(self._full(rel))
 
     def list_files(self, rel_dir: str) -> list[str]:
