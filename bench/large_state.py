@@ -27,20 +27,12 @@ import sys
 import tempfile
 import time
 
+from _process import peak_rss_bytes  # bench/ is on sys.path: the scripts run as files
+
 VALUE_BYTES = 1024
 KEY_BYTES = 16
 PARALLELISM = 4
 MAX_PARALLELISM = 128
-
-
-def peak_rss_bytes() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _phase_write(path: str, entries: int, batch: int) -> dict:

@@ -4,8 +4,11 @@
 * ``compat_tests.dump_pyref``: pyref's reader command for the conformance kit.
 * ``compat_tests.conformance``: runs the golden, reject and forward corpora
   against any reader command.
-* ``compat_tests.generate_goldens`` / ``compat_tests.generate_rejects``: the
-  generators of the committed corpora (they never overwrite a case).
+* ``compat_tests.generate_goldens`` / ``compat_tests.generate_rejects`` /
+  ``compat_tests.generate_rejects_bounded_work``, and for format 1.2
+  ``compat_tests.generate_goldens_1_2`` / ``compat_tests.generate_rejects_1_2`` /
+  ``compat_tests.generate_rejects_1_2_bounded_work``: the generators of the committed
+  corpora (they never overwrite a case).
 """
 
 import pathlib

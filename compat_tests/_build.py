@@ -3,6 +3,7 @@ hash a corpus, and record how a case was made."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
 import os
@@ -13,7 +14,7 @@ import sys
 from collections.abc import Callable, Iterable
 from importlib import metadata
 
-from compat_tests.canonical import KeyedModel, ListModel, OperatorModel
+from compat_tests.canonical import BroadcastModel, ListModel, OperatorModel
 
 SUMS_NAME = "SHA256SUMS"
 #: Files in a corpus that are documentation, not data: not hashed, may be regenerated.
@@ -30,7 +31,9 @@ def write_model(path: pathlib.Path, operators: Iterable[OperatorModel], **writer
     with SavepointWriter(str(path), **writer_options) as w:
         for op in operators:
             ow = w.add_operator(op.operator_id, op.parallelism, max_parallelism=op.max_parallelism,
-                                key_serializer=op.key_serializer if op.keyed else None, name=op.name)
+                                key_serializer=op.key_serializer if op.keyed or op.timers else None, name=op.name,
+                                uid=op.uid, engine_operator_id=op.engine_operator_id,
+                                key_groups="writer" if op.writer_key_groups else "hashed")
             for ls in op.lists:
                 state = ow.list_state(ls.name, ls.serializer, DistributionMode(ls.mode))
                 for subtask, elements in enumerate(ls.partitions):
@@ -38,11 +41,33 @@ def write_model(path: pathlib.Path, operators: Iterable[OperatorModel], **writer
                         state.add(subtask, elements)
             for ks in op.keyed:
                 state = ow.keyed_state(ks.name, ks.value_serializer, kind=ks.kind,
-                                       user_key_serializer=ks.user_key_serializer)
+                                       user_key_serializer=ks.user_key_serializer,
+                                       namespace_serializer=ks.namespace_serializer, ttl=ks.ttl)
                 if ks.rows:
                     state.add([r[0] for r in ks.rows], [r[-1] for r in ks.rows],
-                              [r[1] for r in ks.rows] if ks.kind == "map" else None)
+                              [r[1] for r in ks.rows] if ks.kind == "map" else None,
+                              namespaces=ks.namespaces, ttl_timestamps=ks.ttl_timestamps, key_groups=ks.key_groups)
+            for tm in op.timers:
+                service = ow.timer_service(tm.name, tm.domain, namespace_serializer=tm.namespace_serializer)
+                if tm.timers:
+                    service.add([t[0] for t in tm.timers], [t[-1] for t in tm.timers],
+                                [t[1] for t in tm.timers] if tm.namespace_serializer is not None else None,
+                                key_groups=tm.key_groups)
+            for bm in op.broadcast:
+                _write_broadcast(ow.broadcast_state(bm.name, bm.key_serializer, bm.value_serializer), bm)
+            ow.coordinator_state = op.coordinator_state
     remove_lock(path)
+
+
+def _write_broadcast(state, bm: BroadcastModel) -> None:
+    """Equal partitions as one shared map (how a broadcast state is written), others each on its own."""
+    if bm.partitions and all(p == bm.partitions[0] for p in bm.partitions):
+        if bm.partitions[0]:
+            state.add_all([k for k, _ in bm.partitions[0]], [v for _, v in bm.partitions[0]])
+        return
+    for subtask, entries in enumerate(bm.partitions):
+        if entries:
+            state.add(subtask, [k for k, _ in entries], [v for _, v in entries])
 
 
 def remove_lock(path: pathlib.Path) -> None:
@@ -98,10 +123,12 @@ def rescale_model(operators: list[OperatorModel], parallelism: int) -> list[Oper
                 partitions = [[v for s in slices[ls.name][i] for v in ls.partitions[s.partition][s.first:s.first + s.count]]
                               for i in range(parallelism)]
             lists.append(ListModel(ls.name, ls.mode, ls.serializer, partitions, ls.snapshot))
-        keyed = [KeyedModel(k.name, k.kind, k.value_serializer, list(k.rows), k.user_key_serializer, k.value_snapshot)
-                 for k in op.keyed]
-        out.append(OperatorModel(op.operator_id, parallelism, op.max_parallelism, op.key_serializer, lists, keyed,
-                                 op.name, op.key_snapshot))
+        broadcast = [BroadcastModel(b.name, b.key_serializer, b.value_serializer,
+                                    [list(b.partitions[i % op.parallelism]) for i in range(parallelism)])
+                     for b in op.broadcast]
+        # Keyed state and timers stay as they are; every other part of the operator too.
+        keyed = [dataclasses.replace(k, rows=list(k.rows)) for k in op.keyed]
+        out.append(dataclasses.replace(op, parallelism=parallelism, lists=lists, keyed=keyed, broadcast=broadcast))
     return out
 
 

@@ -2,9 +2,10 @@
 
     python -m compat_tests.dump_pyref SAVEPOINT --parallelism 1,2,4
 
-Prints the canonical JSON dump of SAVEPOINT on stdout and exits 0; if pyref
-refuses the savepoint, prints ``{"error": {"category": ..., "message": ...}}``
-and exits 1 (protocol: compat_tests/README.md).
+Prints the canonical JSON dump of SAVEPOINT on stdout, of the newest schema
+(2), and exits 0; if pyref refuses the savepoint, prints
+``{"error": {"category": ..., "message": ...}}`` and exits 1 (protocol:
+compat_tests/README.md).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from compat_tests.canonical import dump_savepoint, error_category
+from compat_tests.canonical import CANONICAL_VERSION, dump_savepoint, error_category
 
 EXIT_REFUSED = 1
 EXIT_INTERNAL = 70
@@ -46,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pyref.errors import SavepointError
 
     try:
-        document = dump_savepoint(args.savepoint, args.parallelism)
+        document = dump_savepoint(args.savepoint, args.parallelism, CANONICAL_VERSION)
     except SavepointError as exc:
         _emit({"error": {"category": error_category(exc, args.savepoint), "message": str(exc),
                          "type": type(exc).__name__}})

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from compat_tests import ROOT, generate_goldens, generate_rejects
+from compat_tests import (
+    ROOT,
+    generate_goldens,
+    generate_goldens_1_2,
+    generate_rejects,
+    generate_rejects_1_2,
+    generate_rejects_1_2_bounded_work,
+    generate_rejects_bounded_work,
+)
 from compat_tests._build import read_sums
 from compat_tests.conformance import discover, verify_corpora
 
@@ -33,6 +41,19 @@ def test_reject_generator_checks_pyref_refuses(tmp_path):
                                                     "forward/unknown-fields"}
 
 
+def test_1_2_generators_write_checked_cases_once(tmp_path):
+    made = generate_goldens_1_2.generate(tmp_path / "golden", ["timers", "informative-1-2-fields"])
+    assert made == ["timers", "informative-1-2-fields"]
+    # A case that uses no 1.2 feature is labelled, and filed, with its older version (spec/format.md §9.4).
+    assert {c.name for c in discover(tmp_path)} == {"golden/1.2/timers", "golden/1.0/informative-1-2-fields"}
+    assert generate_goldens_1_2.generate(tmp_path / "golden", ["timers"]) == []
+    made = generate_rejects_1_2.generate(tmp_path / "reject", tmp_path / "forward",
+                                         ["timer-timestamp-wrong-width", "unknown-fields-in-1-2-messages"])
+    assert sorted(made) == ["timer-timestamp-wrong-width", "unknown-fields-in-1-2-messages"]
+    assert not verify_corpora(tmp_path, ["golden", "reject", "forward"])
+    assert read_sums(tmp_path / "reject") and all(p.startswith("1.2/") for p in read_sums(tmp_path / "reject"))
+
+
 def test_a_reject_pyref_reads_is_not_kept(tmp_path):
     case = generate_rejects.manifest_case("not-really-broken", "corrupt", "nothing", lambda sp: None)
     with pytest.raises(SystemExit, match="pyref reads it"):
@@ -40,12 +61,39 @@ def test_a_reject_pyref_reads_is_not_kept(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_bounded_work_rejects_are_added_beside_the_others(tmp_path):
+    generate_rejects.generate(tmp_path / "reject", tmp_path / "forward", ["unknown-codec"])
+    only = ["chunk-ranges-overlap"]
+    assert generate_rejects_bounded_work.generate(tmp_path / "reject", only) == only
+    assert generate_rejects_bounded_work.generate(tmp_path / "reject", only) == []  # written once
+    assert not verify_corpora(tmp_path, ["reject"])
+    assert {c.name for c in discover(tmp_path)} == {"reject/unknown-codec", "reject/chunk-ranges-overlap"}
+    assert "| `chunk-ranges-overlap` |" in (tmp_path / "reject" / "README.md").read_text()
+
+
+def test_1_2_bounded_work_rejects_are_added_beside_the_1_2_cases(tmp_path):
+    generate_rejects_1_2.generate(tmp_path / "reject", tmp_path / "forward", ["timer-domain-unspecified"])
+    only = ["coordinator-states-over-one-range"]
+    assert generate_rejects_1_2_bounded_work.generate(tmp_path / "reject", only) == only
+    assert generate_rejects_1_2_bounded_work.generate(tmp_path / "reject", only) == []  # written once
+    assert not verify_corpora(tmp_path, ["reject"])
+    assert {c.name for c in discover(tmp_path)} == {"reject/1.2/timer-domain-unspecified",
+                                                    "reject/1.2/coordinator-states-over-one-range"}
+    assert all(p.startswith("1.2/") for p in read_sums(tmp_path / "reject"))
+    readme = (tmp_path / "reject" / "1.2" / "README.md").read_text()
+    assert "| `timer-domain-unspecified` |" in readme and "| `coordinator-states-over-one-range` |" in readme
+
+
 @pytest.mark.slow
 def test_generators_make_every_committed_case(tmp_path):
     """Regenerating everything elsewhere gives the committed case list, and every case
     still passes the generators' own checks against the current pyref."""
     generate_goldens.generate(tmp_path / "golden")
+    generate_goldens_1_2.generate(tmp_path / "golden")
     generate_rejects.generate(tmp_path / "reject", tmp_path / "forward")
+    generate_rejects_1_2.generate(tmp_path / "reject", tmp_path / "forward")
+    generate_rejects_bounded_work.generate(tmp_path / "reject")
+    generate_rejects_1_2_bounded_work.generate(tmp_path / "reject")
     fresh = {c.name for c in discover(tmp_path)}
     committed = {c.name for c in discover(ROOT)}
     if committed:

@@ -51,7 +51,10 @@ def test_every_case_is_complete():
             assert case.savepoint.is_dir(), case.name
         else:
             assert (case.savepoint / "_manifest").exists(), case.name
-            assert expectation["canonical_version"] == 1, case.name
+            assert expectation["canonical_version"] in (1, 2), case.name
+            # Dump schema 2 came with format 1.2: an expectation of an older schema cannot describe 1.2 parts.
+            if expectation["format_version"] == "1.2":
+                assert expectation["canonical_version"] == 2, case.name
 
 
 def test_golden_readmes_list_every_case():

@@ -1,10 +1,12 @@
 """The main job: the seeds' scenario, bootstrapped with Spark, restored at parallelism 1 and 4.
 
 A Kafka source holds the offsets of 4 partitions at parallelism 2 (SPLIT_DISTRIBUTE
-list state) and a counter holds a count per URL (keyed state) at parallelism 2. The
-job bootstraps that savepoint with Spark, verifies it with the core, rescales it to
-parallelism 1 and 4 (shallow: no state bytes copied), prints who holds what per
-subtask, reads the result back with Spark and verifies everything again.
+list state), a counter holds a count per URL (keyed state) at parallelism 2, and
+(format 1.2) a window counter holds the hits per URL in tumbling one-minute windows
+(keyed state under time-window namespaces) with the event-time timer pending for each
+URL's open window. The job bootstraps that savepoint with Spark, verifies it with the
+core, rescales it to parallelism 1 and 4 (shallow: no state bytes copied), prints who
+holds what per subtask, reads the result back with Spark and verifies everything again.
 
     python examples/main_job.py [--out DIR] [--master URL] [--no-spark]
 
@@ -19,11 +21,13 @@ from pathlib import Path
 
 from pyref import DistributionMode, Savepoint, rescale
 from pyref.inspection import verify
-from pyref.serializers import Int64, String
-from pyref.testing import SEED_COUNTS, SEED_OFFSETS, write_seeds
+from pyref.serializers import Int64, String, TimeWindow
+from pyref.testing import SEED_COUNTS, SEED_OFFSETS, SEED_TIMERS, SEED_WINDOW_COUNTS, write_seeds
 
 OFFSETS = dict(enumerate(SEED_OFFSETS))  # Kafka partition offsets held by source subtasks 0 and 1
 COUNTS = SEED_COUNTS  # hits per URL
+WINDOW_COUNTS = SEED_WINDOW_COUNTS  # hits per (URL, one-minute window)
+TIMERS = SEED_TIMERS  # the event-time timer pending for each URL's open window
 
 
 def bootstrap_with_spark(spark, path: Path) -> None:
@@ -33,16 +37,26 @@ def bootstrap_with_spark(spark, path: Path) -> None:
             for subtask, values in OFFSETS.items() for position, offset in enumerate(values)]
     offsets = spark.createDataFrame(rows, "subtask int, position int, offset long")
     counts = spark.createDataFrame(list(COUNTS.items()), "url string, hits long")
+    windowed = spark.createDataFrame(
+        [(url, {"start": w.start, "end": w.end}, hits) for (url, w), hits in WINDOW_COUNTS.items()],
+        "url string, window struct<start: long, end: long>, hits long")
+    timers = spark.createDataFrame([(url, {"start": w.start, "end": w.end}, t) for url, w, t in TIMERS],
+                                   "url string, window struct<start: long, end: long>, fires long")
     with SavepointBuilder(spark, path, overwrite=True) as b:
         b.add_operator("kafka-source", parallelism=2)
         b.add_list_state("kafka-source", "offsets", offsets, Int64(), DistributionMode.SPLIT_DISTRIBUTE,
                          value="offset", order_by="position")
         b.add_operator("url-counter", parallelism=2, key_serializer=String())
         b.add_keyed_state("url-counter", "count", counts, Int64(), key="url", value="hits")
+        b.add_operator("window-counter", parallelism=2, key_serializer=String())
+        b.add_keyed_state("window-counter", "count", windowed, Int64(), namespace_serializer=TimeWindow(), key="url",
+                          namespace="window", value="hits")
+        b.add_timers("window-counter", "window-timers", "event_time", timers, namespace_serializer=TimeWindow(),
+                     key="url", namespace="window", timestamp="fires")
 
 
 def bootstrap_with_core(path: Path) -> None:
-    write_seeds(path, overwrite=True)
+    write_seeds(path, overwrite=True, windowed=True)
 
 
 class Checks:
@@ -78,9 +92,29 @@ def show_subtasks(sp: Savepoint, parallelism: int, check: Checks) -> None:
         check(all(view.key_group_of(url) in groups for url in counts), f"subtask {i} holds only keys of its key groups")
     check(sorted(offsets) == [o for values in OFFSETS.values() for o in values], "every offset restored exactly once")
     check(sorted(urls) == sorted(COUNTS), "every URL count restored exactly once")
+    show_windows(sp, plan, parallelism, check)
     if parallelism == 4:
         check(all(len(list(plan.subtask("kafka-source", i).list_state("offsets"))) == 1 for i in range(4)),
               "at parallelism 4 each source subtask reads one partition (none idle)")
+
+
+def show_windows(sp: Savepoint, plan, parallelism: int, check: Checks) -> None:
+    """The window counter: each subtask restores the windowed counts and the pending timers of its keys."""
+    view = sp.operator("window-counter").keyed_state("count")
+    windowed, timers = {}, []
+    for i in range(parallelism):
+        sub = plan.subtask("window-counter", i)
+        counts = {(url, window): hits for url, window, hits in sub.keyed_state("count")}
+        pending = list(sub.timers("window-timers"))
+        groups = sub.key_group_range
+        print(f"  subtask {i}: {len(counts)} windowed counts of {len({u for u, _ in counts})} URLs, "
+              f"{len(pending)} pending timers (first: {pending[0] if pending else None})")
+        check(all(view.key_group_of(url) in groups for url, _, _ in pending),
+              f"subtask {i} holds the timers of its own keys only")
+        windowed.update(counts)
+        timers += pending
+    check(windowed == WINDOW_COUNTS, "every windowed count restored exactly once, under its window")
+    check(sorted(timers) == sorted(TIMERS), "every pending timer restored exactly once, with its key")
 
 
 def read_back_with_spark(spark, path: Path, check: Checks) -> None:
@@ -97,6 +131,16 @@ def read_back_with_spark(spark, path: Path, check: Checks) -> None:
     check({(r.subtask, r.value) for r in offsets.collect()} == {(0, 100), (1, 101), (2, 200), (3, 201)},
           "Spark reads one offset per subtask at parallelism 4")
     check({r.key: r.value for r in counts.collect()} == COUNTS, "Spark reads every URL count")
+    windowed = state("window-counter", "count")
+    windowed.orderBy("key", "namespace").show(3, truncate=False)
+    check({(r.key, (r.namespace.start, r.namespace.end)): r.value for r in windowed.collect()}
+          == {(url, (w.start, w.end)): hits for (url, w), hits in WINDOW_COUNTS.items()},
+          "Spark reads every windowed count with its window")
+    timers = (spark.read.format("savepoint").option("operator", "window-counter").option("timer_service", "window-timers")
+              .option("target_parallelism", 4).load(str(path)))
+    timers.orderBy("subtask", "key").show(3, truncate=False)
+    check(sorted((r.key, r.timestamp) for r in timers.collect()) == sorted((url, t) for url, _, t in TIMERS),
+          "Spark reads every pending timer")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,23 +23,36 @@ from pyref.redistribution import DistributionMode
 from pyref.serializers import (
     Boolean,
     Bytes,
+    Char,
+    Enum,
+    Float32,
     Float64,
+    GlobalWindow,
+    Int8,
+    Int16,
     Int32,
     Int64,
     Json,
     ListOf,
     MapOf,
     Nullable,
+    Opaque,
     Protobuf,
     String,
+    TimeWindow,
     Tuple,
+    Window,
 )
+from pyref.ttl import TtlConfig
 
 from .operations import SEEDS as OPERATION_SEEDS
 from .operations import operations_input
 from .targets import CHUNK_SERIALIZERS, KEY_SERIALIZERS, chunk_input, manifest_input, savepoint_input, serializer_input
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+#: Savepoint seeds per savepoint: as written; repaired (7); with shared ranges and rows
+#: (15); with a sparse 64 GiB manifest (17); with sparse 8 GiB data files declared so (39).
+SAVEPOINT_FLAGS = (0, 7, 15, 17, 39)
 
 
 def _write_savepoints(root: str) -> dict[str, str]:
@@ -77,6 +90,21 @@ def _write_savepoints(root: str) -> dict[str, str]:
         op.keyed_state("map", MapOf(String(), Bytes())).add([("a", 1), ("b", 2)], [{"k": b"\x00"}, {}])
         op.keyed_state("proto", Protobuf(pb.ElementRange)).add(
             [("a", 1)], [pb.ElementRange(chunk=1, first=2, count=3)])
+    # Format 1.2: namespaces, TTL, timers, broadcast and coordinator state, writer-assigned key groups.
+    with SavepointWriter(path("format-1-2"), inline_bytes=256, chunk_bytes=512) as w:
+        op = w.add_operator("windows", parallelism=2, max_parallelism=16, key_serializer=String(), uid="w")
+        keys = [f"k{i}" for i in range(30)]
+        op.keyed_state("count", Int64(), namespace_serializer=TimeWindow(), ttl=TtlConfig(1000)).add(
+            keys, list(range(30)), namespaces=[Window(i % 3, i % 3 + 1) for i in range(30)],
+            ttl_timestamps=list(range(30)))
+        op.keyed_state("seen", Enum(["A", "B"]), kind="list", ttl=TtlConfig(5)).add(keys[:3], [["A"], [], ["B", "A"]],
+                                                                                    ttl_timestamps=[1, 2, [3, 4]])
+        op.timer_service("t", "event_time", GlobalWindow()).add(keys, list(range(30)), [None] * 30)
+        op.broadcast_state("b", Char(), Float32()).add_all(["x", "y"], [0.5, -1.0])
+        op.coordinator_state = b"\x00\x01coordinator"
+        pojo = w.add_operator("pojo", parallelism=2, max_parallelism=8, key_groups="writer",
+                              key_serializer=Opaque("flink", "com.example.Pojo", b"\x01"))
+        pojo.keyed_state("v", Int16(), kind="reducing").add([b"a", b"b"], [1, 2], key_groups=[1, 6])
     # A shallow rescale: the target refers to the source's files as a base.
     rescale(out["kinds"], path("rescaled"), 2)
     return out
@@ -114,6 +142,10 @@ def _snapshots() -> list[tuple[bytes, list[bytes]]]:
         (Tuple(String(), names=("name",)), [("n",)]),
         (Protobuf(pb.ElementRange), [pb.ElementRange(chunk=1, count=2)]),
         (ListOf(ListOf(MapOf(String(), Nullable(Tuple(Int32(), Float64()))))), [[[{"k": (1, 2.0)}, {"n": None}]]]),
+        # format 1.2
+        (Tuple(Int8(), Int16(), Char(), Float32()), [(1, -2, "é", 1.5)]), (Enum(["A", "B"]), ["B", "A"]),
+        (MapOf(TimeWindow(), GlobalWindow()), [{Window(0, 1): None}]),
+        (Opaque("flink", "com.example.Pojo", b"\x00"), [b"\x01\x02"]),
     ]
     return [(s.snapshot().SerializeToString(deterministic=True), [s.encode(v) for v in values]) for s, values in cases]
 
@@ -152,11 +184,14 @@ def _savepoint_seeds() -> dict[str, list[bytes]]:
                 envelope = f.read()
             seeds["manifest"] += [manifest_input(envelope, fix=False), manifest_input(envelope, fix=True)]
             files = _files(root, name)
-            seeds["savepoint"] += [savepoint_input(files, flags=0), savepoint_input(files, flags=7)]
+            seeds["savepoint"] += [savepoint_input(files, flags=flags) for flags in SAVEPOINT_FLAGS]
             m, _ = decode_manifest(envelope, path=name)
             for op in m.operators:
+                # The chunk target's shapes: list, and keyed value, map and list state without 1.2 columns.
+                plain = [s for s in op.keyed_states if s.kind in (pb.VALUE, pb.MAP, pb.LIST)
+                         and not s.HasField("namespace_serializer") and not s.HasField("ttl")]
                 states = [(s, 0) for s in op.list_states] + [(s, {pb.VALUE: 1, pb.MAP: 2, pb.LIST: 3}[s.kind])
-                                                             for s in op.keyed_states]
+                                                             for s in plain]
                 for state, shape in states[:4]:
                     chunk = state.chunks[0]
                     if chunk.WhichOneof("location") == "inline_data":

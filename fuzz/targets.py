@@ -76,10 +76,20 @@ class BoundExceeded(AssertionError):
     """An input broke a resource bound: a finding, like an untyped exception."""
 
 
+#: How often one input of the savepoint target (:func:`read_everything`, a few passes over
+#: every state) may decompress one stored byte range of a data file; more means a manifest multiplied
+#: the work per stored byte (spec/format.md §5.9: chunk entries sharing a range, or a
+#: chunk decoded once per range of a partition).
+DECOMPRESSIONS_PER_RANGE = 32
+
+
 class _Accounting:
-    """Bytes that decompression legitimately added (raw_length - stored length)."""
+    """Bytes that decompression legitimately added (raw_length - stored length), and how
+    often each stored range ("file@offset", length) was decompressed while an input runs
+    (None outside :func:`run_one`: this module patches pyref for the whole process)."""
 
     expanded = 0
+    decompressions: dict[tuple[str, int], int] | None = None
 
 
 def _counting_decompress(codec, stored, raw_length, **kw):
@@ -88,6 +98,13 @@ def _counting_decompress(codec, stored, raw_length, **kw):
     if codec == _codecs.Codec.ZSTD and raw_length > _codecs.MAX_ZSTD_RATIO * len(stored):
         raise BoundExceeded(f"zstd chunk expanded {len(stored)} -> {raw_length} bytes, beyond the ratio bound")
     _Accounting.expanded += max(0, raw_length - len(stored))
+    where = kw.get("path") or ""
+    if _Accounting.decompressions is not None and "@" in where:  # a data file's range; inline bytes are input
+        key = (where, len(stored))
+        count = _Accounting.decompressions[key] = _Accounting.decompressions.get(key, 0) + 1
+        if count > DECOMPRESSIONS_PER_RANGE:
+            raise BoundExceeded(f"stored bytes {where} (+{len(stored)}) decompressed {count} times: work per stored "
+                                "byte is not bounded (spec/format.md §5.9)")
     return out
 
 
@@ -315,11 +332,23 @@ def target_serializer(data: bytes) -> None:
 _MAX_FILES = 16
 
 
+#: Flag bit 3 appends this many chunk entries over one stored range, and ranges over rows
+#: already selected, to every state (what rules C6 and L6 refuse).
+SHARED_COPIES = 64
+#: Flag bits 4 and 5 extend ``sp/_manifest``, or every data file, to these sizes: sparse
+#: files, costing no memory or disk unless a reader reads them whole.
+SPARSE_MANIFEST_BYTES = 64 << 30
+SPARSE_DATA_BYTES = 8 << 30
+
+
 def savepoint_input(files: dict[str, bytes], *, flags: int = 0) -> bytes:
     """Layout: u8 flags (bit 0 fix manifest envelopes, bit 1 fix chunk CRC32Cs from the
-    files, bit 2 fix data file sizes), then files as (u16 name length, name, u32 length,
-    bytes)*. Names are relative to a scratch directory; the savepoint opened is ``sp``,
-    other top-level directories serve as its bases."""
+    files, bit 2 fix data file sizes, bit 3 share stored ranges and rows between chunk
+    entries and element ranges, bit 4 make ``sp/_manifest`` a sparse file of 64 GiB, bit 5
+    make every data file a sparse file of 8 GiB (and, with bit 2, its declared size too)),
+    then files as (u16 name length, name, u32 length, bytes)*. Names are relative to a
+    scratch directory; the savepoint opened is ``sp``, other top-level directories serve
+    as its bases."""
     out = bytes([flags])
     for name, content in files.items():
         n = name.encode()
@@ -356,13 +385,15 @@ def _fix(files: dict[str, bytes], flags: int) -> None:
         if len(data) < ENVELOPE_OVERHEAD:
             continue
         body = data[16:-4]
-        if flags & 6:
+        if flags & 14:
             m = pb.Manifest()
             try:
                 m.ParseFromString(body)
             except DecodeError:
                 m = None
             if m is not None:
+                if flags & 8:
+                    _share(m)
                 _fix_chunks(files, directory, m, flags)
                 body = m.SerializeToString()
         major, minor = struct.unpack_from("<HH", data, 8)
@@ -381,25 +412,66 @@ def _fix_chunks(files: dict[str, bytes], directory: str, m: pb.Manifest, flags: 
         for i, f in enumerate(m.data_files):
             c = content(i)
             if c is not None:
-                f.size = len(c)
+                f.size = SPARSE_DATA_BYTES if flags & 32 else len(c)
     if flags & 2:
         for op in m.operators:
-            for st in [*op.list_states, *op.keyed_states]:
-                for ch in st.chunks:
-                    if ch.WhichOneof("location") == "inline_data":
-                        ch.crc32c = crc32c(ch.inline_data)
-                    elif ch.WhichOneof("location") == "range":
-                        c = content(ch.range.file)
-                        if c is not None:
-                            ch.crc32c = crc32c(c[ch.range.offset:ch.range.offset + ch.range.length])
+            chunks = [ch for st in [*op.list_states, *op.keyed_states, *op.timer_services, *op.broadcast_states]
+                      for ch in st.chunks]
+            for ch in [*chunks, *([op.coordinator_state] if op.HasField("coordinator_state") else [])]:
+                if ch.WhichOneof("location") == "inline_data":
+                    ch.crc32c = crc32c(ch.inline_data)
+                elif ch.WhichOneof("location") == "range":
+                    c = content(ch.range.file)
+                    if c is not None:
+                        ch.crc32c = crc32c(c[ch.range.offset:ch.range.offset + ch.range.length])
+
+
+def _share(m: pb.Manifest) -> None:
+    """Flag bit 3: every state and timer service gets more entries over its last chunk's
+    stored bytes, every partition (list and broadcast state) selects its first rows again,
+    and every operator's coordinator state is the first one's (rules C6 and L6 refuse all)."""
+    coordinators = [op.coordinator_state for op in m.operators if op.HasField("coordinator_state")]
+    for op in m.operators:
+        for state in [*op.list_states, *op.keyed_states, *op.timer_services, *op.broadcast_states]:
+            if state.chunks:
+                state.chunks.extend([state.chunks[-1]] * SHARED_COPIES)
+        for state in [*op.list_states, *op.broadcast_states]:
+            for partition in state.partitions:
+                if partition.ranges:
+                    partition.ranges.extend([partition.ranges[0]] * SHARED_COPIES)
+        if coordinators and op.coordinator_state != coordinators[0]:
+            op.coordinator_state.CopyFrom(coordinators[0])
+
+
+def _make_sparse(path: str, size: int) -> None:
+    if os.path.isfile(path) and not os.path.islink(path):
+        os.truncate(path, size)
 
 
 def _items_and_get(view) -> None:
     first = None
-    for item in view.items():
+    for item in view.items(with_ttl=view.ttl is not None):
         first = item if first is None else first
     if first is not None:
-        view.get(first[0])
+        view.get(first[0], **({"namespace": first[1]} if view.namespaced else {}))
+
+
+def _read_1_2_parts(op) -> None:
+    """Timers, broadcast maps and coordinator state (format 1.2)."""
+    try:
+        services = op.timer_services
+    except SavepointError:
+        services = []
+    for service in services:
+        _guard(lambda: list(service.timers()))
+        _guard(service.to_arrow)
+    for name in op.broadcast_state_names:
+        try:
+            view = op.broadcast_state(name)
+        except SavepointError:
+            continue
+        _guard(lambda: list(view.partitions()))
+    _guard(lambda: op.coordinator_state)
 
 
 def read_everything(path: str) -> None:
@@ -422,6 +494,7 @@ def read_everything(path: str) -> None:
                 continue
             _guard(_items_and_get, view)
             _guard(view.to_arrow)
+        _read_1_2_parts(op)
     _guard(verify, sp)
     for parallelism in (1, 3):
         try:
@@ -434,6 +507,10 @@ def read_everything(path: str) -> None:
                     _guard(sub.list_state, name)
                 for name in op.keyed_state_names:
                     _guard(sub.keyed_state, name)
+                for name in op.broadcast_state_names:
+                    _guard(sub.broadcast_state, name)
+                for service in op.proto.timer_services:
+                    _guard(lambda: list(sub.timers(service.name, service.domain)))
                 _guard(sub.planned_bytes)
 
 
@@ -450,7 +527,7 @@ def _scratch() -> str:
 
 def target_savepoint(data: bytes) -> None:
     flags, files = _parse_files(data)
-    if flags & 7:
+    if flags & 15:
         _fix(files, flags)
     root = os.path.join(_scratch(), "t")
     shutil.rmtree(root, ignore_errors=True)
@@ -463,6 +540,12 @@ def target_savepoint(data: bytes) -> None:
                 f.write(content)
         except (IsADirectoryError, NotADirectoryError, FileExistsError):
             continue  # "a" and "a/b" both named: keep the first
+    if flags & 16:
+        _make_sparse(os.path.join(root, "sp", "_manifest"), SPARSE_MANIFEST_BYTES)
+    if flags & 32:
+        for name in files:
+            if "/data/" in name:
+                _make_sparse(os.path.join(root, *name.split("/")), SPARSE_DATA_BYTES)
     try:
         read_everything(os.path.join(root, "sp"))
     except SavepointError:
@@ -521,6 +604,9 @@ def run_one(target: str, data: bytes, *, check_bounds: bool = True) -> None:
         tracemalloc.reset_peak()
         before = tracemalloc.get_traced_memory()[0]
         _Accounting.expanded = 0
+        # Only the savepoint target reads one savepoint a fixed number of times (read_everything);
+        # the operations target reads a tree again after every operation.
+        _Accounting.decompressions = {} if target == "savepoint" else None
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             # A numpy overflow or a similar warning on hostile input is a silent misread.
@@ -529,6 +615,7 @@ def run_one(target: str, data: bytes, *, check_bounds: bool = True) -> None:
         elapsed = time.perf_counter() - t0
         peak = tracemalloc.get_traced_memory()[1] - before
     finally:
+        _Accounting.decompressions = None
         if started:
             tracemalloc.stop()
     if elapsed > TIME_LIMIT_S:

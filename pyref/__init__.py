@@ -31,6 +31,7 @@ from .reader import Savepoint
 from .redistribution import DistributionMode, ElementSlice, redistribute
 from .restore import RestorePlan
 from .rewrite import migrate_state, rescale
+from .ttl import TtlConfig
 from .writer import SavepointWriter
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "SavepointNotFoundError",
     "SavepointWriter",
     "StorageError",
+    "TtlConfig",
     "UnsupportedFormatError",
     "assign_to_key_group",
     "compute_key_groups",

@@ -84,33 +84,52 @@ def _print_describe(info: dict) -> None:
     print(f"  {info['data_files']} data files, {info['data_bytes']} bytes of its own")
     for op in info["operators"]:
         name = f" ({op['name']})" if op["name"] else ""
+        name += f" uid {op['uid']}" if op["uid"] else ""
+        name += ", writer-assigned key groups" if op["key_groups"] == "writer" else ""
         print(f"operator {op['operator_id']}{name}: parallelism "
               f"{op['parallelism']}, max parallelism {op['max_parallelism']}"
               + (f", keys {op['key_serializer']}" if op["key_serializer"] else ""))
-        ranges = ", ".join(f"{s['subtask']}:{s['first_key_group']}-{s['last_key_group']}" for s in op["subtasks"])
-        print(f"  key groups per subtask: {ranges}")
+        low, high = op["key_groups_per_subtask"]["min"], op["key_groups_per_subtask"]["max"]
+        print(f"  key groups per subtask: {low if low == high else f'{low}-{high}'}"
+              + ("" if "subtask_key_groups" in op else " (--subtasks lists them)"))
+        if "subtask_key_groups" in op:
+            print("  " + ", ".join(f"{i}:{first}-{last}" for i, (first, last) in enumerate(op["subtask_key_groups"])))
         for st in op["states"]:
             if st["type"] == "list":
                 print(f"  list state {st['name']} [{st['mode']}] {st['serializer']}: elements per partition "
                       f"{st['elements_per_partition']}, {st['chunks']} chunks, {st['stored_bytes']} bytes")
+            elif st["type"] == "broadcast":
+                print(f"  broadcast state {st['name']} {st['key_serializer']} -> {st['serializer']}: entries per "
+                      f"partition {st['entries_per_partition']}, {st['chunks']} chunks, {st['stored_bytes']} bytes")
             else:
-                extra = f" user key {st['user_key_serializer']}" if "user_key_serializer" in st else ""
+                extra = "".join(f" {what} {st[field]}" for what, field in (
+                    ("user key", "user_key_serializer"), ("namespace", "namespace_serializer")) if field in st)
+                extra += f" ttl {st['ttl']['ttl_ms']} ms" if "ttl" in st else ""
                 print(f"  keyed state {st['name']} [{st['kind']}] {st['serializer']}{extra}: {st['entries']} "
                       f"entries in {st['key_groups_with_entries']} key groups, {st['chunks']} chunks, "
                       f"{st['stored_bytes']} bytes")
+        for ts in op["timer_services"]:
+            namespace = f" namespace {ts['namespace_serializer']}" if ts["namespace_serializer"] else ""
+            print(f"  timer service {ts['name']} [{ts['domain']}]{namespace}: {ts['timers']} timers in "
+                  f"{ts['key_groups_with_timers']} key groups, {ts['chunks']} chunks, {ts['stored_bytes']} bytes")
+        if op["coordinator_state_bytes"] is not None:
+            print(f"  coordinator state: {op['coordinator_state_bytes']} bytes")
 
 
 def _plan(sp: Savepoint, parallelism: int | dict[str, int]) -> dict:
     plan = sp.restore_plan(parallelism)
     out = {"location": sp.location, "operators": []}
     for op_id, op_plan in plan.operators.items():
+        # Elements (list state) and entries (broadcast state) per subtask, one count per shared list.
+        counts = {name: op_plan.element_counts(name) for name in op_plan.operator.list_state_names}
+        entries = {name: op_plan.element_counts(name) for name in op_plan.operator.broadcast_state_names}
         subtasks = []
         for sub in plan.subtasks(op_id):
-            entry = {"subtask": sub.index, "first_key_group": sub.key_group_range.first,
-                     "last_key_group": sub.key_group_range.last, "planned_bytes": sub.planned_bytes(), "list_states": {}}
-            for name in op_plan.operator.list_state_names:
-                entry["list_states"][name] = sum(r.count for r in sub.list_ranges(name))
-            subtasks.append(entry)
+            subtasks.append({"subtask": sub.index, "first_key_group": sub.key_group_range.first,
+                             "last_key_group": sub.key_group_range.last, "planned_bytes": sub.planned_bytes(),
+                             "list_states": {name: per_subtask[sub.index] for name, per_subtask in counts.items()},
+                             "broadcast_states": {name: per_subtask[sub.index]
+                                                  for name, per_subtask in entries.items()}})
         out["operators"].append({"operator_id": op_id, "from_parallelism": op_plan.operator.parallelism,
                                  "to_parallelism": op_plan.parallelism, "subtasks": subtasks})
     return out
@@ -120,7 +139,8 @@ def _print_plan(info: dict) -> None:
     for op in info["operators"]:
         print(f"operator {op['operator_id']}: parallelism {op['from_parallelism']} -> {op['to_parallelism']}")
         for s in op["subtasks"]:
-            lists = ", ".join(f"{k}: {v} elements" for k, v in s["list_states"].items())
+            lists = ", ".join([*(f"{k}: {v} elements" for k, v in s["list_states"].items()),
+                               *(f"{k}: {v} entries" for k, v in s["broadcast_states"].items())])
             print(f"  subtask {s['subtask']}: key groups {s['first_key_group']}-{s['last_key_group']}"
                   f"{'; ' + lists if lists else ''}; reads {s['planned_bytes']} bytes")
 
@@ -144,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("inspect", help="operators, states, modes, serializers, parallelism, sizes, key-group ranges")
     p.add_argument("path")
+    p.add_argument("--subtasks", action="store_true", help="list every subtask's key groups (one line per operator)")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("verify", help="read every data file, chunk, checksum, value and base reference")
@@ -179,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
     if hasattr(args, "handler"):
         return args.handler(args)
     if args.command == "inspect":
-        info = describe(Savepoint.open(args.path))
+        info = describe(Savepoint.open(args.path), subtasks=args.subtasks)
         print(json.dumps(info, indent=2)) if args.json else _print_describe(info)
         return 0
     if args.command == "verify":

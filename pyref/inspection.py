@@ -8,13 +8,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+import pyarrow as pa
+
 from ._proto.savepoint.v1 import manifest_pb2 as pb
 from ._proto.savepoint.v1 import serializer_pb2
 from .errors import ConcurrentWriteError, SavepointError, StorageError
-from .key_groups import key_group_range
-from .manifest import DATA_FILE_MAGIC, KEYED_COLUMNS, LIST_COLUMNS, state_label
+from .key_groups import key_group_bounds
+from .manifest import (
+    BROADCAST_COLUMNS,
+    COORDINATOR_COLUMNS,
+    DATA_FILE_MAGIC,
+    LIST_COLUMNS,
+    keyed_column_count,
+    state_label,
+    timer_column_count,
+)
 from .reader import KIND_NAMES, Savepoint
-from .serializers import serializer_from_snapshot
+from .serializers import Int64, ListOf, serializer_from_snapshot
+from .timers import DOMAIN_NAMES, service_label
+from .ttl import TtlConfig, TtlValue
 
 #: Errors that are not statements about the savepoint's bytes: verify raises them.
 _NOT_DAMAGE = (StorageError, ConcurrentWriteError)
@@ -32,7 +45,10 @@ def _chunk_bytes(chunks) -> tuple[int, int, int]:
     return len(chunks), stored, sum(c.raw_length for c in chunks)
 
 
-def describe(sp: Savepoint) -> dict:
+def describe(sp: Savepoint, *, subtasks: bool = False) -> dict:
+    """What the savepoint holds, O(manifest) in time and size: per operator, the number of
+    key groups a subtask holds (smallest and largest); with ``subtasks``, also every
+    subtask's ``[first, last]`` key groups (O(parallelism) per operator)."""
     m = sp.manifest
     operators = []
     for op in m.operators:
@@ -56,17 +72,45 @@ def describe(sp: Savepoint) -> dict:
             }
             if ks.kind == pb.MAP:
                 entry["user_key_serializer"] = serializer_label(ks.user_key_serializer)
+            if ks.HasField("namespace_serializer"):
+                entry["namespace_serializer"] = serializer_label(ks.namespace_serializer)
+            if ks.HasField("ttl"):
+                entry["ttl"] = vars(TtlConfig.from_proto(ks.ttl))
             states.append(entry)
-        subtasks = []
-        for i in range(op.parallelism):
-            r = key_group_range(op.max_parallelism, op.parallelism, i)
-            subtasks.append({"subtask": i, "first_key_group": r.first, "last_key_group": r.last})
-        operators.append({
-            "operator_id": op.operator_id, "name": op.name, "parallelism": op.parallelism,
+        for bs in op.broadcast_states:
+            n, stored, raw = _chunk_bytes(bs.chunks)
+            states.append({
+                "name": bs.name, "type": "broadcast", "serializer": serializer_label(bs.value_serializer),
+                "key_serializer": serializer_label(bs.key_serializer),
+                "entries_per_partition": [sum(r.count for r in p.ranges) for p in bs.partitions],
+                "chunks": n, "stored_bytes": stored, "raw_bytes": raw,
+            })
+        timers = []
+        for ts in op.timer_services:
+            n, stored, raw = _chunk_bytes(ts.chunks)
+            timers.append({
+                "name": ts.name, "domain": DOMAIN_NAMES[ts.domain], "timers": sum(c.row_count for c in ts.chunks),
+                "namespace_serializer": (serializer_label(ts.namespace_serializer)
+                                         if ts.HasField("namespace_serializer") else None),
+                "key_groups_with_timers": len({c.key_group for c in ts.chunks}),
+                "chunks": n, "stored_bytes": stored, "raw_bytes": raw,
+            })
+        firsts, lasts = key_group_bounds(op.max_parallelism, op.parallelism)
+        sizes = lasts - firsts + 1
+        operator = {
+            "operator_id": op.operator_id, "name": op.name, "uid": op.uid, "parallelism": op.parallelism,
             "max_parallelism": op.max_parallelism,
             "key_serializer": serializer_label(op.key_serializer) if op.HasField("key_serializer") else None,
-            "subtasks": subtasks, "states": states,
-        })
+            "key_groups": "writer" if op.key_groups == pb.KEY_GROUPS_FROM_WRITER else "hashed",
+            # A one-cell payload is 16 bytes of row count, column count and two offsets, then the cell (§7).
+            "coordinator_state_bytes": (op.coordinator_state.raw_length - 16 if op.HasField("coordinator_state")
+                                        else None),
+            "key_groups_per_subtask": {"min": int(sizes.min()), "max": int(sizes.max())},
+            "states": states, "timer_services": timers,
+        }
+        if subtasks:
+            operator["subtask_key_groups"] = np.stack([firsts, lasts], axis=1).tolist()
+        operators.append(operator)
     return {
         "location": sp.location, "savepoint_id": m.savepoint_id, "format_version": str(sp.version),
         "created_by": m.created_by, "created_at_ms": m.created_at_ms,
@@ -123,24 +167,67 @@ def verify(sp: Savepoint) -> VerifyReport:
                                    f"{sp.io.describe(rel)}")
     for op in sp.manifest.operators:
         for ls in op.list_states:
-            _verify_state(sp, op, ls, ls.chunks, LIST_COLUMNS, [ls.element_serializer], report)
+            _verify_chunks(sp, state_label(op, ls.name), ls.chunks, LIST_COLUMNS, lambda: [
+                serializer_from_snapshot(ls.element_serializer)], report)
         for ks in op.keyed_states:
-            snapshots = [op.key_serializer, *([ks.user_key_serializer] if ks.kind == pb.MAP else []),
-                         ks.value_serializer]
-            _verify_state(sp, op, ks, ks.chunks, KEYED_COLUMNS[ks.kind], snapshots, report)
+            _verify_chunks(sp, state_label(op, ks.name), ks.chunks, keyed_column_count(ks),
+                           lambda: _keyed_serializers(op, ks), report)
+        for ts in op.timer_services:
+            _verify_chunks(sp, service_label(op.operator_id, ts.name, ts.domain), ts.chunks, timer_column_count(ts),
+                           lambda: [serializer_from_snapshot(op.key_serializer),
+                                    *([serializer_from_snapshot(ts.namespace_serializer)]
+                                      if ts.HasField("namespace_serializer") else []), Int64()], report)
+        for bs in op.broadcast_states:
+            _verify_chunks(sp, state_label(op, bs.name), bs.chunks, BROADCAST_COLUMNS, lambda: [
+                serializer_from_snapshot(bs.key_serializer), serializer_from_snapshot(bs.value_serializer)], report)
+            _verify_broadcast_keys(sp, op, bs, report)
+        if op.HasField("coordinator_state"):
+            _verify_chunks(sp, f"{op.operator_id} (coordinator state)", [op.coordinator_state], COORDINATOR_COLUMNS,
+                           lambda: None, report)
     if report.errors:
         store.check_unchanged()  # damage seen because a writer replaced the savepoint meanwhile?
     return report
 
 
-def _verify_state(sp: Savepoint, op: pb.Operator, state, chunks, columns: int, snapshots, report: VerifyReport) -> None:
-    from .serializers import ListOf
+def _keyed_serializers(op: pb.Operator, ks: pb.KeyedState) -> list:
+    """The serializers of a keyed state's columns, a TTL state's values as TTL cells (§7.8)."""
+    value = serializer_from_snapshot(ks.value_serializer)
+    if ks.HasField("ttl"):
+        value = TtlValue(value)
+    return [serializer_from_snapshot(op.key_serializer),
+            *([serializer_from_snapshot(ks.namespace_serializer)] if ks.HasField("namespace_serializer") else []),
+            *([serializer_from_snapshot(ks.user_key_serializer)] if ks.kind == pb.MAP else []),
+            ListOf(value) if ks.kind == pb.LIST else value]
 
-    label = state_label(op, state.name)
+
+def _verify_broadcast_keys(sp: Savepoint, op: pb.Operator, bs: pb.BroadcastState, report: VerifyReport) -> None:
+    """Rule B5: the keys of every partition are distinct. Each chunk is decoded once for all
+    partitions (which share chunks: one map, every subtask), and partitions with the same
+    ranges are checked once, so the work stays linear in the stored bytes (spec/format.md §5.9)."""
+    view = sp.operator(op.operator_id).broadcast_state(bs.name)
     try:
-        serializers = [serializer_from_snapshot(s) for s in snapshots]
-        if isinstance(state, pb.KeyedState) and state.kind == pb.LIST:
-            serializers[-1] = ListOf(serializers[-1])
+        keys = [key for key, _ in sp.store.read_many(bs.chunks, BROADCAST_COLUMNS, view.label)]
+    except _NOT_DAMAGE:
+        raise
+    except SavepointError:
+        return  # a chunk that does not read: _verify_chunks reported it
+    checked = set()
+    for i, partition in enumerate(bs.partitions):
+        ranges = partition.SerializeToString(deterministic=True)
+        if ranges in checked:
+            continue
+        checked.add(ranges)
+        held = [keys[r.chunk].slice(r.first, r.count) for r in partition.ranges]
+        try:
+            view.check_distinct_keys(pa.concat_arrays(held) if held else pa.array([], pa.binary()))
+        except SavepointError as exc:
+            report.errors.append(f"partition {i}: {exc}")
+
+
+def _verify_chunks(sp: Savepoint, label: str, chunks, columns: int, serializers_of, report: VerifyReport) -> None:
+    """Read every chunk; decode every cell with ``serializers_of()`` (None: the cells are opaque)."""
+    try:
+        serializers = serializers_of()
     except SavepointError as exc:
         report.warnings.append(f"{label}: values not decoded: {exc.reason}")
         serializers = None

@@ -15,7 +15,9 @@ checked against each other by property tests.
 
 from __future__ import annotations
 
+import math
 import operator
+import struct
 from dataclasses import dataclass
 from typing import Any, Iterator, Tuple, Union
 
@@ -35,6 +37,7 @@ __all__ = [
     "compute_key_groups",
     "KeyGroupRange",
     "key_group_range",
+    "key_group_bounds",
     "operator_index_for_key_group",
     "default_max_parallelism",
     "check_parallelism",
@@ -53,8 +56,11 @@ DEFAULT_LOWER_BOUND_MAX_PARALLELISM = 128
 KeyType = Union[str, Tuple["KeyType", ...]]
 
 #: The scalar key types, named like their serializer ids (spec/serializers.md).
-SCALAR_KEY_TYPES = frozenset({"int32", "int64", "string", "boolean", "bytes"})
+SCALAR_KEY_TYPES = frozenset({"int32", "int64", "string", "boolean", "bytes",
+                              "int8", "int16", "float32", "char"})  # the last four: format 1.2
 
+#: Java's canonical NaN (Float.floatToIntBits of every NaN).
+_FLOAT32_NAN = 0x7FC00000
 _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1
 _INT64_MIN = -(2**63)
@@ -167,6 +173,19 @@ def _java_hash_u32(key: Any, key_type: KeyType) -> int:
     if key_type == "int32":
         value = _check_key_int(key, key_type, _INT32_MIN, _INT32_MAX)
         return value & _MASK32  # Integer.hashCode is the value itself
+    if key_type in ("int8", "int16"):
+        bits = 8 if key_type == "int8" else 16
+        # Byte.hashCode / Short.hashCode: the value, sign-extended to an int.
+        return _check_key_int(key, key_type, -(2 ** (bits - 1)), 2 ** (bits - 1) - 1) & _MASK32
+    if key_type == "float32":
+        if isinstance(key, (bool, np.bool_)) or not isinstance(key, (float, int, np.floating, np.integer)):
+            raise InvalidArgumentError(f"a key of type 'float32' must be a float, got {key!r}")
+        # Float.hashCode is floatToIntBits: the binary32 bits, every NaN as 0x7fc00000.
+        return _FLOAT32_NAN if math.isnan(key) else struct.unpack("<I", struct.pack("<f", key))[0]
+    if key_type == "char":
+        if not isinstance(key, str) or len(key) != 1 or ord(key) > 0xFFFF:
+            raise InvalidArgumentError(f"a key of type 'char' must be one UTF-16 code unit (a str), got {key!r}")
+        return ord(key)  # Character.hashCode: the code unit
     if key_type == "int64":
         value = _check_key_int(key, key_type, _INT64_MIN, _INT64_MAX)
         # Long.hashCode: (int)(value ^ (value >>> 32)); >>> is an unsigned shift.
@@ -334,8 +353,8 @@ def _segment_polynomial(
 ) -> np.ndarray:
     """Horner hash of each row of a ragged array, all rows at once.
 
-    ``units`` holds the code units (already as uint32, so signed bytes are
-    pre-wrapped) and row ``r`` is ``units[offsets[r]:offsets[r+1]]`` with
+    ``units`` holds the code units (any integer dtype; signed bytes wrap to
+    uint32 as Java's sign extension does) and row ``r`` is ``units[offsets[r]:offsets[r+1]]`` with
     ``offsets[0] == 0``. Expanding Horner's rule, unit ``i`` of a row of
     length ``L`` contributes ``unit * 31**(L-1-i)``: this equals hashing a
     right-aligned, zero-padded matrix (leading zeros add nothing) without
@@ -346,9 +365,15 @@ def _segment_polynomial(
     n_units = int(offsets[-1])
     width = int(lengths[0]) if len(lengths) else 0
     if n_units and (lengths == width).all():
-        # Equal lengths (fixed-size keys): one matrix-vector product, no index arithmetic.
-        h = (units.reshape(-1, width) * _powers_of_31(width)[::-1]).sum(axis=1, dtype=np.uint32)
+        # Equal lengths (fixed-size keys): Horner's rule one column at a time, each a
+        # contiguous pass, with no temporary as large as the units themselves.
+        matrix = units.reshape(-1, width)
+        h = np.zeros(len(lengths), dtype=np.uint32)
+        for column in range(width):
+            h *= _THIRTY_ONE
+            h += matrix[:, column].astype(np.uint32)
     elif n_units:
+        units = units.astype(np.uint32)
         ends = np.repeat(offsets[1:], lengths)
         exponents = ends - 1 - np.arange(n_units, dtype=ends.dtype)
         contributions = units * _powers_of_31(int(lengths.max()))[exponents]
@@ -387,7 +412,7 @@ def _string_hash_u32(arr: pa.Array) -> np.ndarray:
     high = np.zeros(len(data) + 1, dtype=np.int64)
     np.cumsum(data >= 0x80, out=high[1:])
     non_ascii = np.flatnonzero(high[offsets[1:]] != high[offsets[:-1]])
-    h = _segment_polynomial(data.astype(np.uint32), offsets, start_value_one=False)
+    h = _segment_polynomial(data, offsets, start_value_one=False)
     if len(non_ascii):
         # Only rows with non-ASCII text: re-encode them as UTF-16 code units
         # (a non-BMP character becomes a surrogate pair) and hash those.
@@ -396,16 +421,15 @@ def _string_hash_u32(arr: pa.Array) -> np.ndarray:
         unit_lengths = np.fromiter((len(e) // 2 for e in encoded), dtype=np.int64, count=len(encoded))
         sub_offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
         np.cumsum(unit_lengths, out=sub_offsets[1:])
-        units = np.frombuffer(b"".join(encoded), dtype="<u2").astype(np.uint32)
+        units = np.frombuffer(b"".join(encoded), dtype="<u2")
         h[non_ascii] = _segment_polynomial(units, sub_offsets, start_value_one=False)
     return h
 
 
 def _bytes_hash_u32(arr: pa.Array) -> np.ndarray:
     offsets, data = _binary_parts(arr)
-    # Java bytes are signed: 0x80..0xff are -128..-1, i.e. 2**32-128.. as uint32.
-    units = data.view(np.int8).astype(np.int32).view(np.uint32)
-    return _segment_polynomial(units, offsets, start_value_one=True)
+    # Java bytes are signed: 0x80..0xff are -128..-1, which wrap to 2**32-128.. as uint32.
+    return _segment_polynomial(data.view(np.int8), offsets, start_value_one=True)
 
 
 def _hash_u32(arr: pa.Array, key_type: KeyType) -> np.ndarray:
@@ -428,6 +452,19 @@ def _hash_u32(arr: pa.Array, key_type: KeyType) -> np.ndarray:
         if not pa.types.is_int32(t):
             raise InvalidArgumentError(f"keys of type 'int32' must be an int32 array, got {t}")
         return arr.to_numpy(zero_copy_only=False).view(np.uint32)
+    if key_type in ("int8", "int16"):
+        if t != (pa.int8() if key_type == "int8" else pa.int16()):
+            raise InvalidArgumentError(f"keys of type {key_type!r} must be an {key_type} array, got {t}")
+        return arr.to_numpy(zero_copy_only=False).astype(np.int32).view(np.uint32)  # sign-extended
+    if key_type == "float32":
+        if not pa.types.is_float32(t):
+            raise InvalidArgumentError(f"keys of type 'float32' must be a float32 array, got {t}")
+        values = arr.to_numpy(zero_copy_only=False)
+        return np.where(np.isnan(values), _U32(_FLOAT32_NAN), values.view(np.uint32)).astype(np.uint32)
+    if key_type == "char":
+        if not pa.types.is_uint16(t):
+            raise InvalidArgumentError(f"keys of type 'char' must be a uint16 array of code units, got {t}")
+        return arr.to_numpy(zero_copy_only=False).astype(np.uint32)
     if key_type == "int64":
         if not pa.types.is_int64(t):
             raise InvalidArgumentError(f"keys of type 'int64' must be an int64 array, got {t}")
@@ -571,6 +608,15 @@ def key_group_range(max_parallelism: int, parallelism: int, operator_index: int)
     first = (operator_index * max_parallelism + parallelism - 1) // parallelism
     last = ((operator_index + 1) * max_parallelism - 1) // parallelism
     return KeyGroupRange(first, last)
+
+
+def key_group_bounds(max_parallelism: int, parallelism: int) -> tuple[np.ndarray, np.ndarray]:
+    """First and last key group of every subtask ``0..parallelism-1`` at once (int64
+    arrays): :func:`key_group_range` for all of them in O(parallelism) numpy work."""
+    check_parallelism(parallelism, max_parallelism)
+    index = np.arange(parallelism, dtype=np.int64)
+    return ((index * max_parallelism + parallelism - 1) // parallelism,
+            ((index + 1) * max_parallelism - 1) // parallelism)
 
 
 def operator_index_for_key_group(max_parallelism: int, parallelism: int, key_group: int) -> int:

@@ -15,18 +15,28 @@ from .errors import InvalidArgumentError, UnsupportedFormatError
 from .key_groups import KeyType
 from .serializers import Serializer
 
-_HASHABLE = {"int32": "int32", "int64": "int64", "string": "string", "boolean": "boolean", "bytes": "bytes"}
+#: Key serializers with a key hash (spec/key-groups.md §3), each selecting the key type of its name.
+_HASHABLE = frozenset({"int32", "int64", "string", "boolean", "bytes", "int8", "int16", "float32", "char"})
 
 
 def key_type_of(snapshot: serializer_pb2.SerializerSnapshot) -> KeyType:
     """The key type whose hash the serializer's keys use; refuses unhashable serializers."""
     if snapshot.serializer_id in _HASHABLE:
-        return _HASHABLE[snapshot.serializer_id]
+        return snapshot.serializer_id
     if snapshot.serializer_id == "tuple" and snapshot.nested:
         return tuple(key_type_of(f) for f in snapshot.nested)
     raise UnsupportedFormatError(
         f"serializer {snapshot.serializer_id!r} cannot serialize keys: key hashing is defined for int32, int64, "
-        "string, boolean, bytes and tuples of them (spec/key-groups.md §2)")
+        "string, boolean, bytes, int8, int16, float32, char and tuples of them (spec/key-groups.md §3); an "
+        "operator keyed otherwise needs key groups assigned by its writer (spec/format.md §7.12)")
+
+
+def _converted(keys: Sequence, serializer: Serializer) -> pa.Array:
+    """Python keys whose Arrow form differs from the value (a char's code unit, say)."""
+    try:
+        return pa.array([serializer._to_arrow_value(k) for k in keys], type=serializer.arrow_type())
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+        raise InvalidArgumentError(f"keys do not fit {serializer.serializer_id}: {exc}") from None
 
 
 def as_key_array(keys: pa.Array | pa.ChunkedArray | Sequence, serializer: Serializer) -> pa.Array:
@@ -36,8 +46,8 @@ def as_key_array(keys: pa.Array | pa.ChunkedArray | Sequence, serializer: Serial
     if not isinstance(keys, pa.Array):
         try:
             keys = pa.array(keys, type=serializer.arrow_type())
-        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:  # ValueError: unencodable text
-            raise InvalidArgumentError(f"keys do not fit {serializer.serializer_id}: {exc}") from None
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):  # ValueError: unencodable text
+            keys = _converted(keys, serializer)
     if keys.null_count:
         raise InvalidArgumentError("keys cannot be null")
     return keys

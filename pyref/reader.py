@@ -34,14 +34,26 @@ from .errors import (
 from .io import MANIFEST_NAME, SavepointIO, open_io
 from .key_groups import KeyGroupRange, compute_key_groups
 from .keys import as_key_array, key_type_of
-from .manifest import KEYED_COLUMNS, LIST_COLUMNS, FormatVersion, decode_manifest, state_label
+from .manifest import (
+    COORDINATOR_COLUMNS,
+    LIST_COLUMNS,
+    FormatVersion,
+    decode_manifest,
+    keyed_column_count,
+    read_manifest_file,
+    state_label,
+)
 from .parallel import ordered_map
 from .redistribution import DistributionMode
 from .serializers import Compatibility, ListOf, Serializer, resolve_compatibility, serializer_from_snapshot
+from .ttl import TtlConfig, TtlValue, split_timestamps
 
-KIND_NAMES = {pb.VALUE: "value", pb.LIST: "list", pb.MAP: "map"}
+#: The namespace of a state without a namespace serializer (spec/format.md §7.7): pass no namespace.
+VOID_NAMESPACE = type("VoidNamespace", (), {"__repr__": lambda self: "VOID_NAMESPACE"})()
+
+KIND_NAMES = {pb.VALUE: "value", pb.LIST: "list", pb.MAP: "map", pb.REDUCING: "reducing",
+              pb.AGGREGATING: "aggregating"}
 T = TypeVar("T")
-
 
 #: A scan (:meth:`ChunkStore.scan`) fetches adjacent chunks of a data file by requests of
 #: up to this many bytes, and keeps this many requests in flight.
@@ -57,6 +69,7 @@ class ChunkStore:
         self.manifest = manifest
         self._bases: dict[int, SavepointIO] = {}
         self._checked_sizes: set[int] = set()
+        self._file_identities: dict[object, int] = {}
         self._lock = threading.Lock()
         #: Stored bytes fetched so far, for read-amplification accounting.
         self.bytes_read = 0
@@ -68,19 +81,36 @@ class ChunkStore:
         if base not in self._bases:
             ref = self.manifest.bases[base - 1]
             io = self.io.at_store_path(ref.path) if ref.path else self.io.sibling(ref.directory)
+            name = ref.path or ref.directory
             if io.location == self.io.location:  # by name, or through a link: one resolved identity
-                raise CorruptSavepointError(f"base {ref.directory!r} names this savepoint's own directory",
+                raise CorruptSavepointError(f"base {name!r} names this savepoint's own directory",
                                             path=self.io.describe(MANIFEST_NAME))
-            if io.size(MANIFEST_NAME) is None:
-                raise CorruptSavepointError(f"base savepoint {ref.directory!r} is missing; this savepoint refers to "
+            data = read_manifest_file(io)
+            if data is None:
+                raise CorruptSavepointError(f"base savepoint {name!r} is missing; this savepoint refers to "
                                             "its data files", path=io.location)
-            found, _ = decode_manifest(io.read_file(MANIFEST_NAME), path=io.describe(MANIFEST_NAME))
+            found, _ = decode_manifest(data, path=io.describe(MANIFEST_NAME))
             if found.savepoint_id != ref.savepoint_id:
                 raise CorruptSavepointError(
-                    f"base savepoint {ref.directory!r} was replaced (id {found.savepoint_id}, expected "
+                    f"base savepoint {name!r} was replaced (id {found.savepoint_id}, expected "
                     f"{ref.savepoint_id}); the data this savepoint refers to is gone", path=io.location)
             self._bases[base] = io
         return self._bases[base]
+
+    def _check_distinct_file(self, io: SavepointIO, rel: str, index: int) -> None:
+        """Two data-file entries must not be one file, through a link or through two bases
+        that name one directory (spec/format.md §6.2): chunks of both could then share stored
+        bytes despite rule C6. Where the storage has no file identity (object stores), a
+        file is its name in its store."""
+        identity = io.file_identity(rel)
+        if identity is None:
+            identity = (io.store_key(), f"{io.store_path()}/{rel}")
+        with self._lock:
+            other = self._file_identities.setdefault(identity, index)
+        if other != index:
+            first, _ = self.file_location(other)
+            raise CorruptSavepointError(f"data files {self.manifest.data_files[other].path!r} (in {first.location}) and "
+                                        f"{self.manifest.data_files[index].path!r} are the same file", path=io.describe(rel))
 
     def file_location(self, index: int) -> tuple[SavepointIO, str]:
         f = self.manifest.data_files[index]
@@ -134,6 +164,7 @@ class ChunkStore:
                 raise CorruptSavepointError(
                     "data file is missing" if size is None else f"data file is {size} bytes, manifest says {expected}",
                     path=io.describe(rel), state=state)
+            self._check_distinct_file(io, rel, file)
             self._checked_sizes.add(file)
         data = io.read_range(rel, offset, length)
         with self._lock:
@@ -199,6 +230,22 @@ class ChunkStore:
                               workers=self.io.read_concurrency)
         return ordered_map(lambda item: self._decode(*item, columns, state), fetched)
 
+    def read_indexed(self, chunks: Sequence[pb.Chunk], indexes: Sequence[int], columns: int,
+                     state: str) -> Iterator[list[pa.BinaryArray]]:
+        """``read_columns`` of ``chunks[i]`` for each ``i`` of ``indexes``, in order, reading and
+        decoding each chunk once however often it comes back: it is kept from its first to
+        its last use. Ranges A, B, A, B, ... would otherwise decompress a chunk per range
+        (spec/security.md §6.1)."""
+        last_use = {index: position for position, index in enumerate(indexes)}
+        decoded = self.read_many([chunks[i] for i in dict.fromkeys(indexes)], columns, state)
+        held: dict[int, list[pa.BinaryArray]] = {}
+        for position, index in enumerate(indexes):
+            if index not in held:
+                held[index] = next(decoded)
+            yield held[index]
+            if last_use[index] == position:
+                del held[index]
+
     def describe(self, chunk: pb.Chunk) -> str:
         if chunk.WhichOneof("location") == "inline_data":
             return self.io.describe(MANIFEST_NAME) + " (inline)"
@@ -221,39 +268,59 @@ def _resolve(label: str, snapshot, new: Serializer | None) -> Serializer:
     return result.serializer
 
 
-class ListStateView:
-    """One operator list state."""
+class PartitionedView:
+    """A state stored as partitions of element ranges over unkeyed chunks: list state
+    (spec/format.md §5.3) and, format 1.2, broadcast state (§5.8)."""
 
-    def __init__(self, store: ChunkStore, operator: pb.Operator, state: pb.ListState,
-                 serializer: Serializer | None = None) -> None:
+    def __init__(self, store: ChunkStore, operator: pb.Operator, state, columns: int) -> None:
         self._store = store
         self.proto = state
         self.name = state.name
         self.label = state_label(operator, state.name)
-        self.mode = DistributionMode(state.mode)
-        self.serializer = _resolve(self.label, state.element_serializer, serializer)
+        self._columns = columns
 
     @property
     def partition_count(self) -> int:
         return len(self.proto.partitions)
 
     def element_counts(self) -> list[int]:
-        """Elements per partition (per subtask; per origin subtask for UNION)."""
+        """Elements (rows) per partition (per subtask; per origin subtask for UNION)."""
         return [sum(r.count for r in p.ranges) for p in self.proto.partitions]
 
-    def read_encoded(self, ranges: Sequence[pb.ElementRange]) -> Iterator[pa.BinaryArray]:
-        """Serialized elements of ``ranges``, one Arrow slice per range; consecutive
-        ranges of one chunk share a single read."""
+    def _check_partition(self, index: int) -> Sequence[pb.ElementRange]:
+        if not 0 <= index < self.partition_count:
+            raise InvalidArgumentError(f"partition {index} of {self.partition_count}", state=self.label)
+        return self.proto.partitions[index].ranges
+
+    def read_rows(self, ranges: Sequence[pb.ElementRange]) -> Iterator[list[pa.BinaryArray]]:
+        """Serialized rows of ``ranges``, one list of Arrow column slices per range;
+        consecutive ranges of one chunk share a single read."""
         runs: list[tuple[int, list[pb.ElementRange]]] = []
         for r in ranges:
             if runs and runs[-1][0] == r.chunk:
                 runs[-1][1].append(r)
             else:
                 runs.append((r.chunk, [r]))
-        chunks = [self.proto.chunks[index] for index, _ in runs]
-        for (_, run), (column,) in zip(runs, self._store.read_many(chunks, LIST_COLUMNS, self.label)):
+        indexes = [index for index, _ in runs]
+        for (_, run), columns in zip(runs, self._store.read_indexed(self.proto.chunks, indexes, self._columns,
+                                                                    self.label)):
             for r in run:
-                yield column.slice(r.first, r.count)
+                yield [c.slice(r.first, r.count) for c in columns]
+
+
+class ListStateView(PartitionedView):
+    """One operator list state."""
+
+    def __init__(self, store: ChunkStore, operator: pb.Operator, state: pb.ListState,
+                 serializer: Serializer | None = None) -> None:
+        super().__init__(store, operator, state, LIST_COLUMNS)
+        self.mode = DistributionMode(state.mode)
+        self.serializer = _resolve(self.label, state.element_serializer, serializer)
+
+    def read_encoded(self, ranges: Sequence[pb.ElementRange]) -> Iterator[pa.BinaryArray]:
+        """Serialized elements of ``ranges``, one Arrow slice per range."""
+        for (column,) in self.read_rows(ranges):
+            yield column
 
     def iter_ranges(self, ranges: Sequence[pb.ElementRange]) -> Iterator:
         decode = self.serializer.decode
@@ -263,128 +330,224 @@ class ListStateView:
 
     def partition(self, index: int) -> Iterator:
         """Lazily decoded elements of partition ``index``."""
-        if not 0 <= index < self.partition_count:
-            raise InvalidArgumentError(f"partition {index} of {self.partition_count}", state=self.label)
-        return self.iter_ranges(self.proto.partitions[index].ranges)
+        return self.iter_ranges(self._check_partition(index))
 
     def arrow_ranges(self, ranges: Sequence[pb.ElementRange]) -> pa.Array:
         parts = [self.serializer.decode_array(c) for c in self.read_encoded(ranges)]
         return pa.concat_arrays(parts) if parts else pa.array([], type=self.serializer.arrow_type())
 
 
-class KeyedStateView:
-    """One keyed state."""
+class KeyGroupedView:
+    """A state stored in key-group chunks ordered by key group: keyed state (spec/format.md
+    §5.4) and, format 1.2, timers (§5.7). A key-group range is a slice of the chunk list."""
 
-    def __init__(self, store: ChunkStore, operator: pb.Operator, key_serializer: Serializer, state: pb.KeyedState,
-                 value_serializer: Serializer | None = None, user_key_serializer: Serializer | None = None) -> None:
+    def __init__(self, store: ChunkStore, operator: pb.Operator, state, columns: int) -> None:
         self._store = store
         self.proto = state
-        self.name = state.name
-        self.label = state_label(operator, state.name)
-        self.kind = KIND_NAMES[state.kind]
         self.max_parallelism = operator.max_parallelism
-        self.key_serializer = key_serializer
-        self.key_type = key_type_of(operator.key_serializer)
-        self.value_serializer = _resolve(self.label, state.value_serializer, value_serializer)
-        self.user_key_serializer = (_resolve(self.label, state.user_key_serializer, user_key_serializer)
-                                    if state.kind == pb.MAP else None)
-        self._stored_value = ListOf(self.value_serializer) if state.kind == pb.LIST else self.value_serializer
-        self._columns = KEYED_COLUMNS[state.kind]
+        #: Format 1.2: key groups assigned by the writer are taken from the chunks, never computed (§7.12).
+        self.writer_assigned_key_groups = operator.key_groups == pb.KEY_GROUPS_FROM_WRITER
+        self._columns = columns
 
     @cached_property
-    def _groups(self) -> np.ndarray:
+    def chunk_key_groups(self) -> np.ndarray:
+        """The key group of each chunk, in chunk order (non-decreasing, rule K4)."""
         return np.fromiter((c.key_group for c in self.proto.chunks), dtype=np.int64, count=len(self.proto.chunks))
 
     def chunks_in(self, groups: KeyGroupRange) -> list[pb.Chunk]:
         """The chunks of the key groups in ``groups`` (a slice of the ordered chunk list)."""
-        lo = int(np.searchsorted(self._groups, groups.first, side="left"))
-        hi = int(np.searchsorted(self._groups, groups.last, side="right"))
+        lo = int(np.searchsorted(self.chunk_key_groups, groups.first, side="left"))
+        hi = int(np.searchsorted(self.chunk_key_groups, groups.last, side="right"))
         return list(self.proto.chunks[lo:hi])
 
     @property
     def key_groups(self) -> list[int]:
         """Key groups that hold entries."""
-        return sorted(set(self._groups.tolist()))
+        return np.unique(self.chunk_key_groups).tolist()
 
     def read_encoded(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
         chunks = list(chunks)
         for chunk, columns in zip(chunks, self._store.read_many(chunks, self._columns, self.label)):
             yield chunk.key_group, columns
 
-    def iter_chunks(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple]:
-        """Lazily decoded entries: (key, value) or, for MAP state, (key, user_key, value)."""
-        decoders = [self.key_serializer.decode]
-        if self.user_key_serializer is not None:
-            decoders.append(self.user_key_serializer.decode)
-        decoders.append(self._stored_value.decode)
-        for _, columns in self.read_encoded(chunks):
-            for i in range(len(columns[0])):
-                yield tuple(d(c[i].as_buffer()) for d, c in zip(decoders, columns))
+    def scan_encoded(self) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
+        """``(key group, columns)`` of every chunk, in storage order (:meth:`ChunkStore.scan`)."""
+        store = self._store
+        return ordered_map(lambda item: (item[0].key_group, store._decode(*item, self._columns, self.label)),
+                           store.scan(self.proto.chunks, self.label))
 
-    def items(self) -> Iterator[tuple]:
-        return self.iter_chunks(self.proto.chunks)
+    def read_key_groups(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
+        """The columns of each key group's chunks (consecutive in ``chunks``) concatenated."""
+        group, parts = None, []
+        for chunk_group, columns in self.read_encoded(chunks):
+            if parts and chunk_group != group:
+                yield group, [pa.concat_arrays(c) for c in zip(*parts)]
+                parts = []
+            group = chunk_group
+            parts.append(columns)
+        if parts:
+            yield group, [pa.concat_arrays(c) for c in zip(*parts)]
+
+
+class KeyedStateView(KeyGroupedView):
+    """One keyed state. Format 1.2: rows may have a namespace (a column after the key) and
+    a TTL (a last-access timestamp before every value), spec/format.md §7.7, §7.8."""
+
+    def __init__(self, store: ChunkStore, operator: pb.Operator, key_serializer: Serializer, state: pb.KeyedState,
+                 value_serializer: Serializer | None = None, user_key_serializer: Serializer | None = None) -> None:
+        super().__init__(store, operator, state, keyed_column_count(state))
+        self.name = state.name
+        self.label = state_label(operator, state.name)
+        self.kind = KIND_NAMES[state.kind]
+        self.key_serializer = key_serializer
+        self.key_type = None if self.writer_assigned_key_groups else key_type_of(operator.key_serializer)
+        self.value_serializer = _resolve(self.label, state.value_serializer, value_serializer)
+        self.user_key_serializer = (_resolve(self.label, state.user_key_serializer, user_key_serializer)
+                                    if state.kind == pb.MAP else None)
+        self.namespace_serializer = (serializer_from_snapshot(state.namespace_serializer)
+                                     if state.HasField("namespace_serializer") else None)
+        self.ttl = TtlConfig.from_proto(state.ttl) if state.HasField("ttl") else None
+        element = TtlValue(self.value_serializer) if self.ttl is not None and state.kind == pb.LIST else None
+        self._stored_value = ListOf(element or self.value_serializer) if state.kind == pb.LIST else self.value_serializer
+
+    @property
+    def namespaced(self) -> bool:
+        return self.namespace_serializer is not None
+
+    def _row_serializers(self) -> list[Serializer]:
+        """The serializers of the columns before the value: key, [namespace], [user key]."""
+        return [self.key_serializer, *([self.namespace_serializer] if self.namespaced else []),
+                *([self.user_key_serializer] if self.user_key_serializer is not None else [])]
+
+    def _split_values(self, column: pa.Array) -> tuple[pa.Array, np.ndarray | None]:
+        """The value cells without their TTL timestamps (VALUE-like and MAP), and the timestamps."""
+        if self.ttl is None or self.kind == "list":
+            return column, None
+        stamps, values = split_timestamps(column, self.label)
+        return values, stamps
+
+    def iter_chunks(self, chunks: Sequence[pb.Chunk], *, with_ttl: bool = False) -> Iterator[tuple]:
+        """Lazily decoded entries: (key, [namespace], [user_key], value), with the namespace in a
+        namespaced state and the user key in MAP state; ``with_ttl`` appends the last-access
+        timestamp (for LIST state, the list of the elements' timestamps)."""
+        decoders = [s.decode for s in self._row_serializers()]
+        for _, columns in self.read_encoded(chunks):
+            values, stamps = self._split_values(columns[-1])
+            for i in range(len(values)):
+                row = [d(c[i].as_buffer()) for d, c in zip(decoders, columns)]
+                value = self._stored_value.decode(values[i].as_buffer())
+                if self.ttl is not None and self.kind == "list":
+                    row += [[v for _, v in value], *([[s for s, _ in value]] if with_ttl else [])]
+                else:
+                    row += [value, *([int(stamps[i])] if with_ttl and stamps is not None else [])]
+                yield tuple(row)
+
+    def items(self, *, with_ttl: bool = False) -> Iterator[tuple]:
+        return self.iter_chunks(self.proto.chunks, with_ttl=with_ttl)
 
     def key_group_of(self, key) -> int:
+        if self.writer_assigned_key_groups:
+            raise InvalidArgumentError("the writer assigned this operator's key groups; no hash computes them "
+                                       "(spec/format.md §7.12)", state=self.label)
         keys = as_key_array([key], self.key_serializer)
         return int(compute_key_groups(keys, self.max_parallelism, self.key_type)[0])
 
-    def get(self, key, default=None):
-        """The state of one key (value, list, or dict for MAP), reading only its key group's chunks."""
-        group = self.key_group_of(key)
-        wanted = self.key_serializer.encode(key)
+    def _lookup_chunks(self, key, wanted: bytes, key_group: int | None) -> list[pb.Chunk]:
+        if self.writer_assigned_key_groups and key_group is None:
+            return list(self.proto.chunks)  # no hash: every chunk may hold the key
+        group = self.key_group_of(key) if key_group is None or not self.writer_assigned_key_groups else key_group
+        if key_group is not None and key_group != group:
+            raise InvalidArgumentError(f"key {key!r} is in key group {group}, not {key_group}", state=self.label)
         # Format 1.1 key bounds let a lookup skip chunks that cannot hold the key.
-        chunks = [c for c in self.chunks_in(KeyGroupRange(group, group))
-                  if not c.HasField("key_bounds") or c.key_bounds.min <= wanted <= c.key_bounds.max]
+        return [c for c in self.chunks_in(KeyGroupRange(group, group))
+                if not c.HasField("key_bounds") or c.key_bounds.min <= wanted <= c.key_bounds.max]
+
+    def get(self, key, default=None, *, namespace=VOID_NAMESPACE, key_group: int | None = None,
+            with_ttl: bool = False):
+        """The state of one key (value, list, or dict for MAP), reading only its key group's chunks.
+
+        A namespaced state needs ``namespace`` (spec/format.md §7.7). With writer-assigned key
+        groups the key group cannot be computed: give ``key_group``, or every chunk is read.
+        ``with_ttl`` returns ``(value, last_access_ms)`` (lists and dicts of such pairs for
+        LIST and MAP state) for a state with a TTL.
+        """
+        if (namespace is VOID_NAMESPACE) == self.namespaced:
+            raise InvalidArgumentError("a namespaced state needs namespace=..., and only it takes one",
+                                       state=self.label)
+        wanted = self.key_serializer.encode(key)
+        wanted_namespace = self.namespace_serializer.encode(namespace) if self.namespaced else None
         # Rows of the key, in stored order; the last row of a (user) key wins (spec/format.md §7.1).
-        # User keys are told apart by their bytes, which is the same in every language.
-        latest: dict[bytes, object] = {}
-        for _, columns in self.read_encoded(chunks):
-            matches = pa.compute.equal(columns[0], pa.scalar(wanted, pa.binary())).to_numpy(zero_copy_only=False)
-            for i in np.flatnonzero(matches).tolist():
-                user_key = columns[1][i].as_py() if self.user_key_serializer is not None else b""
-                latest[user_key] = columns[-1][i].as_buffer()
+        # Keys, namespaces and user keys are told apart by their bytes, the same in every language.
+        latest: dict[bytes, tuple] = {}
+        for _, columns in self.read_encoded(self._lookup_chunks(key, wanted, key_group)):
+            matches = pa.compute.equal(columns[0], pa.scalar(wanted, pa.binary()))
+            if wanted_namespace is not None:
+                matches = pa.compute.and_(matches, pa.compute.equal(columns[1], pa.scalar(wanted_namespace,
+                                                                                          pa.binary())))
+            hits = np.flatnonzero(matches.to_numpy(zero_copy_only=False))
+            if not hits.size:
+                continue
+            values, stamps = self._split_values(columns[-1].take(pa.array(hits)))
+            for j, i in enumerate(hits.tolist()):
+                user_key = columns[-2][i].as_py() if self.user_key_serializer is not None else b""
+                latest[user_key] = (values[j].as_buffer(), None if stamps is None else int(stamps[j]))
         if not latest:
             return default
+        decoded = {k: self._decode_value(v, stamp, with_ttl) for k, (v, stamp) in latest.items()}
         if self.user_key_serializer is None:
-            return self._stored_value.decode(latest[b""])
-        return {self.user_key_serializer.decode(k): self._stored_value.decode(v) for k, v in latest.items()}
+            return decoded[b""]
+        return {self.user_key_serializer.decode(k): v for k, v in decoded.items()}
 
-    def _arrow_columns(self) -> tuple[list[str], list[Serializer]]:
-        names = ["key_group", "key", *(["user_key"] if self.user_key_serializer else []), "value"]
-        serializers = [self.key_serializer, *([self.user_key_serializer] if self.user_key_serializer else []),
-                       self._stored_value]
-        return names, serializers
+    def _decode_value(self, cell, stamp: int | None, with_ttl: bool):
+        value = self._stored_value.decode(cell)
+        if self.ttl is not None and self.kind == "list":
+            return value if with_ttl else [v for _, v in value]
+        return (value, stamp) if with_ttl and stamp is not None else value
+
+    def _arrow_columns(self) -> tuple[list[str], list[pa.DataType]]:
+        names = ["key_group", "key", *(["namespace"] if self.namespaced else []),
+                 *(["user_key"] if self.user_key_serializer else []), "value"]
+        types = [pa.int32(), *(s.arrow_type() for s in self._row_serializers())]
+        if self.ttl is not None and self.kind == "list":
+            types += [pa.list_(self.value_serializer.arrow_type()), pa.list_(pa.int64())]
+        else:
+            types += [self._stored_value.arrow_type(), *([pa.int64()] if self.ttl is not None else [])]
+        return names + (["ttl_timestamp"] if self.ttl is not None else []), types
 
     def arrow_batches(self, chunks: Sequence[pb.Chunk]) -> Iterator[pa.RecordBatch]:
         """Entries decoded to Arrow, one record batch per chunk, as they are read:
-        key_group, key[, user_key], value."""
+        key_group, key[, namespace][, user_key], value[, ttl_timestamp]."""
         return self._batches(self.read_encoded(chunks))
 
     def scan_batches(self) -> Iterator[pa.RecordBatch]:
         """Every entry, as :meth:`arrow_batches` decodes them, read in storage order
-        (:meth:`ChunkStore.scan`): a full read in few large requests, for analytics on
-        object stores. Batches come in storage order, not key-group order; where the
-        order of a key's rows matters, :meth:`to_arrow` gives state order."""
-        store = self._store
-        decoded = ordered_map(lambda item: (item[0].key_group, store._decode(*item, self._columns, self.label)),
-                              store.scan(self.proto.chunks, self.label))
-        return self._batches(decoded)
+        (:meth:`KeyGroupedView.scan_encoded`): a full read in few large requests, for
+        analytics on object stores. Batches come in storage order, not key-group order;
+        where the order of a key's rows matters, :meth:`to_arrow` gives state order."""
+        return self._batches(self.scan_encoded())
 
     def _batches(self, encoded: Iterable[tuple[int, list[pa.BinaryArray]]]) -> Iterator[pa.RecordBatch]:
-        names, serializers = self._arrow_columns()
+        names, types = self._arrow_columns()
         for group, columns in encoded:
             arrays = [pa.array(np.full(len(columns[0]), group, dtype=np.int32))]
-            arrays += [s.decode_array(c) for s, c in zip(serializers, columns)]
+            arrays += [s.decode_array(c) for s, c in zip(self._row_serializers(), columns)]
+            values, stamps = self._split_values(columns[-1])
+            if self.ttl is not None and self.kind == "list":
+                cells = [self._stored_value.decode(values[i].as_buffer()) for i in range(len(values))]
+                arrays += [pa.array([[self.value_serializer._to_arrow_value(v) for _, v in c] for c in cells], types[-2]),
+                           pa.array([[s for s, _ in c] for c in cells], pa.list_(pa.int64()))]
+            else:
+                arrays.append(self._stored_value.decode_array(values))
+                if stamps is not None:
+                    arrays.append(pa.array(stamps, pa.int64()))
             yield pa.record_batch(arrays, names=names)
 
     def arrow_chunks(self, chunks: Sequence[pb.Chunk]) -> pa.Table:
-        """Entries decoded to Arrow: key_group, key[, user_key], value."""
+        """Entries decoded to Arrow: key_group, key[, namespace][, user_key], value[, ttl_timestamp]."""
         batches = list(self.arrow_batches(chunks))
         if not batches:
-            names, serializers = self._arrow_columns()
-            schema = pa.schema([pa.field("key_group", pa.int32()),
-                                *(pa.field(n, s.arrow_type()) for n, s in zip(names[1:], serializers))])
-            return schema.empty_table()
+            names, types = self._arrow_columns()
+            return pa.schema([pa.field(n, t) for n, t in zip(names, types)]).empty_table()
         return pa.Table.from_batches(batches)
 
     def to_arrow(self) -> pa.Table:
@@ -411,12 +574,31 @@ class OperatorView:
         return self.proto.max_parallelism
 
     @property
+    def uid(self) -> str:
+        """Format 1.2: the uid the job gave the operator ("" when unknown)."""
+        return self.proto.uid
+
+    @property
+    def engine_operator_id(self) -> bytes:
+        """Format 1.2: the engine's own id of the operator (b"" when unknown)."""
+        return self.proto.engine_operator_id
+
+    @property
+    def writer_assigned_key_groups(self) -> bool:
+        """Format 1.2: the writer assigned the key groups; no hash recomputes them (spec/format.md §7.12)."""
+        return self.proto.key_groups == pb.KEY_GROUPS_FROM_WRITER
+
+    @property
     def list_state_names(self) -> list[str]:
         return [s.name for s in self.proto.list_states]
 
     @property
     def keyed_state_names(self) -> list[str]:
         return [s.name for s in self.proto.keyed_states]
+
+    @property
+    def broadcast_state_names(self) -> list[str]:
+        return [s.name for s in self.proto.broadcast_states]
 
     @cached_property
     def key_serializer(self) -> Serializer | None:
@@ -437,12 +619,43 @@ class OperatorView:
         return KeyedStateView(self._store, self.proto, self.key_serializer, self._find(self.proto.keyed_states, name),
                               value_serializer, user_key_serializer)
 
+    def broadcast_state(self, name: str):
+        """Format 1.2: a broadcast map state (spec/format.md §5.8)."""
+        from .broadcast import BroadcastStateView  # builds on this module
+
+        return BroadcastStateView(self._store, self.proto, self._find(self.proto.broadcast_states, name))
+
+    @property
+    def timer_services(self) -> list:
+        """Format 1.2: the operator's timer services (spec/format.md §5.7)."""
+        from .timers import TimerServiceView  # builds on this module
+
+        return [TimerServiceView(self._store, self.proto, self.key_serializer, s) for s in self.proto.timer_services]
+
+    def timer_service(self, name: str, domain: str | None = None):
+        """Format 1.2: the timer service ``name`` (of ``domain``, "event_time" or "processing_time",
+        needed only when both domains have a service of that name)."""
+        from .timers import TimerServiceView, find_timer_service
+
+        return TimerServiceView(self._store, self.proto, self.key_serializer,
+                                find_timer_service(self.proto, name, domain))
+
+    @cached_property
+    def coordinator_state(self) -> bytes | None:
+        """Format 1.2: the operator coordinator's state, bytes only the engine interprets
+        (spec/format.md §7.11); None when there is none."""
+        if not self.proto.HasField("coordinator_state"):
+            return None
+        (column,) = self._store.read_columns(self.proto.coordinator_state, COORDINATOR_COLUMNS,
+                                             f"{self.operator_id} (coordinator state)")
+        return column[0].as_py()
+
 
 def read_committed(io: SavepointIO) -> tuple[bytes, pb.Manifest, FormatVersion]:
     """The committed manifest: its bytes, decoded and validated, and its format version."""
-    if io.size(MANIFEST_NAME) is None:
+    data = read_manifest_file(io)
+    if data is None:
         raise SavepointNotFoundError("no committed savepoint here (no _manifest)", path=io.location)
-    data = io.read_file(MANIFEST_NAME)
     manifest, version = decode_manifest(data, path=io.describe(MANIFEST_NAME))
     return data, manifest, version
 
@@ -487,12 +700,22 @@ class Savepoint:
         return RestorePlan(self, parallelism)
 
 
-def locate_in_partition(partition: pb.Partition, first: int, count: int) -> list[pb.ElementRange]:
-    """The chunk ranges holding elements ``first .. first+count`` of a partition."""
+def partition_starts(partition: pb.Partition) -> list[int]:
+    """The index of each range's first element in the partition, and the element count last."""
     starts, total = [], 0
     for r in partition.ranges:
         starts.append(total)
         total += r.count
+    starts.append(total)
+    return starts
+
+
+def locate_in_partition(partition: pb.Partition, first: int, count: int,
+                        starts: Sequence[int] | None = None) -> list[pb.ElementRange]:
+    """The chunk ranges holding elements ``first .. first+count`` of a partition; ``starts``
+    (:func:`partition_starts`) spares recounting the partition on every call."""
+    starts = partition_starts(partition) if starts is None else starts
+    total = starts[-1]
     if first < 0 or count < 0 or first + count > total:
         raise InvalidArgumentError(f"elements {first}..{first + count} outside a partition of {total}")
     out: list[pb.ElementRange] = []

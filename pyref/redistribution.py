@@ -143,6 +143,10 @@ def redistribute(
     ``states`` maps each state name to its mode and its element count per
     partition. Returns, per state (in the input's order), for each new
     subtask ``0..new_parallelism-1`` the slices it restores, in restore order.
+
+    Subtasks that restore the same slices share one list (every subtask of a
+    UNION state; the subtasks of one old BROADCAST partition), so the result
+    stays O(partitions + new parallelism): treat the lists as read-only.
     """
     old_parallelism = _check_int("old_parallelism", old_parallelism, 1, UPPER_BOUND_MAX_PARALLELISM)
     new_parallelism = _check_int("new_parallelism", new_parallelism, 1, UPPER_BOUND_MAX_PARALLELISM)
@@ -179,8 +183,7 @@ def redistribute(
         # given whole to every subtask.
         for name, (mode, counts) in checked.items():
             if mode is DistributionMode.UNION:
-                everything = _whole_partitions(counts)
-                result[name] = [list(everything) for _ in range(new_parallelism)]
+                result[name] = [_whole_partitions(counts)] * new_parallelism
             else:
                 result[name] = [[ElementSlice(i, 0, n)] if n else [] for i, n in enumerate(counts)]
         return result
@@ -195,13 +198,10 @@ def redistribute(
         if mode is DistributionMode.SPLIT_DISTRIBUTE:
             result[name] = split_results[name]
         elif mode is DistributionMode.UNION:
-            everything = _whole_partitions(counts)
-            result[name] = [list(everything) for _ in range(new_parallelism)]
+            result[name] = [_whole_partitions(counts)] * new_parallelism
         else:  # BROADCAST: new subtask i takes old subtask i % old_parallelism.
-            result[name] = [
-                [ElementSlice(p, 0, counts[p])] if counts[p] else []
-                for p in (i % old_parallelism for i in range(new_parallelism))
-            ]
+            whole = [[ElementSlice(p, 0, n)] if n else [] for p, n in enumerate(counts)]
+            result[name] = [whole[i % old_parallelism] for i in range(new_parallelism)]
     return result
 
 

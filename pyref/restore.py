@@ -1,37 +1,56 @@
 """Restore plans: what every subtask of a new parallelism restores.
 
-Planning reads and writes no state bytes: keyed state is assigned by key-group
-range (spec/key-groups.md §5), list state by redistributing element counts
-(spec/redistribution.md), and the result is a list of references into the
-savepoint's existing chunks. A subtask then reads only the chunks it was given.
+Planning reads and writes no state bytes: keyed state and timers are assigned by
+key-group range (spec/key-groups.md §5, spec/format.md §7.9), list and broadcast
+state by redistributing element counts (spec/redistribution.md, §9 for broadcast
+state), and the result is a list of references into the savepoint's existing
+chunks. A subtask then reads only the chunks it was given.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
+import numpy as np
 import pyarrow as pa
 
 from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .errors import InvalidArgumentError
-from .key_groups import KeyGroupRange, check_parallelism, key_group_range
-from .reader import KeyedStateView, ListStateView, OperatorView, Savepoint, locate_in_partition
+from .key_groups import KeyGroupRange, check_parallelism, key_group_bounds, key_group_range
+from .reader import KeyedStateView, ListStateView, OperatorView, Savepoint, locate_in_partition, partition_starts
 from .redistribution import redistribute
 from .serializers import Serializer
+from .timers import TimerServiceView, find_timer_service
 
 
 def plan_list_state(operator: pb.Operator, new_parallelism: int) -> dict[str, list[list[pb.ElementRange]]]:
-    """Per list state, the chunk ranges each new subtask restores, in order."""
+    """Per list state and (format 1.2) broadcast state, the chunk ranges each new subtask
+    restores, in order. Broadcast states follow the BROADCAST rule (spec/redistribution.md
+    §9) and take no part in the rotation of SPLIT_DISTRIBUTE states.
+
+    Subtasks given the same slices share one list of ranges (see :func:`redistribute`):
+    every subtask of a UNION state, the subtasks of one BROADCAST partition or one
+    broadcast state's partition. The plan costs O(ranges + new parallelism), and its
+    lists are read-only.
+    """
+    partitioned = [*operator.list_states, *operator.broadcast_states]
     states = {}
-    for ls in operator.list_states:
-        counts = [sum(r.count for r in p.ranges) for p in ls.partitions]
-        states[ls.name] = (ls.mode, counts)
+    for st in partitioned:
+        counts = [sum(r.count for r in p.ranges) for p in st.partitions]
+        states[st.name] = (st.mode if isinstance(st, pb.ListState) else pb.BROADCAST, counts)
     slices = redistribute(states, operator.parallelism, new_parallelism)
     plan: dict[str, list[list[pb.ElementRange]]] = {}
-    for ls in operator.list_states:
-        plan[ls.name] = [[r for s in subtask for r in locate_in_partition(ls.partitions[s.partition], s.first, s.count)]
-                         for subtask in slices[ls.name]]
+    for st in partitioned:
+        starts = [partition_starts(p) for p in st.partitions]
+        located: dict[int, list[pb.ElementRange]] = {}  # by id of a slice list shared by several subtasks
+        plan[st.name] = []
+        for subtask in slices[st.name]:
+            if id(subtask) not in located:
+                located[id(subtask)] = [r for s in subtask for r in locate_in_partition(
+                    st.partitions[s.partition], s.first, s.count, starts[s.partition])]
+            plan[st.name].append(located[id(subtask)])
     return plan
 
 
@@ -63,6 +82,55 @@ class OperatorPlan:
     operator: OperatorView
     parallelism: int
     list_ranges: dict[str, list[list[pb.ElementRange]]]
+
+    def element_counts(self, name: str) -> list[int]:
+        """Elements of list (or broadcast) state ``name`` each subtask restores; a list shared
+        by many subtasks (UNION, BROADCAST, broadcast state) is counted once."""
+        counted: dict[int, int] = {}
+        for ranges in self.list_ranges[name]:
+            if id(ranges) not in counted:
+                counted[id(ranges)] = sum(r.count for r in ranges)
+        return [counted[id(ranges)] for ranges in self.list_ranges[name]]
+
+    def keyed_view(self, name: str) -> KeyedStateView:
+        """The keyed state as stored (one view per plan: it indexes the chunks by key group)."""
+        views = self.__dict__.setdefault("_keyed_views", {})
+        if name not in views:
+            views[name] = self.operator.keyed_state(name)
+        return views[name]
+
+    def timer_view(self, name: str, domain: str | None = None) -> TimerServiceView:
+        """Format 1.2: a timer service as stored (one view per plan, like :meth:`keyed_view`)."""
+        service = find_timer_service(self.operator.proto, name, domain)
+        views = self.__dict__.setdefault("_timer_views", {})
+        if (service.name, service.domain) not in views:
+            op = self.operator
+            views[service.name, service.domain] = TimerServiceView(op._store, op.proto, op.key_serializer, service)
+        return views[service.name, service.domain]
+
+    @cached_property
+    def planned_bytes(self) -> np.ndarray:
+        """Stored bytes of the chunks each subtask reads (inline chunks count zero: they
+        come with the manifest), for every subtask at once in O(chunks + parallelism):
+        prefix sums over the key-group-ordered chunks of keyed states and (1.2) timer
+        services, one sum per distinct list of ranges of list and (1.2) broadcast states."""
+        op = self.operator.proto
+        total = np.zeros(self.parallelism, dtype=np.int64)
+        firsts, lasts = key_group_bounds(op.max_parallelism, self.parallelism)
+        key_grouped = [*((ks.chunks, self.keyed_view(ks.name)) for ks in op.keyed_states),
+                       *((ts.chunks, self.timer_view(ts.name, ts.domain)) for ts in op.timer_services)]
+        for chunks, view in key_grouped:
+            stored = np.fromiter((_stored_length(c) for c in chunks), dtype=np.int64, count=len(chunks))
+            ends = np.concatenate([[0], np.cumsum(stored)])
+            groups = view.chunk_key_groups
+            total += ends[np.searchsorted(groups, lasts, side="right")] - ends[np.searchsorted(groups, firsts)]
+        for st in [*op.list_states, *op.broadcast_states]:
+            summed: dict[int, int] = {}
+            for i, ranges in enumerate(self.list_ranges[st.name]):
+                if id(ranges) not in summed:
+                    summed[id(ranges)] = sum(_stored_length(st.chunks[c]) for c in {r.chunk for r in ranges})
+                total[i] += summed[id(ranges)]
+        return total
 
 
 class RestorePlan:
@@ -98,7 +166,7 @@ class SubtaskRestore:
 
     def list_ranges(self, name: str) -> list[pb.ElementRange]:
         if name not in self._plan.list_ranges:
-            raise InvalidArgumentError("no such list state", state=f"{self.operator_id}/{name}")
+            raise InvalidArgumentError("no such list or broadcast state", state=f"{self.operator_id}/{name}")
         return self._plan.list_ranges[name][self.index]
 
     def _list_view(self, name: str, serializer: Serializer | None) -> ListStateView:
@@ -112,6 +180,8 @@ class SubtaskRestore:
         return self._list_view(name, serializer).arrow_ranges(self.list_ranges(name))
 
     def _keyed_view(self, name: str, value_serializer: Serializer | None) -> KeyedStateView:
+        if value_serializer is None:
+            return self._plan.keyed_view(name)
         return self._plan.operator.keyed_state(name, value_serializer)
 
     def keyed_chunks(self, name: str) -> list[pb.Chunk]:
@@ -126,16 +196,38 @@ class SubtaskRestore:
         view = self._keyed_view(name, value_serializer)
         return view.arrow_chunks(view.chunks_in(self.key_group_range))
 
+    def _timer_view(self, name: str, domain: str | None) -> TimerServiceView:
+        return self._plan.timer_view(name, domain)
+
+    def timer_chunks(self, name: str, domain: str | None = None) -> list[pb.Chunk]:
+        """Format 1.2: the chunks of this subtask's timers of a service: those of its key groups."""
+        return self._timer_view(name, domain).chunks_in(self.key_group_range)
+
+    def timers(self, name: str, domain: str | None = None) -> Iterator[tuple]:
+        """Format 1.2: this subtask's distinct timers of a service, (key, [namespace], timestamp):
+        the timers of its key groups (spec/format.md §7.9)."""
+        view = self._timer_view(name, domain)
+        return view.iter_chunks(view.chunks_in(self.key_group_range))
+
+    def timers_arrow(self, name: str, domain: str | None = None) -> pa.Table:
+        view = self._timer_view(name, domain)
+        return view.arrow_chunks(view.chunks_in(self.key_group_range))
+
+    def broadcast_ranges(self, name: str) -> list[pb.ElementRange]:
+        """Format 1.2: the rows of the broadcast state's map this subtask restores."""
+        return self.list_ranges(name)
+
+    def broadcast_state(self, name: str) -> dict:
+        """Format 1.2: this subtask's copy of a broadcast map (old partition ``index mod old_p``)."""
+        view = self._plan.operator.broadcast_state(name)
+        return view.map_of(self.broadcast_ranges(name))
+
+    def broadcast_arrow(self, name: str) -> pa.Table:
+        return self._plan.operator.broadcast_state(name).arrow_ranges(self.broadcast_ranges(name))
+
     def planned_bytes(self) -> int:
         """Stored bytes of every chunk this subtask reads (inline chunks count zero: they come with the manifest)."""
-        op = self._plan.operator.proto
-        total = 0
-        for ls in op.list_states:
-            for chunk_index in {r.chunk for r in self.list_ranges(ls.name)}:
-                total += _stored_length(ls.chunks[chunk_index])
-        for ks in op.keyed_states:
-            total += sum(_stored_length(c) for c in self.keyed_chunks(ks.name))
-        return total
+        return int(self._plan.planned_bytes[self.index])
 
 
 def _stored_length(chunk: pb.Chunk) -> int:

@@ -20,7 +20,7 @@ from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .chunk import encode_chunk
 from .errors import IncompatibleSerializerError, InvalidArgumentError
 from .io import SavepointIO, is_directory_name, is_safe_relative_path, open_io
-from .manifest import FEATURE_BASE_PATHS, FEATURE_EXTERNAL_BASES, KEYED_COLUMNS, KNOWN_OPTIONAL_FEATURES, LIST_COLUMNS, state_label
+from .manifest import KNOWN_OPTIONAL_FEATURES, LIST_COLUMNS, keyed_column_count, state_label
 from .reader import ChunkStore, Savepoint
 from .restore import plan_list_state, resolve_parallelism
 from .serializers import (
@@ -32,6 +32,7 @@ from .serializers import (
     resolve_compatibility,
     serializer_from_snapshot,
 )
+from .ttl import migrate_ttl_cells
 from .writer import ChunkSink, delete_replaced, publish, read_previous
 
 
@@ -63,9 +64,7 @@ class Derivation:
             base = self.manifest.bases.add(directory=io.name, savepoint_id=savepoint_id)
             if io.parent_key() != target.parent_key():
                 base.path = io.store_path()
-        self.manifest.required_features.append(FEATURE_EXTERNAL_BASES)
-        if any(b.path for b in self.manifest.bases):
-            self.manifest.required_features.append(FEATURE_BASE_PATHS)
+        # "external-bases" and, for bases named by path, "base-paths" are declared at the commit (M9).
         # bases = [source] + source's bases: the source's own files are base 1, its base k's are k + 1.
         for f in source.manifest.data_files:
             self.manifest.data_files.append(pb.DataFile(path=f.path, size=f.size, base=f.base + 1))
@@ -155,19 +154,23 @@ def check_target(source: Savepoint, target: SavepointIO, copy: bool, base_paths:
 
 
 def _copy_states(op: pb.Operator, derivation: Derivation, skip: str | None = None) -> pb.Operator:
-    """The operator with every chunk placed in the target, except those of state ``skip``
-    (which the caller rewrites: copying them first would only leave dead bytes)."""
+    """The operator with every chunk placed in the target (keyed, list and, format 1.2,
+    timer, broadcast and coordinator chunks), except those of state ``skip`` (which the
+    caller rewrites: copying them first would only leave dead bytes)."""
     new = pb.Operator()
     new.CopyFrom(op)
-    for state in [*new.list_states, *new.keyed_states]:
+    for state in [*new.list_states, *new.keyed_states, *new.broadcast_states, *new.timer_services]:
         label = state_label(op, state.name)
-        placed = [] if state.name == skip else [derivation.place(c, label) for c in state.chunks]
+        placed = [] if state.name == skip and not isinstance(state, pb.TimerService) else [
+            derivation.place(c, label) for c in state.chunks]
         del state.chunks[:]
         state.chunks.extend(placed)
+    if new.HasField("coordinator_state"):
+        new.coordinator_state.CopyFrom(derivation.place(op.coordinator_state, f"{op.operator_id} (coordinator state)"))
     return new
 
 
-def _compact_list_state(state: pb.ListState) -> None:
+def _compact_list_state(state: pb.ListState | pb.BroadcastState) -> None:
     """Drop chunks no partition refers to (e.g. broadcast copies of removed subtasks)."""
     used = sorted({r.chunk for p in state.partitions for r in p.ranges})
     remap = {old: new for new, old in enumerate(used)}
@@ -181,14 +184,15 @@ def _compact_list_state(state: pb.ListState) -> None:
 
 def rescaled_operator(op: pb.Operator, parallelism: int) -> pb.Operator:
     """The operator as if its state had been restored at ``parallelism`` and snapshotted
-    again unchanged: keyed chunks stay, SPLIT/BROADCAST partitions are re-cut by
-    reference, UNION partitions stay as written (union state is stored once)."""
+    again unchanged: keyed and timer chunks stay, SPLIT/BROADCAST partitions and broadcast
+    state partitions are re-cut by reference, UNION partitions stay as written (union
+    state is stored once), coordinator state stays (spec/format.md §8.3)."""
     new = pb.Operator()
     new.CopyFrom(op)
     new.parallelism = parallelism
     plan = plan_list_state(op, parallelism)
-    for state in new.list_states:
-        if state.mode != pb.UNION:
+    for state in [*new.list_states, *new.broadcast_states]:
+        if not isinstance(state, pb.ListState) or state.mode != pb.UNION:
             del state.partitions[:]
             state.partitions.extend(pb.Partition(ranges=ranges) for ranges in plan[state.name])
             _compact_list_state(state)
@@ -271,7 +275,7 @@ def resolve_migration(state: pb.ListState | pb.KeyedState, serializer: Serialize
     if result.kind is not Compatibility.COMPATIBLE_AFTER_MIGRATION:
         return result, None
     old, new = serializer_from_snapshot(old_snapshot), result.serializer
-    if not is_list and state.kind == pb.LIST:  # keyed LIST state stores each key's whole list
+    if not is_list and state.kind == pb.LIST and not state.HasField("ttl"):  # each key's whole list is one value
         old, new = ListOf(old), ListOf(new)
     return result, (old, new)
 
@@ -280,9 +284,12 @@ def migrate_chunk(store: ChunkStore, state: pb.ListState | pb.KeyedState, label:
                   stored: tuple[Serializer, Serializer], sink: ChunkSink) -> pb.Chunk:
     """Re-encode one chunk's values from ``stored[0]`` to ``stored[1]`` into ``sink``
     (the returned chunk is complete once the sink is flushed)."""
-    columns = LIST_COLUMNS if isinstance(state, pb.ListState) else KEYED_COLUMNS[state.kind]
+    columns = LIST_COLUMNS if isinstance(state, pb.ListState) else keyed_column_count(state)
     cols = store.read_columns(chunk, columns, label)
-    cols[-1] = migrate_array(stored[0], stored[1], cols[-1])
+    if isinstance(state, pb.KeyedState) and state.HasField("ttl"):  # timestamps stay, values move (§7.8)
+        cols[-1] = migrate_ttl_cells(stored[0], stored[1], cols[-1], whole_lists=state.kind == pb.LIST)
+    else:
+        cols[-1] = migrate_array(stored[0], stored[1], cols[-1])
     new_chunk = sink.put(encode_chunk(cols), chunk.row_count, chunk.key_group)
     if chunk.HasField("key_bounds"):  # keys are unchanged, so are their bounds
         new_chunk.key_bounds.CopyFrom(chunk.key_bounds)

@@ -1,8 +1,12 @@
 """Writing a savepoint: stream states of many subtasks into chunks, then commit.
 
 Memory is bounded by the buffer budget (default 64 MiB) and the chunk size, not
-by the state size: keyed entries wait in per-key-group buffers that are flushed
-as chunks when they reach the chunk size or when the budget is exceeded.
+by the state size: added rows are copied into the writer's buffers (nothing of the
+caller's batches is kept) and written as chunks of their key group (or list
+partition) when a slot has a chunk's worth or the budget is exceeded. With more
+slots than the budget can fill with useful chunks (32768 key groups), rows are
+spilled to an unnamed temporary file and merged per slot at the commit
+(:mod:`pyref.spill`).
 
 Commit protocol (spec/format.md §10): data files get fresh unique names, are
 made durable, and only then is the manifest published: on local files written
@@ -26,7 +30,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -37,19 +41,24 @@ from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .checksum import crc32c
 from .chunk import encode_chunk
 from .codecs import Codec, compress, pays
-from .errors import ConcurrentWriteError, InvalidArgumentError, SavepointError
+from .errors import ConcurrentWriteError, CorruptSavepointError, InvalidArgumentError, SavepointError
 from .io import MANIFEST_NAME, UNLOCKED_WRITE_DEADLINE_S, SavepointIO, is_data_file_path, open_io
 from .key_groups import check_parallelism, compute_key_groups, default_max_parallelism, key_group_range
 from .keys import as_key_array, key_type_of
-from .manifest import DATA_FILE_MAGIC, FEATURE_CHUNK_KEY_BOUNDS, decode_manifest, encode_manifest
+from .manifest import DATA_FILE_MAGIC, MAX_MANIFEST_BYTES, declare_features, decode_manifest, encode_manifest
 from .parallel import WORKERS, ordered_map
 from .redistribution import DistributionMode
 from .serializers import ListOf, Serializer
+from .spill import SpillFile
+from .ttl import TtlConfig, TtlValue, prefix_timestamps
 
 DEFAULT_CHUNK_BYTES = 1 << 20
 DEFAULT_BUFFER_BYTES = 64 << 20
 DEFAULT_FILE_BYTES = 256 << 20
 DEFAULT_INLINE_BYTES = 1024
+#: Payloads smaller than this are compressed in the calling thread: handing a few KiB
+#: to a worker costs more than compressing them (thousands of key groups make such chunks).
+THREADED_PAYLOAD_BYTES = 64 << 10
 
 
 class ChunkSink:
@@ -84,7 +93,7 @@ class ChunkSink:
 
     def put(self, payload: bytes, row_count: int, key_group: int = 0) -> pb.Chunk:
         chunk = pb.Chunk(key_group=key_group, row_count=row_count, raw_length=len(payload))
-        if self._pool is None:
+        if self._pool is None or len(payload) < THREADED_PAYLOAD_BYTES:
             self._store(chunk, *self._compress(payload))
             return chunk
         self._in_flight.append((chunk, self._pool.submit(self._compress, payload)))
@@ -238,47 +247,199 @@ def _byte_sizes(columns: Sequence[pa.Array]) -> np.ndarray:
 
 
 @dataclass
-class _Pending:
-    columns: list[list[pa.Array]] = field(default_factory=list)
-    nbytes: int = 0
+class _Run:
+    """The rows of one ``add``, copied out of the caller's arrays: a buffer never keeps a
+    caller's batch alive through a slice of it."""
+
+    columns: list[pa.Array]
+    slots: np.ndarray  # each row's slot (key group or subtask), uint16
+    nbytes: int  # bytes its buffers hold
+
+
+def _compact(column: pa.Array) -> pa.Array:
+    """A copy of a binary column holding exactly its rows (offsets from 0, its bytes only)."""
+    offsets = np.frombuffer(column.buffers()[1], dtype=np.int32, count=len(column) + 1, offset=column.offset * 4)
+    start, end = int(offsets[0]), int(offsets[-1])
+    data = (np.frombuffer(column.buffers()[2], dtype=np.uint8, count=end - start, offset=start).copy()
+            if end > start else np.zeros(0, np.uint8))
+    return pa.Array.from_buffers(pa.binary(), len(column), [None, pa.py_buffer(offsets - start),
+                                                             pa.py_buffer(data)])
+
+
+def _held_bytes(columns: Sequence[pa.Array]) -> int:
+    return sum(b.size for c in columns for b in c.buffers() if b is not None)
+
+
+#: A budget round that would write slots averaging less than this share of a chunk
+#: spills instead (pyref/spill.py): smaller chunks would be made only for want of memory.
+MIN_CHUNK_SHARE = 1 / 8
+
+
+def _row_pieces(first: int, stop: int, slot_cost: int, limit: int) -> list[tuple[int, int]]:
+    """Rows ``first .. stop - 1`` of a slot whose rows cost ``slot_cost`` in all, cut into
+    pieces of at most about ``limit``."""
+    step = max(1, (stop - first) * limit // slot_cost)
+    return [(a, min(a + step, stop)) for a in range(first, stop, step)]
+
+
+def _row_costs(columns: Sequence[pa.Array]) -> np.ndarray:
+    """What each buffered row holds: its cells, a 4-byte offset per column, a 2-byte slot."""
+    return _byte_sizes(columns) + 4 * len(columns) + 2
 
 
 class _BufferedState:
-    """Rows wait in per-slot buffers (a key group, or a list partition) until a
-    chunk's worth has gathered or the writer's budget needs the memory back."""
+    """Rows wait, copied, in the order they were added. A flush round writes the fullest
+    slots (key groups, or list partitions) as chunks, each slot's rows in the order they
+    came, and keeps the rest as one compact copy. A round runs when the writer's budget
+    needs memory back, or when slots of a chunk's worth hold half of what is buffered; it
+    costs O(buffered rows) and writes at least half of them, while an add costs a few
+    whole-array operations whatever the number of slots.
 
-    def __init__(self, writer: SavepointWriter, operator: OperatorWriter, name: str) -> None:
+    When the slots a budget round would write are too small to make good chunks (many
+    slots, a small buffer), the buffered rows are spilled to a temporary file instead
+    (:mod:`pyref.spill`), and from then on every round spills; the final flush reads the
+    runs back a budget's worth of slots at a time. Memory stays at the budget, and chunks
+    stay as large as each slot's rows allow, whatever the state size."""
+
+    def __init__(self, writer: SavepointWriter, operator: OperatorWriter, name: str, slots: int) -> None:
         self._writer = writer
         self.operator = operator
         self.name = name
         self.chunks: list[pb.Chunk] = []
-        self._pending: dict[int, _Pending] = {}
+        self._runs: list[_Run] = []
+        #: Bytes the buffered rows hold (counted in the writer's budget).
+        self.buffered = 0
+        self._slot_bytes = np.zeros(slots, dtype=np.int64)  # buffered row costs per slot
+        self._ready = 0  # buffered row costs in slots of a chunk's worth or more
+        self._spill: SpillFile | None = None
 
     @property
     def label(self) -> str:
         return f"{self.operator.operator_id}/{self.name}"
 
-    def _append(self, slot: int, columns: list[pa.Array], nbytes: int) -> None:
-        pending = self._pending.setdefault(slot, _Pending())
-        pending.columns.append(columns)
-        pending.nbytes += nbytes
-        self._writer._budget.used += nbytes
-        if pending.nbytes >= self._writer.chunk_bytes:
-            self._flush_slot(slot)
+    def _append(self, columns: list[pa.Array], slots: np.ndarray) -> None:
+        run = [_compact(c) for c in columns]
+        slots = np.asarray(slots).astype(np.uint16)  # slots are < 32768 (key groups, subtasks): radix-sortable
+        self._count(slots, _row_costs(run))
+        self._hold(_Run(run, slots, _held_bytes(run) + slots.nbytes))
+        if self._spill is None and self._ready and 2 * self._ready >= self.buffered:
+            self.flush_round(keep_bytes=self.buffered - self._ready)
 
-    def _flush_slot(self, slot: int) -> None:
-        pending = self._pending.pop(slot)
-        self._writer._budget.used -= pending.nbytes
-        columns = self._arrange([pa.concat_arrays([p[i] for p in pending.columns])
-                                 for i in range(len(pending.columns[0]))])
-        for start, stop in _split_rows(_byte_sizes(columns), self._writer.chunk_bytes):
-            pieces = [c.slice(start, stop - start) for c in columns]
-            chunk = self._writer._sink.put(encode_chunk(pieces), stop - start, key_group=self._key_group(slot))
-            self._describe(chunk, pieces)
-            self._emit(slot, chunk)
+    def _count(self, slots: np.ndarray, costs: np.ndarray) -> None:
+        """Add rows to the per-slot byte counts and to the bytes of ready slots."""
+        chunk_bytes = self._writer.chunk_bytes
+        if len(slots) * 4 >= len(self._slot_bytes):
+            self._slot_bytes += np.bincount(slots, weights=costs, minlength=len(self._slot_bytes)).astype(np.int64)
+            self._ready = int(self._slot_bytes[self._slot_bytes >= chunk_bytes].sum())
+            return
+        touched = np.unique(slots)
+        before = self._slot_bytes[touched]
+        np.add.at(self._slot_bytes, slots, costs)
+        after = self._slot_bytes[touched]
+        self._ready += int(after[after >= chunk_bytes].sum() - before[before >= chunk_bytes].sum())
+
+    def _hold(self, run: _Run) -> None:
+        self._runs.append(run)
+        self.buffered += run.nbytes
+        self._writer._budget.used += run.nbytes
+
+    def flush_round(self, keep_bytes: int = 0) -> None:
+        """Write the fullest slots as chunks until the rows left cost at most
+        ``keep_bytes`` (0: write everything); a slot of a chunk's worth or more always goes.
+        A round that would only make small chunks spills everything instead."""
+        per_slot = self._slot_bytes
+        fullest = np.argsort(-per_slot, kind="stable")
+        left = int(per_slot.sum()) - np.cumsum(per_slot[fullest])  # bytes left after writing the k + 1 fullest
+        count = 0 if per_slot.sum() <= keep_bytes else int(np.searchsorted(-left, -keep_bytes)) + 1
+        count = max(count, int((per_slot >= self._writer.chunk_bytes).sum()))
+        if count == 0:
+            return
+        small = per_slot[fullest[:count]].sum() < count * self._writer.chunk_bytes * MIN_CHUNK_SHARE
+        if self._spill is not None or (keep_bytes and small):
+            self._spill_buffered()
+            return
+        written = np.zeros(len(per_slot), dtype=bool)
+        written[fullest[:count]] = True
+        columns, slots = self._take_buffered()
+        per_slot[written] = 0
+        chosen = written[slots]
+        rows = np.flatnonzero(chosen)
+        order = rows[np.argsort(slots[rows], kind="stable")]  # by slot; each slot's rows in the order they came
+        self._write_slots([_take(c, order) for c in columns], slots[order])
+        rest = np.flatnonzero(~chosen)
+        if rest.size:
+            kept = [_take(c, rest) for c in columns]
+            self._hold(_Run(kept, slots[rest], _held_bytes(kept) + slots[rest].nbytes))
+
+    def _take_buffered(self) -> tuple[list[pa.Array], np.ndarray]:
+        """Every buffered row, in the order they came, out of the budget."""
+        runs, self._runs = self._runs, []
+        self._writer._budget.used -= self.buffered
+        self.buffered = 0
+        self._ready = 0
+        return ([pa.concat_arrays([r.columns[i] for r in runs]) for i in range(len(runs[0].columns))],
+                np.concatenate([r.slots for r in runs]))
+
+    def _spill_buffered(self) -> None:
+        if not self._runs:
+            return
+        if self._spill is None:
+            self._spill = SpillFile(len(self._slot_bytes))
+        columns, slots = self._take_buffered()
+        self._slot_bytes[:] = 0
+        order = np.argsort(slots, kind="stable")
+        columns = [_take(c, order) for c in columns]
+        self._spill.add(columns, slots[order], _row_costs(columns))
+
+    def _merge_spilled(self) -> None:
+        """Write every spilled row as chunks: slots in order, each slot's rows in the order
+        they came (run after run), about half a budget's worth of rows in memory at a time."""
+        spill, self._spill = self._spill, None
+        try:
+            limit = max(1, self._writer._budget.limit // 2)
+            for first, stop, rows, cost in spill.batches(limit):
+                if cost > limit:  # one slot over the budget: its rows a piece at a time
+                    for run, a, b in rows:
+                        for start, end in _row_pieces(a, b, cost, limit):
+                            self._write_slots(*spill.read(run, start, end, first, stop))
+                    continue
+                pieces = [spill.read(run, a, b, first, stop) for run, a, b in rows]
+                columns = [pa.concat_arrays([p[0][i] for p in pieces]) for i in range(len(pieces[0][0]))]
+                slots = np.concatenate([p[1] for p in pieces])
+                order = np.argsort(slots, kind="stable")  # by slot; run order within a slot
+                self._write_slots([_take(c, order) for c in columns], slots[order])
+        finally:
+            spill.close()
+
+    def discard(self) -> None:
+        """Drop what is buffered or spilled (the writer aborts)."""
+        if self._runs:
+            self._take_buffered()
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+
+    def _write_slots(self, columns: list[pa.Array], slots: np.ndarray) -> None:
+        """Chunks of rows ordered by slot: each slot's rows cut into chunk-sized runs."""
+        chunk_bytes = self._writer.chunk_bytes
+        sizes = _byte_sizes(columns)
+        ends = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+        bounds = (np.flatnonzero(np.diff(slots)) + 1).tolist()
+        for start, stop in zip([0, *bounds], [*bounds, len(slots)]):
+            rows = [c.slice(start, stop - start) for c in columns]
+            arranged = self._arrange(rows)
+            if ends[stop] - ends[start] <= chunk_bytes:  # most slots: one chunk, nothing to cut
+                cuts = [(0, stop - start)]
+            else:
+                cuts = _split_rows(sizes[start:stop] if arranged is rows else _byte_sizes(arranged), chunk_bytes)
+            for first, end in cuts:
+                pieces = [c.slice(first, end - first) for c in arranged]
+                chunk = self._writer._sink.put(encode_chunk(pieces), end - first, key_group=self._key_group(int(slots[start])))
+                self._describe(chunk, pieces)
+                self._emit(int(slots[start]), chunk)
 
     def _arrange(self, columns: list[pa.Array]) -> list[pa.Array]:
-        """The rows of one flush in the order they are stored."""
+        """The rows of one slot in the order they are stored."""
         return columns
 
     def _describe(self, chunk: pb.Chunk, pieces: list[pa.Array]) -> None:
@@ -291,8 +452,9 @@ class _BufferedState:
         self.chunks.append(chunk)
 
     def flush(self) -> None:
-        for slot in sorted(self._pending):
-            self._flush_slot(slot)
+        self.flush_round()
+        if self._spill is not None:
+            self._merge_spilled()
 
 
 class ListStateWriter(_BufferedState):
@@ -300,7 +462,7 @@ class ListStateWriter(_BufferedState):
 
     def __init__(self, writer: SavepointWriter, operator: OperatorWriter, name: str, mode: DistributionMode,
                  serializer: Serializer) -> None:
-        super().__init__(writer, operator, name)
+        super().__init__(writer, operator, name, slots=operator.parallelism)
         self.mode = DistributionMode.parse(mode)
         self.serializer = serializer
         self.partitions = [pb.Partition() for _ in range(operator.parallelism)]
@@ -317,7 +479,7 @@ class ListStateWriter(_BufferedState):
         subtask = check_subtask(subtask, len(self.partitions), self.label)
         encoded = _binary(encoded)
         if len(encoded):
-            self._append(subtask, [encoded], int(_byte_sizes([encoded]).sum()))
+            self._append([encoded], np.full(len(encoded), subtask, dtype=np.uint16))
             self._writer._relieve_budget()
 
     def _emit(self, slot: int, chunk: pb.Chunk) -> None:
@@ -329,35 +491,32 @@ class ListStateWriter(_BufferedState):
                             chunks=self.chunks, partitions=self.partitions)
 
 
-class KeyedStateWriter(_BufferedState):
-    """Adds entries of one keyed state, grouped into key-group chunks."""
+class _KeyGroupedState(_BufferedState):
+    """Rows buffered per key group and cut into key-group chunks: keyed state and timers
+    (spec/format.md §7.1, §7.9)."""
 
-    def __init__(self, writer: SavepointWriter, operator: OperatorWriter, name: str, kind: int,
-                 value_serializer: Serializer, user_key_serializer: Serializer | None) -> None:
-        super().__init__(writer, operator, name)
-        self.kind = kind
-        self.value_serializer = value_serializer
-        self.user_key_serializer = user_key_serializer
-        # LIST state stores each key's whole list as one value (spec/format.md §7.1).
-        self._stored_value = ListOf(value_serializer) if kind == pb.LIST else value_serializer
+    #: Columns of a row, checked on every add.
+    columns: int
 
-    @_fails_writer
-    def add(self, keys: Sequence | pa.Array, values: Sequence | pa.Array, user_keys: Sequence | pa.Array | None = None,
-            *, subtask: int | None = None) -> None:
-        """Add entries: ``values[i]`` under ``keys[i]`` (and ``user_keys[i]`` for MAP state).
+    def __init__(self, writer: SavepointWriter, operator: OperatorWriter, name: str) -> None:
+        super().__init__(writer, operator, name, slots=operator.max_parallelism)
 
-        With ``subtask``, every key must belong to that subtask's key-group range,
-        as in a Flink snapshot where each subtask writes only its own key groups.
-        """
+    def _key_groups(self, key_array: pa.Array, key_groups, subtask: int | None) -> np.ndarray:
+        """The key group of every key: hashed (spec/key-groups.md §5), or given by the caller
+        when the operator's key groups are assigned by its writer (spec/format.md §7.12)."""
         op = self.operator
-        key_array = as_key_array(keys, op.key_serializer)
-        if (user_keys is None) != (self.kind != pb.MAP):
-            raise InvalidArgumentError("user_keys are required for MAP state and only for it", state=self.label)
-        columns = [op.key_serializer.encode_array(key_array)]
-        if user_keys is not None:
-            columns.append(self.user_key_serializer.encode_array(_values(user_keys)))
-        columns.append(self._stored_value.encode_array(_values(values)))
-        groups = compute_key_groups(key_array, op.max_parallelism, op.key_type)
+        if op.writer_assigned_key_groups:
+            if key_groups is None:
+                raise InvalidArgumentError(f"operator {op.operator_id!r} has writer-assigned key groups: pass "
+                                           "key_groups", state=self.label)
+            groups = np.asarray(key_groups, dtype=np.int64)
+            if groups.shape != (len(key_array),):
+                raise InvalidArgumentError(f"{len(groups)} key groups for {len(key_array)} keys", state=self.label)
+        elif key_groups is not None:
+            raise InvalidArgumentError("key_groups are given only for an operator whose writer assigns them "
+                                       "(add_operator(..., key_groups='writer'))", state=self.label)
+        else:
+            groups = compute_key_groups(key_array, op.max_parallelism, op.key_type)
         if subtask is not None:
             subtask = check_subtask(subtask, op.parallelism, self.label)
             own = key_group_range(op.max_parallelism, op.parallelism, subtask)
@@ -367,13 +526,16 @@ class KeyedStateWriter(_BufferedState):
                 raise InvalidArgumentError(
                     f"key {key_array[bad].as_py()!r} belongs to key group {int(groups[bad])}, outside subtask "
                     f"{subtask}'s range {own.first}..{own.last}", state=self.label)
-        self.add_encoded(columns, groups)
+        return groups
 
     @_fails_writer
     def add_encoded(self, columns: Sequence[pa.Array], key_groups: np.ndarray) -> None:
-        """Add serialized columns (key[, user key], value) whose key groups are known."""
+        """Add serialized columns in the state's column order whose key groups are known."""
         self._writer._check_open()
         columns = [_binary(c) for c in columns]
+        if len(columns) != self.columns:
+            raise InvalidArgumentError(f"{len(columns)} columns given, the state's rows have {self.columns}",
+                                       state=self.label)
         if len({len(c) for c in columns}) != 1 or len(columns[0]) != len(key_groups):
             raise InvalidArgumentError("keys, values and user keys differ in length", state=self.label)
         if len(key_groups) == 0:
@@ -381,18 +543,7 @@ class KeyedStateWriter(_BufferedState):
         key_groups = np.asarray(key_groups)
         if key_groups.min() < 0 or key_groups.max() >= self.operator.max_parallelism:
             raise InvalidArgumentError("key group out of range", state=self.label)
-        # Key groups fit 16 bits, for which numpy's stable sort is a radix sort.
-        order = np.argsort(key_groups.astype(np.uint16), kind="stable")
-        sorted_groups = key_groups[order]
-        if not (np.diff(order) == 1).all():
-            columns = [_take(c, order) for c in columns]
-        size_ends = np.concatenate([[0], np.cumsum(_byte_sizes(columns))])
-        bounds = np.flatnonzero(np.diff(sorted_groups)) + 1
-        starts = np.concatenate([[0], bounds]).tolist()
-        stops = np.concatenate([bounds, [len(order)]]).tolist()
-        for start, stop in zip(starts, stops):
-            self._append(int(sorted_groups[start]), [c.slice(start, stop - start) for c in columns],
-                         int(size_ends[stop] - size_ends[start]))
+        self._append(columns, key_groups)
         self._writer._relieve_budget()
 
     def _key_group(self, slot: int) -> int:
@@ -411,24 +562,105 @@ class KeyedStateWriter(_BufferedState):
             chunk.key_bounds.min = bounds["min"].as_py()
             chunk.key_bounds.max = bounds["max"].as_py()
 
+    def sorted_chunks(self) -> list[pb.Chunk]:
+        return sorted(self.chunks, key=lambda c: c.key_group)  # stable: a key group's chunks keep their order
+
+
+#: Keyed state kinds by name (spec/format.md §5.4); "reducing" and "aggregating" are format 1.2.
+KEYED_KINDS = {"value": pb.VALUE, "list": pb.LIST, "map": pb.MAP, "reducing": pb.REDUCING,
+               "aggregating": pb.AGGREGATING}
+
+
+class KeyedStateWriter(_KeyGroupedState):
+    """Adds entries of one keyed state, grouped into key-group chunks."""
+
+    def __init__(self, writer: SavepointWriter, operator: OperatorWriter, name: str, kind: int,
+                 value_serializer: Serializer, user_key_serializer: Serializer | None,
+                 namespace_serializer: Serializer | None = None, ttl: TtlConfig | None = None) -> None:
+        super().__init__(writer, operator, name)
+        self.kind = kind
+        self.value_serializer = value_serializer
+        self.user_key_serializer = user_key_serializer
+        self.namespace_serializer = namespace_serializer
+        self.ttl = ttl
+        self.columns = 2 + (kind == pb.MAP) + (namespace_serializer is not None)
+        # LIST state stores each key's whole list as one value (spec/format.md §7.1); with a
+        # TTL, each element (and every other value) is a TTL cell (§7.8).
+        element = TtlValue(value_serializer) if ttl is not None else value_serializer
+        self._stored_value = ListOf(element) if kind == pb.LIST else value_serializer
+
+    @_fails_writer
+    def add(self, keys: Sequence | pa.Array, values: Sequence | pa.Array, user_keys: Sequence | pa.Array | None = None,
+            *, namespaces: Sequence | pa.Array | None = None, ttl_timestamps: Sequence | np.ndarray | None = None,
+            subtask: int | None = None, key_groups: Sequence[int] | np.ndarray | None = None) -> None:
+        """Add entries: ``values[i]`` under ``keys[i]`` (and ``user_keys[i]`` for MAP state,
+        ``namespaces[i]`` for a namespaced state, ``ttl_timestamps[i]`` for a TTL state: the
+        last-access time in ms, for LIST state one per element or one for the whole list).
+
+        With ``subtask``, every key must belong to that subtask's key-group range,
+        as in a Flink snapshot where each subtask writes only its own key groups.
+        ``key_groups`` are required, and only allowed, for an operator whose key
+        groups its writer assigns (spec/format.md §7.12).
+        """
+        op = self.operator
+        key_array = as_key_array(keys, op.key_serializer)
+        if (user_keys is None) != (self.kind != pb.MAP):
+            raise InvalidArgumentError("user_keys are required for MAP state and only for it", state=self.label)
+        if (namespaces is None) != (self.namespace_serializer is None):
+            raise InvalidArgumentError("namespaces are required for a state with a namespace serializer and only "
+                                       "for it", state=self.label)
+        if (ttl_timestamps is None) != (self.ttl is None):
+            raise InvalidArgumentError("ttl_timestamps are required for a state with a TTL and only for it",
+                                       state=self.label)
+        columns = [op.key_serializer.encode_array(key_array)]
+        if namespaces is not None:
+            columns.append(self.namespace_serializer.encode_array(_values(namespaces)))
+        if user_keys is not None:
+            columns.append(self.user_key_serializer.encode_array(_values(user_keys)))
+        columns.append(self._encode_values(values, ttl_timestamps))
+        self.add_encoded(columns, self._key_groups(key_array, key_groups, subtask))
+
+    def _encode_values(self, values, ttl_timestamps) -> pa.Array:
+        if self.ttl is None:
+            return self._stored_value.encode_array(_values(values))
+        if self.kind != pb.LIST:
+            return prefix_timestamps(ttl_timestamps, self.value_serializer.encode_array(_values(values)))
+        values = values.to_pylist() if isinstance(values, (pa.Array, pa.ChunkedArray)) else list(values)
+        if len(ttl_timestamps) != len(values):
+            raise InvalidArgumentError(f"{len(ttl_timestamps)} TTL timestamps for {len(values)} lists",
+                                       state=self.label)
+        cells = []
+        for elements, stamps in zip(values, ttl_timestamps):
+            stamps = [stamps] * len(elements) if isinstance(stamps, (int, np.integer)) else list(stamps)
+            if len(stamps) != len(elements):
+                raise InvalidArgumentError(f"{len(stamps)} TTL timestamps for a list of {len(elements)}",
+                                           state=self.label)
+            cells.append(list(zip(stamps, elements)))
+        return self._stored_value.encode_array(cells)
+
     def to_proto(self) -> pb.KeyedState:
         state = pb.KeyedState(name=self.name, kind=self.kind, value_serializer=self.value_serializer.snapshot(),
-                              chunks=sorted(self.chunks, key=lambda c: c.key_group))
+                              chunks=self.sorted_chunks())
         if self.user_key_serializer is not None:
             state.user_key_serializer.CopyFrom(self.user_key_serializer.snapshot())
+        if self.namespace_serializer is not None:
+            state.namespace_serializer.CopyFrom(self.namespace_serializer.snapshot())
+        if self.ttl is not None:
+            state.ttl.CopyFrom(self.ttl.to_proto())
         return state
 
 
 def _take(column: pa.Array, order: np.ndarray) -> pa.Array:
-    """Rows of a binary column in ``order``; a numpy gather when all rows are one width."""
+    """Rows ``order`` (any subset, in any order) of a binary column; a numpy gather when
+    all rows are one width."""
     offsets = np.frombuffer(column.buffers()[1], dtype=np.int32, count=len(column) + 1, offset=column.offset * 4)
     width = int(offsets[1] - offsets[0]) if len(column) else 0
     if width and bool((np.diff(offsets) == width).all()):
         data = np.frombuffer(column.buffers()[2], dtype=np.uint8, count=width * len(column), offset=int(offsets[0]))
         # One fixed-size element per row: numpy copies each row as a unit.
         gathered = np.take(data.view(np.dtype((np.void, width))), order)
-        new_offsets = np.arange(len(column) + 1, dtype=np.int32) * width
-        return pa.Array.from_buffers(pa.binary(), len(column), [None, pa.py_buffer(new_offsets), pa.py_buffer(gathered)])
+        new_offsets = np.arange(len(order) + 1, dtype=np.int32) * width
+        return pa.Array.from_buffers(pa.binary(), len(order), [None, pa.py_buffer(new_offsets), pa.py_buffer(gathered)])
     return column.take(pa.array(order))
 
 
@@ -446,22 +678,39 @@ def _binary(column: pa.Array) -> pa.Array:
 
 class OperatorWriter:
     def __init__(self, writer: SavepointWriter, operator_id: str, parallelism: int, max_parallelism: int,
-                 key_serializer: Serializer | None, name: str) -> None:
+                 key_serializer: Serializer | None, name: str, *, uid: str = "", engine_operator_id: bytes = b"",
+                 key_groups: str = "hashed") -> None:
         self._writer = writer
         self.operator_id = operator_id
         self.name = name
         self.parallelism = parallelism
         self.max_parallelism = max_parallelism
         self.key_serializer = key_serializer
-        self.key_type = key_type_of(key_serializer.snapshot()) if key_serializer is not None else None
+        # Format 1.2 (spec/format.md §5.2, §7.12): identity, and who assigns key groups.
+        self.uid = uid
+        self.engine_operator_id = engine_operator_id
+        if key_groups not in ("hashed", "writer"):
+            raise InvalidArgumentError(f"key_groups is 'hashed' or 'writer', got {key_groups!r}")
+        self.writer_assigned_key_groups = key_groups == "writer"
+        hashed = key_serializer is not None and not self.writer_assigned_key_groups
+        self.key_type = key_type_of(key_serializer.snapshot()) if hashed else None
         self.list_states: dict[str, ListStateWriter] = {}
         self.keyed_states: dict[str, KeyedStateWriter] = {}
+        self.broadcast_states: dict = {}
+        self.timer_services: dict = {}
+        #: The operator coordinator's state (spec/format.md §7.11), or None.
+        self.coordinator_state: bytes | None = None
+        self._coordinator_chunk: pb.Chunk | None = None
 
     def _check_name(self, name: str) -> None:
         self._writer._check_open()
         check_text(name, "state name")
-        if not name or name in self.list_states or name in self.keyed_states:
+        if not name or name in self.list_states or name in self.keyed_states or name in self.broadcast_states:
             raise InvalidArgumentError(f"state name {name!r} is empty or already used in operator {self.operator_id!r}")
+
+    def _check_keyed(self) -> None:
+        if self.key_serializer is None:
+            raise InvalidArgumentError(f"operator {self.operator_id!r} was added without a key serializer")
 
     def list_state(self, name: str, serializer: Serializer,
                    mode: DistributionMode = DistributionMode.SPLIT_DISTRIBUTE) -> ListStateWriter:
@@ -471,28 +720,71 @@ class OperatorWriter:
         return state
 
     def keyed_state(self, name: str, value_serializer: Serializer, *, kind: str = "value",
-                    user_key_serializer: Serializer | None = None) -> KeyedStateWriter:
+                    user_key_serializer: Serializer | None = None, namespace_serializer: Serializer | None = None,
+                    ttl: TtlConfig | None = None) -> KeyedStateWriter:
         """A keyed state: ``kind`` is "value", "list" (value_serializer serializes one
-        element) or "map" (needs ``user_key_serializer``)."""
+        element), "map" (needs ``user_key_serializer``), or (format 1.2) "reducing" or
+        "aggregating" (stored like "value"). Format 1.2: ``namespace_serializer`` gives
+        every row a namespace (a window, say), ``ttl`` a time-to-live."""
         self._check_name(name)
-        if self.key_serializer is None:
-            raise InvalidArgumentError(f"operator {self.operator_id!r} was added without a key serializer")
-        kinds = {"value": pb.VALUE, "list": pb.LIST, "map": pb.MAP}
-        if kind not in kinds:
-            raise InvalidArgumentError(f"unknown keyed state kind {kind!r}; choose one of {sorted(kinds)}")
+        self._check_keyed()
+        if kind not in KEYED_KINDS:
+            raise InvalidArgumentError(f"unknown keyed state kind {kind!r}; choose one of {sorted(KEYED_KINDS)}")
         if (user_key_serializer is None) != (kind != "map"):
             raise InvalidArgumentError("a user_key_serializer is required for map state and only for it")
-        state = KeyedStateWriter(self._writer, self, name, kinds[kind], value_serializer, user_key_serializer)
+        if ttl is not None and not isinstance(ttl, TtlConfig):
+            raise InvalidArgumentError("ttl must be a pyref.ttl.TtlConfig")
+        state = KeyedStateWriter(self._writer, self, name, KEYED_KINDS[kind], value_serializer, user_key_serializer,
+                                 namespace_serializer, ttl)
         self.keyed_states[name] = state
         return state
+
+    def timer_service(self, name: str, domain: str, namespace_serializer: Serializer | None = None):
+        """Format 1.2: a timer service of ``domain`` "event_time" or "processing_time" (spec/format.md §5.7)."""
+        from .timers import TimerServiceWriter  # builds on this module
+
+        self._writer._check_open()
+        check_text(name, "timer service name")
+        self._check_keyed()
+        service = TimerServiceWriter(self._writer, self, name, domain, namespace_serializer)
+        if not name or (name, service.domain) in self.timer_services:
+            raise InvalidArgumentError(f"timer service {name!r} ({domain}) is unnamed or already in operator "
+                                       f"{self.operator_id!r}")
+        self.timer_services[(name, service.domain)] = service
+        return service
+
+    def broadcast_state(self, name: str, key_serializer: Serializer, value_serializer: Serializer):
+        """Format 1.2: a broadcast map state, of which every subtask holds a copy (spec/format.md §5.8)."""
+        from .broadcast import BroadcastStateWriter  # builds on this module
+
+        self._check_name(name)
+        state = BroadcastStateWriter(self._writer, self, name, key_serializer, value_serializer)
+        self.broadcast_states[name] = state
+        return state
+
+    def states(self) -> list[_BufferedState]:
+        return [*self.list_states.values(), *self.keyed_states.values(), *self.timer_services.values(),
+                *self.broadcast_states.values()]
+
+    def store_coordinator_state(self) -> None:
+        """Hand the coordinator state to the sink as a chunk of one cell (spec/format.md §7.11)."""
+        if self.coordinator_state is not None:
+            cell = pa.array([bytes(self.coordinator_state)], pa.binary())
+            self._coordinator_chunk = self._writer._sink.put(encode_chunk([cell]), 1)
 
     def to_proto(self) -> pb.Operator:
         op = pb.Operator(operator_id=self.operator_id, name=self.name, parallelism=self.parallelism,
                          max_parallelism=self.max_parallelism,
                          list_states=[s.to_proto() for s in self.list_states.values()],
-                         keyed_states=[s.to_proto() for s in self.keyed_states.values()])
-        if self.keyed_states:
+                         keyed_states=[s.to_proto() for s in self.keyed_states.values()],
+                         timer_services=[s.to_proto() for s in self.timer_services.values()],
+                         broadcast_states=[s.to_proto() for s in self.broadcast_states.values()],
+                         uid=self.uid, engine_operator_id=self.engine_operator_id,
+                         key_groups=pb.KEY_GROUPS_FROM_WRITER if self.writer_assigned_key_groups else 0)
+        if self.keyed_states or self.timer_services:
             op.key_serializer.CopyFrom(self.key_serializer.snapshot())
+        if self._coordinator_chunk is not None:
+            op.coordinator_state.CopyFrom(self._coordinator_chunk)
         return op
 
 
@@ -545,44 +837,53 @@ class SavepointWriter:
             self.status, self._failure = "failed", exc
 
     def add_operator(self, operator_id: str, parallelism: int, *, max_parallelism: int | None = None,
-                     key_serializer: Serializer | None = None, name: str = "") -> OperatorWriter:
+                     key_serializer: Serializer | None = None, name: str = "", uid: str = "",
+                     engine_operator_id: bytes = b"", key_groups: str = "hashed") -> OperatorWriter:
+        """An operator; format 1.2 adds its ``uid`` and ``engine_operator_id`` (informative) and
+        ``key_groups="writer"``: keys are not hashed here, the caller gives every row's key
+        group (spec/format.md §7.12), and the key serializer may be any serializer."""
         self._check_open()
         check_text(operator_id, "operator id")
         check_text(name, "operator name")
+        check_text(uid, "operator uid")
+        if not isinstance(engine_operator_id, bytes):
+            raise InvalidArgumentError(f"engine_operator_id must be bytes, got {type(engine_operator_id).__name__}")
         if not operator_id or operator_id in self.operators:
             raise InvalidArgumentError(f"operator id {operator_id!r} is empty or already used")
         max_parallelism = default_max_parallelism(parallelism) if max_parallelism is None else max_parallelism
         check_parallelism(parallelism, max_parallelism)
-        op = OperatorWriter(self, operator_id, parallelism, max_parallelism, key_serializer, name)
+        op = OperatorWriter(self, operator_id, parallelism, max_parallelism, key_serializer, name, uid=uid,
+                            engine_operator_id=engine_operator_id, key_groups=key_groups)
         self.operators[operator_id] = op
         return op
 
     def _relieve_budget(self) -> None:
-        # Flush the largest buffered key groups until the budget has room again: one sort
-        # per call, not a scan of every buffer per flush (thousands of key groups).
+        # Over budget: flush rounds on the states holding the most until half the budget is
+        # free. A round copies what its state holds, so freeing half keeps the copying
+        # amortised to a few times the state size.
         if self._budget.used <= self._budget.limit:
             return
-        buffers = sorted(((p.nbytes, slot, state) for state in self._states() for slot, p in state._pending.items()),
-                         key=lambda b: b[0], reverse=True)
-        for _, slot, state in buffers:
-            if self._budget.used <= self._budget.limit:
+        target = self._budget.limit // 2
+        for state in sorted(self._states(), key=lambda s: s.buffered, reverse=True):
+            if self._budget.used <= target:
                 break
-            state._flush_slot(slot)
+            state.flush_round(keep_bytes=max(0, state.buffered - (self._budget.used - target)))
 
     def _states(self) -> list[_BufferedState]:
-        return [s for op in self.operators.values() for s in [*op.list_states.values(), *op.keyed_states.values()]]
+        return [s for op in self.operators.values() for s in op.states()]
 
     @_fails_writer
     def build_manifest(self) -> pb.Manifest:
         self._check_open()
         for state in self._states():
             state.flush()
+        for op in self.operators.values():
+            op.store_coordinator_state()
         files = self._sink.close()
         manifest = pb.Manifest(savepoint_id=str(uuid.uuid4()), created_by=f"pyref {__version__}",
                                created_at_ms=int(time.time() * 1000), data_files=files,
                                operators=[op.to_proto() for op in self.operators.values()])
-        if self.key_bounds:
-            manifest.optional_features.append(FEATURE_CHUNK_KEY_BOUNDS)
+        declare_features(manifest)
         return manifest
 
     def commit(self) -> pb.Manifest:
@@ -613,6 +914,8 @@ class SavepointWriter:
         """Remove the data files written so far; the target stays as it was."""
         if self.status in ("open", "failed"):
             self.status = "aborted"
+            for state in self._states():
+                state.discard()
             self._sink.abort()
 
     def __enter__(self) -> SavepointWriter:
@@ -627,11 +930,16 @@ class SavepointWriter:
 
 def read_previous(io: SavepointIO, overwrite: bool) -> bytes | None:
     """The manifest a new commit will replace; refuses to replace one unless ``overwrite``."""
-    previous = io.read_file(MANIFEST_NAME) if io.size(MANIFEST_NAME) is not None else None
-    if previous is not None and not overwrite:
+    size = io.size(MANIFEST_NAME)
+    if size is None:
+        return None
+    if not overwrite:
         raise InvalidArgumentError("a savepoint already exists here; pass overwrite=True to replace it",
                                    path=io.location)
-    return previous
+    if size > MAX_MANIFEST_BYTES:  # not a manifest: reading it whole could exhaust memory
+        raise CorruptSavepointError(f"the _manifest here is {size} bytes, longer than any manifest; remove it first",
+                                    path=io.describe(MANIFEST_NAME))
+    return io.read_file(MANIFEST_NAME)
 
 
 def publish(io: SavepointIO, manifest: pb.Manifest, previous: bytes | None, abort: Callable[[], None]) -> None:
@@ -642,6 +950,7 @@ def publish(io: SavepointIO, manifest: pb.Manifest, previous: bytes | None, abor
     stay, at worst as unreferenced leftovers.
     """
     try:
+        declare_features(manifest)  # exactly the features the content uses; they set the label (§9.4)
         data = encode_manifest(manifest)
         # Round-trip through the reader's validation: never publish what a reader would refuse.
         decode_manifest(data, path=io.describe(MANIFEST_NAME))

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pyarrow as pa
 import pytest
 
 from pyref.testing import write_seeds
@@ -26,16 +27,57 @@ def test_inspect_lists_operators_states_and_key_group_ranges(seeds, capsys):
         "name": "offsets", "type": "list", "mode": "SPLIT_DISTRIBUTE", "serializer": "int64@v1",
         "elements_per_partition": [2, 2], "chunks": 0, "stored_bytes": 0, "raw_bytes": 0}
     assert counter["key_serializer"] == "string@v1" and counter["max_parallelism"] == 128
-    assert counter["subtasks"] == [{"subtask": 0, "first_key_group": 0, "last_key_group": 63},
-                                   {"subtask": 1, "first_key_group": 64, "last_key_group": 127}]
+    assert counter["key_groups_per_subtask"] == {"min": 64, "max": 64} and "subtask_key_groups" not in counter
     assert counter["states"][0]["entries"] == 50
+    code, info = run_json(capsys, "inspect", str(seeds), "--subtasks")
+    assert info["operators"][1]["subtask_key_groups"] == [[0, 63], [64, 127]]
+
+
+@pytest.mark.parametrize("with_1_2_parts", [False, True], ids=["plain", "timers and coordinator state"])
+def test_inspect_output_does_not_grow_with_parallelism(tmp_path, capsys, with_1_2_parts):
+    """100 operators at parallelism 32768 took 29 s, 3.7 GiB and printed 387 MB (issue 9,
+    item 13): without --subtasks the output is O(manifest), whatever the parallelism; so it
+    is with a timer service and coordinator state (format 1.2) in every operator."""
+    from pyref._proto.savepoint.v1 import manifest_pb2 as pb
+    from pyref.checksum import crc32c
+    from pyref.chunk import encode_chunk
+    from pyref.manifest import declare_features, encode_manifest
+    from pyref.serializers import String
+
+    payload = encode_chunk([pa.array([b"enumerator"], pa.binary())])
+    sizes = {}
+    for parallelism in (2, 32768):
+        m = pb.Manifest(savepoint_id="s")
+        for i in range(100):
+            op = m.operators.add(operator_id=f"op-{i:02}", parallelism=parallelism, max_parallelism=32768)
+            if with_1_2_parts:
+                op.key_serializer.CopyFrom(String().snapshot())
+                op.timer_services.add(name="t", domain=pb.EVENT_TIME)
+                op.coordinator_state.CopyFrom(pb.Chunk(row_count=1, inline_data=payload, raw_length=len(payload),
+                                                       crc32c=crc32c(payload)))
+        declare_features(m)
+        (tmp_path / str(parallelism)).mkdir()
+        (tmp_path / str(parallelism) / "_manifest").write_bytes(encode_manifest(m))
+        for flag in ("--json", None):
+            assert main(["inspect", str(tmp_path / str(parallelism)), *([flag] if flag else [])]) == 0
+            out = capsys.readouterr().out.replace(str(tmp_path / str(parallelism)), "SP")
+            sizes[parallelism, flag] = len(out)
+    for flag in ("--json", None):
+        assert sizes[32768, flag] <= sizes[2, flag] + 100 * 8  # only the numbers grow a few digits
+    code, info = run_json(capsys, "inspect", str(tmp_path / "32768"))
+    assert info["operators"][0]["key_groups_per_subtask"] == {"min": 1, "max": 1}
+    if with_1_2_parts:
+        assert info["operators"][0]["timer_services"][0]["name"] == "t"
+        assert info["operators"][0]["coordinator_state_bytes"] == len(b"enumerator")
 
 
 def test_inspect_human_output(seeds, capsys):
     assert main(["inspect", str(seeds)]) == 0
     out = capsys.readouterr().out
     assert "list state offsets [SPLIT_DISTRIBUTE] int64@v1" in out
-    assert "key groups per subtask: 0:0-63, 1:64-127" in out
+    assert "key groups per subtask: 64 (--subtasks lists them)" in out
+    assert main(["inspect", str(seeds), "--subtasks"]) == 0
+    assert "  0:0-63, 1:64-127\n" in capsys.readouterr().out
 
 
 def test_plan_shows_who_holds_what(seeds, capsys):
@@ -43,6 +85,23 @@ def test_plan_shows_who_holds_what(seeds, capsys):
     assert code == 0
     source = info["operators"][0]
     assert [s["list_states"]["offsets"] for s in source["subtasks"]] == [1, 1, 1, 1]
+
+
+def test_plan_lists_broadcast_states(tmp_path, capsys):
+    """Format 1.2: a broadcast state's entries per new subtask (old partition i mod old_p)."""
+    from pyref import SavepointWriter
+    from pyref.serializers import Int64, String
+
+    with SavepointWriter(str(tmp_path / "sp")) as w:
+        rules = w.add_operator("op", 2).broadcast_state("rules", String(), Int64())
+        rules.add_all(["a", "b"], [1, 2])
+        rules.add(1, ["c"], [3])
+    code, info = run_json(capsys, "plan", str(tmp_path / "sp"), "-p", "3")
+    assert code == 0
+    assert [s["broadcast_states"] for s in info["operators"][0]["subtasks"]] == [{"rules": 2}, {"rules": 3},
+                                                                                 {"rules": 2}]
+    assert main(["plan", str(tmp_path / "sp"), "-p", "3"]) == 0
+    assert "subtask 1: key groups 43-85; rules: 3 entries; reads" in capsys.readouterr().out
 
 
 def test_verify_ok_and_corrupt(tmp_path, capsys):
@@ -137,3 +196,13 @@ def test_argument_errors_are_invalid_arguments_with_a_json_document(seeds, capsy
 def test_argument_errors_without_json_go_to_stderr(seeds, capsys):
     assert main(["plan", str(seeds), "-p", "x"]) == 2
     assert "pyref: InvalidArgumentError: pyref plan: argument -p/--parallelism" in capsys.readouterr().err
+
+
+def test_inspect_and_plan_show_the_1_2_parts(tmp_path, capsys):
+    write_seeds(tmp_path / "sp", windowed=True)
+    assert main(["inspect", str(tmp_path / "sp")]) == 0
+    out = capsys.readouterr().out
+    assert "format 1.2" in out and "namespace time-window@v1" in out
+    assert "timer service window-timers [event_time] namespace time-window@v1: 50 timers" in out
+    code, info = run_json(capsys, "plan", str(tmp_path / "sp"), "-p", "4")
+    assert code == 0 and len(info["operators"]) == 3

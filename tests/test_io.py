@@ -65,6 +65,17 @@ def test_truncated_data_file_names_the_byte_range(tmp_path, make_io):
     assert info.value.byte_range == (0, io.size(rel) + 10)
 
 
+@pytest.mark.parametrize("make_io", [lambda p: LocalIO(str(p)), lambda p: ArrowIO(f"file://{p}")], ids=["local", "arrow"])
+def test_deleting_a_file_that_is_already_gone_is_not_an_error(tmp_path, make_io):
+    # clean and a writer's abort may race to delete the same leftover file: the loser must not fail.
+    write_seeds(tmp_path / "sp", inline_bytes=0)
+    io = make_io(tmp_path / "sp")
+    rel = io.list_files("data")[0]
+    io.delete(rel)
+    io.delete(rel)
+    assert io.size(rel) is None
+
+
 def test_short_reads_are_continued(tmp_path, monkeypatch):
     """Issue 9 item 5: one pread returns at most 0x7ffff000 bytes on Linux; the reader did one
     and called the chunk corrupt. Here every pread is capped at 300 bytes."""

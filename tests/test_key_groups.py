@@ -71,13 +71,17 @@ def arrow_type(key_type: kg.KeyType) -> pa.DataType:
         "string": pa.string(),
         "boolean": pa.bool_(),
         "bytes": pa.binary(),
+        "int8": pa.int8(),
+        "int16": pa.int16(),
+        "float32": pa.float32(),
+        "char": pa.uint16(),  # the code unit
     }[key_type]
 
 
 def to_arrow_value(key: Any, key_type: kg.KeyType) -> Any:
     if isinstance(key_type, tuple):
         return {f"f{i}": to_arrow_value(k, t) for i, (k, t) in enumerate(zip(key, key_type))}
-    return key
+    return ord(key) if key_type == "char" else key
 
 
 def arrow_keys(keys: list[Any], key_type: kg.KeyType) -> pa.Array:
@@ -277,6 +281,10 @@ def _value_strategy(key_type: kg.KeyType) -> st.SearchStrategy:
         "string": short_texts,
         "boolean": st.booleans(),
         "bytes": st.binary(max_size=12),
+        "int8": st.integers(-(2**7), 2**7 - 1),
+        "int16": st.integers(-(2**15), 2**15 - 1),
+        "float32": st.floats(width=32),
+        "char": st.integers(0, 0xFFFF).map(chr),  # lone surrogates included
     }[key_type]
 
 

@@ -3,12 +3,14 @@ that says what is wrong and where."""
 
 from __future__ import annotations
 
+import os
 import struct
 
 import pytest
 
 from pyref import CorruptSavepointError, Savepoint, UnsupportedFormatError
 from pyref._proto.savepoint.v1 import manifest_pb2 as pb
+from pyref.io import LocalIO
 from pyref.manifest import MAGIC, decode_manifest, encode_envelope, encode_manifest
 from pyref.testing import varint
 
@@ -150,3 +152,58 @@ def test_data_file_of_wrong_size_is_reported_on_read(tmp_path):
     with pytest.raises(CorruptSavepointError, match="manifest says") as info:
         list(sp.restore_plan(2).subtask("kafka-source", 0).list_state("offsets"))
     assert data_file.name in info.value.path
+
+
+class _ReadsAtMost(LocalIO):
+    """LocalIO that fails the test on any read longer than ``limit`` bytes."""
+
+    def __init__(self, root, limit: int) -> None:
+        super().__init__(str(root))
+        self.limit = limit
+
+    def read_range(self, rel, offset, length):
+        assert length <= self.limit, f"read {length} bytes of {rel} before checking its header"
+        return super().read_range(rel, offset, length)
+
+    def sibling(self, name):
+        return _ReadsAtMost(os.path.join(os.path.dirname(self.root), name), self.limit)
+
+
+def _sparse_manifest(directory, size: int, body_length: int) -> None:
+    """A ``_manifest`` of ``size`` bytes (a hole after a valid-looking 16-byte header)."""
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "_manifest"), "wb") as f:
+        f.write(MAGIC + struct.pack("<HHI", 1, 0, body_length))
+        f.truncate(size)
+
+
+@pytest.mark.parametrize("size,body_length,error,match", [
+    (64 << 30, 1000, CorruptSavepointError, "does not match the file size"),
+    (3 << 30, (3 << 30) - 20, UnsupportedFormatError, "longer than the 2147483647 bytes"),
+])
+def test_a_huge_sparse_manifest_is_refused_from_its_header_without_reading_it(tmp_path, size, body_length, error,
+                                                                              match):
+    _sparse_manifest(tmp_path / "sp", size, body_length)
+    with pytest.raises(error, match=match):
+        Savepoint.open(_ReadsAtMost(tmp_path / "sp", 16))
+
+
+def test_a_huge_sparse_base_manifest_is_refused_without_reading_it(tmp_path):
+    from pyref import rescale
+    from pyref.testing import write_seeds
+
+    write_seeds(tmp_path / "base", inline_bytes=0)
+    rescale(tmp_path / "base", tmp_path / "derived", 3)
+    os.unlink(tmp_path / "base" / "_manifest")
+    _sparse_manifest(tmp_path / "base", 64 << 30, 1000)
+    sp = Savepoint.open(_ReadsAtMost(tmp_path / "derived", 1 << 20))  # its own manifest is small
+    with pytest.raises(CorruptSavepointError, match="does not match the file size"):
+        list(sp.operator("kafka-source").list_state("offsets").partition(0))
+
+
+def test_overwriting_a_huge_file_named_manifest_refuses_before_reading_it(tmp_path):
+    from pyref.writer import read_previous
+
+    _sparse_manifest(tmp_path / "sp", 64 << 30, 1000)
+    with pytest.raises(CorruptSavepointError, match="longer than any manifest"):
+        read_previous(_ReadsAtMost(tmp_path / "sp", 0), overwrite=True)

@@ -31,6 +31,7 @@ from pyref._proto.savepoint.v1 import manifest_pb2 as pb
 from pyref.checksum import crc32c
 from pyref.chunk import decode_chunk, encode_chunk
 from pyref.codecs import MAX_RAW_LENGTH, Codec
+from pyref.errors import CorruptSavepointError
 from pyref.key_groups import compute_key_groups, key_group_range
 from pyref.manifest import (
     DATA_FILE_MAGIC,
@@ -42,7 +43,8 @@ from pyref.manifest import (
     decode_manifest,
     encode_manifest,
 )
-from pyref.serializers import Int64, String
+from pyref.serializers import Int64, ListOf, String, TimeWindow, Window
+from pyref.ttl import TtlConfig, TtlValue
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "spec" / "format.md"
@@ -96,6 +98,83 @@ def keyed_chunk_payload() -> bytes:
     return encode_chunk([keys, values])
 
 
+# Format 1.2 (§7.7-§7.13): a windowed count of "user-42" and "user-204" (key group 20).
+WINDOW_1, WINDOW_2 = Window(0, 60000), Window(60000, 120000)
+NAMESPACED_ROWS = [("user-42", WINDOW_1, 7), ("user-42", WINDOW_2, 2), ("user-204", WINDOW_1, 3)]
+LAST_ACCESS = 1735689600000  # 2025-01-01T00:00:00Z
+TIMER_ROWS = [("user-42", WINDOW_1, 59999), ("user-42", WINDOW_2, 119999)]
+RULES = [("deny", "/admin"), ("allow", "*")]
+COORDINATOR = bytes.fromhex("0000000100000002")
+ENGINE_OPERATOR_ID = bytes(range(16))
+
+
+def _strings(values) -> pa.Array:
+    return String().encode_array(pa.array(values))
+
+
+def namespaced_chunk_payload() -> bytes:
+    return encode_chunk([_strings([k for k, _, _ in NAMESPACED_ROWS]),
+                         TimeWindow().encode_array([w for _, w, _ in NAMESPACED_ROWS]),
+                         Int64().encode_array(pa.array([v for _, _, v in NAMESPACED_ROWS], pa.int64()))])
+
+
+def ttl_chunk_payload() -> bytes:
+    return encode_chunk([_strings(["user-42"]), pa.array([TtlValue(Int64()).encode((LAST_ACCESS, 7))])])
+
+
+def ttl_list_cell() -> bytes:
+    return ListOf(TtlValue(String())).encode([(LAST_ACCESS, "a"), (LAST_ACCESS + 1000, "bc")])
+
+
+def timer_chunk_payload() -> bytes:
+    return encode_chunk([_strings([k for k, _, _ in TIMER_ROWS]),
+                         TimeWindow().encode_array([w for _, w, _ in TIMER_ROWS]),
+                         Int64().encode_array(pa.array([ts for _, _, ts in TIMER_ROWS], pa.int64()))])
+
+
+def broadcast_chunk_payload() -> bytes:
+    return encode_chunk([_strings([k for k, _ in RULES]), _strings([v for _, v in RULES])])
+
+
+def coordinator_chunk_payload() -> bytes:
+    return encode_chunk([pa.array([COORDINATOR])])
+
+
+def _inline(payload: bytes, rows: int, key_group: int = 0) -> pb.Chunk:
+    return pb.Chunk(key_group=key_group, row_count=rows, inline_data=payload, raw_length=len(payload),
+                    crc32c=crc32c(payload))
+
+
+def example_manifest_1_2() -> pb.Manifest:
+    window = TimeWindow().snapshot()
+    count = pb.KeyedState(
+        name="count", kind=pb.VALUE, value_serializer=Int64().snapshot(), namespace_serializer=window,
+        ttl=TtlConfig(3_600_000).to_proto(),
+        chunks=[_inline(encode_chunk([_strings(["user-42"]), TimeWindow().encode_array([WINDOW_1]),
+                                      pa.array([TtlValue(Int64()).encode((LAST_ACCESS, 7))])]), 1, 20)])
+    timers = pb.TimerService(
+        name="window-timers", domain=pb.EVENT_TIME, namespace_serializer=window,
+        chunks=[_inline(encode_chunk([_strings(["user-42"]), TimeWindow().encode_array([WINDOW_1]),
+                                      Int64().encode_array(pa.array([59999], pa.int64()))]), 1, 20)])
+    whole = [pb.ElementRange(chunk=0, first=0, count=1)]
+    rules = pb.BroadcastState(
+        name="rules", key_serializer=String().snapshot(), value_serializer=String().snapshot(),
+        chunks=[_inline(encode_chunk([_strings(["deny"]), _strings(["/admin"])]), 1)],
+        partitions=[pb.Partition(ranges=whole), pb.Partition(ranges=whole)])
+    operator = pb.Operator(operator_id="windows", parallelism=2, max_parallelism=128,
+                           key_serializer=String().snapshot(), keyed_states=[count], timer_services=[timers],
+                           broadcast_states=[rules], coordinator_state=_inline(coordinator_chunk_payload(), 1),
+                           uid="windowed-count", engine_operator_id=ENGINE_OPERATOR_ID)
+    m = pb.Manifest(savepoint_id=SAVEPOINT_ID, created_by=CREATED_BY, created_at_ms=CREATED_AT_MS,
+                    operators=[operator])
+    manifest_module.declare_features(m)
+    return m
+
+
+def manifest_1_2_bytes() -> bytes:
+    return encode_manifest(example_manifest_1_2())
+
+
 # ---------------------------------------------------------------------------
 # Rendering annotated hex dumps
 #
@@ -143,8 +222,18 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
             return value, pos
 
 
+def _cell_items(dump: _Dump, start: int, depth: int, text) -> None:
+    """Annotate one cell: ``text`` is a string for the whole cell, or (bytes, string) pieces."""
+    if isinstance(text, str):
+        return
+    for size, piece in text:
+        dump.add(start, start + size, depth, piece)
+        start += size
+
+
 def _chunk_items(dump: _Dump, start: int, depth: int, cell_text) -> None:
-    """Annotate a chunk payload (§7) that begins at ``start``; ``cell_text(col, row, bytes)``."""
+    """Annotate a chunk payload (§7) that begins at ``start``; ``cell_text(col, row, bytes)`` is
+    the cell's text, or a list of (bytes, text) pieces it is made of."""
     data = dump.data
     rows, cols = struct.unpack_from("<II", data, start)
     dump.add(start, start + 4, depth, f"u32 row_count = {rows}")
@@ -161,14 +250,24 @@ def _chunk_items(dump: _Dump, start: int, depth: int, cell_text) -> None:
         offsets.append(column)
     for c in range(cols):
         for r in range(rows):
-            cell = data[pos + offsets[c][r]:pos + offsets[c][r + 1]]
-            dump.add(pos + offsets[c][r], pos + offsets[c][r + 1], depth,
-                     f"column {c} row {r}: {cell_text(c, r, cell)}")
+            cell_start, cell_end = pos + offsets[c][r], pos + offsets[c][r + 1]
+            text = cell_text(c, r, data[cell_start:cell_end])
+            if isinstance(text, str):
+                dump.add(cell_start, cell_end, depth, f"column {c} row {r}: {text}")
+            else:
+                first_size, first_text = text[0]
+                _cell_items(dump, cell_start, depth, [(first_size, f"column {c} row {r}: {first_text}"), *text[1:]])
         pos += offsets[c][-1]
 
 
-def _message_items(dump: _Dump, start: int, end: int, desc, depth: int) -> None:
-    """Annotate the protobuf message of type ``desc`` in ``dump.data[start:end]``."""
+def _int64_cells(c, r, cell) -> str:
+    return f"int64 {struct.unpack('<q', cell)[0]}"
+
+
+def _message_items(dump: _Dump, start: int, end: int, desc, depth: int, cells=lambda path: _int64_cells,
+                   path: tuple[str, ...] = ()) -> None:
+    """Annotate the protobuf message of type ``desc`` in ``dump.data[start:end]``; the cells of an
+    inline chunk reached by the field names ``path`` are annotated by ``cells(path)``."""
     data = dump.data
     pos = start
     while pos < end:
@@ -190,29 +289,34 @@ def _message_items(dump: _Dump, start: int, end: int, desc, depth: int) -> None:
             pos = body + length
             if field.type == _descriptor.FieldDescriptor.TYPE_MESSAGE:
                 dump.add(field_start, body, depth, f"{head}: {field.name}, {field.message_type.name} of {length} bytes")
-                _message_items(dump, body, pos, field.message_type, depth + 1)
+                _message_items(dump, body, pos, field.message_type, depth + 1, cells, (*path, field.name))
             elif field.type == _descriptor.FieldDescriptor.TYPE_STRING:
                 dump.add(field_start, pos, depth, f'{head}: {field.name} = "{data[body:pos].decode()}"')
-            else:  # Chunk.inline_data: the stored bytes of a NONE chunk, i.e. a payload
+            elif field.name == "inline_data":  # the stored bytes of a NONE chunk, i.e. a payload
                 dump.add(field_start, body, depth, f"{head}: {field.name}, {length} bytes: the chunk payload (§7)")
-                _chunk_items(dump, body, depth + 1,
-                             lambda c, r, cell: f"int64 {struct.unpack('<q', cell)[0]}")
+                _chunk_items(dump, body, depth + 1, cells(path))
+            else:
+                dump.add(field_start, pos, depth, f"{head}: {field.name} = {data[body:pos].hex(' ')}")
         else:
             raise AssertionError(f"unexpected wire type {wire}")
 
 
-def render_manifest() -> str:
-    data = manifest_bytes()
+def _render_envelope(data: bytes, cells=lambda path: _int64_cells, magic: str = "magic") -> str:
+    """An annotated ``_manifest`` file: envelope (§4.1) and body."""
     dump = _Dump(data)
     major, minor, length = struct.unpack_from("<HHI", data, 8)
-    dump.add(0, 8, 0, "magic: 0x89 'S' 'V' 'P' CR LF 0x1A LF")
+    dump.add(0, 8, 0, magic)
     dump.add(8, 10, 0, f"u16 format major version = {major}")
     dump.add(10, 12, 0, f"u16 format minor version = {minor}")
     dump.add(12, 16, 0, f"u32 body length N = {length}")
-    _message_items(dump, 16, 16 + length, pb.Manifest.DESCRIPTOR, 1)
+    _message_items(dump, 16, 16 + length, pb.Manifest.DESCRIPTOR, 1, cells)
     (crc,) = struct.unpack_from("<I", data, 16 + length)
     dump.add(16 + length, 20 + length, 0, f"u32 CRC32C of bytes 0..{16 + length - 1} = 0x{crc:08x}")
     return dump.render()
+
+
+def render_manifest() -> str:
+    return _render_envelope(manifest_bytes(), magic="magic: 0x89 'S' 'V' 'P' CR LF 0x1A LF")
 
 
 def render_manifest_text() -> str:
@@ -234,7 +338,94 @@ def render_chunk_keyed() -> str:
     return dump.render()
 
 
+def _key(cell: bytes) -> str:
+    return f'key "{cell.decode()}"'
+
+
+def _window(cell: bytes) -> str:
+    start, end = struct.unpack("<qq", cell)
+    return f"namespace time-window [{start}, {end})"
+
+
+def _ttl_pieces(cell: bytes, value_text) -> list[tuple[int, str]]:
+    (stamp,) = struct.unpack_from("<q", cell)
+    return [(8, f"TTL cell: i64 last_access_ms = {stamp}"), (len(cell) - 8, value_text(cell[8:]))]
+
+
+def _int64(cell: bytes) -> str:
+    return f"int64 {struct.unpack('<q', cell)[0]}"
+
+
+def _render_payload(payload: bytes, cell_text) -> str:
+    dump = _Dump(payload)
+    _chunk_items(dump, 0, 0, cell_text)
+    return dump.render()
+
+
+def render_chunk_namespaced() -> str:
+    return _render_payload(namespaced_chunk_payload(),
+                           lambda c, r, cell: [_key, _window, lambda b: f"value {_int64(b)}"][c](cell))
+
+
+def render_chunk_ttl() -> str:
+    return _render_payload(ttl_chunk_payload(), lambda c, r, cell: _key(cell) if c == 0 else _ttl_pieces(
+        cell, lambda b: f"value {_int64(b)}"))
+
+
+def render_cell_ttl_list() -> str:
+    cell = ttl_list_cell()
+    dump = _Dump(cell)
+    dump.add(0, 4, 0, f"u32 element count = {struct.unpack_from('<I', cell)[0]}")
+    pos = 4
+    for i in range(2):
+        (length,) = struct.unpack_from("<I", cell, pos)
+        dump.add(pos, pos + 4, 0, f"element {i}: u32 length = {length} (string has no fixed width)")
+        _cell_items(dump, pos + 4, 1, _ttl_pieces(cell[pos + 4:pos + 4 + length],
+                                                  lambda b: f"string {b.decode()!r}"))
+        pos += 4 + length
+    return dump.render()
+
+
+def render_chunk_timers() -> str:
+    return _render_payload(timer_chunk_payload(),
+                           lambda c, r, cell: [_key, _window, lambda b: f"timestamp {_int64(b)}"][c](cell))
+
+
+def render_chunk_broadcast() -> str:
+    return _render_payload(broadcast_chunk_payload(), lambda c, r, cell: f'{("key", "value")[c]} "{cell.decode()}"')
+
+
+def render_chunk_coordinator() -> str:
+    return _render_payload(coordinator_chunk_payload(), lambda c, r, cell: "the coordinator's state (opaque bytes)")
+
+
+def _manifest_1_2_cells(path: tuple[str, ...]):
+    if path[-2:] == ("keyed_states", "chunks"):
+        return lambda c, r, cell: [_key, _window, lambda b: _ttl_pieces(b, lambda v: f"value {_int64(v)}")][c](cell)
+    if path[-2:] == ("timer_services", "chunks"):
+        return lambda c, r, cell: [_key, _window, lambda b: f"timestamp {_int64(b)}"][c](cell)
+    if path[-2:] == ("broadcast_states", "chunks"):
+        return lambda c, r, cell: f'{("key", "value")[c]} "{cell.decode()}"'
+    return lambda c, r, cell: "the coordinator's state (opaque bytes)"
+
+
+def render_manifest_1_2() -> str:
+    return _render_envelope(manifest_1_2_bytes(), _manifest_1_2_cells)
+
+
+def render_manifest_1_2_text() -> str:
+    return text_format.MessageToString(example_manifest_1_2()).rstrip("\n")
+
+
 RENDERERS = {
+    "chunk-namespaced": (render_chunk_namespaced, namespaced_chunk_payload),
+    "chunk-ttl": (render_chunk_ttl, ttl_chunk_payload),
+    "cell-ttl-list": (render_cell_ttl_list, ttl_list_cell),
+    "chunk-timers": (render_chunk_timers, timer_chunk_payload),
+    "chunk-broadcast": (render_chunk_broadcast, broadcast_chunk_payload),
+    "chunk-coordinator": (render_chunk_coordinator, coordinator_chunk_payload),
+    "manifest-1-2": (render_manifest_1_2, manifest_1_2_bytes),
+    "manifest-1-2-text": (render_manifest_1_2_text, None),
     "manifest-envelope": (render_manifest, manifest_bytes),
     "manifest-text": (render_manifest_text, None),
     "chunk-2x2": (render_chunk_2x2, chunk_2x2_payload),
@@ -356,6 +547,25 @@ def test_key_bounds_example(tmp_path):
     assert (view.get("user-42"), view.get("user-7")) == (7, None)
 
 
+def test_manifest_1_2_example_is_a_valid_1_2_savepoint(tmp_path):
+    """§7.13: the manifest opens, lists the features it uses and is labelled 1.2 (§9.4)."""
+    manifest, version = decode_manifest(manifest_1_2_bytes(), path="_manifest")
+    assert str(version) == "1.2"
+    assert list(manifest.required_features) == ["timers", "broadcast-state", "coordinator-state", "keyed-namespaces",
+                                                 "state-ttl", "serializers-1-2"]
+    (tmp_path / "sp").mkdir()
+    (tmp_path / "sp" / "_manifest").write_bytes(manifest_1_2_bytes())
+    op = Savepoint.open(tmp_path / "sp").operator("windows")
+    assert op.keyed_state("count").get("user-42", namespace=WINDOW_1, with_ttl=True) == (7, LAST_ACCESS)
+    assert list(op.timer_service("window-timers").timers()) == [("user-42", WINDOW_1, 59999)]
+    assert list(op.broadcast_state("rules").partitions()) == [{"deny": "/admin"}] * 2
+    assert (op.coordinator_state, op.uid, op.engine_operator_id) == (COORDINATOR, "windowed-count", ENGINE_OPERATOR_ID)
+    # Rule M9: the same manifest without one of its features is refused.
+    del manifest.required_features[0]
+    with pytest.raises(CorruptSavepointError, match="timers"):
+        decode_manifest(encode_manifest(manifest), path="_manifest")
+
+
 def test_crc32c_check_value():
     """§3: the CRC-32C check value, and the parameters named there."""
     assert crc32c(b"123456789") == 0xE3069283
@@ -421,6 +631,27 @@ def test_section_references_resolve():
             for ref in re.findall(r"\(§([0-9]+(?:\.[0-9]+)*)\)", text):
                 if ref not in sections:
                     missing.add(f"{path.relative_to(ROOT)}: §{ref}")
+    assert not missing, sorted(missing)
+
+
+def _anchor(heading: str) -> str:
+    """The anchor a Markdown renderer gives a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_section_links_resolve():
+    """Every link to a section of a chapter (``format.md#59-bounded-work``) names a heading it
+    has: a renumbered section changes its anchor, and a stale link would still name the old
+    number, which ``test_section_references_resolve`` cannot tell from a right one."""
+    chapters = {path.name: {_anchor(h) for h in re.findall(r"^#{1,6} (.+)$", path.read_text(encoding="utf-8"), re.M)}
+                for path in SPEC.parent.glob("*.md")}
+    sources = [*SPEC.parent.glob("*.md"), ROOT / "README.md", *ROOT.glob("compat_tests/*.md"), *ROOT.glob("fuzz/*.md"),
+               *ROOT.glob("pyref/**/*.py"), *ROOT.glob("proto/**/*.proto")]
+    missing = set()
+    for path in sources:
+        for chapter, anchor in re.findall(r"\((?:[\w./-]*/)?([\w-]+\.md)#([\w-]+)\)", path.read_text(encoding="utf-8")):
+            if chapter in chapters and anchor not in chapters[chapter]:
+                missing.add(f"{path.relative_to(ROOT)}: {chapter}#{anchor}")
     assert not missing, sorted(missing)
 
 

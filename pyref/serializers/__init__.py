@@ -23,28 +23,40 @@ from .base import (
     unregister_serializer,
 )
 from .composite import ListOf, MapOf, Nullable, Tuple
+from .enum import Enum
 from .json import Json
-from .primitive import Boolean, Bytes, Float64, Int32, Int64, String
+from .opaque import Opaque
+from .primitive import Boolean, Bytes, Char, Float32, Float64, Int8, Int16, Int32, Int64, String
 from .protobuf import Protobuf
+from .window import GlobalWindow, TimeWindow, Window
 
 __all__ = [
     "MAX_NESTING_DEPTH",
     "MAX_TUPLE_FIELDS",
     "Boolean",
     "Bytes",
+    "Char",
     "Compatibility",
     "CompatibilityResult",
+    "Enum",
+    "Float32",
     "Float64",
+    "GlobalWindow",
+    "Int8",
+    "Int16",
     "Int32",
     "Int64",
     "Json",
     "ListOf",
     "MapOf",
     "Nullable",
+    "Opaque",
     "Protobuf",
     "Serializer",
     "String",
+    "TimeWindow",
     "Tuple",
+    "Window",
     "decode_framed",
     "encode_framed",
     "migrate_array",

@@ -80,6 +80,15 @@ def as_view(data: Any) -> memoryview:
         raise InvalidArgumentError(f"cannot decode a non-contiguous buffer: {e}") from None
 
 
+def is_text(value: str) -> bool:
+    """Whether UTF-8, and so a protobuf string, can hold ``value``: no lone surrogates."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def corrupt(serializer_id: str, message: str, offset: int) -> CorruptSavepointError:
     """A :class:`CorruptSavepointError` saying what is wrong and where."""
     return CorruptSavepointError(f"{serializer_id}: {message} at offset {offset}")
@@ -431,7 +440,7 @@ class Serializer(abc.ABC):
 
 _REGISTRY: dict[str, type[Serializer]] = {}
 _BUILTIN_IDS: set[str] = set()
-_BUILTIN_ID_RE = re.compile(r"[a-z][a-z0-9_]*\Z")
+_BUILTIN_ID_RE = re.compile(r"[a-z][a-z0-9_-]*\Z")  # no dot (§2.1); 1.2 ids have dashes
 _USER_ID_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)+\Z")
 
 
@@ -547,8 +556,10 @@ def check_builtin_snapshot(
     nested: int | None = 0,
     field_names: bool = False,
     protobuf: bool = False,
+    symbols: bool = False,
 ) -> None:
-    """Refuse a built-in snapshot carrying fields its family does not use (§2)."""
+    """Refuse a built-in snapshot carrying fields its family does not use (§2.3).
+    ``engine`` is informative on every snapshot (§2.4) and never refused here."""
     sid = snapshot.serializer_id
     if nested is not None and len(snapshot.nested) != nested:
         raise CorruptSavepointError(
@@ -558,6 +569,8 @@ def check_builtin_snapshot(
         raise CorruptSavepointError(f"{sid} snapshot must not have field_names")
     if not protobuf and snapshot.HasField("protobuf"):
         raise CorruptSavepointError(f"{sid} snapshot must not have a protobuf configuration")
+    if not symbols and len(snapshot.symbols):
+        raise CorruptSavepointError(f"{sid} snapshot must not have symbols (only enum has)")
     if snapshot.custom_configuration:
         raise CorruptSavepointError(f"built-in {sid} snapshot must not have custom_configuration")
 

@@ -383,11 +383,17 @@ class ListOf(Serializer):
 # --------------------------------------------------------------------------
 
 
+#: Built-ins whose equal values have equal encodings, so byte equality is key equality (§3.10);
+#: the second line are the 1.2 additions (float32 is not: NaNs and zeros).
+_KEY_IDS = frozenset({"int32", "int64", "boolean", "string", "bytes",
+                      "int8", "int16", "char", "enum", "time-window", "global-window", "opaque"})
+
+
 def _key_allowed(s: Serializer) -> bool:
     """Map keys need value equality that matches byte equality (§3.10)."""
     if not is_builtin_id(s.serializer_id):
         return True  # user-defined: the registrant vouches for its keys
-    if s.serializer_id in ("int32", "int64", "boolean", "string", "bytes"):
+    if s.serializer_id in _KEY_IDS:
         return True
     if isinstance(s, (Nullable, Tuple)):
         return all(_key_allowed(c) for c in s.nested_serializers)

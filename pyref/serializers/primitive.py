@@ -1,4 +1,5 @@
-"""Primitive serializers: int32, int64, float64, boolean, string, bytes (spec §3.1-§3.6).
+"""Primitive serializers: int32, int64, float64, boolean, string, bytes (spec §3.1-§3.6)
+and, since format 1.2, int8, int16, float32 and char (§3.13-§3.16).
 
 Their ``encode_array`` / ``decode_array`` work on whole Arrow buffers through
 numpy views: no Python code runs per record.
@@ -27,7 +28,7 @@ from .base import (
     serializer_from_snapshot,
 )
 
-__all__ = ["Boolean", "Bytes", "Float64", "Int32", "Int64", "String"]
+__all__ = ["Boolean", "Bytes", "Char", "Float32", "Float64", "Int8", "Int16", "Int32", "Int64", "String"]
 
 
 def _arrow_input(serializer: Serializer, values: Any) -> pa.Array:
@@ -343,3 +344,102 @@ class Bytes(_Primitive):
 
     def decode_array(self, arr: pa.Array) -> pa.Array:
         return binary_input(arr, self.serializer_id)
+
+
+# --------------------------------------------------------------------------
+# Format 1.2 (§3.13-§3.16): a savepoint using one lists the required feature
+# "serializers-1.2" (spec/format.md §9.3), so older readers refuse it cleanly.
+# --------------------------------------------------------------------------
+
+
+@register_builtin
+class Int8(_Integer):
+    """8-bit signed integer, 1 byte two's complement (§3.13)."""
+
+    serializer_id = "int8"
+    version = 1
+    _width = 1
+    _dtype = np.dtype("i1")
+    _struct = struct.Struct("<b")
+    _arrow = pa.int8()
+    _min, _max = -(2**7), 2**7 - 1
+
+
+@register_builtin
+class Int16(_Integer):
+    """16-bit signed integer, 2 bytes little-endian two's complement (§3.14)."""
+
+    serializer_id = "int16"
+    version = 1
+    _width = 2
+    _dtype = np.dtype("<i2")
+    _struct = struct.Struct("<h")
+    _arrow = pa.int16()
+    _min, _max = -(2**15), 2**15 - 1
+
+
+@register_builtin
+class Float32(Float64):
+    """IEEE 754 binary32, 4 bytes little-endian; every bit pattern is kept (§3.15)."""
+
+    serializer_id = "float32"
+    version = 1
+    _width = 4
+    _dtype = np.dtype("<f4")
+    _struct = struct.Struct("<f")
+    _arrow = pa.float32()
+
+    def encode(self, value: Any) -> bytes:
+        try:
+            return self._struct.pack(self._check_value(value))
+        except OverflowError as e:  # finite doubles beyond the binary32 range
+            raise self._invalid(value, str(e)) from e
+
+    def _cast_input(self, values: Any, accept) -> pa.Array:
+        arr = _arrow_input(self, values)
+        if not (accept(arr.type) or (pa.types.is_null(arr.type) and len(arr) == 0)):
+            raise InvalidArgumentError(f"{self.serializer_id} serializer cannot encode values of Arrow type {arr.type}")
+        _no_nulls(self, arr)
+        if pa.types.is_float32(arr.type):  # the exact bits, NaN payloads included
+            return arr
+        wide = arr.cast(pa.float64()).to_numpy(zero_copy_only=False)
+        finite = wide[np.isfinite(wide)]
+        if finite.size and float(np.abs(finite).max()) > float(np.finfo(np.float32).max):
+            raise InvalidArgumentError(f"{self.serializer_id} serializer cannot encode values beyond the binary32 range")
+        return pa.array(wide.astype(np.float32), pa.float32())  # round to nearest, as struct "<f" does
+
+
+@register_builtin
+class Char(_FixedNumber):
+    """One UTF-16 code unit, 2 bytes little-endian; any value, lone surrogates included (§3.16).
+
+    Python values are one-character strings (a code point of at most U+FFFF)."""
+
+    serializer_id = "char"
+    version = 1
+    _width = 2
+    _dtype = np.dtype("<u2")
+    _struct = struct.Struct("<H")
+    _arrow = pa.uint16()  # the code unit: Arrow strings cannot hold a lone surrogate
+
+    def _check_value(self, value: Any) -> int:
+        if isinstance(value, str) and len(value) == 1 and ord(value) <= 0xFFFF:
+            return ord(value)
+        raise self._invalid(value, "expected a one-character str of at most U+FFFF")
+
+    def _decode_range(self, mv: memoryview, start: int, end: int) -> str:
+        return chr(super()._decode_range(mv, start, end))
+
+    def _to_arrow_value(self, value: Any) -> Any:
+        return ord(value)
+
+    def _from_arrow_value(self, item: Any) -> Any:
+        return chr(item)
+
+    def _accept(self, t: pa.DataType) -> bool:
+        return pa.types.is_integer(t)
+
+    def encode_array(self, values: Any) -> pa.Array:
+        if not isinstance(values, (pa.Array, pa.ChunkedArray)):
+            values = pa.array([self._check_value(v) for v in values], pa.uint16())
+        return super().encode_array(values)

@@ -31,7 +31,7 @@ from ..writer import (
     ChunkSink,
     SavepointWriter,
 )
-from .fragments import Fragment, coalesce
+from .fragments import Fragment, coalesce, part_of
 from .frames import fragment_tasks
 
 
@@ -131,7 +131,7 @@ def _map_chunks_task(job: Job, fn: Callable, fragments: Iterable[Fragment]) -> I
         out = []
         for fragment in fragments:
             store, op = fragment.open()
-            (state,) = [*op.list_states, *op.keyed_states]
+            state = part_of(op)
             chunks = [fn(store, op, state, chunk, sink) for chunk in state.chunks]
             out.append((fragment.chunk_indices, chunks))
         files = sink.close()  # completes every chunk (codec, CRC, location)
@@ -180,19 +180,23 @@ def adopt(manifest: pb.Manifest, partial_manifest: pb.Manifest, chunks: Iterable
     return adopted
 
 
-def merge_keyed(manifest: pb.Manifest, state: pb.KeyedState, partials: Sequence[pb.Manifest]) -> None:
-    """Set ``state``'s chunks to those of the partials (each wrote whole key groups)."""
-    chunks = [c for p in partials for c in adopt(manifest, p, p.operators[0].keyed_states[0].chunks)]
+def merge_keyed(manifest: pb.Manifest, state: pb.KeyedState | pb.TimerService, partials: Sequence[pb.Manifest]) -> None:
+    """Set ``state``'s chunks (a keyed state's or, format 1.2, a timer service's) to those of the
+    partials (each wrote whole key groups)."""
+    written = [(p, (p.operators[0].keyed_states or p.operators[0].timer_services)[0]) for p in partials]
+    chunks = [c for p, part in written for c in adopt(manifest, p, part.chunks)]
     del state.chunks[:]
     state.chunks.extend(sorted(chunks, key=lambda c: c.key_group))  # stable: a group's chunks keep their order
 
 
-def merge_list(manifest: pb.Manifest, state: pb.ListState, partials: Sequence[pb.Manifest], parallelism: int) -> None:
-    """Set ``state``'s chunks and partitions to those of the partials (each wrote whole subtasks)."""
+def merge_list(manifest: pb.Manifest, state: pb.ListState | pb.BroadcastState, partials: Sequence[pb.Manifest],
+               parallelism: int) -> None:
+    """Set ``state``'s chunks and partitions (a list state's or, format 1.2, a broadcast state's)
+    to those of the partials (each wrote whole subtasks, or the map all subtasks share)."""
     del state.chunks[:]
     partitions = [pb.Partition() for _ in range(parallelism)]
     for p in partials:
-        written = p.operators[0].list_states[0]
+        written = (p.operators[0].list_states or p.operators[0].broadcast_states)[0]
         base = len(state.chunks)
         state.chunks.extend(adopt(manifest, p, written.chunks))
         for i, written_partition in enumerate(written.partitions):

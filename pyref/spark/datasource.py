@@ -9,7 +9,9 @@
 
 Options of ``savepoint``:
 
-- ``operator``, ``state`` (required): the state to read.
+- ``operator``, ``state`` (required): the state to read; or (format 1.2), instead
+  of ``state``, ``timer_service`` (and ``domain``, ``event_time`` or
+  ``processing_time``, when both domains have a service of that name).
 - ``raw`` = ``true``: the stored bytes as binary columns, nothing decoded (reads
   states whose serializer is not registered where Spark runs).
 - ``target_parallelism`` = N: add ``subtask``, the subtask each row restores to
@@ -18,9 +20,12 @@ Options of ``savepoint``:
   restores, UNION elements once per subtask).
 - ``fragment_bytes``: stored bytes per Spark partition (default 64 MiB).
 
-Keyed state reads as ``key_group, key[, user_key], value[, subtask]`` and list
-state as ``subtask, index, value``, with Spark types from the serializers'
-Arrow types. Spark partitions follow chunks: each carries only its chunks and
+Keyed state reads as ``key_group, key[, namespace][, user_key], value
+[, ttl_timestamp][, subtask]`` (namespace and TTL timestamp for namespaced and TTL
+states, format 1.2), list state as ``subtask, index, value``, broadcast state as
+``subtask, index, key, value`` and a timer service as ``key_group, key[, namespace],
+timestamp[, subtask]`` (each distinct timer once), with Spark types from the
+serializers' Arrow types. Spark partitions follow chunks: each carries only its chunks and
 the manifest entries they need, and its task reads only those byte ranges.
 :func:`pyref.spark.read_state` reads the same rows faster (:mod:`~pyref.spark.frames`).
 """
@@ -53,6 +58,8 @@ class _Options:
             raise InvalidArgumentError("give the savepoint location: .load(path)")
         self.operator = options.get("operator")
         self.state = options.get("state")
+        self.timer_service = options.get("timer_service")
+        self.domain = options.get("domain")
         self.raw = str(options.get("raw", "false")).lower() == "true"
         target = options.get("target_parallelism")
         self.target_parallelism = int(target) if target is not None else None
@@ -60,7 +67,8 @@ class _Options:
 
     def plan(self) -> StateScan:
         return StateScan.plan(self.path, self.operator, self.state, raw=self.raw,
-                              target_parallelism=self.target_parallelism, fragment_bytes=self.fragment_bytes)
+                              target_parallelism=self.target_parallelism, fragment_bytes=self.fragment_bytes,
+                              timer_service=self.timer_service, domain=self.domain)
 
 
 class SavepointDataSource(DataSource):
@@ -138,7 +146,11 @@ class _MetadataReader(DataSourceReader):
         for op in describe(Savepoint.open(self.path))["operators"]:
             common = {"operator_id": op["operator_id"], "operator_name": op["name"], "parallelism": op["parallelism"],
                       "max_parallelism": op["max_parallelism"], "key_serializer": op["key_serializer"]}
-            for st in op["states"] or [{}]:
+            timers = [{"name": ts["name"], "type": "timers", "kind": ts["domain"], "entries": ts["timers"],
+                       "serializer": ts["namespace_serializer"], **{k: ts[k] for k in ("chunks", "stored_bytes",
+                                                                                       "raw_bytes")}}
+                      for ts in op["timer_services"]]
+            for st in [*op["states"], *timers] or [{}]:
                 rows.append({**common, "state": st.get("name"), "state_type": st.get("type"), "kind": st.get("kind"),
                              "mode": st.get("mode"), "serializer": st.get("serializer"),
                              "user_key_serializer": st.get("user_key_serializer"),
@@ -150,8 +162,9 @@ class _MetadataReader(DataSourceReader):
 
 
 def _entries(state: dict) -> int | None:
-    if "elements_per_partition" in state:
-        return sum(state["elements_per_partition"])
+    for per_partition in ("elements_per_partition", "entries_per_partition"):
+        if per_partition in state:
+            return sum(state[per_partition])
     return state.get("entries")
 
 

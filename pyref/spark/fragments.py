@@ -20,13 +20,15 @@ import numpy as np
 import pyarrow as pa
 
 from .._proto.savepoint.v1 import manifest_pb2 as pb
+from ..broadcast import BroadcastStateView
 from ..errors import InvalidArgumentError
 from ..io import open_io
 from ..key_groups import operator_index_for_key_group
-from ..manifest import KEYED_COLUMNS, LIST_COLUMNS, state_label
+from ..manifest import BROADCAST_COLUMNS, LIST_COLUMNS, state_label
 from ..reader import ChunkStore, KeyedStateView, Savepoint
 from ..restore import check_new_parallelism, plan_list_state
 from ..serializers import serializer_from_snapshot
+from ..timers import TimerServiceView, find_timer_service, service_label
 from ..writer import _split_rows  # the core's cut of sized items into runs of about N bytes
 
 #: Stored bytes a fragment aims at: big enough to amortise a task, small enough to spread.
@@ -35,7 +37,10 @@ DEFAULT_FRAGMENT_BYTES = 64 << 20
 #: to this (each batch costs the hand-off a fixed overhead); full 1 MiB chunks pass as they are.
 BATCH_BYTES = 1 << 20
 
-State = pb.KeyedState | pb.ListState
+State = pb.KeyedState | pb.ListState | pb.TimerService | pb.BroadcastState
+#: Where a part of each type lives in an operator.
+_FIELDS = {pb.KeyedState: "keyed_states", pb.ListState: "list_states", pb.TimerService: "timer_services",
+           pb.BroadcastState: "broadcast_states"}
 
 
 class Run(NamedTuple):
@@ -86,8 +91,15 @@ def stored_length(chunk: pb.Chunk) -> int:
     return chunk.range.length if chunk.WhichOneof("location") == "range" else len(chunk.inline_data)
 
 
-def find_state(op: pb.Operator, name: str) -> State | None:
-    return next((s for s in [*op.list_states, *op.keyed_states] if s.name == name), None)
+def find_state(op: pb.Operator, name: str) -> pb.ListState | pb.KeyedState | pb.BroadcastState | None:
+    """The operator's list, keyed or broadcast state of that name (they share names, rule O3)."""
+    return next((s for s in [*op.list_states, *op.keyed_states, *op.broadcast_states] if s.name == name), None)
+
+
+def part_of(op: pb.Operator) -> State:
+    """The one state or timer service a fragment's operator holds."""
+    (part,) = [*op.list_states, *op.keyed_states, *op.timer_services, *op.broadcast_states]
+    return part
 
 
 def _shell(state: State) -> State:
@@ -119,20 +131,29 @@ def _fragment(sp: Savepoint, op: pb.Operator, state: State, shell: State, chunk_
                 manifest.data_files.append(sp.manifest.data_files[f])
             chunk.range.file = local_files[f]
     operator = pb.Operator(operator_id=op.operator_id, name=op.name, parallelism=op.parallelism,
-                           max_parallelism=op.max_parallelism)
+                           max_parallelism=op.max_parallelism, key_groups=op.key_groups)
     if op.HasField("key_serializer"):
         operator.key_serializer.CopyFrom(op.key_serializer)
-    (operator.list_states if isinstance(part, pb.ListState) else operator.keyed_states).append(part)
+    getattr(operator, _FIELDS[type(part)]).append(part)
     return Fragment(sp.location, manifest.SerializeToString(), operator.SerializeToString(),
                     tuple(chunk_indices), tuple(runs))
 
 
-def chunk_fragments(sp: Savepoint, op: pb.Operator, state: State,
-                    target_bytes: int = DEFAULT_FRAGMENT_BYTES) -> list[Fragment]:
-    """Consecutive chunks of ``state`` (key-group order for keyed state) in fragments of about ``target_bytes``."""
+def chunk_fragments(sp: Savepoint, op: pb.Operator, state: State, target_bytes: int = DEFAULT_FRAGMENT_BYTES,
+                    whole_key_groups: bool = False) -> list[Fragment]:
+    """Consecutive chunks of ``state`` (key-group order for keyed state and timers) in fragments of
+    about ``target_bytes``; with ``whole_key_groups`` no key group is cut between two fragments
+    (a timer stored twice, in two chunks of its key group, is then seen by one task, §7.9)."""
     sizes = np.fromiter((stored_length(c) for c in state.chunks), dtype=np.int64, count=len(state.chunks))
+    starts = np.arange(len(sizes))
+    if whole_key_groups and len(sizes):
+        groups = np.fromiter((c.key_group for c in state.chunks), dtype=np.int64, count=len(state.chunks))
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(groups)) + 1])
+        sizes = np.add.reduceat(sizes, starts)
+    bounds = np.append(starts, len(state.chunks))
     shell = _shell(state)
-    return [_fragment(sp, op, state, shell, range(start, stop)) for start, stop in _split_rows(sizes, target_bytes)]
+    return [_fragment(sp, op, state, shell, range(int(bounds[start]), int(bounds[stop])))
+            for start, stop in _split_rows(sizes, target_bytes)]
 
 
 def residue_fragments(sp: Savepoint, op: pb.Operator, state: pb.KeyedState, modulus: int,
@@ -156,9 +177,12 @@ def residue_fragments(sp: Savepoint, op: pb.Operator, state: pb.KeyedState, modu
     return fragments
 
 
-def list_fragments(sp: Savepoint, op: pb.Operator, state: pb.ListState, assignment: Sequence[Sequence[pb.ElementRange]],
+def list_fragments(sp: Savepoint, op: pb.Operator, state: pb.ListState | pb.BroadcastState,
+                   assignment: Sequence[Sequence[pb.ElementRange]],
                    target_bytes: int = DEFAULT_FRAGMENT_BYTES) -> list[Fragment]:
-    """Fragments producing the rows of ``assignment``: per subtask, the element ranges it holds in order."""
+    """Fragments producing the rows of ``assignment``: per subtask, the element ranges it holds in
+    order. A broadcast state's subtask is never cut between fragments: its map's keys are checked
+    to be distinct (rule B5) by the one task that reads it."""
     items: list[tuple[int, int, pb.ElementRange]] = []
     for subtask, ranges in enumerate(assignment):
         index = 0
@@ -168,8 +192,14 @@ def list_fragments(sp: Savepoint, op: pb.Operator, state: pb.ListState, assignme
     # A range costs its share of its chunk's stored bytes.
     sizes = np.fromiter((stored_length(state.chunks[r.chunk]) * r.count // max(state.chunks[r.chunk].row_count, 1)
                          for _, _, r in items), dtype=np.int64, count=len(items))
+    cuts = [(start, stop) for start, stop in _split_rows(sizes, target_bytes)]
+    if isinstance(state, pb.BroadcastState) and items:
+        subtasks = np.array([subtask for subtask, _, _ in items])
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(subtasks)) + 1, [len(items)]])
+        per_subtask = np.add.reduceat(sizes, starts[:-1])
+        cuts = [(int(starts[a]), int(starts[b])) for a, b in _split_rows(per_subtask, target_bytes)]
     fragments, shell = [], _shell(state)
-    for start, stop in _split_rows(sizes, target_bytes):
+    for start, stop in cuts:
         local: dict[int, int] = {}
         runs = []
         for subtask, index, r in items[start:stop]:
@@ -184,71 +214,117 @@ def list_fragments(sp: Savepoint, op: pb.Operator, state: pb.ListState, assignme
 # --------------------------------------------------------------------------
 
 
-def keyed_names(kind: int) -> list[str]:
-    return ["key_group", "key", *(["user_key"] if kind == pb.MAP else []), "value"]
+def keyed_names(state: pb.KeyedState) -> list[str]:
+    """The stored columns of a keyed state, with the key group first (spec/format.md §7.1)."""
+    return ["key_group", "key", *(["namespace"] if state.HasField("namespace_serializer") else []),
+            *(["user_key"] if state.kind == pb.MAP else []), "value"]
 
 
-def keyed_schema(sp: Savepoint, op: pb.Operator, state: pb.KeyedState, *, raw: bool, subtask: bool) -> pa.Schema:
-    """Arrow schema of :func:`keyed_batches`."""
+def timer_names(service: pb.TimerService) -> list[str]:
+    return ["key_group", "key", *(["namespace"] if service.HasField("namespace_serializer") else []), "timestamp"]
+
+
+def _raw_schema(names: list[str]) -> pa.Schema:
+    return pa.schema([pa.field(names[0], pa.int32()), *(pa.field(n, pa.binary()) for n in names[1:])])
+
+
+def keyed_schema(sp: Savepoint, op: pb.Operator, state: pb.KeyedState | pb.TimerService, *, raw: bool,
+                 subtask: bool) -> pa.Schema:
+    """Arrow schema of :func:`keyed_batches`: a keyed state's or (format 1.2) a timer service's rows."""
+    timers = isinstance(state, pb.TimerService)
     if raw:
-        names = keyed_names(state.kind)
-        schema = pa.schema([pa.field(names[0], pa.int32()), *(pa.field(n, pa.binary()) for n in names[1:])])
+        schema = _raw_schema(timer_names(state) if timers else keyed_names(state))
     else:
-        schema = _keyed_view(sp.store, op, state).arrow_chunks([]).schema
+        schema = (_timer_view if timers else _keyed_view)(sp.store, op, state).arrow_chunks([]).schema
     return schema.append(pa.field("subtask", pa.int32())) if subtask else schema
 
 
-def list_schema(state: pb.ListState, *, raw: bool) -> pa.Schema:
-    """Arrow schema of :func:`list_batches`."""
-    value = pa.binary() if raw else serializer_from_snapshot(state.element_serializer).arrow_type()
-    return pa.schema([pa.field("subtask", pa.int32()), pa.field("index", pa.int64()), pa.field("value", value)])
+def list_schema(state: pb.ListState | pb.BroadcastState, *, raw: bool) -> pa.Schema:
+    """Arrow schema of :func:`list_batches`: subtask, index, then value (list state) or key, value
+    (format 1.2 broadcast state)."""
+    if isinstance(state, pb.BroadcastState):
+        key = pa.binary() if raw else serializer_from_snapshot(state.key_serializer).arrow_type()
+        value = pa.binary() if raw else serializer_from_snapshot(state.value_serializer).arrow_type()
+        entry = [pa.field("key", key), pa.field("value", value)]
+    else:
+        entry = [pa.field("value", pa.binary() if raw else serializer_from_snapshot(state.element_serializer)
+                          .arrow_type())]
+    return pa.schema([pa.field("subtask", pa.int32()), pa.field("index", pa.int64()), *entry])
 
 
 def _keyed_view(store: ChunkStore, op: pb.Operator, state: pb.KeyedState) -> KeyedStateView:
     return KeyedStateView(store, op, serializer_from_snapshot(op.key_serializer), state)
 
 
+def _timer_view(store: ChunkStore, op: pb.Operator, service: pb.TimerService) -> TimerServiceView:
+    return TimerServiceView(store, op, serializer_from_snapshot(op.key_serializer), service)
+
+
 def keyed_batches(fragment: Fragment, *, raw: bool, target_parallelism: int | None = None) -> Iterator[pa.RecordBatch]:
-    """One batch per chunk: key_group, key[, user_key], value[, subtask].
+    """The rows of a keyed state's or (format 1.2) a timer service's fragment: key_group, key,
+    [namespace], [user_key], value[, ttl_timestamp] for keyed state and key_group, key,
+    [namespace], timestamp for timers, then [subtask]. One batch per chunk (per key group
+    of distinct timers, §7.9).
 
     Raw batches hold the stored bytes (no serializer needed); otherwise values
     are decoded. ``target_parallelism`` adds the subtask that restores each row.
     """
     store, op = fragment.open()
-    state = op.keyed_states[0]
+    state = part_of(op)
+    timers = isinstance(state, pb.TimerService)
     chunks = list(state.chunks)
     if raw:
-        names = keyed_names(state.kind)
-        columns = store.read_many(chunks, KEYED_COLUMNS[state.kind], state_label(op, state.name))
+        names = timer_names(state) if timers else keyed_names(state)
+        columns = store.read_many(chunks, len(names) - 1,
+                                  service_label(op.operator_id, state.name, state.domain) if timers
+                                  else state_label(op, state.name))
         batches = (pa.record_batch([pa.array(np.full(c.row_count, c.key_group, np.int32)), *cols], names=names)
                    for c, cols in zip(chunks, columns))
+    elif timers:
+        batches = _timer_view(store, op, state).arrow_batches(chunks)
     else:
         batches = _keyed_view(store, op, state).arrow_batches(chunks)
-    for chunk, batch in zip(chunks, batches):  # one batch per chunk, in chunk order
+    for batch in batches:
         if target_parallelism is not None:
-            subtask = operator_index_for_key_group(op.max_parallelism, target_parallelism, chunk.key_group)
+            groups = batch.column("key_group").to_numpy(zero_copy_only=False)
+            subtask = operator_index_for_key_group(op.max_parallelism, target_parallelism, int(groups[0])) \
+                if len(groups) else 0  # a batch is one key group's rows
             batch = pa.record_batch([*batch.columns, pa.array(np.full(batch.num_rows, subtask, np.int32))],
                                     names=[*batch.schema.names, "subtask"])
         yield batch
 
 
 def list_batches(fragment: Fragment, *, raw: bool) -> Iterator[pa.RecordBatch]:
-    """One batch per run: subtask, index, value (decoded, or the stored bytes when ``raw``)."""
+    """One batch per run: subtask, index, value (list state) or key, value (broadcast state),
+    decoded or, when ``raw``, the stored bytes. A broadcast map repeating a key is corrupt (B5)."""
     store, op = fragment.open()
-    state = op.list_states[0]
-    decode = None if raw else serializer_from_snapshot(state.element_serializer).decode_array
+    state = part_of(op)
+    broadcast = isinstance(state, pb.BroadcastState)
+    if broadcast:
+        view = BroadcastStateView(store, op, state)
+        decoders = None if raw else [view.key_serializer.decode_array, view.value_serializer.decode_array]
+        names, width = ["key", "value"], BROADCAST_COLUMNS
+    else:
+        decoders = None if raw else [serializer_from_snapshot(state.element_serializer).decode_array]
+        names, width = ["value"], LIST_COLUMNS
     runs = fragment.runs
-    # Consecutive runs of one chunk share a single read.
+    # Consecutive runs of one chunk share a single read, and a chunk that comes back later is not read again.
     distinct = [r.chunk for i, r in enumerate(runs) if i == 0 or runs[i - 1].chunk != r.chunk]
-    columns = store.read_many([state.chunks[c] for c in distinct], LIST_COLUMNS, state_label(op, state.name))
-    current, column = None, None
+    columns = store.read_indexed(state.chunks, distinct, width, state_label(op, state.name))
+    current, read = None, None
+    held: dict[int, list[pa.Array]] = {}
     for r in runs:
         if r.chunk != current:
-            current, (column,) = r.chunk, next(columns)
-        values = column.slice(r.first, r.count)
+            current, read = r.chunk, next(columns)
+        cells = [c.slice(r.first, r.count) for c in read]
+        if broadcast:
+            held.setdefault(r.subtask, []).append(cells[0])
         yield pa.record_batch([pa.array(np.full(r.count, r.subtask, np.int32)),
                                pa.array(np.arange(r.index, r.index + r.count, dtype=np.int64)),
-                               values if decode is None else decode(values)], names=["subtask", "index", "value"])
+                               *(cells if decoders is None else [d(c) for d, c in zip(decoders, cells)])],
+                              names=["subtask", "index", *names])
+    for keys in held.values():  # a subtask's whole map is in this fragment (list_fragments)
+        view.check_distinct_keys(pa.concat_arrays(keys))
 
 
 def coalesce(batches: Iterator[pa.RecordBatch], target_bytes: int) -> Iterator[pa.RecordBatch]:
@@ -289,25 +365,31 @@ class StateScan:
 
     @classmethod
     def plan(cls, location: str, operator: str | None, state: str | None, *, raw: bool = False,
-             target_parallelism: int | None = None, fragment_bytes: int = DEFAULT_FRAGMENT_BYTES) -> StateScan:
+             target_parallelism: int | None = None, fragment_bytes: int = DEFAULT_FRAGMENT_BYTES,
+             timer_service: str | None = None, domain: str | None = None) -> StateScan:
         """Plan reading ``operator``/``state`` of the savepoint at ``location`` (the
-        manifest only): keyed state as key_group, key[, user_key], value[, subtask];
-        list state as subtask, index, value, the lists of ``target_parallelism``
-        subtasks if given (see the data source's options)."""
+        manifest only): keyed state as key_group, key[, namespace][, user_key], value
+        [, ttl_timestamp][, subtask]; list state as subtask, index, value and broadcast state
+        as subtask, index, key, value, the lists (maps) of ``target_parallelism`` subtasks if
+        given; or, with ``timer_service`` (and ``domain`` when the name is in both), that
+        timer service's distinct timers as key_group, key[, namespace], timestamp[, subtask]
+        (see the data source's options)."""
         sp = Savepoint.open(location)
-        if not operator or not state:
-            names = {op.operator_id: [*op.list_state_names, *op.keyed_state_names] for op in sp.operators}
-            raise InvalidArgumentError(f"options 'operator' and 'state' are required; this savepoint has {names}",
-                                       path=sp.location)
+        if not operator or not (state or timer_service):
+            names = {op.operator_id: [*op.list_state_names, *op.keyed_state_names, *op.broadcast_state_names]
+                     for op in sp.operators}
+            raise InvalidArgumentError(f"options 'operator' and 'state' (or 'timer_service') are required; this "
+                                       f"savepoint has {names}", path=sp.location)
         op = sp.operator(operator).proto
-        found = find_state(op, state)
+        found = find_timer_service(op, timer_service, domain) if timer_service else find_state(op, state)
         if found is None:
             raise InvalidArgumentError("no such state", state=f"{operator}/{state}", path=sp.location)
         if target_parallelism is not None:
             check_new_parallelism(op, target_parallelism)
-        if isinstance(found, pb.KeyedState):
+        if isinstance(found, (pb.KeyedState, pb.TimerService)):
             schema = keyed_schema(sp, op, found, raw=raw, subtask=target_parallelism is not None)
-            fragments = chunk_fragments(sp, op, found, fragment_bytes)
+            fragments = chunk_fragments(sp, op, found, fragment_bytes,
+                                        whole_key_groups=isinstance(found, pb.TimerService))
         else:
             schema = list_schema(found, raw=raw)
             if target_parallelism is None:
@@ -319,7 +401,7 @@ class StateScan:
 
 
 def fragment_batches(fragment: Fragment, *, raw: bool, target_parallelism: int | None) -> Iterator[pa.RecordBatch]:
-    """The rows of a fragment of either kind of state (see :meth:`StateScan.plan`), in
+    """The rows of a fragment of any kind of state or of timers (see :meth:`StateScan.plan`), in
     batches of about :data:`BATCH_BYTES`."""
     if fragment.runs:
         batches = list_batches(fragment, raw=raw)

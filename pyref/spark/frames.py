@@ -54,11 +54,13 @@ def _spark_rows(raw: bool, target_parallelism: int | None, schema: StructType,
     return as_spark_batches(fragment_batches(fragment, raw=raw, target_parallelism=target_parallelism), schema)
 
 
-def read_state(spark: SparkSession, path: str | os.PathLike[str], operator: str, state: str, *, raw: bool = False,
-               target_parallelism: int | None = None, fragment_bytes: int = DEFAULT_FRAGMENT_BYTES) -> DataFrame:
-    """One state of the savepoint at ``path`` as a DataFrame: the rows and columns of
+def read_state(spark: SparkSession, path: str | os.PathLike[str], operator: str, state: str | None = None, *,
+               raw: bool = False, target_parallelism: int | None = None, fragment_bytes: int = DEFAULT_FRAGMENT_BYTES,
+               timer_service: str | None = None, domain: str | None = None) -> DataFrame:
+    """One state of the savepoint at ``path`` as a DataFrame, or (format 1.2, ``timer_service``
+    instead of ``state``) one timer service's timers: the rows and columns of
     ``spark.read.format("savepoint")`` with the options of the same names."""
     scan = StateScan.plan(os.fspath(path), operator, state, raw=raw, target_parallelism=target_parallelism,
-                          fragment_bytes=fragment_bytes)
+                          fragment_bytes=fragment_bytes, timer_service=timer_service, domain=domain)
     schema = spark_schema(scan.schema)
     return fragment_tasks(spark, scan.fragments, partial(_spark_rows, raw, target_parallelism, schema), schema)

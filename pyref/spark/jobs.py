@@ -4,8 +4,10 @@
   :func:`pyref.rewrite.rescale`): no state bytes are read or written.
 - :func:`change_max_parallelism`: a new number of key groups. Every key is
   re-hashed (the core's vectorised :func:`~pyref.key_groups.compute_key_groups`
-  on decoded key columns) and its entry rewritten into its new key group's
-  chunks; list state is kept as it is. When the old and new max parallelism
+  on decoded key columns) and its entry, and (format 1.2) every timer, rewritten
+  into its new key group's chunks; list and broadcast state are kept as they are.
+  An operator whose key groups its writer assigned cannot change (spec/format.md
+  §7.12). When the old and new max parallelism
   share enough residue classes (e.g. 128 -> 4096) each task writes the key
   groups it reads, with no shuffle (:func:`rehashed_entries`).
 - :func:`migrate_state`: a state's values under a new serializer (schema
@@ -35,6 +37,7 @@ from ..reader import Savepoint
 from ..rewrite import migrate_chunk, resolve_migration
 from ..rewrite import rescale as core_rescale
 from ..serializers import Serializer, serializer_from_snapshot
+from ..timers import find_timer_service
 from .commit import FragmentRows, WriteOptions
 from .datasource import spark_schema
 from .fragments import (
@@ -78,7 +81,8 @@ def rehashed(key_serializer: Serializer, max_parallelism: int, fragment: Fragmen
         yield pa.record_batch([pa.array(groups, pa.int32()), *raw.columns[1:]], names=raw.schema.names)
 
 
-def rehashed_entries(spark: SparkSession, sp: Savepoint, op: pb.Operator, state: pb.KeyedState, max_parallelism: int,
+def rehashed_entries(spark: SparkSession, sp: Savepoint, op: pb.Operator, state: pb.KeyedState | pb.TimerService,
+                     max_parallelism: int,
                      tasks: int, fragment_bytes: int = DEFAULT_FRAGMENT_BYTES) -> DataFrame | FragmentRows:
     """The entries of a keyed state re-hashed to ``max_parallelism``, for about ``tasks``
     write tasks. Where the two max parallelisms share at least as many residue classes
@@ -122,15 +126,21 @@ def change_max_parallelism(spark: SparkSession, source: Path, target: Path, max_
                 if new == op.max_parallelism:
                     continue
                 check_parallelism(op.parallelism, new)
+                if op.key_groups == pb.KEY_GROUPS_FROM_WRITER:
+                    raise InvalidArgumentError(
+                        f"operator {operator_id!r}: its writer assigned the key groups, so no key can be given a new "
+                        "one here; the max parallelism cannot change (spec/format.md §7.12)")
                 source_op = sp.operator(operator_id).proto
                 report.step(f"{operator_id}: max parallelism {op.max_parallelism} -> {new}")
                 op.max_parallelism = new
-                for name in [s.name for s in op.keyed_states]:
-                    source_state = find_state(source_op, name)
+                # Keyed states and timer services alike: every row moves to its key's new key group.
+                keyed = [(find_state(source_op, s.name), find_state(op, s.name)) for s in op.keyed_states]
+                keyed += [(find_timer_service(source_op, s.name, s.domain), s) for s in list(op.timer_services)]
+                for source_state, state in keyed:
                     stored = sum(stored_length(c) for c in source_state.chunks)
                     tasks = partitions or max(spark.sparkContext.defaultParallelism, math.ceil(stored / fragment_bytes))
                     entries = rehashed_entries(spark, sp, source_op, source_state, new, tasks, fragment_bytes)
-                    builder.write_encoded_keyed_state(operator_id, find_state(op, name), entries, tasks)
+                    builder.write_encoded_keyed_state(operator_id, state, entries, tasks)
         return builder.manifest
 
 
@@ -152,8 +162,8 @@ def migrate_state(spark: SparkSession, source: Path, target: Path, operator_id: 
         with builder:
             op = builder.operator(operator_id)
             found = find_state(op, state)
-            if found is None:
-                raise InvalidArgumentError("no such state", state=state_label(op, state))
+            if found is None or isinstance(found, pb.BroadcastState):
+                raise InvalidArgumentError("no such list or keyed state", state=state_label(op, state))
             result, stored = resolve_migration(found, serializer, state_label(op, state))
             report.step(f"{state_label(op, state)}: {result.kind.value} ({result.reason})")
             if stored is not None:

@@ -12,6 +12,11 @@
         b.remove_state("url-counter", "legacy")
         b.rename_operator("kafka-source", "kafka-source-v2")
 
+Format 1.2: keyed state takes a namespace and a TTL column, :meth:`SavepointBuilder.add_timers`
+writes a timer service (its rows by key group, like keyed state),
+:meth:`~SavepointBuilder.add_broadcast_state` a broadcast map, and
+:meth:`~SavepointBuilder.set_coordinator_state` an operator's coordinator state.
+
 Each state is written by a Spark job whose tasks write chunks in parallel
 (:mod:`pyref.spark.commit`); nothing of the state reaches the driver, and
 nothing is visible at the target until :meth:`SavepointBuilder.commit`. Edits
@@ -46,12 +51,16 @@ from ..reader import KIND_NAMES, Savepoint
 from ..redistribution import DistributionMode
 from ..restore import resolve_parallelism
 from ..rewrite import Derivation, check_target, rescaled_operator
+from ..chunk import encode_chunk
 from ..serializers import Bytes, Serializer, serializer_from_snapshot
+from ..timers import domain_of, find_timer_service
+from ..ttl import TtlConfig
 from ..writer import OperatorWriter, delete_replaced, publish, read_previous
 from .commit import (
     FragmentRows,
     Job,
     WriteOptions,
+    adopt,
     map_chunks,
     merge_keyed,
     merge_list,
@@ -59,7 +68,7 @@ from .commit import (
     write_fragment_partials,
     write_partials,
 )
-from .fragments import DEFAULT_FRAGMENT_BYTES, chunk_fragments, find_state
+from .fragments import DEFAULT_FRAGMENT_BYTES, chunk_fragments, find_state, keyed_names, timer_names
 from .progress import Progress
 
 _KINDS = {name: kind for kind, name in KIND_NAMES.items()}
@@ -88,26 +97,77 @@ class _Shape:
     parallelism: int
     max_parallelism: int
     key_serializer: Serializer | None
+    key_groups: str = "hashed"
 
     @classmethod
     def of(cls, op: pb.Operator) -> _Shape:
         key_serializer = serializer_from_snapshot(op.key_serializer) if op.HasField("key_serializer") else None
-        return cls(op.operator_id, op.parallelism, op.max_parallelism, key_serializer)
+        return cls(op.operator_id, op.parallelism, op.max_parallelism, key_serializer,
+                   "writer" if op.key_groups == pb.KEY_GROUPS_FROM_WRITER else "hashed")
 
     def open(self, writer) -> OperatorWriter:
         return writer.add_operator(self.operator_id, self.parallelism, max_parallelism=self.max_parallelism,
-                                   key_serializer=self.key_serializer)
+                                   key_serializer=self.key_serializer, key_groups=self.key_groups)
 
 
 def _open_keyed(shape: _Shape, name: str, kind: str, value_serializer: Serializer,
-                user_key_serializer: Serializer | None, writer):
-    return shape.open(writer).keyed_state(name, value_serializer, kind=kind, user_key_serializer=user_key_serializer)
+                user_key_serializer: Serializer | None, namespace_serializer: Serializer | None, ttl: TtlConfig | None,
+                writer):
+    return shape.open(writer).keyed_state(name, value_serializer, kind=kind, user_key_serializer=user_key_serializer,
+                                          namespace_serializer=namespace_serializer, ttl=ttl)
+
+
+def _given_key_groups(state, batch: pa.RecordBatch):
+    """The key groups an operator's writer assigned (spec/format.md §7.12); None: they are hashed."""
+    if not state.operator.writer_assigned_key_groups:
+        return None
+    return batch.column("key_group").to_numpy(zero_copy_only=False)
 
 
 def _feed_keyed(state, batch: pa.RecordBatch) -> None:
     names = batch.schema.names
+    stamps = None
+    if "ttl_timestamp" in names:
+        column = batch.column("ttl_timestamp")
+        stamps = column.to_pylist() if pa.types.is_list(column.type) else column.to_numpy(zero_copy_only=False)
     state.add(_key_column(batch.column("key"), state.operator.key_serializer), batch.column("value"),
-              batch.column("user_key") if "user_key" in names else None)
+              batch.column("user_key") if "user_key" in names else None,
+              namespaces=batch.column("namespace") if "namespace" in names else None, ttl_timestamps=stamps,
+              key_groups=_given_key_groups(state, batch))
+
+
+def _open_timers(shape: _Shape, name: str, domain: int, namespace_serializer: Serializer | None, writer):
+    return shape.open(writer).timer_service(name, domain, namespace_serializer)
+
+
+def _feed_timers(service, batch: pa.RecordBatch) -> None:
+    names = batch.schema.names
+    service.add(_key_column(batch.column("key"), service.operator.key_serializer), batch.column("timestamp"),
+                batch.column("namespace") if "namespace" in names else None,
+                key_groups=_given_key_groups(service, batch))
+
+
+def _open_broadcast(shape: _Shape, name: str, key_serializer: Serializer, value_serializer: Serializer, writer):
+    return shape.open(writer).broadcast_state(name, key_serializer, value_serializer)
+
+
+def _feed_broadcast(state, batch: pa.RecordBatch) -> None:
+    if "subtask" not in batch.schema.names:  # one map for every subtask
+        state.add_all(batch.column("key"), batch.column("value"))
+        return
+    for subtask, rows in _by_subtask(batch):
+        state.add(subtask, rows.column("key"), rows.column("value"))
+
+
+def _by_subtask(batch: pa.RecordBatch):
+    """(subtask, its rows in order) for each subtask of a batch with a ``subtask`` column."""
+    subtasks = batch.column("subtask").to_numpy(zero_copy_only=False)
+    order = np.argsort(subtasks, kind="stable")
+    rows = batch.take(pa.array(order))
+    ordered = subtasks[order]
+    bounds = np.flatnonzero(np.diff(ordered)) + 1
+    for start, stop in zip([0, *bounds.tolist()], [*bounds.tolist(), len(order)]):
+        yield int(ordered[start]), rows.slice(start, stop - start)
 
 
 def _open_list(shape: _Shape, name: str, serializer: Serializer, mode: DistributionMode, writer):
@@ -115,22 +175,23 @@ def _open_list(shape: _Shape, name: str, serializer: Serializer, mode: Distribut
 
 
 def _feed_list(state, batch: pa.RecordBatch) -> None:
-    subtasks = batch.column("subtask").to_numpy(zero_copy_only=False)
-    order = np.argsort(subtasks, kind="stable")
-    values = batch.column("value").take(pa.array(order))
-    ordered = subtasks[order]
-    bounds = np.flatnonzero(np.diff(ordered)) + 1
-    for start, stop in zip([0, *bounds.tolist()], [*bounds.tolist(), len(order)]):
-        state.add(int(ordered[start]), values.slice(start, stop - start))
+    for subtask, rows in _by_subtask(batch):
+        state.add(subtask, rows.column("value"))
 
 
-def _open_encoded_keyed(shape: _Shape, name: str, map_state: bool, writer):
-    # Tasks place already serialized bytes: Bytes() stands in for every serializer, and
-    # the driver's state (kind, snapshots) is what reaches the manifest.
+def _open_encoded(shape: _Shape, name: str, columns: list[str], writer):
+    """A task's stand-in for a keyed state (or, with a "timestamp" column, a timer service) of
+    the given stored columns: tasks place already serialized bytes, so Bytes() stands in for
+    every serializer, and the driver's state (kind, snapshots) is what reaches the manifest."""
     placeholder = Bytes()
     operator = replace(shape, key_serializer=placeholder).open(writer)
+    namespace = placeholder if "namespace" in columns else None
+    if "timestamp" in columns:
+        return operator.timer_service(name, "event_time", namespace)
+    map_state = "user_key" in columns
     return operator.keyed_state(name, placeholder, kind="map" if map_state else "value",
-                                user_key_serializer=placeholder if map_state else None)
+                                user_key_serializer=placeholder if map_state else None,
+                                namespace_serializer=namespace)
 
 
 def _feed_encoded_keyed(state, batch: pa.RecordBatch) -> None:
@@ -173,12 +234,13 @@ class SavepointBuilder:
             self.manifest = Derivation(self.source, self.io, copy).manifest
         self.copy = copy
         self.operators: dict[str, pb.Operator] = {}
-        # States still holding the source's chunks, by (operator id, name) as built: the
-        # source operator they came from. With copy=True they are copied at commit.
-        self._kept: dict[tuple[str, str], pb.Operator] = {}
+        # Parts still holding the source's chunks, by (operator id, part) as built: the source
+        # operator they came from. A part is a state's name, ("timers", name, domain) for a
+        # timer service, or "coordinator" (format 1.2). With copy=True they are copied at commit.
+        self._kept: dict[tuple[str, str | tuple], pb.Operator] = {}
         for op in self.source.manifest.operators if self.source is not None else []:
             self.operators[op.operator_id] = _clone(op)
-            self._kept.update({(op.operator_id, s.name): op for s in [*op.list_states, *op.keyed_states]})
+            self._kept.update({(op.operator_id, part): op for part in _parts(op)})
         self._done = False
 
     # -- operators ------------------------------------------------------------
@@ -191,15 +253,24 @@ class SavepointBuilder:
         return self.operators[operator_id]
 
     def add_operator(self, operator_id: str, parallelism: int, *, max_parallelism: int | None = None,
-                     key_serializer: Serializer | None = None, name: str = "") -> None:
+                     key_serializer: Serializer | None = None, name: str = "", uid: str = "",
+                     engine_operator_id: bytes = b"", key_groups: str = "hashed") -> None:
+        """An operator; ``uid``, ``engine_operator_id`` and ``key_groups="writer"`` as in
+        :meth:`pyref.SavepointWriter.add_operator` (format 1.2): with writer-assigned key
+        groups, keyed state and timers are given a ``key_group`` column instead of hashed."""
         self._check_open()
         if not operator_id or operator_id in self.operators:
             raise InvalidArgumentError(f"operator id {operator_id!r} is empty or already used")
+        if key_groups not in ("hashed", "writer"):
+            raise InvalidArgumentError(f"key_groups is 'hashed' or 'writer', got {key_groups!r}")
         max_parallelism = default_max_parallelism(parallelism) if max_parallelism is None else max_parallelism
         check_parallelism(parallelism, max_parallelism)
-        op = pb.Operator(operator_id=operator_id, name=name, parallelism=parallelism, max_parallelism=max_parallelism)
+        op = pb.Operator(operator_id=operator_id, name=name, parallelism=parallelism, max_parallelism=max_parallelism,
+                         uid=uid, engine_operator_id=engine_operator_id,
+                         key_groups=pb.KEY_GROUPS_FROM_WRITER if key_groups == "writer" else pb.KEY_GROUPS_HASHED)
         if key_serializer is not None:
-            key_type_of(key_serializer.snapshot())  # refuses serializers without a key hash
+            if key_groups == "hashed":
+                key_type_of(key_serializer.snapshot())  # refuses serializers without a key hash
             op.key_serializer.CopyFrom(key_serializer.snapshot())
         self.operators[operator_id] = op
 
@@ -225,15 +296,15 @@ class SavepointBuilder:
         for operator_id, op in self.operators.items():
             rescaled = rescaled_operator(op, wanted[operator_id])
             op.CopyFrom(rescaled)
-            for s in [*rescaled.list_states, *rescaled.keyed_states]:
-                if (operator_id, s.name) in self._kept:  # chunk lists may be compacted: copy from the new ones
-                    self._kept[(operator_id, s.name)] = rescaled
+            for part in _parts(rescaled):
+                if (operator_id, part) in self._kept:  # chunk lists may be compacted: copy from the new ones
+                    self._kept[(operator_id, part)] = rescaled
 
     # -- states ---------------------------------------------------------------
 
     def remove_state(self, operator_id: str, name: str) -> None:
         op = self.operator(operator_id)
-        for states in (op.list_states, op.keyed_states):
+        for states in (op.list_states, op.keyed_states, op.broadcast_states):
             for i, s in enumerate(states):
                 if s.name == name:
                     del states[i]
@@ -250,12 +321,19 @@ class SavepointBuilder:
             self.remove_state(op.operator_id, name)
 
     def add_keyed_state(self, operator_id: str, name: str, df: DataFrame, value_serializer: Serializer, *,
-                        kind: str = "value", user_key_serializer: Serializer | None = None, key: str = "key",
-                        value: str = "value", user_key: str = "user_key", replace: bool = False) -> None:
-        """Write a keyed state from ``df``: one row per entry (``kind`` "value"), per
-        key's whole list ("list": an array column), or per map entry ("map", with a
-        ``user_key`` column). Executors hash keys to key groups, the rows are
-        repartitioned by key group, and each task writes its key groups' chunks."""
+                        kind: str = "value", user_key_serializer: Serializer | None = None,
+                        namespace_serializer: Serializer | None = None, ttl: TtlConfig | None = None,
+                        key: str = "key", value: str = "value", user_key: str = "user_key",
+                        namespace: str = "namespace", ttl_timestamp: str = "ttl_timestamp", key_group: str = "key_group",
+                        replace: bool = False) -> None:
+        """Write a keyed state from ``df``: one row per entry (``kind`` "value", "reducing",
+        "aggregating"), per key's whole list ("list": an array column), or per map entry
+        ("map", with a ``user_key`` column). Format 1.2: with ``namespace_serializer`` every
+        row has a ``namespace`` column (a window, say), with ``ttl`` a ``ttl_timestamp`` column
+        (the last-access ms; for "list" an array, one per element); an operator with
+        writer-assigned key groups needs a ``key_group`` column. Executors hash keys to key
+        groups, the rows are repartitioned by key group, and each task writes its key
+        groups' chunks."""
         op = self.operator(operator_id)
         if not op.HasField("key_serializer"):
             raise InvalidArgumentError(f"operator {operator_id!r} has no key serializer; add it with one")
@@ -265,30 +343,117 @@ class SavepointBuilder:
             raise InvalidArgumentError("a user_key_serializer is required for map state and only for it")
         self._new_state_name(op, name, replace)
         state = pb.KeyedState(name=name, kind=_KINDS[kind], value_serializer=value_serializer.snapshot())
-        columns = [df[key].alias("key"), *([df[user_key].alias("user_key")] if kind == "map" else []),
-                   df[value].alias("value")]
-        selected = df.select(*columns)
-        key_serializer = serializer_from_snapshot(op.key_serializer)
-        with_groups = selected.mapInArrow(
-            partial(_with_key_groups, key_serializer, op.max_parallelism),
-            StructType([StructField("key_group", IntegerType()), *selected.schema.fields]))
-        open_state = partial(_open_keyed, _Shape.of(op), name, kind, value_serializer, user_key_serializer)
-        self._run_keyed(op, state, with_groups, open_state, _feed_keyed)
+        columns = [df[key].alias("key"), *([df[namespace].alias("namespace")] if namespace_serializer else []),
+                   *([df[user_key].alias("user_key")] if kind == "map" else []), df[value].alias("value"),
+                   *([df[ttl_timestamp].alias("ttl_timestamp")] if ttl is not None else [])]
+        open_state = partial(_open_keyed, _Shape.of(op), name, kind, value_serializer, user_key_serializer,
+                             namespace_serializer, ttl)
+        self._run_keyed(op, state, self._keyed_rows(op, df, columns, key_group), open_state, _feed_keyed)
         if user_key_serializer is not None:
             state.user_key_serializer.CopyFrom(user_key_serializer.snapshot())
+        if namespace_serializer is not None:
+            state.namespace_serializer.CopyFrom(namespace_serializer.snapshot())
+        if ttl is not None:
+            state.ttl.CopyFrom(ttl.to_proto())
         op.keyed_states.append(state)
 
-    def write_encoded_keyed_state(self, operator_id: str, state: pb.KeyedState, rows: DataFrame | FragmentRows,
-                                  partitions: int | None = None) -> None:
+    def _keyed_rows(self, op: pb.Operator, df: DataFrame, columns: list, key_group: str) -> DataFrame:
+        """``columns`` of ``df`` after a key_group column: hashed by executors, or (writer-assigned
+        key groups, spec/format.md §7.12) the caller's ``key_group`` column."""
+        if op.key_groups == pb.KEY_GROUPS_FROM_WRITER:
+            return df.select(df[key_group].cast("int").alias("key_group"), *columns)
+        selected = df.select(*columns)
+        return selected.mapInArrow(
+            partial(_with_key_groups, serializer_from_snapshot(op.key_serializer), op.max_parallelism),
+            StructType([StructField("key_group", IntegerType()), *selected.schema.fields]))
+
+    def add_timers(self, operator_id: str, name: str, domain: str, df: DataFrame, *,
+                   namespace_serializer: Serializer | None = None, key: str = "key", namespace: str = "namespace",
+                   timestamp: str = "timestamp", key_group: str = "key_group", replace: bool = False) -> None:
+        """Format 1.2: write a timer service (``domain`` "event_time" or "processing_time") from
+        ``df``, one row per timer: ``key``, [``namespace``], ``timestamp`` (ms). The rows are
+        written by key group, as keyed state is, so that each timer restores with its key."""
+        op = self.operator(operator_id)
+        if not op.HasField("key_serializer"):
+            raise InvalidArgumentError(f"operator {operator_id!r} has no key serializer; add it with one")
+        found = [s for s in op.timer_services if s.name == name and s.domain == domain_of(domain)]
+        if found:
+            if not replace:
+                raise InvalidArgumentError("timer service exists; pass replace=True to replace it",
+                                           state=state_label(op, name))
+            op.timer_services.remove(found[0])
+            self._kept.pop((operator_id, ("timers", name, domain_of(domain))), None)
+        service = pb.TimerService(name=name, domain=domain_of(domain))
+        if namespace_serializer is not None:
+            service.namespace_serializer.CopyFrom(namespace_serializer.snapshot())
+        columns = [df[key].alias("key"), *([df[namespace].alias("namespace")] if namespace_serializer else []),
+                   df[timestamp].cast("long").alias("timestamp")]
+        open_service = partial(_open_timers, _Shape.of(op), name, service.domain, namespace_serializer)
+        self._run_keyed(op, service, self._keyed_rows(op, df, columns, key_group), open_service, _feed_timers)
+        op.timer_services.append(service)
+
+    def add_broadcast_state(self, operator_id: str, name: str, df: DataFrame, key_serializer: Serializer,
+                            value_serializer: Serializer, *, key: str = "key", value: str = "value",
+                            subtask: str | None = None, replace: bool = False) -> None:
+        """Format 1.2: write a broadcast map state from ``df``'s (``key``, ``value``) rows: the
+        one map every subtask holds (stored once, written by one task), or, with a ``subtask``
+        column, each subtask's own map."""
+        op = self.operator(operator_id)
+        self._new_state_name(op, name, replace)
+        state = pb.BroadcastState(name=name, key_serializer=key_serializer.snapshot(),
+                                  value_serializer=value_serializer.snapshot())
+        rows = df.select(*([df[subtask].cast("int").alias("subtask")] if subtask else []), df[key].alias("key"),
+                         df[value].alias("value"))
+        rows = rows.repartition(min(self._partitions(), op.parallelism), "subtask") if subtask else rows.coalesce(1)
+        self.progress.step(f"writing broadcast state {state_label(op, name)}")
+        open_state = partial(_open_broadcast, _Shape.of(op), name, key_serializer, value_serializer)
+        partials = self._guarded(lambda: write_partials(rows, self.job, open_state, _feed_broadcast))
+        merge_list(self.manifest, state, partials, op.parallelism)
+        op.broadcast_states.append(state)
+
+    def set_coordinator_state(self, operator_id: str, state: bytes | None) -> None:
+        """Format 1.2: the operator coordinator's state (opaque bytes, spec/format.md §7.11), or
+        None for none. Small by nature, it is written by the driver."""
+        op = self.operator(operator_id)
+        self._kept.pop((operator_id, "coordinator"), None)
+        op.ClearField("coordinator_state")
+        if state is None:
+            return
+        payload = encode_chunk([pa.array([bytes(state)], pa.binary())])
+        op.coordinator_state.CopyFrom(self._driver_chunk(lambda sink: sink.put(payload, 1)))
+
+    def _driver_chunk(self, store: Callable) -> pb.Chunk:
+        """A chunk the driver writes itself (``store(sink)`` puts it), placed in the target."""
+        sink = self.job.sink()
+        try:
+            chunk = store(sink)
+            files = sink.close()
+        except BaseException:
+            sink.abort()
+            raise
+        (placed,) = adopt(self.manifest, pb.Manifest(data_files=files), [chunk])
+        return placed
+
+    def write_encoded_keyed_state(self, operator_id: str, state: pb.KeyedState | pb.TimerService,
+                                  rows: DataFrame | FragmentRows, partitions: int | None = None) -> None:
         """Write ``state`` (name, kind, serializers as given) from serialized rows:
-        ``key_group`` (of the operator's max parallelism), ``key``[, ``user_key``],
-        ``value``, all binary but the key group. A DataFrame is shuffled by key group
-        into ``partitions`` tasks; :class:`FragmentRows` are written where they are
-        read, one task per fragment. Replaces a state of that name."""
+        ``key_group`` (of the operator's max parallelism), then the stored columns
+        (spec/format.md §7.1: ``key``[, ``namespace``][, ``user_key``], ``value``), all
+        binary but the key group; or (format 1.2) a timer service from ``key_group``,
+        ``key``[, ``namespace``], ``timestamp``. A DataFrame is shuffled by key group into
+        ``partitions`` tasks; :class:`FragmentRows` are written where they are read, one
+        task per fragment. Replaces a state (timer service) of that name."""
         op = self.operator(operator_id)
         state = _clone(state)
-        self._new_state_name(op, state.name, replace=True)
-        open_state = partial(_open_encoded_keyed, _Shape.of(op), state.name, state.kind == pb.MAP)
+        timers = isinstance(state, pb.TimerService)
+        if timers:
+            for existing in [s for s in op.timer_services if (s.name, s.domain) == (state.name, state.domain)]:
+                op.timer_services.remove(existing)
+                self._kept.pop((operator_id, ("timers", state.name, state.domain)), None)
+        else:
+            self._new_state_name(op, state.name, replace=True)
+        names = timer_names(state) if timers else keyed_names(state)
+        open_state = partial(_open_encoded, _Shape.of(op), state.name, names)
         if isinstance(rows, FragmentRows):
             self.progress.step(f"writing keyed state {state_label(op, state.name)} "
                                f"({len(rows.fragments)} tasks, no shuffle)")
@@ -297,7 +462,7 @@ class SavepointBuilder:
             merge_keyed(self.manifest, state, partials)
         else:
             self._run_keyed(op, state, rows, open_state, _feed_encoded_keyed, partitions)
-        op.keyed_states.append(state)
+        (op.timer_services if timers else op.keyed_states).append(state)
 
     def _run_keyed(self, op: pb.Operator, state: pb.KeyedState, df: DataFrame, open_state: Callable,
                    feed: Callable, partitions: int | None = None) -> None:
@@ -327,21 +492,32 @@ class SavepointBuilder:
         merge_list(self.manifest, state, partials, op.parallelism)
         op.list_states.append(state)
 
-    def map_source_chunks(self, operator_id: str, name: str, fn: Callable) -> None:
+    def map_source_chunks(self, operator_id: str, name: str | tuple, fn: Callable) -> None:
         """Replace every chunk of a state kept from the source with ``fn(store,
         operator, state, chunk, sink) -> chunk`` run in parallel (row counts and
-        key groups must stay: list partitions refer to rows of chunks)."""
+        key groups must stay: list partitions refer to rows of chunks). ``name`` is a
+        state's name or (format 1.2) ``("timers", name, domain)``."""
         op = self.operator(operator_id)
         source_op = self._kept.get((operator_id, name))
         if source_op is None:
             raise InvalidArgumentError("state does not hold the source savepoint's chunks (new, rewritten or absent)",
-                                       state=state_label(op, name))
-        state, source_state = find_state(op, name), find_state(source_op, name)
-        self.progress.step(f"rewriting chunks of {state_label(source_op, name)}")
+                                       state=state_label(op, str(name)))
+        state, source_state = _part(op, name), _part(source_op, name)
+        self.progress.step(f"rewriting chunks of {state_label(source_op, str(name))}")
         fragments = chunk_fragments(self.source, source_op, source_state, self.fragment_bytes)
         results = self._guarded(lambda: map_chunks(self.spark, self.job, fragments, fn))
         replace_chunks(self.manifest, state, results)
         del self._kept[(operator_id, name)]
+
+    def _copy_coordinator_state(self, operator_id: str) -> None:
+        """The source's coordinator state, copied by the driver (one small chunk)."""
+        op, source_op = self.operator(operator_id), self._kept.pop((operator_id, "coordinator"))
+        source = source_op.coordinator_state
+        if source.WhichOneof("location") != "range":
+            op.coordinator_state.CopyFrom(source)  # inline: it is in the manifest already
+            return
+        stored = self.source.store.read_stored(source, f"{operator_id} (coordinator state)")
+        op.coordinator_state.CopyFrom(self._driver_chunk(lambda sink: sink.put_stored(source, stored)))
 
     # -- commit ---------------------------------------------------------------
 
@@ -349,12 +525,15 @@ class SavepointBuilder:
         """Copy what still has to be copied, then atomically publish the savepoint."""
         self._check_open()
         if self.copy:
-            for operator_id, name in list(self._kept):
-                self.map_source_chunks(operator_id, name, _copy_chunk)
+            for operator_id, part in list(self._kept):
+                if part == "coordinator":
+                    self._guarded(lambda: self._copy_coordinator_state(operator_id))
+                else:
+                    self.map_source_chunks(operator_id, part, _copy_chunk)
         manifest = self.manifest
         for op in self.operators.values():
-            if not op.keyed_states:
-                op.ClearField("key_serializer")  # present exactly when there is keyed state
+            if not (op.keyed_states or op.timer_services):
+                op.ClearField("key_serializer")  # present exactly when there is keyed state or a timer service
             manifest.operators.append(op)
         _drop_unused_files(manifest)
         manifest.DiscardUnknownFields()  # fields of a newer writer may carry invariants this build cannot keep
@@ -404,10 +583,26 @@ def _clone(message):
     return copy
 
 
+def _parts(op: pb.Operator) -> list[str | tuple]:
+    """The parts of an operator that hold chunks, as the builder names them."""
+    return [*(s.name for s in [*op.list_states, *op.keyed_states, *op.broadcast_states]),
+            *(("timers", s.name, s.domain) for s in op.timer_services),
+            *(["coordinator"] if op.HasField("coordinator_state") else [])]
+
+
+def _part(op: pb.Operator, part: str | tuple):
+    """The state or (a ("timers", name, domain) part) timer service of the operator."""
+    if isinstance(part, tuple):
+        return find_timer_service(op, part[1], part[2])
+    return find_state(op, part)
+
+
 def _drop_unused_files(manifest: pb.Manifest) -> None:
     """Remove data files no chunk refers to (removed or replaced states), renumbering the rest."""
-    chunks = [c for op in manifest.operators for s in [*op.list_states, *op.keyed_states] for c in s.chunks
-              if c.WhichOneof("location") == "range"]
+    chunks = [c for op in manifest.operators
+              for s in [*op.list_states, *op.keyed_states, *op.timer_services, *op.broadcast_states] for c in s.chunks]
+    chunks += [op.coordinator_state for op in manifest.operators if op.HasField("coordinator_state")]
+    chunks = [c for c in chunks if c.WhichOneof("location") == "range"]
     used = sorted({c.range.file for c in chunks})
     renumber = {old: new for new, old in enumerate(used)}
     for c in chunks:

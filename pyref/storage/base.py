@@ -146,6 +146,11 @@ class SavepointIO(ABC):
     @abstractmethod
     def read_range(self, rel: str, offset: int, length: int) -> bytes: ...
 
+    def file_identity(self, rel: str) -> object | None:
+        """What tells two names of one file apart from two files (links), or None where
+        names are the only identity (object stores)."""
+        return None
+
     def read_file(self, rel: str) -> bytes:
         size = self.size(rel)
         if size is None:

@@ -101,6 +101,13 @@ class LocalIO(SavepointIO):
             raise typed_os_error(exc, "cannot stat the file", self.describe(rel)) from None
         return FileStat(found.st_size, found.st_mtime)
 
+    def file_identity(self, rel: str) -> object | None:
+        try:
+            st = os.stat(self._full(rel))
+        except OSError:
+            return None  # reading it reports what is wrong
+        return st.st_dev, st.st_ino
+
     def _open_regular(self, rel: str) -> int:
         """A descriptor of the regular file ``rel``."""
         try:

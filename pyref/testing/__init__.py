@@ -13,18 +13,31 @@ import os
 from ..errors import StorageError
 from ..io import LocalIO, OutputFile
 from ..redistribution import DistributionMode
-from ..serializers import Int64, String
+from ..serializers import Int64, String, TimeWindow, Window
 from ..writer import SavepointWriter
 
 #: Kafka partition offsets per subtask in :func:`write_seeds`.
 SEED_OFFSETS = ([100, 101], [200, 201])
 #: URL -> count in :func:`write_seeds`.
 SEED_COUNTS = {f"/page/{i}": i for i in range(50)}
+#: Tumbling windows of one minute, of which the last is still open (format 1.2 windowed seeds).
+SEED_WINDOWS = tuple(Window(w * 60_000, (w + 1) * 60_000) for w in range(3))
+#: (URL, window) -> hits in the window, for :func:`write_seeds` with ``windowed=True``: a URL
+#: is counted in the windows it was visited in (every URL in the open one).
+SEED_WINDOW_COUNTS = {(url, window): i % 7 + w for i, url in enumerate(SEED_COUNTS)
+                      for w, window in enumerate(SEED_WINDOWS) if w == len(SEED_WINDOWS) - 1 or i % (w + 2) == 0}
+#: (URL, window, timestamp): the event-time timer pending for each URL, at the end of the open window.
+SEED_TIMERS = tuple((url, SEED_WINDOWS[-1], SEED_WINDOWS[-1].end - 1) for url in SEED_COUNTS)
 
 
-def write_seeds(path: str | os.PathLike[str], *, parallelism: int = 2, **writer_options) -> None:
+def write_seeds(path: str | os.PathLike[str], *, parallelism: int = 2, windowed: bool = False,
+                **writer_options) -> None:
     """The seeds' scenario: a Kafka source whose two subtasks hold two partition
-    offsets each (SPLIT_DISTRIBUTE list state) and a per-URL count as keyed state."""
+    offsets each (SPLIT_DISTRIBUTE list state) and a per-URL count as keyed state.
+
+    ``windowed`` (format 1.2) adds a window counter: hits per URL in tumbling one-minute
+    windows (keyed state under time-window namespaces, :data:`SEED_WINDOW_COUNTS`) and
+    the event-time timer pending for each URL's open window (:data:`SEED_TIMERS`)."""
     if parallelism < len(SEED_OFFSETS):
         raise ValueError(f"the seeds' offsets need parallelism >= {len(SEED_OFFSETS)}")
     with SavepointWriter(os.fspath(path), **writer_options) as w:
@@ -34,6 +47,13 @@ def write_seeds(path: str | os.PathLike[str], *, parallelism: int = 2, **writer_
             offsets.add(subtask, values)
         counter = w.add_operator("url-counter", parallelism=parallelism, key_serializer=String())
         counter.keyed_state("count", Int64()).add(list(SEED_COUNTS), list(SEED_COUNTS.values()))
+        if windowed:
+            windows = w.add_operator("window-counter", parallelism=parallelism, key_serializer=String())
+            counts = windows.keyed_state("count", Int64(), namespace_serializer=TimeWindow())
+            counts.add([url for url, _ in SEED_WINDOW_COUNTS], list(SEED_WINDOW_COUNTS.values()),
+                       namespaces=[window for _, window in SEED_WINDOW_COUNTS])
+            windows.timer_service("window-timers", "event_time", TimeWindow()).add(
+                [url for url, _, _ in SEED_TIMERS], [t for _, _, t in SEED_TIMERS], [w for _, w, _ in SEED_TIMERS])
 
 
 def varint(n: int) -> bytes:

@@ -305,11 +305,11 @@ def test_a_huge_row_count_is_refused_at_open(small):
 def test_a_huge_declared_file_size_and_range_is_refused_before_reading(small):
     m = manifest_of(small)
     m.data_files[0].size = 2**63
-    for c in _chunks(m):
-        if c.WhichOneof("location") == "range":
-            c.range.length = 2**31 - 1
-            c.raw_length = 2**31 - 1
-            c.codec = pb.NONE
+    c = next(c for c in _chunks(m) if c.WhichOneof("location") == "range")  # one: chunks must not overlap (C6)
+    c.range.offset = 2**62
+    c.range.length = 2**31 - 1
+    c.raw_length = 2**31 - 1
+    c.codec = pb.NONE
     put_manifest(small, m)
     err = bounded(read_all, small)
     assert "bytes, manifest says" in str(err)

@@ -54,11 +54,13 @@ ALL_BUILT_INS = [
 
 def test_built_in_ids():
     ids = registered_serializer_ids()
-    assert set(ids[:12]) == {
+    assert set(ids[:20]) == {
         "int32", "int64", "float64", "boolean", "string", "bytes",
         "nullable", "tuple", "list", "map", "protobuf", "json",
+        # format 1.2 (spec/serializers.md §3.13-§3.20)
+        "int8", "int16", "float32", "char", "enum", "time-window", "global-window", "opaque",
     }
-    assert all("." not in i for i in ids[:12])
+    assert all("." not in i for i in ids[:20])
 
 
 @pytest.mark.parametrize("ser", ALL_BUILT_INS, ids=repr)

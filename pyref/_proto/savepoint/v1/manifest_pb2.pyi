@@ -8,6 +8,11 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class KeyGroupAssignment(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    KEY_GROUPS_HASHED: _ClassVar[KeyGroupAssignment]
+    KEY_GROUPS_FROM_WRITER: _ClassVar[KeyGroupAssignment]
+
 class DistributionMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     DISTRIBUTION_MODE_UNSPECIFIED: _ClassVar[DistributionMode]
@@ -21,11 +26,33 @@ class KeyedStateKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     VALUE: _ClassVar[KeyedStateKind]
     LIST: _ClassVar[KeyedStateKind]
     MAP: _ClassVar[KeyedStateKind]
+    REDUCING: _ClassVar[KeyedStateKind]
+    AGGREGATING: _ClassVar[KeyedStateKind]
+
+class TtlUpdateType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TTL_UPDATE_TYPE_UNSPECIFIED: _ClassVar[TtlUpdateType]
+    ON_CREATE_AND_WRITE: _ClassVar[TtlUpdateType]
+    ON_READ_AND_WRITE: _ClassVar[TtlUpdateType]
+
+class TtlStateVisibility(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TTL_STATE_VISIBILITY_UNSPECIFIED: _ClassVar[TtlStateVisibility]
+    NEVER_RETURN_EXPIRED: _ClassVar[TtlStateVisibility]
+    RETURN_EXPIRED_IF_NOT_CLEANED_UP: _ClassVar[TtlStateVisibility]
+
+class TimeDomain(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TIME_DOMAIN_UNSPECIFIED: _ClassVar[TimeDomain]
+    EVENT_TIME: _ClassVar[TimeDomain]
+    PROCESSING_TIME: _ClassVar[TimeDomain]
 
 class Codec(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     NONE: _ClassVar[Codec]
     ZSTD: _ClassVar[Codec]
+KEY_GROUPS_HASHED: KeyGroupAssignment
+KEY_GROUPS_FROM_WRITER: KeyGroupAssignment
 DISTRIBUTION_MODE_UNSPECIFIED: DistributionMode
 SPLIT_DISTRIBUTE: DistributionMode
 UNION: DistributionMode
@@ -34,6 +61,17 @@ KEYED_STATE_KIND_UNSPECIFIED: KeyedStateKind
 VALUE: KeyedStateKind
 LIST: KeyedStateKind
 MAP: KeyedStateKind
+REDUCING: KeyedStateKind
+AGGREGATING: KeyedStateKind
+TTL_UPDATE_TYPE_UNSPECIFIED: TtlUpdateType
+ON_CREATE_AND_WRITE: TtlUpdateType
+ON_READ_AND_WRITE: TtlUpdateType
+TTL_STATE_VISIBILITY_UNSPECIFIED: TtlStateVisibility
+NEVER_RETURN_EXPIRED: TtlStateVisibility
+RETURN_EXPIRED_IF_NOT_CLEANED_UP: TtlStateVisibility
+TIME_DOMAIN_UNSPECIFIED: TimeDomain
+EVENT_TIME: TimeDomain
+PROCESSING_TIME: TimeDomain
 NONE: Codec
 ZSTD: Codec
 
@@ -78,7 +116,7 @@ class DataFile(_message.Message):
     def __init__(self, path: _Optional[str] = ..., size: _Optional[int] = ..., base: _Optional[int] = ...) -> None: ...
 
 class Operator(_message.Message):
-    __slots__ = ("operator_id", "name", "parallelism", "max_parallelism", "key_serializer", "list_states", "keyed_states")
+    __slots__ = ("operator_id", "name", "parallelism", "max_parallelism", "key_serializer", "list_states", "keyed_states", "timer_services", "broadcast_states", "coordinator_state", "uid", "engine_operator_id", "key_groups")
     OPERATOR_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PARALLELISM_FIELD_NUMBER: _ClassVar[int]
@@ -86,6 +124,12 @@ class Operator(_message.Message):
     KEY_SERIALIZER_FIELD_NUMBER: _ClassVar[int]
     LIST_STATES_FIELD_NUMBER: _ClassVar[int]
     KEYED_STATES_FIELD_NUMBER: _ClassVar[int]
+    TIMER_SERVICES_FIELD_NUMBER: _ClassVar[int]
+    BROADCAST_STATES_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_STATE_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_OPERATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_GROUPS_FIELD_NUMBER: _ClassVar[int]
     operator_id: str
     name: str
     parallelism: int
@@ -93,7 +137,13 @@ class Operator(_message.Message):
     key_serializer: _serializer_pb2.SerializerSnapshot
     list_states: _containers.RepeatedCompositeFieldContainer[ListState]
     keyed_states: _containers.RepeatedCompositeFieldContainer[KeyedState]
-    def __init__(self, operator_id: _Optional[str] = ..., name: _Optional[str] = ..., parallelism: _Optional[int] = ..., max_parallelism: _Optional[int] = ..., key_serializer: _Optional[_Union[_serializer_pb2.SerializerSnapshot, _Mapping]] = ..., list_states: _Optional[_Iterable[_Union[ListState, _Mapping]]] = ..., keyed_states: _Optional[_Iterable[_Union[KeyedState, _Mapping]]] = ...) -> None: ...
+    timer_services: _containers.RepeatedCompositeFieldContainer[TimerService]
+    broadcast_states: _containers.RepeatedCompositeFieldContainer[BroadcastState]
+    coordinator_state: Chunk
+    uid: str
+    engine_operator_id: bytes
+    key_groups: KeyGroupAssignment
+    def __init__(self, operator_id: _Optional[str] = ..., name: _Optional[str] = ..., parallelism: _Optional[int] = ..., max_parallelism: _Optional[int] = ..., key_serializer: _Optional[_Union[_serializer_pb2.SerializerSnapshot, _Mapping]] = ..., list_states: _Optional[_Iterable[_Union[ListState, _Mapping]]] = ..., keyed_states: _Optional[_Iterable[_Union[KeyedState, _Mapping]]] = ..., timer_services: _Optional[_Iterable[_Union[TimerService, _Mapping]]] = ..., broadcast_states: _Optional[_Iterable[_Union[BroadcastState, _Mapping]]] = ..., coordinator_state: _Optional[_Union[Chunk, _Mapping]] = ..., uid: _Optional[str] = ..., engine_operator_id: _Optional[bytes] = ..., key_groups: _Optional[_Union[KeyGroupAssignment, str]] = ...) -> None: ...
 
 class ListState(_message.Message):
     __slots__ = ("name", "mode", "element_serializer", "chunks", "partitions")
@@ -126,18 +176,58 @@ class ElementRange(_message.Message):
     def __init__(self, chunk: _Optional[int] = ..., first: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
 
 class KeyedState(_message.Message):
-    __slots__ = ("name", "kind", "value_serializer", "user_key_serializer", "chunks")
+    __slots__ = ("name", "kind", "value_serializer", "user_key_serializer", "chunks", "namespace_serializer", "ttl")
     NAME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     VALUE_SERIALIZER_FIELD_NUMBER: _ClassVar[int]
     USER_KEY_SERIALIZER_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_SERIALIZER_FIELD_NUMBER: _ClassVar[int]
+    TTL_FIELD_NUMBER: _ClassVar[int]
     name: str
     kind: KeyedStateKind
     value_serializer: _serializer_pb2.SerializerSnapshot
     user_key_serializer: _serializer_pb2.SerializerSnapshot
     chunks: _containers.RepeatedCompositeFieldContainer[Chunk]
-    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[KeyedStateKind, str]] = ..., value_serializer: _Optional[_Union[_serializer_pb2.SerializerSnapshot, _Mapping]] = ..., user_key_serializer: _Optional[_Union[_serializer_pb2.SerializerSnapshot, _Mapping]] = ..., chunks: _Optional[_Iterable[_Union[Chunk, _Mapping]]] = ...) -> None: ...
+    namespace_serializer: _serializer_pb2.SerializerSnapshot
+    ttl: TtlConfig
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[KeyedStateKind, str]] = ..., value_serializer: _Optional[_Union[_serializer_pb2.SerializerSnapshot, _Mapping]] = ..., user_key_serializer: _Optional[_Union[_serializer_pb2.SerializerSnapshot, _Mapping]] = ..., chunks: _Optional[_Iterable[_Union[Chunk, _Mapping]]] = ..., namespace_serializer: _Optional[_Union[_serializer_pb2.SerializerSnapshot, _Mapping]] = ..., ttl: _Optional[_Union[TtlConfig, _Mapping]] = ...) -> None: ...
+
+class TtlConfig(_message.Message):
+    __slots__ = ("ttl_ms", "update_type", "visibility")
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    VISIBILITY_FIELD_NUMBER: _ClassVar[int]
+    ttl_ms: int
+    update_type: TtlUpdateType
+    visibility: TtlStateVisibility
+    def __init__(self, ttl_ms: _Optional[int] = ..., update_type: _Optional[_Union[TtlUpdateType, str]] = ..., visibility: _Optional[_Union[TtlStateVisibility, str]] = ...) -> None: ...
+
+class TimerService(_message.Message):
+    __slots__ = ("name", "domain", "namespace_serializer", "chunks")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_SERIALIZER_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    domain: TimeDomain
+    namespace_serializer: _serializer_pb2.SerializerSnapshot
+    chunks: _containers.RepeatedCompositeFieldContainer[Chunk]
+    def __init__(self, name: _Optional[str] = ..., domain: _Optional[_Union[TimeDomain, str]] = ..., namespace_serializer: _Optional[_Union[_serializer_pb2.SerializerSnapshot, _Mapping]] = ..., chunks: _Optional[_Iterable[_Union[Chunk, _Mapping]]] = ...) -> None: ...
+
+class BroadcastState(_message.Message):
+    __slots__ = ("name", "key_serializer", "value_serializer", "chunks", "partitions")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    KEY_SERIALIZER_FIELD_NUMBER: _ClassVar[int]
+    VALUE_SERIALIZER_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    key_serializer: _serializer_pb2.SerializerSnapshot
+    value_serializer: _serializer_pb2.SerializerSnapshot
+    chunks: _containers.RepeatedCompositeFieldContainer[Chunk]
+    partitions: _containers.RepeatedCompositeFieldContainer[Partition]
+    def __init__(self, name: _Optional[str] = ..., key_serializer: _Optional[_Union[_serializer_pb2.SerializerSnapshot, _Mapping]] = ..., value_serializer: _Optional[_Union[_serializer_pb2.SerializerSnapshot, _Mapping]] = ..., chunks: _Optional[_Iterable[_Union[Chunk, _Mapping]]] = ..., partitions: _Optional[_Iterable[_Union[Partition, _Mapping]]] = ...) -> None: ...
 
 class FileRange(_message.Message):
     __slots__ = ("file", "offset", "length")

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import descriptor_pb2 as google_dot_protobuf_dot_descriptor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dsavepoint/v1/serializer.proto\x12\x0csavepoint.v1\x1a google/protobuf/descriptor.proto\"\xd8\x01\n\x12SerializerSnapshot\x12\x15\n\rserializer_id\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\r\x12\x30\n\x06nested\x18\x03 \x03(\x0b\x32 .savepoint.v1.SerializerSnapshot\x12\x13\n\x0b\x66ield_names\x18\x04 \x03(\t\x12\x35\n\x08protobuf\x18\x05 \x01(\x0b\x32#.savepoint.v1.ProtobufMessageConfig\x12\x1c\n\x14\x63ustom_configuration\x18\x06 \x01(\x0c\"n\n\x15ProtobufMessageConfig\x12?\n\x13\x66ile_descriptor_set\x18\x01 \x01(\x0b\x32\".google.protobuf.FileDescriptorSet\x12\x14\n\x0cmessage_name\x18\x02 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dsavepoint/v1/serializer.proto\x12\x0csavepoint.v1\x1a google/protobuf/descriptor.proto\"\x99\x02\n\x12SerializerSnapshot\x12\x15\n\rserializer_id\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\r\x12\x30\n\x06nested\x18\x03 \x03(\x0b\x32 .savepoint.v1.SerializerSnapshot\x12\x13\n\x0b\x66ield_names\x18\x04 \x03(\t\x12\x35\n\x08protobuf\x18\x05 \x01(\x0b\x32#.savepoint.v1.ProtobufMessageConfig\x12\x1c\n\x14\x63ustom_configuration\x18\x06 \x01(\x0c\x12.\n\x06\x65ngine\x18\x07 \x01(\x0b\x32\x1e.savepoint.v1.EngineSerializer\x12\x0f\n\x07symbols\x18\x08 \x03(\t\"H\n\x10\x45ngineSerializer\x12\x0e\n\x06\x65ngine\x18\x01 \x01(\t\x12\x12\n\nclass_name\x18\x02 \x01(\t\x12\x10\n\x08snapshot\x18\x03 \x01(\x0c\"n\n\x15ProtobufMessageConfig\x12?\n\x13\x66ile_descriptor_set\x18\x01 \x01(\x0b\x32\".google.protobuf.FileDescriptorSet\x12\x14\n\x0cmessage_name\x18\x02 \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,7 +33,9 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'savepoint.v1.serializer_pb2
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_SERIALIZERSNAPSHOT']._serialized_start=82
-  _globals['_SERIALIZERSNAPSHOT']._serialized_end=298
-  _globals['_PROTOBUFMESSAGECONFIG']._serialized_start=300
-  _globals['_PROTOBUFMESSAGECONFIG']._serialized_end=410
+  _globals['_SERIALIZERSNAPSHOT']._serialized_end=363
+  _globals['_ENGINESERIALIZER']._serialized_start=365
+  _globals['_ENGINESERIALIZER']._serialized_end=437
+  _globals['_PROTOBUFMESSAGECONFIG']._serialized_start=439
+  _globals['_PROTOBUFMESSAGECONFIG']._serialized_end=549
 # @@protoc_insertion_point(module_scope)

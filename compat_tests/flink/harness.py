@@ -1,0 +1,277 @@
+"""Run real Flink: the corpus jobs (canonical savepoints with their truth) and restore jobs
+(start a job from a savepoint, dump what every subtask restored) on Flink's local mini cluster.
+
+The Java side is ``jobs/`` (compiled per Flink version with ``javac --release 11`` against that
+version's jars, cached beside them); one JVM runs a list of tasks, one mini cluster per task.
+
+Public API::
+
+    restore_and_dump(flink_version, savepoint_dir, job_spec, parallelism) -> dict
+    restore_and_dump_many(flink_version, [RestoreRequest, ...]) -> [dict, ...]
+    job_spec_from_truth(truth) -> dict
+    flink_available(flink_version) -> str | None      # why Flink cannot run here, or None
+
+A job spec is ``{"operators": [{"uid", "key_type", "operator_state": {name: {"mode", "type",
+"key_type"?}}, "keyed_state": {name: {"kind", "type", "user_key_type"?, "namespace", "ttl",
+"function"?}}, "timer_services": {name: {"namespace"}}, "parallelism"?, "max_parallelism"?}]}``:
+the operators of a truth.json without their contents (see corpus/README.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+
+from compat_tests.flink import jars
+
+JOBS_DIR = pathlib.Path(__file__).resolve().parent / "jobs"
+#: Module openings Flink's own launch scripts pass on Java 17 (Kryo reflects into java.util / java.lang).
+JVM_OPTIONS = ("--add-opens", "java.base/java.util=ALL-UNNAMED", "--add-opens", "java.base/java.lang=ALL-UNNAMED",
+               "-Xmx1g")
+RESULT_PREFIX = "PYREF-RESULT "
+BACKENDS = ("hashmap", "rocksdb")
+LOG4J = """\
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FileAppender
+appender.file.name = FileAppender
+appender.file.type = File
+appender.file.fileName = {path}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{HH:mm:ss,SSS}} %-5p %-40c{{1}} %m%n
+"""
+
+
+class FlinkError(RuntimeError):
+    """A Flink job of the harness failed; the message holds Flink's error and where the log is."""
+
+
+class FlinkUnavailable(RuntimeError):
+    """No Java, no javac, or no jars for the Flink version (tests skip on this)."""
+
+
+def java_home_bin(tool: str) -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    if home and (pathlib.Path(home) / "bin" / tool).exists():
+        return str(pathlib.Path(home) / "bin" / tool)
+    return shutil.which(tool)
+
+
+def java_version() -> str:
+    """The ``java -version`` line of the JVM the harness runs (recorded with every corpus case)."""
+    java = java_home_bin("java")
+    if java is None:
+        raise FlinkUnavailable("no java on PATH or JAVA_HOME")
+    out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
+    lines = (out.stderr or out.stdout).strip().splitlines()
+    return " / ".join(line.strip() for line in lines[:2])
+
+
+def flink_available(flink_version: str, *, download: bool = False) -> str | None:
+    """None when jobs of ``flink_version`` can run here, else why not (for pytest.skip)."""
+    for tool in ("java", "javac"):
+        if java_home_bin(tool) is None:
+            return f"no {tool} on PATH or JAVA_HOME"
+    if not download and jars.cached_lib(flink_version) is None:
+        return f"Flink {flink_version} jars are not cached in {jars.cache_root()} (python -m compat_tests.flink.jars)"
+    return None
+
+
+def api_family(flink_version: str) -> str:
+    """Which compat/ shim compiles against the version: 1.18 lacks the Duration-based API of 1.19+."""
+    major, minor = (int(x) for x in flink_version.split(".")[:2])
+    return "1.18" if (major, minor) <= (1, 18) else "1.19"
+
+
+def _sources(flink_version: str) -> list[pathlib.Path]:
+    return sorted((JOBS_DIR / "src").rglob("*.java")) + sorted((JOBS_DIR / "compat" / api_family(flink_version)).rglob("*.java"))
+
+
+def jobs_fingerprint(flink_version: str) -> str:
+    """SHA-256 of the job sources compiled for ``flink_version`` and of javac's version (recorded with each case)."""
+    javac = java_home_bin("javac")
+    if javac is None:
+        raise FlinkUnavailable("no javac on PATH or JAVA_HOME")
+    version = subprocess.run([javac, "-version"], capture_output=True, text=True, timeout=60)
+    h = hashlib.sha256((version.stdout + version.stderr).encode())
+    for src in _sources(flink_version):
+        h.update(str(src.relative_to(JOBS_DIR)).encode() + b"\0" + src.read_bytes())
+    return h.hexdigest()
+
+
+def compiled_jobs(flink_version: str, *, download: bool = False) -> pathlib.Path:
+    """The jobs compiled against ``flink_version`` (cached beside its jars, by :func:`jobs_fingerprint`)."""
+    lib = jars.ensure_lib(flink_version, download=download)
+    javac = java_home_bin("javac")
+    sources = _sources(flink_version)
+    target = lib.parent / f"jobs-{jobs_fingerprint(flink_version)[:16]}"
+    if target.exists():
+        return target
+    with tempfile.TemporaryDirectory(dir=lib.parent, prefix=".jobs-") as tmp:
+        proc = subprocess.run([javac, "--release", "11", "-Xlint:-options", "-nowarn", "-encoding", "UTF-8",
+                               "-cp", str(lib / "*"), "-d", tmp, *map(str, sources)],
+                              capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            raise FlinkError(f"javac against Flink {flink_version} failed:\n{proc.stdout}{proc.stderr}")
+        try:
+            pathlib.Path(tmp).rename(target)
+        except OSError:
+            if not target.exists():  # else another process compiled the same sources first
+                raise
+    return target
+
+
+@dataclass(frozen=True)
+class ConfigKeys:
+    """Flink's configuration keys for one version (1.17 named the backend option state.backend.type, 1.20
+    renamed the checkpointing ones; 2.0 dropped the old names)."""
+    backend: str = "state.backend.type"
+    storage: str = "execution.checkpointing.storage"
+    checkpoint_dir: str = "execution.checkpointing.dir"
+    inline_threshold: str = "execution.checkpointing.data-inline-threshold"
+    compression: str = "execution.checkpointing.snapshot-compression"
+    restore_path: str = "execution.state-recovery.path"
+    ignore_unclaimed: str = "execution.state-recovery.ignore-unclaimed-state"
+
+
+def config_keys(flink_version: str) -> ConfigKeys:
+    major, minor = (int(x) for x in flink_version.split(".")[:2])
+    if (major, minor) < (1, 20):
+        return ConfigKeys(backend="state.backend.type" if (major, minor) >= (1, 17) else "state.backend",
+                          storage="state.checkpoint-storage", checkpoint_dir="state.checkpoints.dir",
+                          inline_threshold="state.storage.fs.memory-threshold",
+                          restore_path="execution.savepoint.path",
+                          ignore_unclaimed="execution.savepoint.ignore-unclaimed-state")
+    return ConfigKeys()
+
+
+def flink_config(flink_version: str, *, backend: str = "hashmap", checkpoint_dir: str | None = None,
+                 inline_threshold: str | None = None, compression: bool = False) -> dict[str, str]:
+    """Flink configuration of a job: state backend, checkpoint storage (job manager: state inlined
+    in ``_metadata``; filesystem when ``checkpoint_dir`` is given) and snapshot compression."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
+    keys = config_keys(flink_version)
+    config = {keys.backend: backend, keys.compression: str(compression).lower()}
+    if checkpoint_dir is None:
+        config[keys.storage] = "jobmanager"
+    else:
+        config[keys.storage] = "filesystem"
+        config[keys.checkpoint_dir] = pathlib.Path(checkpoint_dir).resolve().as_uri()
+        if inline_threshold is not None:
+            config[keys.inline_threshold] = inline_threshold
+    return config
+
+
+def run_tasks(flink_version: str, tasks: list[dict], *, timeout: float = 1800, download: bool = False,
+              log_dir: str | os.PathLike[str] | None = None) -> list[dict]:
+    """Run ``tasks`` (see Main.java) in one JVM; returns one result per task (``ok``, ``error``, timings).
+
+    Flink's log goes to ``log_dir``/flink.log (a temporary directory, removed afterwards, if not given)."""
+    classes = compiled_jobs(flink_version, download=download)
+    lib = jars.ensure_lib(flink_version, download=False)
+    java = java_home_bin("java")
+    if java is None:
+        raise FlinkUnavailable("no java on PATH or JAVA_HOME")
+    with tempfile.TemporaryDirectory(prefix="pyref-flink-") as tmp:
+        logs = pathlib.Path(log_dir) if log_dir is not None else pathlib.Path(tmp)
+        logs.mkdir(parents=True, exist_ok=True)
+        log_file = logs / "flink.log"
+        (pathlib.Path(tmp) / "log4j2.properties").write_text(LOG4J.format(path=log_file), encoding="utf-8")
+        request = pathlib.Path(tmp) / "request.json"
+        request.write_text(json.dumps({"tasks": tasks}), encoding="utf-8")
+        cmd = [java, *JVM_OPTIONS, f"-Dlog4j.configurationFile={pathlib.Path(tmp) / 'log4j2.properties'}",
+               f"-Djava.io.tmpdir={tmp}", "-cp", f"{classes}{os.pathsep}{lib / '*'}", "org.pyref.flink.Main", str(request)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            raise FlinkError(f"Flink {flink_version} tasks did not finish within {timeout} s") from e
+        results = [json.loads(line[len(RESULT_PREFIX):]) for line in proc.stdout.splitlines()
+                   if line.startswith(RESULT_PREFIX)]
+        if len(results) != len(tasks):
+            tail = log_file.read_text(encoding="utf-8", errors="replace")[-4000:] if log_file.exists() else ""
+            raise FlinkError(f"the Flink {flink_version} JVM exited with {proc.returncode} after {len(results)} of "
+                             f"{len(tasks)} tasks:\n{proc.stderr[-4000:]}\n{tail}")
+        return results
+
+
+@dataclass(frozen=True)
+class RestoreRequest:
+    savepoint_dir: str | os.PathLike[str]
+    job_spec: dict
+    parallelism: int
+    backend: str = "hashmap"
+    extra_config: dict = field(default_factory=dict)
+
+
+def restore_and_dump_many(flink_version: str, requests: list[RestoreRequest], *, timeout: float = 1800,
+                          download: bool = False) -> list[dict]:
+    """Restore each savepoint into a job of its spec at its parallelism, all in one JVM; each
+    result is a truth.json-shaped dict of what Flink handed every subtask (see restore_and_dump)."""
+    keys = config_keys(flink_version)
+    with tempfile.TemporaryDirectory(prefix="pyref-flink-restore-") as tmp:
+        tasks = []
+        for i, r in enumerate(requests):
+            savepoint = pathlib.Path(r.savepoint_dir).resolve()
+            if not (savepoint / "_metadata").is_file():
+                raise FileNotFoundError(f"{savepoint} holds no Flink _metadata")
+            config = flink_config(flink_version, backend=r.backend)
+            config.update({keys.restore_path: savepoint.as_uri(), keys.ignore_unclaimed: "true", **r.extra_config})
+            tasks.append({"action": "restore", "spec": r.job_spec, "parallelism": r.parallelism, "config": config,
+                          "out": str(pathlib.Path(tmp) / f"dump-{i}.json"), "timeout_s": int(timeout)})
+        results = run_tasks(flink_version, tasks, timeout=timeout, download=download, log_dir=pathlib.Path(tmp) / "logs")
+        dumps = []
+        for request, task, result in zip(requests, tasks, results):
+            if not result["ok"]:
+                raise FlinkError(f"Flink {flink_version} could not restore {request.savepoint_dir} at parallelism "
+                                 f"{request.parallelism}:\n{short_error(result['error'])}")
+            dumps.append(json.loads(pathlib.Path(task["out"]).read_text(encoding="utf-8")))
+        return dumps
+
+
+def restore_and_dump(flink_version: str, savepoint_dir: str | os.PathLike[str], job_spec: dict, parallelism: int, *,
+                     backend: str = "hashmap", timeout: float = 900, download: bool = False) -> dict:
+    """Start a real Flink job from ``savepoint_dir`` at ``parallelism`` and return what it read.
+
+    The job has one operator per operator of ``job_spec`` (same uid, states, serializers, key
+    type). Each subtask writes, right after restore, its operator list/union/broadcast state,
+    every keyed state by key and namespace and its pending timers; then the job's input ends,
+    which fires every event-time timer (recorded as ``fired_timers``), and the job finishes.
+    The result has truth.json's schema ("operators" by uid, plus "restored_parallelism")."""
+    return restore_and_dump_many(flink_version, [RestoreRequest(savepoint_dir, job_spec, parallelism, backend)],
+                                 timeout=timeout, download=download)[0]
+
+
+def job_spec_from_truth(truth: dict, uids: list[str] | None = None, *, own_parallelism: bool = True) -> dict:
+    """The job spec that restores the operators of a truth.json (all, or those of ``uids``):
+    its operators with their state descriptions, without contents; each at the parallelism it
+    had (``own_parallelism``) or, if not, at the parallelism the restore is asked for."""
+    operators = []
+    for uid, op in sorted(truth["operators"].items()):
+        if uids is not None and uid not in uids:
+            continue
+        operators.append({
+            "uid": uid,
+            "key_type": op.get("key_type"),
+            "max_parallelism": op["max_parallelism"],
+            **({"parallelism": op["parallelism"]} if own_parallelism else {}),
+            "operator_state": {name: {k: v for k, v in s.items() if k in ("mode", "type", "key_type")}
+                               for name, s in op["operator_state"].items()},
+            "keyed_state": {name: {k: v for k, v in s.items() if k in ("kind", "type", "user_key_type", "namespace",
+                                                                         "ttl", "function")}
+                            for name, s in op["keyed_state"].items()},
+            "timer_services": op.get("timer_services", {}),
+        })
+    return {"operators": operators}
+
+
+def short_error(error: str, limit: int = 3000) -> str:
+    """Flink's deepest 'Caused by' lines first: the rest of a Java trace is framework noise."""
+    causes = [line for line in error.splitlines() if line.startswith("Caused by") or not line.startswith("\t")]
+    text = "\n".join(causes[-12:])
+    return text[-limit:]

@@ -1,0 +1,17 @@
+package org.pyref.flink;
+
+/** The corpus jobs by name. */
+final class Jobs {
+    private Jobs() {}
+
+    static void build(String name, JobBuilder b) {
+        switch (name) {
+            case "seeds": SeedsJob.build(b); break;
+            case "operator-state": OperatorStateJob.build(b); break;
+            case "keyed-kinds": KeyedKindsJob.build(b); break;
+            case "windows": WindowsJob.build(b); break;
+            case "types": TypesJob.build(b); break;
+            default: throw new IllegalArgumentException("unknown corpus job " + name);
+        }
+    }
+}

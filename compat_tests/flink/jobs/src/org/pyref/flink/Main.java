@@ -1,0 +1,136 @@
+package org.pyref.flink;
+
+import java.io.File;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.core.execution.JobClient;
+import org.apache.flink.core.execution.SavepointFormatType;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+
+/**
+ * Runs the tasks of a request file in this one JVM, one local mini cluster per task, and prints
+ * one JSON line per task. Request: {"tasks": [...]}, each task either
+ * <ul>
+ *   <li>{"action": "generate", "job": NAME, "max_parallelism": N, "config": {FLINK KEY: VALUE}, "out": DIR}:
+ *       runs the corpus job, waits until every subtask processed its fixed input, takes a canonical
+ *       stop-with-savepoint into DIR/savepoint and writes DIR/truth.json;</li>
+ *   <li>{"action": "restore", "spec": {"operators": [...]}, "parallelism": P, "config": {...}, "out": FILE}:
+ *       restores the savepoint named in config into {@link RestoreJob} and writes what it read to FILE.</li>
+ * </ul>
+ */
+public final class Main {
+    private Main() {}
+
+    public static void main(String[] args) throws Exception {
+        JsonNode request = Json.MAPPER.readTree(new File(args[0]));
+        int i = 0;
+        for (JsonNode task : request.get("tasks")) {
+            ObjectNode result = Json.object();
+            result.put("task", i++);
+            long start = System.nanoTime();
+            try {
+                Truth.reset();
+                if ("generate".equals(task.get("action").asText())) {
+                    generate(task, result);
+                } else {
+                    restore(task, result);
+                }
+                result.put("ok", true);
+            } catch (Throwable t) {
+                StringWriter trace = new StringWriter();
+                t.printStackTrace(new PrintWriter(trace));
+                result.put("ok", false);
+                result.put("error", trace.toString());
+            }
+            result.put("seconds", (System.nanoTime() - start) / 1e9);
+            Truth.keyedBackends().forEach(result.putArray("keyed_state_backends")::add);
+            System.out.println("PYREF-RESULT " + Json.text(result));
+            System.out.flush();
+        }
+        System.exit(0);
+    }
+
+    private static Configuration config(JsonNode task) {
+        Map<String, String> map = new HashMap<>();
+        for (Iterator<Map.Entry<String, JsonNode>> it = task.path("config").fields(); it.hasNext(); ) {
+            Map.Entry<String, JsonNode> e = it.next();
+            map.put(e.getKey(), e.getValue().asText());
+        }
+        return Configuration.fromMap(map);
+    }
+
+    private static void generate(JsonNode task, ObjectNode result) throws Exception {
+        String job = task.get("job").asText();
+        Path out = Paths.get(task.get("out").asText());
+        Files.createDirectories(out);
+        long timeoutMs = task.path("timeout_s").asLong(300) * 1000;
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config(task));
+        JobBuilder b = new JobBuilder(env, task.get("max_parallelism").asInt());
+        Jobs.build(job, b);
+        JobClient client = env.executeAsync(job);
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        while (!Truth.pending().isEmpty()) {
+            if (client.getJobStatus().get().isGloballyTerminalState()) {
+                client.getJobExecutionResult().get();
+                throw new IllegalStateException("job " + job + " ended before its state was frozen");
+            }
+            if (System.currentTimeMillis() > deadline) {
+                throw new IllegalStateException("job " + job + ": still not done after " + timeoutMs + " ms: " + Truth.pending());
+            }
+            Thread.sleep(100);
+        }
+        long frozen = System.nanoTime();
+        Path target = out.resolve(".flink-savepoints");
+        String savepoint = client.stopWithSavepoint(false, target.toUri().toString(), SavepointFormatType.CANONICAL)
+                .get(timeoutMs, TimeUnit.MILLISECONDS);
+        client.getJobExecutionResult().get(timeoutMs, TimeUnit.MILLISECONDS);
+        result.put("savepoint_seconds", (System.nanoTime() - frozen) / 1e9);
+        Path written = Paths.get(new java.net.URI(savepoint.startsWith("file:") ? savepoint : "file://" + savepoint));
+        Files.move(written, out.resolve("savepoint"));
+        Files.delete(target);
+        long checkpointId = Truth.lastCheckpoint();
+        ObjectNode truth = Json.object();
+        truth.put("schema", "pyref-flink-truth/1");
+        if (task.path("truth").isObject()) {
+            truth.setAll((ObjectNode) task.get("truth").deepCopy());
+        }
+        truth.put("job", job);
+        truth.put("checkpoint_id", checkpointId);
+        truth.put("end_watermark", JobBuilder.END_WATERMARK);
+        truth.set("operators", Truth.assemble(checkpointId));
+        write(out.resolve("truth.json"), truth);
+        result.put("checkpoint_id", checkpointId);
+        result.put("flink_savepoint_path", savepoint);
+    }
+
+    private static void restore(JsonNode task, ObjectNode result) throws Exception {
+        int parallelism = task.get("parallelism").asInt();
+        long timeoutMs = task.path("timeout_s").asLong(300) * 1000;
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config(task));
+        RestoreJob.build(env, task.get("spec"), parallelism);
+        JobClient client = env.executeAsync("pyref-restore");
+        client.getJobExecutionResult().get(timeoutMs, TimeUnit.MILLISECONDS);
+        ObjectNode dump = Json.object();
+        dump.put("schema", "pyref-flink-truth/1");
+        dump.put("restored_parallelism", parallelism);
+        dump.set("operators", Truth.assemble(Truth.RESTORED));
+        write(Paths.get(task.get("out").asText()), dump);
+    }
+
+    private static void write(Path path, JsonNode node) throws Exception {
+        Files.write(path, (Json.text(node) + "\n")
+                .getBytes(StandardCharsets.UTF_8));
+    }
+}

@@ -1,0 +1,134 @@
+"""Broadcast map state (spec/format.md §5.8, §7.10, format 1.2): operator state of
+(key, value) entries of which every subtask holds a copy, stored as a list state of
+two-column rows with one partition per subtask, and restored by the BROADCAST rule
+(spec/redistribution.md §9).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute is used below)
+
+from ._proto.savepoint.v1 import manifest_pb2 as pb
+from .errors import CorruptSavepointError, InvalidArgumentError
+from .manifest import BROADCAST_COLUMNS
+from .reader import ChunkStore, PartitionedView
+from .serializers import Serializer, serializer_from_snapshot
+from .writer import _BufferedState, _binary, _fails_writer, _values, check_subtask
+
+
+def _repeated_key(keys: pa.Array) -> bytes | None:
+    """An encoded key that occurs twice in ``keys`` (rule B5), or None."""
+    counts = pa.compute.value_counts(keys)
+    repeated = counts.filter(pa.compute.greater(counts.field("counts"), 1))
+    return repeated[0]["values"].as_py() if len(repeated) else None
+
+
+class BroadcastStateWriter(_BufferedState):
+    """Writes the map of every subtask: :meth:`add` for one subtask's entries, :meth:`add_all`
+    for entries every subtask holds (stored once, shared by all partitions).
+
+    Entries are buffered (and spilled) like list elements, one slot per subtask and one
+    more, the last, for the shared entries. The encoded keys are kept apart, outside the
+    buffer budget, to refuse a repeated key when it is added (rule B5): a broadcast map is
+    held whole by every subtask that restores it, so it is small next to keyed state."""
+
+    def __init__(self, writer, operator, name: str, key_serializer: Serializer, value_serializer: Serializer) -> None:
+        super().__init__(writer, operator, name, slots=operator.parallelism + 1)
+        self.key_serializer = key_serializer
+        self.value_serializer = value_serializer
+        self.partitions = [pb.Partition() for _ in range(operator.parallelism)]
+        #: The slot of the entries every partition shares.
+        self._shared = operator.parallelism
+        # Encoded keys per slot: a partition is a map, its keys distinct (rule B5).
+        self._keys: dict[int, set[bytes]] = {}
+
+    @_fails_writer
+    def add(self, subtask: int, keys: Sequence | pa.Array, values: Sequence | pa.Array) -> None:
+        """Add entries to the map of ``subtask``."""
+        self._add(check_subtask(subtask, len(self.partitions), self.label), keys, values)
+
+    @_fails_writer
+    def add_all(self, keys: Sequence | pa.Array, values: Sequence | pa.Array) -> None:
+        """Add entries to the map of every subtask (the usual broadcast state: one map, everywhere)."""
+        self._add(self._shared, keys, values)
+
+    def _add(self, slot: int, keys, values) -> None:
+        self._writer._check_open()
+        encoded = [_binary(self.key_serializer.encode_array(_values(keys))),
+                   _binary(self.value_serializer.encode_array(_values(values)))]
+        if len(encoded[0]) != len(encoded[1]):
+            raise InvalidArgumentError("keys and values differ in length", state=self.label)
+        if not len(encoded[0]):
+            return
+        seen = self._keys.setdefault(slot, set())
+        # The keys already in the partitions these entries join: a subtask's own and the shared ones,
+        # or for shared entries every partition's.
+        held = [seen, self._keys.get(self._shared, set())] if slot != self._shared else list(self._keys.values())
+        batch = encoded[0].to_pylist()
+        repeated = _repeated_key(encoded[0])
+        if repeated is None:
+            repeated = next((k for k in batch if any(k in keys for keys in held)), None)
+        if repeated is not None:
+            raise InvalidArgumentError(f"key {self.key_serializer.decode(repeated)!r} is already in the map",
+                                       state=self.label)
+        seen.update(batch)
+        self._append(encoded, np.full(len(batch), slot, dtype=np.uint16))
+        self._writer._relieve_budget()
+
+    def _emit(self, slot: int, chunk: pb.Chunk) -> None:
+        self.chunks.append(chunk)
+        rows = pb.ElementRange(chunk=len(self.chunks) - 1, count=chunk.row_count)
+        for partition in self.partitions if slot == self._shared else [self.partitions[slot]]:
+            partition.ranges.append(rows)
+
+    def to_proto(self) -> pb.BroadcastState:
+        return pb.BroadcastState(name=self.name, key_serializer=self.key_serializer.snapshot(),
+                                 value_serializer=self.value_serializer.snapshot(), chunks=self.chunks,
+                                 partitions=self.partitions)
+
+
+class BroadcastStateView(PartitionedView):
+    """One broadcast state of an open savepoint."""
+
+    def __init__(self, store: ChunkStore, operator: pb.Operator, state: pb.BroadcastState) -> None:
+        super().__init__(store, operator, state, BROADCAST_COLUMNS)
+        self.key_serializer = serializer_from_snapshot(state.key_serializer)
+        self.value_serializer = serializer_from_snapshot(state.value_serializer)
+
+    def encoded_entries(self, ranges: Sequence[pb.ElementRange]) -> tuple[pa.Array, pa.Array]:
+        """The encoded keys and values of the rows ``ranges`` select; a key that occurs twice
+        is corrupt (rule B5)."""
+        rows = list(self.read_rows(ranges))
+        keys = pa.concat_arrays([k for k, _ in rows]) if rows else pa.array([], pa.binary())
+        values = pa.concat_arrays([v for _, v in rows]) if rows else pa.array([], pa.binary())
+        self.check_distinct_keys(keys)
+        return keys, values
+
+    def check_distinct_keys(self, keys: pa.Array) -> None:
+        """Refuse the encoded keys of one partition if one occurs twice (rule B5)."""
+        repeated = _repeated_key(keys)
+        if repeated is not None:
+            raise CorruptSavepointError(f"broadcast state repeats the key {repeated.hex()} in one partition "
+                                        "(rule B5)", state=self.label)
+
+    def arrow_ranges(self, ranges: Sequence[pb.ElementRange]) -> pa.Table:
+        """The entries of ``ranges`` decoded to Arrow: key, value."""
+        keys, values = self.encoded_entries(ranges)
+        return pa.table({"key": self.key_serializer.decode_array(keys),
+                         "value": self.value_serializer.decode_array(values)})
+
+    def map_of(self, ranges: Iterable[pb.ElementRange]) -> dict:
+        keys, values = self.encoded_entries(list(ranges))
+        return {self.key_serializer.decode(k.as_buffer()): self.value_serializer.decode(v.as_buffer())
+                for k, v in zip(keys, values)}
+
+    def partition(self, index: int) -> dict:
+        """The map subtask ``index`` held."""
+        return self.map_of(self._check_partition(index))
+
+    def partitions(self) -> Iterator[dict]:
+        return (self.partition(i) for i in range(self.partition_count))

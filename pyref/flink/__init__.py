@@ -1,0 +1,36 @@
+"""Reading Apache Flink savepoints in pure Python, without a JVM.
+
+``FlinkSavepoint.open(path)`` reads a savepoint's ``_metadata`` (every format
+version Flink 1.6-2.x writes) and gives views of each operator's list, union
+and broadcast state, keyed state and timers, decoded from the canonical
+savepoint format both the HashMap and RocksDB backends write (snappy
+compression included). Native-format, incremental and changelog state is
+refused with :class:`~pyref.errors.UnsupportedFormatError`.
+
+Modules, one concept each: :mod:`.datainput` (Java ``DataInput``),
+:mod:`.metadata` (``_metadata``), :mod:`.handles` (state handles and where
+their bytes are), :mod:`.compression` (snappy framing), :mod:`.serializers`
+(serializer snapshots), :mod:`.meta_info` (state meta info), :mod:`.keyed`
+(keyed streams), :mod:`.composite` (composite keys, list and map values),
+:mod:`.operator_state` (operator streams), :mod:`.values` (value decoders),
+:mod:`.columns` (Arrow columns), :mod:`.state_views`, :mod:`.savepoint` and
+:mod:`.restore` (the public views).
+"""
+
+from .handles import DistributionMode
+from .savepoint import FlinkOperator, FlinkSavepoint, operator_id_of_uid
+from .serializers import FlinkType
+from .values import GLOBAL_WINDOW, Row, TimeWindow, Timer, TtlValue
+
+__all__ = [
+    "GLOBAL_WINDOW",
+    "DistributionMode",
+    "FlinkOperator",
+    "FlinkSavepoint",
+    "FlinkType",
+    "Row",
+    "TimeWindow",
+    "Timer",
+    "TtlValue",
+    "operator_id_of_uid",
+]

@@ -1,0 +1,347 @@
+"""Flink state handles as ``MetadataV2V3SerializerBase`` writes them, and
+where their bytes are.
+
+A stream handle says where a run of bytes is: inline in ``_metadata``
+(``ByteStreamStateHandle``), a file (``FileStateHandle``, absolute), a file
+relative to the savepoint directory (``RelativeFileStateHandle``), or a range
+of a merged file (file-merging checkpoints). A keyed handle adds the key-group
+range and the offset of each key group in its stream; an operator handle the
+offsets of each state's elements and their distribution mode.
+
+Incremental (RocksDB native), changelog and file-merging operator handles are
+parsed (so inspection shows them) but their state is refused with
+:class:`~pyref.errors.UnsupportedFormatError` saying what they are: they are
+not the canonical savepoint format, and a canonical savepoint is the remedy.
+"""
+
+from __future__ import annotations
+
+import enum
+import mmap
+import os
+from dataclasses import dataclass, field
+from urllib.parse import unquote, urlparse
+
+from ..errors import CorruptSavepointError, UnsupportedFormatError
+from .datainput import DataInput
+
+__all__ = [
+    "StreamHandle",
+    "KeyGroupsHandle",
+    "OperatorStateHandle",
+    "OperatorStateInfo",
+    "DistributionMode",
+    "RefusedHandle",
+    "read_stream_handle",
+    "read_keyed_handle",
+    "read_operator_handle",
+    "HandleStore",
+]
+
+# Handle type bytes (MetadataV2V3SerializerBase).
+NULL_HANDLE = 0
+BYTE_STREAM = 1
+FILE_STREAM = 2
+KEY_GROUPS = 3
+PARTITIONABLE_OPERATOR = 4
+INCREMENTAL = 5
+RELATIVE_STREAM = 6
+SAVEPOINT_KEY_GROUPS = 7
+CHANGELOG = 8
+CHANGELOG_BYTE_INCREMENT = 9
+CHANGELOG_FILE_INCREMENT = 10
+INCREMENTAL_V2 = 11
+KEY_GROUPS_V2 = 12
+CHANGELOG_FILE_INCREMENT_V2 = 13
+CHANGELOG_V2 = 14
+SEGMENT_FILE = 15
+EMPTY_SEGMENT_FILE = 16
+SEGMENT_PARTITIONABLE_OPERATOR = 17
+
+TAKE_CANONICAL = ("take a canonical savepoint (flink stop --savepointPath ... or "
+                  "savepoint --type canonical, the default) and read that instead")
+
+
+class DistributionMode(enum.IntEnum):
+    """``OperatorStateHandle.Mode`` ordinals."""
+
+    SPLIT_DISTRIBUTE = 0
+    UNION = 1
+    BROADCAST = 2
+
+
+@dataclass(frozen=True)
+class StreamHandle:
+    """Bytes of state: ``kind`` is ``inline``, ``file``, ``relative-file`` or
+    ``segment`` (``start`` .. ``start + size`` of a merged file)."""
+
+    kind: str
+    location: str  # handle name (inline), path or URI (file), relative path
+    size: int
+    data: bytes | None = field(default=None, repr=False)
+    start: int = 0
+
+
+@dataclass(frozen=True)
+class KeyGroupsHandle:
+    """Keyed state in Flink's full-snapshot layout: key groups
+    ``first .. first + len(offsets) - 1`` and each one's offset in the stream
+    (0 = that key group holds nothing)."""
+
+    first_key_group: int
+    offsets: tuple[int, ...]
+    stream: StreamHandle | None
+    savepoint: bool  # KeyGroupsSavepointStateHandle (written by a savepoint)
+
+    @property
+    def key_groups(self) -> range:
+        return range(self.first_key_group, self.first_key_group + len(self.offsets))
+
+
+@dataclass(frozen=True)
+class OperatorStateInfo:
+    """One operator state in a handle: its mode and element offsets (one
+    offset for a broadcast state: where its map starts)."""
+
+    mode: DistributionMode
+    offsets: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class OperatorStateHandle:
+    states: dict[str, OperatorStateInfo]
+    stream: StreamHandle | None
+
+
+@dataclass(frozen=True)
+class RefusedHandle:
+    """A handle this reader parses but does not read state from."""
+
+    kind: str
+    description: str
+    key_groups: range | None = None
+
+    def refuse(self, where: str | None = None) -> UnsupportedFormatError:
+        return UnsupportedFormatError(f"{self.description}; {TAKE_CANONICAL}", path=where)
+
+
+def read_stream_handle(inp: DataInput) -> StreamHandle | None:
+    start = inp.pos
+    kind = inp.read_ubyte("stream handle type")
+    if kind == NULL_HANDLE:
+        return None
+    if kind == BYTE_STREAM:
+        name = inp.read_utf("inline handle name")
+        size = inp.read_count("inline state length")
+        return StreamHandle("inline", name, size, inp.read_bytes(size, "inline state"))
+    if kind == FILE_STREAM:
+        size = inp.read_long("file state size")
+        return StreamHandle("file", inp.read_utf("file state path"), size)
+    if kind == RELATIVE_STREAM:
+        path = inp.read_utf("relative state path")
+        return StreamHandle("relative-file", path, inp.read_long("relative state size"))
+    if kind == SEGMENT_FILE:
+        begin = inp.read_long("segment start")
+        size = inp.read_long("segment size")
+        inp.read_int("segment scope")
+        path = inp.read_utf("segment file path")
+        inp.read_utf("segment logical file id")
+        return StreamHandle("segment", path, size, start=begin)
+    if kind == EMPTY_SEGMENT_FILE:
+        return StreamHandle("inline", "empty segment", 0, b"")
+    if kind == KEY_GROUPS:  # a key-group handle nested as a stream handle (legacy)
+        raise inp.corrupt("a key-group handle where a stream handle was expected", start, 1)
+    raise inp.corrupt(f"unknown stream handle type {kind}", start, 1)
+
+
+def _read_key_group_range(inp: DataInput) -> tuple[int, int]:
+    start = inp.pos
+    first = inp.read_int("first key group")
+    count = inp.read_int("key group count")
+    if first < 0 or count < 0 or first + count > 32768:
+        raise inp.corrupt(f"key group range {first} + {count} is not within 0..32767", start, 8)
+    return first, count
+
+
+def _read_handle_list(inp: DataInput) -> int:
+    """Skip a list of (local path, stream handle) of an incremental handle; return its size."""
+    count = inp.read_count("incremental file count", 3)
+    for _ in range(count):
+        inp.read_utf("incremental local path")
+        read_stream_handle(inp)
+    return count
+
+
+def read_keyed_handle(inp: DataInput) -> KeyGroupsHandle | RefusedHandle | None:
+    start = inp.pos
+    kind = inp.read_ubyte("keyed handle type")
+    if kind == NULL_HANDLE:
+        return None
+    if kind in (KEY_GROUPS, KEY_GROUPS_V2, SAVEPOINT_KEY_GROUPS):
+        first, count = _read_key_group_range(inp)
+        inp.need(8 * count, "key group offsets")
+        offsets = tuple(inp.read_long("key group offset") for _ in range(count))
+        stream = read_stream_handle(inp)
+        if kind == KEY_GROUPS_V2:
+            inp.read_utf("state handle id")
+            return RefusedHandle(
+                "checkpoint-key-groups",
+                "keyed state of a checkpoint (KeyGroupsStateHandle): its layout depends on the state "
+                "backend (heap checkpoints are not in the savepoint format)",
+                range(first, first + count))
+        if any(o < 0 for o in offsets):
+            raise inp.corrupt("negative key group offset", start, inp.pos - start)
+        return KeyGroupsHandle(first, offsets, stream, savepoint=kind == SAVEPOINT_KEY_GROUPS)
+    if kind in (INCREMENTAL, INCREMENTAL_V2):
+        inp.read_long("checkpoint id")
+        inp.read_utf("backend id")
+        first, count = _read_key_group_range(inp)
+        if kind == INCREMENTAL_V2:
+            inp.read_long("checkpointed size")
+        read_stream_handle(inp)
+        shared = _read_handle_list(inp)
+        private = _read_handle_list(inp)
+        if kind == INCREMENTAL_V2:
+            inp.read_utf("state handle id")
+        return RefusedHandle(
+            "incremental",
+            f"RocksDB native-format keyed state (IncrementalRemoteKeyedStateHandle with {shared} shared and "
+            f"{private} private files: an incremental checkpoint or a native-format savepoint)",
+            range(first, first + count))
+    if kind in (CHANGELOG, CHANGELOG_V2):
+        first, count = _read_key_group_range(inp)
+        inp.read_long("checkpointed size")
+        for _ in range(inp.read_count("materialized handle count")):
+            read_keyed_handle(inp)
+        for _ in range(inp.read_count("changelog handle count")):
+            read_keyed_handle(inp)
+        inp.read_long("materialization id")
+        if kind == CHANGELOG_V2:
+            inp.read_long("checkpoint id")
+        inp.read_utf("state handle id")
+        return RefusedHandle("changelog", "changelog state backend keyed state (ChangelogStateBackendHandle)",
+                             range(first, first + count))
+    if kind == CHANGELOG_BYTE_INCREMENT:
+        first, count = _read_key_group_range(inp)
+        inp.read_long("sequence from")
+        inp.read_long("sequence to")
+        for _ in range(inp.read_count("change count", 8)):
+            inp.read_int("change key group")
+            inp.skip(inp.read_count("change length"), "change")
+        inp.read_utf("state handle id")
+        return RefusedHandle("changelog", "in-memory changelog (InMemoryChangelogStateHandle)",
+                             range(first, first + count))
+    if kind in (CHANGELOG_FILE_INCREMENT, CHANGELOG_FILE_INCREMENT_V2):
+        first, count = _read_key_group_range(inp)
+        for _ in range(inp.read_count("changelog file count", 9)):
+            inp.read_long("changelog offset")
+            read_stream_handle(inp)
+        inp.read_long("state size")
+        inp.read_long("checkpointed size")
+        inp.read_utf("state handle id")
+        if kind == CHANGELOG_FILE_INCREMENT_V2:
+            inp.read_utf("storage identifier")
+        return RefusedHandle("changelog", "changelog files (ChangelogStateHandleStreamImpl)",
+                             range(first, first + count))
+    raise inp.corrupt(f"unknown keyed state handle type {kind}", start, 1)
+
+
+def read_operator_handle(inp: DataInput) -> OperatorStateHandle | None:
+    start = inp.pos
+    kind = inp.read_ubyte("operator handle type")
+    if kind == NULL_HANDLE:
+        return None
+    if kind == SEGMENT_PARTITIONABLE_OPERATOR:
+        raise UnsupportedFormatError(
+            f"file-merging operator state handle (a checkpoint with file merging); {TAKE_CANONICAL}",
+            path=inp.path, byte_range=(inp.base + start, inp.base + start + 1))
+    if kind != PARTITIONABLE_OPERATOR:
+        raise inp.corrupt(f"unknown operator state handle type {kind}", start, 1)
+    states: dict[str, OperatorStateInfo] = {}
+    for _ in range(inp.read_count("operator state count", 7)):
+        name = inp.read_utf("operator state name")
+        mode_at = inp.pos
+        mode = inp.read_ubyte("distribution mode")
+        if mode > 2:
+            raise inp.corrupt(f"operator state {name!r}: unknown distribution mode {mode}", mode_at, 1)
+        count = inp.read_count("element offset count", 8)
+        offsets = tuple(inp.read_long("element offset") for _ in range(count))
+        if name in states:
+            raise inp.corrupt(f"operator state {name!r} appears twice in one handle", start)
+        states[name] = OperatorStateInfo(DistributionMode(mode), offsets)
+    return OperatorStateHandle(states, read_stream_handle(inp))
+
+
+class HandleStore:
+    """Opens the bytes of stream handles of one savepoint directory.
+
+    Relative handles resolve against the savepoint directory and may not
+    leave it. An absolute file handle is used when it lies inside the
+    directory; when it does not exist (the savepoint was moved), the file of
+    the same name in the directory is used; files elsewhere are refused
+    unless ``allow_external_files``.
+    """
+
+    def __init__(self, directory: str, *, allow_external_files: bool = False) -> None:
+        self.directory = os.path.realpath(directory)
+        self.allow_external_files = allow_external_files
+        self._maps: dict[str, mmap.mmap | bytes] = {}
+
+    def local_path(self, handle: StreamHandle) -> str:
+        if handle.kind == "relative-file":
+            path = os.path.realpath(os.path.join(self.directory, handle.location))
+            if not self._inside(path):
+                raise CorruptSavepointError(f"relative state path {handle.location!r} leaves the savepoint "
+                                            "directory", path=self.directory)
+            if not os.path.isfile(path):
+                raise CorruptSavepointError(f"state file {handle.location!r} does not exist", path=self.directory)
+            return path
+        parsed = urlparse(handle.location)
+        if parsed.scheme not in ("", "file"):
+            fallback = os.path.join(self.directory, os.path.basename(parsed.path))
+            if os.path.isfile(fallback):
+                return fallback
+            raise UnsupportedFormatError(f"state file {handle.location!r} is on {parsed.scheme!r} storage; "
+                                         "copy the savepoint directory to a local path", path=self.directory)
+        path = os.path.realpath(unquote(parsed.path))
+        if self._inside(path) and os.path.isfile(path):
+            return path
+        moved = os.path.join(self.directory, os.path.basename(path))
+        if os.path.isfile(moved):
+            return moved
+        if self.allow_external_files and os.path.isfile(path):
+            return path
+        if os.path.isfile(path):
+            raise UnsupportedFormatError(f"state file {path} lies outside the savepoint directory; pass "
+                                         "allow_external_files=True to read it", path=self.directory)
+        raise CorruptSavepointError(f"state file {handle.location!r} does not exist", path=self.directory)
+
+    def _inside(self, path: str) -> bool:
+        return os.path.commonpath([path, self.directory]) == self.directory
+
+    def open(self, handle: StreamHandle) -> tuple[bytes | mmap.mmap, int, int, str]:
+        """``(buffer, start, end, name)``: the handle's bytes are ``buffer[start:end]``."""
+        if handle.kind == "inline":
+            return handle.data or b"", 0, len(handle.data or b""), f"_metadata ({handle.location})"
+        path = self.local_path(handle)
+        buffer = self._maps.get(path)
+        if buffer is None:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+            self._maps[path] = buffer
+        start = handle.start
+        end = start + handle.size
+        if handle.size < 0 or end > len(buffer):
+            raise CorruptSavepointError(f"state handle says {handle.size} bytes at {start} but the file has "
+                                        f"{len(buffer)}", path=path, byte_range=(start, end))
+        return buffer, start, end, path
+
+    def close(self) -> None:
+        for buffer in self._maps.values():
+            if isinstance(buffer, mmap.mmap):
+                try:
+                    buffer.close()
+                except BufferError:
+                    pass  # views of it are still alive (e.g. in a traceback): unmapped when they go
+        self._maps.clear()

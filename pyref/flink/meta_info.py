@@ -1,0 +1,103 @@
+"""State meta info (``StateMetaInfoSnapshotReadersWriters``, meta-info
+versions 6 and 7), shared by keyed and operator state streams: per state its
+UTF name, the int ordinal of its backend state type, string options (the
+keyed state kind, the operator state distribution mode) and named serializer
+snapshots, each behind the snapshot proxy's int version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .datainput import DataInput
+from .serializers import (
+    SNAPSHOT_PROXY_VERSION,
+    FlinkType,
+    Follow,
+    looks_like_versioned_snapshot,
+    read_serializer_snapshot,
+)
+
+__all__ = ["StateMetaInfo", "read_state_meta_infos", "looks_like_meta_info", "BACKEND_STATE_TYPES"]
+
+#: Backend state types (``StateMetaInfoSnapshot.BackendStateType`` ordinals).
+BACKEND_STATE_TYPES = ("KEY_VALUE", "OPERATOR", "BROADCAST", "PRIORITY_QUEUE", "KEY_VALUE_V2")
+SERIALIZER_KEYS = frozenset({"KEY_SERIALIZER", "NAMESPACE_SERIALIZER", "VALUE_SERIALIZER", "USER_KEY_SERIALIZER"})
+OPTION_KEYS = frozenset({"KEYED_STATE_TYPE", "OPERATOR_STATE_DISTRIBUTION_MODE"})
+_REQUIRED_SERIALIZERS = {
+    "KEY_VALUE": {"NAMESPACE_SERIALIZER", "VALUE_SERIALIZER"},
+    "KEY_VALUE_V2": {"NAMESPACE_SERIALIZER", "VALUE_SERIALIZER"},
+    "OPERATOR": {"VALUE_SERIALIZER"},
+    "BROADCAST": {"KEY_SERIALIZER", "VALUE_SERIALIZER"},
+    "PRIORITY_QUEUE": {"VALUE_SERIALIZER"},
+}
+
+
+@dataclass(frozen=True)
+class StateMetaInfo:
+    """``StateMetaInfoSnapshot``: a state's name, backend type, options and serializers."""
+
+    name: str
+    backend_type: str
+    options: dict[str, str]
+    serializers: dict[str, FlinkType]
+
+
+def looks_like_meta_info(inp: DataInput) -> bool:
+    inp.read_utf("state name")
+    if not 0 <= inp.read_int("backend state type") < len(BACKEND_STATE_TYPES):
+        return False
+    options = inp.read_int("option count")
+    if not 0 <= options <= len(OPTION_KEYS):
+        return False
+    for _ in range(options):
+        if inp.read_utf("option key") not in OPTION_KEYS:
+            return False
+        inp.read_utf("option value")
+    count = inp.read_int("serializer count")
+    if not 0 <= count <= len(SERIALIZER_KEYS):
+        return False
+    return count == 0 or _looks_like_serializer_entry(inp)
+
+
+def _looks_like_serializer_entry(inp: DataInput) -> bool:
+    return (inp.read_utf("serializer key") in SERIALIZER_KEYS
+            and inp.read_int("snapshot proxy version") == SNAPSHOT_PROXY_VERSION
+            and looks_like_versioned_snapshot(inp))
+
+
+def _read_meta_info(inp: DataInput, follow: Follow) -> StateMetaInfo:
+    start = inp.pos
+    name = inp.read_utf("state name")
+    inp.state = name
+    type_index = inp.read_int("backend state type")
+    if not 0 <= type_index < len(BACKEND_STATE_TYPES):
+        raise inp.corrupt(f"unknown backend state type {type_index}", inp.pos - 4, 4)
+    options = {}
+    for _ in range(inp.read_count("state option count", 4)):
+        key = inp.read_utf("state option key")
+        options[key] = inp.read_utf("state option value")
+    count = inp.read_count("state serializer count", 8)
+    serializers: dict[str, FlinkType] = {}
+    for i in range(count):
+        at = inp.pos
+        key = inp.read_utf("serializer key")
+        if key not in SERIALIZER_KEYS or key in serializers:
+            raise inp.corrupt(f"state {name!r}: unexpected serializer entry {key!r}", at, inp.pos - at)
+        last = i == count - 1
+        serializers[key] = read_serializer_snapshot(inp, follow if last else _looks_like_serializer_entry)
+    backend_type = BACKEND_STATE_TYPES[type_index]
+    missing = _REQUIRED_SERIALIZERS[backend_type] - set(serializers)
+    if missing:
+        raise inp.corrupt(f"{backend_type} state {name!r} has no {', '.join(sorted(missing))}", start,
+                          inp.pos - start)
+    inp.state = None
+    return StateMetaInfo(name, backend_type, options, serializers)
+
+
+def read_state_meta_infos(inp: DataInput, end_follow: Follow) -> list[StateMetaInfo]:
+    """A short count of state meta infos; ``end_follow`` says what follows the last."""
+    count = inp.read_short("state count")
+    if count < 0:
+        raise inp.corrupt(f"negative state count {count}", inp.pos - 2, 2)
+    return [_read_meta_info(inp, end_follow if i == count - 1 else looks_like_meta_info) for i in range(count)]

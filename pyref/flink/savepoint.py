@@ -1,0 +1,314 @@
+"""Opening a Flink savepoint in place: ``FlinkSavepoint.open(path)``.
+
+Opening reads ``_metadata`` only; an operator's state streams are read the
+first time one of its states is asked for. Operators are named by the uid
+Flink stored (metadata v5+, Flink 2.x), else by a name the caller gave (for a
+uid, the operator id is ``murmur3_128(uid)`` exactly as Flink derives it),
+else by their hex operator id.
+
+What an importer consumes, a column at a time (all bytes as Flink stored them):
+
+* per operator: ``operator_id`` (hex of Flink's 16-byte id), ``uid``,
+  ``flink_name``, ``parallelism``, ``max_parallelism``, ``coordinator_state``
+  (bytes; ``source_coordinator_checkpoint()`` unwraps a FLIP-27 source's);
+* keyed state, one subtask at a time (``keyed_subtasks()``): the key type and
+  per state its meta info (kind, TTL wrapper, namespace, value, user-key
+  serializer models, :class:`~pyref.flink.serializers.FlinkType`) and
+  :class:`~pyref.flink.keyed.KeyedRows` (composite keys and values as Arrow
+  binary columns, the stored key group and subtask of each row, runs per key
+  group); a view's ``to_arrow()`` splits keys into key / namespace / user key;
+* timers: per service and domain, key / namespace bytes and int64 timestamps;
+* list and union state: one Arrow binary column of elements per old subtask;
+  broadcast state: (keys, values) columns per old subtask.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from functools import cached_property
+
+import mmh3
+import pyarrow as pa
+
+from ..errors import InvalidArgumentError, SavepointNotFoundError, UnsupportedFormatError
+from .datainput import DataInput
+from .handles import DistributionMode, HandleStore, RefusedHandle
+from .keyed import KeyedRows, KeyedSubtask, read_keyed_subtask
+from .meta_info import StateMetaInfo
+from .metadata import CheckpointMetadata, OperatorState, parse_metadata
+from .operator_state import OperatorStream, read_operator_stream
+from .serializers import FlinkType
+from .state_views import FlinkBroadcastStateView, FlinkKeyedStateView, FlinkListStateView, FlinkTimerView
+
+__all__ = ["FlinkSavepoint", "FlinkOperator", "operator_id_of_uid"]
+
+TIMER_PREFIX = "_timer_state/"
+TIMER_DOMAINS = {"event_": "event-time", "processing_": "processing-time"}
+
+
+def operator_id_of_uid(uid: str) -> str:
+    """The hex ``OperatorID`` Flink derives from an operator's uid
+    (``StreamGraphHasherV2``: Guava's ``murmur3_128(0)`` of the UTF-8 uid)."""
+    return mmh3.hash_bytes(uid.encode("utf-8")).hex()
+
+
+def _prefix_bytes(max_parallelism: int) -> int:
+    return 1 if max_parallelism <= 128 else 2
+
+
+class FlinkOperator:
+    """One operator of a Flink savepoint."""
+
+    def __init__(self, savepoint: FlinkSavepoint, state: OperatorState, name: str | None) -> None:
+        self._savepoint = savepoint
+        self.state = state
+        self.operator_id = state.operator_id
+        self.uid = state.uid
+        self.flink_name = state.name
+        self.name = state.uid or name or state.operator_id
+        self.parallelism = state.parallelism
+        self.max_parallelism = state.max_parallelism
+        self.finished = state.finished
+
+    def __repr__(self) -> str:
+        return f"FlinkOperator({self.name!r}, id={self.operator_id}, parallelism={self.parallelism})"
+
+    @property
+    def coordinator_state(self) -> bytes | None:
+        """The operator coordinator's checkpoint bytes (e.g. a source's split enumerator)."""
+        handle = self.state.coordinator_state
+        return handle.data if handle is not None else None
+
+    def source_coordinator_checkpoint(self) -> tuple[int, bytes] | None:
+        """A FLIP-27 source's enumerator checkpoint: (its serializer version, the
+        bytes it wrote), unwrapped from ``SourceCoordinator``'s framing (int
+        framing version 0 or 1, int serializer version, int length, bytes);
+        ``None`` when the operator has no coordinator state."""
+        data = self.coordinator_state
+        if data is None:
+            return None
+        inp = DataInput(data, path=self._savepoint.location, state=f"{self.name} coordinator")
+        framing = inp.read_int("source coordinator framing version")
+        if framing not in (0, 1):
+            raise UnsupportedFormatError(f"coordinator state framing version {framing}: not a source coordinator",
+                                         path=self._savepoint.location)
+        version = inp.read_int("enumerator serializer version")
+        checkpoint = inp.read_bytes(inp.read_count("enumerator checkpoint length"), "enumerator checkpoint")
+        if not inp.at_end():
+            raise inp.corrupt(f"{inp.remaining()} bytes after the enumerator checkpoint")
+        return version, checkpoint
+
+    @property
+    def has_raw_state(self) -> bool:
+        """True when some subtask wrote raw (user-serialized) operator or keyed state."""
+        return any(s.raw_operator_state is not None or s.raw_keyed_state is not None for s in self.state.subtasks)
+
+    # -- operator state ---------------------------------------------------
+
+    @cached_property
+    def _operator_streams(self) -> dict[int, OperatorStream]:
+        streams = {}
+        for sub in self.state.subtasks:
+            handle = sub.managed_operator_state
+            if handle is None or handle.stream is None:
+                continue
+            buffer, start, end, name = self._savepoint.store.open(handle.stream)
+            streams[sub.index] = read_operator_stream(buffer, start, end, handle, name)
+        return streams
+
+    def _operator_meta(self, broadcast: bool) -> dict[str, dict[str, FlinkType]]:
+        types: dict[str, dict[str, FlinkType]] = {}
+        for stream in self._operator_streams.values():
+            for meta in stream.meta.broadcast_states if broadcast else stream.meta.list_states:
+                types.setdefault(meta.name, meta.serializers)
+        return types
+
+    @property
+    def list_state_names(self) -> list[str]:
+        return sorted(self._operator_meta(False))
+
+    @property
+    def broadcast_state_names(self) -> list[str]:
+        return sorted(self._operator_meta(True))
+
+    def list_state(self, name: str) -> FlinkListStateView:
+        types = self._operator_meta(False)
+        if name not in types:
+            raise InvalidArgumentError(f"operator {self.name} has no list state {name!r}", state=name)
+        empty = pa.array([], pa.binary())
+        modes = {s.managed_operator_state.states[name].mode for s in self.state.subtasks
+                 if s.managed_operator_state is not None and name in s.managed_operator_state.states}
+        if len(modes) > 1:
+            raise UnsupportedFormatError(f"list state {name!r} has different modes in different subtasks", state=name)
+        mode = modes.pop() if modes else DistributionMode.SPLIT_DISTRIBUTE
+        streams = self._operator_streams
+        partitions = [streams[i].elements.get(name, empty) if i in streams else empty for i in range(self.parallelism)]
+        return FlinkListStateView(name, mode, types[name]["VALUE_SERIALIZER"], partitions)
+
+    def broadcast_state(self, name: str) -> FlinkBroadcastStateView:
+        types = self._operator_meta(True)
+        if name not in types:
+            raise InvalidArgumentError(f"operator {self.name} has no broadcast state {name!r}", state=name)
+        empty = (pa.array([], pa.binary()), pa.array([], pa.binary()))
+        partitions = [self._operator_streams[i].broadcast.get(name, empty) if i in self._operator_streams else empty
+                      for i in range(self.parallelism)]
+        return FlinkBroadcastStateView(name, types[name]["KEY_SERIALIZER"], types[name]["VALUE_SERIALIZER"],
+                                       partitions)
+
+    # -- keyed state ------------------------------------------------------
+
+    def keyed_subtasks(self) -> Iterator[KeyedSubtask]:
+        """Each subtask's keyed state, one subtask at a time (what an importer
+        streams through: memory holds one subtask's state, not the operator's)."""
+        for sub in self.state.subtasks:
+            handle = sub.managed_keyed_state
+            if isinstance(handle, RefusedHandle):
+                raise handle.refuse(self._savepoint.location)
+            if handle is None or handle.stream is None:
+                continue
+            buffer, start, end, name = self._savepoint.store.open(handle.stream)
+            yield read_keyed_subtask(buffer, start, end, sub.index, handle.key_groups, handle.offsets, name,
+                                     _prefix_bytes(self.max_parallelism))
+
+    @cached_property
+    def _keyed(self) -> tuple[FlinkType | None, dict[str, tuple[StateMetaInfo, KeyedRows]]]:
+        """Key type and, per keyed state, its meta info and the rows of every subtask."""
+        key_type = None
+        parts: dict[str, list[KeyedRows]] = {}
+        infos: dict[str, StateMetaInfo] = {}
+        for part in self.keyed_subtasks():
+            key_type = key_type or part.key_type
+            for name, (info, rows) in part.states.items():
+                infos.setdefault(name, info)
+                parts.setdefault(name, []).append(rows)
+        return key_type, {name: (infos[name], KeyedRows.concat(rows)) for name, rows in parts.items()}
+
+    @property
+    def key_type(self) -> FlinkType | None:
+        return self._keyed[0]
+
+    @property
+    def keyed_state_names(self) -> list[str]:
+        return sorted(n for n, (info, _) in self._keyed[1].items() if info.backend_type != "PRIORITY_QUEUE")
+
+    @property
+    def timer_services(self) -> list[tuple[str, str]]:
+        """(service name, domain) of every timer queue, e.g. ``("window-timers", "event-time")``."""
+        if any(s.raw_keyed_state is not None for s in self.state.subtasks):
+            # Heap timers of a RocksDB backend (timer-service.factory: HEAP) are written as raw keyed state.
+            raise UnsupportedFormatError(
+                f"operator {self.name} wrote raw keyed state, where Flink keeps timers when RocksDB is configured "
+                "with heap timers (state.backend.rocksdb.timer-service.factory: HEAP); it is not read: take the "
+                "savepoint with RocksDB timers or the HashMap backend", path=self._savepoint.location)
+        out = []
+        for name, (info, _) in self._keyed[1].items():
+            if info.backend_type == "PRIORITY_QUEUE" and name.startswith(TIMER_PREFIX):
+                rest = name[len(TIMER_PREFIX):]
+                for prefix, domain in TIMER_DOMAINS.items():
+                    if rest.startswith(prefix):
+                        out.append((rest[len(prefix):], domain))
+        return sorted(out)
+
+    def keyed_state(self, name: str) -> FlinkKeyedStateView:
+        key_type, states = self._keyed
+        if name not in states or states[name][0].backend_type == "PRIORITY_QUEUE":
+            raise InvalidArgumentError(f"operator {self.name} has no keyed state {name!r}", state=name)
+        info, rows = states[name]
+        kind, serializers = info.options.get("KEYED_STATE_TYPE", info.backend_type), info.serializers
+        if info.backend_type == "KEY_VALUE_V2":
+            raise UnsupportedFormatError("keyed state of the asynchronous state API (KEY_VALUE_V2)", state=name)
+        return FlinkKeyedStateView(name, kind, key_type, serializers["NAMESPACE_SERIALIZER"],
+                                   serializers["VALUE_SERIALIZER"], rows, _prefix_bytes(self.max_parallelism),
+                                   self.max_parallelism)
+
+    def timers(self, service: str, domain: str = "event-time") -> FlinkTimerView:
+        prefix = {v: k for k, v in TIMER_DOMAINS.items()}.get(domain)
+        if prefix is None:
+            raise InvalidArgumentError(f"timer domain must be 'event-time' or 'processing-time', got {domain!r}")
+        name = TIMER_PREFIX + prefix + service
+        states = self._keyed[1]
+        if name not in states:
+            raise InvalidArgumentError(f"operator {self.name} has no {domain} timers of service {service!r}")
+        info, rows = states[name]
+        timer = info.serializers["VALUE_SERIALIZER"]
+        if timer.kind != "timer":
+            raise UnsupportedFormatError(f"timer queue {name!r} holds {timer.describe()}, not timers", state=name)
+        key_type, namespace_type = timer.children
+        return FlinkTimerView(service, domain, key_type, namespace_type, rows, _prefix_bytes(self.max_parallelism),
+                              self.max_parallelism)
+
+
+class FlinkSavepoint:
+    """A Flink savepoint (or a retained aligned checkpoint of operator state),
+    read in place without a JVM."""
+
+    def __init__(self, path: str, metadata: CheckpointMetadata, names: Mapping[str, str], *,
+                 allow_external_files: bool = False) -> None:
+        self.location = path
+        self.metadata = metadata
+        self.store = HandleStore(path, allow_external_files=allow_external_files)
+        self.operators = [FlinkOperator(self, op, names.get(op.operator_id)) for op in metadata.operators]
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], *, uids: Iterable[str] | Mapping[str, str] | None = None,
+             allow_external_files: bool = False) -> FlinkSavepoint:
+        """Open the savepoint directory ``path`` (or its ``_metadata`` file).
+
+        ``uids`` names operators whose uid Flink did not store: an iterable of
+        the job's uids, or a mapping from a uid or a hex operator id to a name.
+        """
+        path = os.fspath(path)
+        if os.path.basename(path) == "_metadata" and os.path.isfile(path):
+            path = os.path.dirname(path) or "."
+        metadata_path = os.path.join(path, "_metadata")
+        if not os.path.isfile(metadata_path):
+            raise SavepointNotFoundError("no Flink _metadata file", path=path)
+        with open(metadata_path, "rb") as f:
+            metadata = parse_metadata(f.read(), metadata_path)
+        return cls(path, metadata, _operator_names(uids), allow_external_files=allow_external_files)
+
+    def __enter__(self) -> FlinkSavepoint:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.store.close()
+
+    @property
+    def version(self) -> int:
+        """The ``_metadata`` format version."""
+        return self.metadata.version
+
+    @property
+    def checkpoint_id(self) -> int:
+        return self.metadata.checkpoint_id
+
+    def operator(self, name: str) -> FlinkOperator:
+        """An operator by uid, given name or hex operator id."""
+        for op in self.operators:
+            if name in (op.name, op.uid, op.operator_id):
+                return op
+        raise InvalidArgumentError(f"savepoint has no operator {name!r}", path=self.location)
+
+    def restore_plan(self, parallelism: int | Mapping[str, int]):
+        """What each subtask restores at a new parallelism (see :mod:`pyref.flink.restore`)."""
+        from .restore import FlinkRestorePlan
+
+        return FlinkRestorePlan(self, parallelism)
+
+
+def _operator_names(uids: Iterable[str] | Mapping[str, str] | None) -> dict[str, str]:
+    """Hex operator id -> name, from uids or a {uid or hex id: name} mapping."""
+    if uids is None:
+        return {}
+    if isinstance(uids, str):
+        raise InvalidArgumentError("uids must be an iterable of uids or a mapping, not one string")
+    pairs = uids.items() if isinstance(uids, Mapping) else ((u, u) for u in uids)
+    names = {}
+    for key, name in pairs:
+        hex_id = key.lower() if len(key) == 32 and all(c in "0123456789abcdefABCDEF" for c in key) else None
+        names[hex_id or operator_id_of_uid(key)] = name
+    return names

@@ -1,0 +1,437 @@
+"""Flink ``TypeSerializerSnapshot`` bytes parsed into a model of the stored type.
+
+A snapshot is written by ``TypeSerializerSnapshot.writeVersionedSnapshot``:
+the snapshot class name (``writeUTF``), an int version, then a body only that
+class knows how to read, with no length in front. The classes Flink ships for
+the types state is usually made of are parsed here exactly (primitives and
+their boxed and ``Value`` forms, String, arrays, Tuple, Row, POJO, List, Map,
+Set, Either, nullable wrappers, enums, Avro, windows, timers, TTL). Anything
+else (Kryo's registrations with Java-serialized parts, a user's own snapshot)
+is kept opaque, its class name and exact bytes preserved; its end is found by
+*resynchronising*: the first position after it where the bytes that must
+follow it (the next nested snapshot, the next state's meta info, the start of
+the state data) parse is taken as its end. Every snapshot keeps its exact
+bytes (``FlinkType.snapshot``) so an exporter can write it back unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..errors import CorruptSavepointError
+from .datainput import DataInput
+
+__all__ = [
+    "FlinkType",
+    "Follow",
+    "read_versioned_snapshot",
+    "read_serializer_snapshot",
+    "looks_like_versioned_snapshot",
+    "SNAPSHOT_PROXY_VERSION",
+]
+
+#: ``TypeSerializerSnapshotSerializationUtil``'s own version, written before a
+#: top-level snapshot (state meta info, key serializer).
+SNAPSHOT_PROXY_VERSION = 2
+
+_COMPOSITE_MAGIC = 911108  # CompositeTypeSerializerSnapshot
+_NESTED_MAGIC = 1333245  # NestedSerializersSnapshotDelegate
+_OPTIONAL_MAP_HEADER = 0x4F2C69A3D70  # LinkedOptionalMapSerializer
+
+#: A predicate over a position: does a valid continuation of the enclosing
+#: structure start here? Used only to find the end of an opaque snapshot.
+Follow = Callable[[DataInput], bool]
+
+
+@dataclass(frozen=True)
+class FlinkType:
+    """The type a Flink serializer snapshot describes.
+
+    ``kind`` names the encoding (``int64``, ``string``, ``tuple``, ``pojo``,
+    ``list``, ``map``, ``ttl``, ``timer``, ``opaque``...); ``children`` are the
+    nested types in Flink's order (tuple/row/POJO fields, list element, map
+    key then value, TTL's timestamp then value, timer's key then namespace).
+    ``length`` is Flink's ``TypeSerializer.getLength()`` (-1 = variable),
+    which decides how RocksDB-format keys are composed.
+    """
+
+    kind: str
+    class_name: str
+    version: int
+    snapshot: bytes = field(repr=False)
+    children: tuple[FlinkType, ...] = ()
+    length: int = -1
+    type_name: str | None = None  # the Java class of the values (POJO, tuple, enum, Kryo, Avro...)
+    field_names: tuple[str, ...] = ()  # POJO fields
+    symbols: tuple[str, ...] = ()  # enum constants, ordinal order
+    schema: str | None = None  # Avro schema JSON
+    padding: int = 0  # NullableSerializer's null padding
+    row_kind: bool = False  # RowSerializer writes the RowKind in its mask
+    subclasses: tuple[str, ...] = ()  # POJO subclasses registered or seen (not decodable)
+
+    @property
+    def is_opaque(self) -> bool:
+        """True when values of this type cannot be decoded, only kept as bytes."""
+        return self.kind in _OPAQUE_KINDS or any(c.is_opaque for c in self.children)
+
+    def describe(self) -> str:
+        """A short human-readable type, e.g. ``tuple<int64,string>``."""
+        name = self.kind
+        if self.kind in ("opaque", "kryo", "avro", "value-type", "java") and self.type_name:
+            name = f"{self.kind}:{self.type_name}"
+        elif self.kind == "opaque":
+            name = f"opaque:{self.class_name}"
+        if self.children and self.kind != "ttl":
+            name += "<" + ",".join(c.describe() for c in self.children) + ">"
+        elif self.kind == "ttl":
+            name = f"ttl<{self.children[1].describe()}>"
+        return name
+
+
+_OPAQUE_KINDS = frozenset({"opaque", "kryo", "avro", "value-type", "java"})
+
+# SimpleTypeSerializerSnapshot subclasses (empty body in version 3): kind, getLength().
+_P = "org.apache.flink.api.common.typeutils.base."
+_A = "org.apache.flink.api.common.typeutils.base.array."
+_SIMPLE: dict[str, tuple[str, int]] = {
+    _P + "BooleanSerializer$BooleanSerializerSnapshot": ("boolean", 1),
+    _P + "ByteSerializer$ByteSerializerSnapshot": ("int8", 1),
+    _P + "ShortSerializer$ShortSerializerSnapshot": ("int16", 2),
+    _P + "IntSerializer$IntSerializerSnapshot": ("int32", 4),
+    _P + "LongSerializer$LongSerializerSnapshot": ("int64", 8),
+    _P + "FloatSerializer$FloatSerializerSnapshot": ("float32", 4),
+    _P + "DoubleSerializer$DoubleSerializerSnapshot": ("float64", 8),
+    _P + "CharSerializer$CharSerializerSnapshot": ("char", 2),
+    _P + "StringSerializer$StringSerializerSnapshot": ("string", -1),
+    _P + "VoidSerializer$VoidSerializerSnapshot": ("void", 1),
+    _P + "BigIntSerializer$BigIntSerializerSnapshot": ("bigint", -1),
+    _P + "BigDecSerializer$BigDecSerializerSnapshot": ("bigdec", -1),
+    _P + "DateSerializer$DateSerializerSnapshot": ("date", 8),
+    _P + "SqlDateSerializer$SqlDateSerializerSnapshot": ("sql-date", 8),
+    _P + "SqlTimeSerializer$SqlTimeSerializerSnapshot": ("sql-time", 8),
+    _P + "SqlTimestampSerializer$SqlTimestampSerializerSnapshot": ("sql-timestamp", 12),
+    _P + "InstantSerializer$InstantSerializerSnapshot": ("instant", 12),
+    _P + "LocalDateSerializer$LocalDateSerializerSnapshot": ("local-date", 6),
+    _P + "LocalTimeSerializer$LocalTimeSerializerSnapshot": ("local-time", 7),
+    _P + "LocalDateTimeSerializer$LocalDateTimeSerializerSnapshot": ("local-date-time", 13),
+    # Flink's mutable Value types encode exactly like the boxed types.
+    _P + "BooleanValueSerializer$BooleanValueSerializerSnapshot": ("boolean", 1),
+    _P + "ByteValueSerializer$ByteValueSerializerSnapshot": ("int8", 1),
+    _P + "ShortValueSerializer$ShortValueSerializerSnapshot": ("int16", 2),
+    _P + "IntValueSerializer$IntValueSerializerSnapshot": ("int32", 4),
+    _P + "LongValueSerializer$LongValueSerializerSnapshot": ("int64", 8),
+    _P + "FloatValueSerializer$FloatValueSerializerSnapshot": ("float32", 4),
+    _P + "DoubleValueSerializer$DoubleValueSerializerSnapshot": ("float64", 8),
+    _P + "CharValueSerializer$CharValueSerializerSnapshot": ("char", 2),
+    _P + "StringValueSerializer$StringValueSerializerSnapshot": ("string", -1),
+    _A + "BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot": ("bytes", -1),
+    _A + "BooleanPrimitiveArraySerializer$BooleanPrimitiveArraySerializerSnapshot": ("array:boolean", -1),
+    _A + "ShortPrimitiveArraySerializer$ShortPrimitiveArraySerializerSnapshot": ("array:int16", -1),
+    _A + "IntPrimitiveArraySerializer$IntPrimitiveArraySerializerSnapshot": ("array:int32", -1),
+    _A + "LongPrimitiveArraySerializer$LongPrimitiveArraySerializerSnapshot": ("array:int64", -1),
+    _A + "FloatPrimitiveArraySerializer$FloatPrimitiveArraySerializerSnapshot": ("array:float32", -1),
+    _A + "DoublePrimitiveArraySerializer$DoublePrimitiveArraySerializerSnapshot": ("array:float64", -1),
+    _A + "CharPrimitiveArraySerializer$CharPrimitiveArraySerializerSnapshot": ("array:char", -1),
+    _A + "StringArraySerializer$StringArraySerializerSnapshot": ("array:string", -1),
+    # VoidNamespace writes one byte but reports length 0 (still "fixed" for key composition).
+    "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot": ("void-namespace", 0),
+    "org.apache.flink.streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot":
+        ("time-window", 16),
+    "org.apache.flink.streaming.api.windowing.windows.GlobalWindow$Serializer$GlobalWindowSerializerSnapshot":
+        ("global-window", 1),
+    "org.apache.flink.runtime.state.JavaSerializer$JavaSerializerSnapshot": ("java", -1),
+}
+
+# CompositeTypeSerializerSnapshot subclasses: kind, and how their outer snapshot is read.
+_COMPOSITE: dict[str, str] = {
+    "org.apache.flink.api.java.typeutils.runtime.TupleSerializerSnapshot": "tuple",
+    "org.apache.flink.api.java.typeutils.runtime.RowSerializer$RowSerializerSnapshot": "row",
+    _P + "ListSerializerSnapshot": "list",
+    "org.apache.flink.runtime.state.ArrayListSerializerSnapshot": "list",
+    _P + "MapSerializerSnapshot": "map",
+    _P + "SetSerializerSnapshot": "set",
+    _P + "GenericArraySerializerSnapshot": "object-array",
+    "org.apache.flink.api.java.typeutils.runtime.NullableSerializer$NullableSerializerSnapshot": "nullable",
+    "org.apache.flink.api.java.typeutils.runtime.JavaEitherSerializerSnapshot": "either",
+    "org.apache.flink.runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot": "ttl",
+    "org.apache.flink.streaming.api.operators.TimerSerializerSnapshot": "timer",
+}
+
+_ENUM = _P + "EnumSerializer$EnumSerializerSnapshot"
+_POJO = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
+_KRYO = "org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot"
+_AVRO = "org.apache.flink.formats.avro.typeutils.AvroSerializerSnapshot"
+# GenericTypeSerializerSnapshot subclasses: the body is the value class name.
+_GENERIC_CLASS: dict[str, str] = {
+    "org.apache.flink.api.java.typeutils.runtime.ValueSerializer$ValueSerializerSnapshot": "value-type",
+    "org.apache.flink.api.java.typeutils.runtime.CopyableValueSerializer$CopyableValueSerializerSnapshot":
+        "value-type",
+}
+
+_IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$.")
+
+
+def _is_class_name(name: str) -> bool:
+    return (0 < len(name) <= 1024 and name[0] not in "0123456789." and not name.endswith(".")
+            and ".." not in name and all(c in _IDENT_CHARS for c in name))
+
+
+def _probe(inp: DataInput, pos: int, check: Callable[[DataInput], bool]) -> bool:
+    """Run ``check`` on a copy of ``inp`` at ``pos``; a failed read is a no."""
+    probe = DataInput(inp.data, pos, inp.end, base=inp.base, path=inp.path, state=inp.state)
+    try:
+        return check(probe)
+    except CorruptSavepointError:
+        return False
+
+
+def looks_like_versioned_snapshot(inp: DataInput) -> bool:
+    """Does a ``writeVersionedSnapshot`` (class name, small version) start here?"""
+    if inp.remaining() < 6:
+        return False
+    n = (inp.data[inp.pos] << 8) | inp.data[inp.pos + 1]
+    if n == 0 or n > 1024:
+        return False
+    name = inp.read_utf("snapshot class")
+    return _is_class_name(name) and 0 <= inp.read_int("snapshot version") <= 100
+
+
+def at_position(end: int) -> Follow:
+    """The continuation is known to start exactly at ``end``."""
+
+    def follow(inp: DataInput) -> bool:
+        return inp.pos == end
+
+    follow.position = end  # lets a resynchronisation jump there instead of scanning
+    return follow
+
+
+#: How far an opaque snapshot's end is searched for (Flink's own snapshots are
+#: far smaller; the bound keeps hostile input from costing a scan per byte of a file).
+MAX_OPAQUE_SNAPSHOT = 1 << 20
+
+
+def _resync(inp: DataInput, start: int, follow: Follow, what: str) -> int:
+    """The first position ``>= start`` where ``follow`` accepts the bytes."""
+    known = getattr(follow, "position", None)
+    if known is not None and start <= known <= inp.end:
+        return known
+    stop = min(inp.end, start + MAX_OPAQUE_SNAPSHOT, start + inp.scan_budget)
+    for pos in range(start, stop + 1):
+        if _probe(inp, pos, follow):
+            inp.scan_budget -= pos - start
+            return pos
+    inp.scan_budget -= stop - start
+    raise inp.corrupt(f"cannot find the end of {what}: nothing that may follow it parses within "
+                      f"{MAX_OPAQUE_SNAPSHOT} bytes", start, min(inp.end - start, MAX_OPAQUE_SNAPSHOT))
+
+
+def read_serializer_snapshot(inp: DataInput, follow: Follow) -> FlinkType:
+    """A top-level snapshot (``TypeSerializerSnapshotSerializationUtil``):
+    an int proxy version, then a versioned snapshot."""
+    start = inp.pos
+    version = inp.read_int("serializer snapshot proxy version")
+    if version != SNAPSHOT_PROXY_VERSION:
+        raise inp.corrupt(
+            f"serializer snapshot proxy version {version}: only version {SNAPSHOT_PROXY_VERSION} "
+            "(TypeSerializerSnapshot, Flink 1.17 and later; older savepoints must first be "
+            "migrated by Flink 1.16) can be read", start, 4)
+    return read_versioned_snapshot(inp, follow)
+
+
+def read_versioned_snapshot(inp: DataInput, follow: Follow) -> FlinkType:
+    """One ``writeVersionedSnapshot``: class name, int version, body."""
+    start = inp.pos
+    class_name = inp.read_utf("serializer snapshot class")
+    if not _is_class_name(class_name):
+        raise inp.corrupt(f"serializer snapshot class {class_name!r} is not a Java class name", start,
+                          inp.pos - start)
+    version = inp.read_int("serializer snapshot version")
+    body = inp.pos
+    try:
+        parsed = _read_known_body(inp, class_name, version, follow)
+    except CorruptSavepointError:
+        if class_name not in _EXACT_ONLY:
+            raise
+        parsed = None
+    if parsed is None:
+        # Unknown class or a body with Java-serialized parts: keep it opaque.
+        inp.pos = _resync(inp, body, follow, f"serializer snapshot {class_name}")
+        kind, type_name = "opaque", None
+        if class_name == _KRYO:
+            kind, type_name = "kryo", _peek_utf(inp, body)
+        elif class_name in _GENERIC_CLASS:
+            kind, type_name = _GENERIC_CLASS[class_name], _peek_utf(inp, body)
+        parsed = dict(kind=kind, type_name=type_name)
+    snapshot = bytes(inp.data[start:inp.pos])
+    return FlinkType(class_name=class_name, version=version, snapshot=snapshot, **parsed)
+
+
+# Snapshot classes whose exact parser may legitimately fail (Java-serialized
+# parts) and then fall back to resynchronisation instead of an error.
+_EXACT_ONLY = frozenset({_KRYO})
+
+
+def _peek_utf(inp: DataInput, pos: int) -> str | None:
+    probe = DataInput(inp.data, pos, inp.end, base=inp.base, path=inp.path, state=inp.state)
+    try:
+        return probe.read_utf()
+    except CorruptSavepointError:
+        return None
+
+
+def _read_known_body(inp: DataInput, class_name: str, version: int, follow: Follow) -> dict | None:
+    """Parse a known snapshot body; ``None`` for a class kept opaque."""
+    if class_name in _SIMPLE:
+        kind, length = _SIMPLE[class_name]
+        if version < 3:
+            inp.read_utf("legacy serializer class")  # SimpleTypeSerializerSnapshot before v3
+        return dict(kind=kind, length=length)
+    if class_name in _COMPOSITE:
+        return _read_composite(inp, _COMPOSITE[class_name], version, follow)
+    if class_name == _ENUM:
+        if version != 3:
+            return None
+        enum_class = inp.read_utf("enum class")
+        count = inp.read_count("enum constant count", 2)
+        symbols = tuple(inp.read_utf("enum constant") for _ in range(count))
+        return dict(kind="enum", length=4, type_name=enum_class, symbols=symbols)
+    if class_name == _POJO:
+        return _read_pojo(inp, version)
+    if class_name == _KRYO:
+        return _read_kryo(inp, version)
+    if class_name == _AVRO:
+        if version < 2:
+            return None
+        schema = inp.read_utf("avro schema")
+        return dict(kind="avro", schema=schema, type_name=inp.read_utf("avro class"))
+    if class_name in _GENERIC_CLASS and version == 2:
+        return dict(kind=_GENERIC_CLASS[class_name], type_name=inp.read_utf("value class"))
+    return None
+
+
+def _read_nested(inp: DataInput, follow: Follow) -> tuple[FlinkType, ...]:
+    """``NestedSerializersSnapshotDelegate``: magic, version 1, count, snapshots."""
+    start = inp.pos
+    if inp.read_int("nested serializers magic") != _NESTED_MAGIC:
+        raise inp.corrupt("nested serializer snapshots: bad magic number", start, 4)
+    version = inp.read_int("nested serializers version")
+    if version != 1:
+        raise inp.corrupt(f"nested serializer snapshots: unknown version {version}", start + 4, 4)
+    count = inp.read_count("nested serializer count", 6)
+    children = []
+    for i in range(count):
+        last = i == count - 1
+        children.append(read_versioned_snapshot(inp, follow if last else looks_like_versioned_snapshot))
+    return tuple(children)
+
+
+def _read_composite(inp: DataInput, kind: str, version: int, follow: Follow) -> dict:
+    """``CompositeTypeSerializerSnapshot``: magic, outer version, outer snapshot, nested."""
+    outer_version = version  # before base version 3 the outer version was the snapshot version
+    if version > 2:
+        start = inp.pos
+        if inp.read_int("composite serializer magic") != _COMPOSITE_MAGIC:
+            raise inp.corrupt(f"{kind} serializer snapshot: bad magic number", start, 4)
+        outer_version = inp.read_int("outer snapshot version")
+    extra: dict = {}
+    if kind == "tuple":
+        extra["type_name"] = inp.read_utf("tuple class")
+    elif kind == "object-array":
+        extra["type_name"] = inp.read_utf("array component class")
+    elif kind == "nullable":
+        extra["padding"] = inp.read_int("null padding length")
+        if not 0 <= extra["padding"] <= inp.remaining():
+            raise inp.corrupt(f"null padding length {extra['padding']}", inp.pos - 4, 4)
+    elif kind == "row":
+        extra["row_kind"] = outer_version == 3 or (outer_version > 3 and inp.read_bool("row kind flag"))
+    children = _read_nested(inp, follow)
+    expected = {"list": 1, "set": 1, "object-array": 1, "nullable": 1, "map": 2, "either": 2, "ttl": 2,
+                "timer": 2}.get(kind)
+    if expected is not None and len(children) != expected:
+        raise inp.corrupt(f"{kind} serializer snapshot has {len(children)} nested serializers, "
+                          f"expected {expected}")
+    return dict(kind=kind, children=children, length=_composite_length(kind, children, extra), **extra)
+
+
+def _composite_length(kind: str, children: tuple[FlinkType, ...], extra: dict) -> int:
+    lengths = [c.length for c in children]
+    if kind == "tuple":  # TupleSerializerBase: fixed only when every field is > 0
+        return sum(lengths) if lengths and all(n > 0 for n in lengths) else -1
+    if kind == "ttl":  # CompositeSerializer: fixed when every field is >= 0
+        return sum(lengths) if all(n >= 0 for n in lengths) else -1
+    if kind == "timer":
+        return 8 + sum(lengths) if all(n >= 0 for n in lengths) else -1
+    if kind == "nullable":
+        return 1 + extra["padding"] if extra["padding"] > 0 else -1
+    return -1
+
+
+def _read_optional_map(inp: DataInput, what: str) -> list[tuple[str, tuple[int, int] | None, tuple[int, int] | None]]:
+    """``LinkedOptionalMapSerializer``: header, count, (name, [framed key], [framed value])
+    entries; returns the byte ranges of the frames."""
+    start = inp.pos
+    if inp.read_long(f"{what} header") != _OPTIONAL_MAP_HEADER:
+        raise inp.corrupt(f"{what}: bad header", start, 8)
+    entries = []
+    for _ in range(inp.read_count(f"{what} size", 4)):
+        name = inp.read_utf(f"{what} entry name")
+        frames = []
+        for part in ("key", "value"):
+            if inp.read_bool(f"{what} {part} presence"):
+                size = inp.read_count(f"{what} {part} frame length")
+                frames.append((inp.need(size, f"{what} {part} frame"), size))
+                inp.pos += size
+            else:
+                frames.append(None)
+        entries.append((name, frames[0], frames[1]))
+    return entries
+
+
+def _framed_snapshot(inp: DataInput, frame: tuple[int, int], what: str) -> FlinkType:
+    pos, size = frame
+    sub = DataInput(inp.data, pos, pos + size, base=inp.base, path=inp.path, state=inp.state)
+    result = read_versioned_snapshot(sub, at_position(pos + size))
+    if sub.pos != pos + size:
+        raise sub.corrupt(f"{what}: {pos + size - sub.pos} bytes left in its frame")
+    return result
+
+
+def _read_pojo(inp: DataInput, version: int) -> dict | None:
+    """``PojoSerializerSnapshotData``: class, fields map, two subclass maps."""
+    if version != 2:
+        return None
+    pojo_class = inp.read_utf("POJO class")
+    names, children = [], []
+    for name, _key, value in _read_optional_map(inp, "POJO fields"):
+        if value is None:
+            raise inp.corrupt(f"POJO field {name!r} has no serializer snapshot")
+        names.append(name)
+        children.append(_framed_snapshot(inp, value, f"POJO field {name!r}"))
+    subclasses = _read_optional_map(inp, "POJO registered subclasses")
+    subclasses += _read_optional_map(inp, "POJO non-registered subclasses")
+    return dict(kind="pojo", type_name=pojo_class, field_names=tuple(names), children=tuple(children),
+                subclasses=tuple(name for name, _, _ in subclasses))
+
+
+def _read_kryo(inp: DataInput, version: int) -> dict | None:
+    """``KryoSerializerSnapshotData`` when it holds no Java-serialized objects
+    (registrations by class only, no default serializer instances)."""
+    if version != 2:
+        return None
+    type_class = inp.read_utf("Kryo type class")
+    for _ in range(inp.read_count("Kryo registration count", 6)):
+        inp.read_utf("Kryo registration name")
+        inp.read_utf("Kryo registered class")
+        definition = inp.read_int("Kryo serializer definition type")
+        if definition == 1:  # CLASS
+            inp.read_utf("Kryo serializer class")
+        elif definition != 0:  # INSTANCE is Java-serialized: resynchronise instead
+            raise inp.corrupt("Kryo registration with a serializer instance")
+    if inp.read_int("Kryo default serializer count") != 0:
+        raise inp.corrupt("Kryo default serializer instances")
+    for _ in range(inp.read_count("Kryo default serializer class count", 4)):
+        inp.read_utf("Kryo default class")
+        inp.read_utf("Kryo default serializer class")
+    return dict(kind="kryo", type_name=type_class)

@@ -1,0 +1,330 @@
+"""Views of the states of one Flink operator: list, union and broadcast
+operator state, keyed state (value, list, map, reducing, aggregating) and
+timers, shaped like :mod:`pyref.reader`'s views.
+
+Every view exposes its raw bytes as Arrow binary columns (what an importer
+transcodes a column at a time) and decodes them to Python values on demand.
+Keyed rows carry the key group Flink stored them under, never a recomputed one.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import CorruptSavepointError, InvalidArgumentError, UnsupportedFormatError
+from ..key_groups import compute_key_groups
+from .composite import split_keys, split_list_values, split_map_values, split_timer_keys
+from .handles import DistributionMode
+from .keyed import KeyedRows
+from .serializers import FlinkType
+from .values import TtlValue, decode_column
+
+__all__ = [
+    "KeyedStateKind",
+    "FlinkListStateView",
+    "FlinkBroadcastStateView",
+    "FlinkKeyedStateView",
+    "FlinkTimerView",
+    "freeze",
+]
+
+#: Flink's ``KEYED_STATE_TYPE`` names of the keyed state kinds read here.
+KeyedStateKind = str
+KEYED_KINDS = ("VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING", "FOLDING")
+
+
+def freeze(value: Any) -> Any:
+    """A hashable stand-in for a decoded value (dicts and lists become tuples),
+    used to look keys up."""
+    if isinstance(value, dict):
+        return tuple((k, freeze(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+class FlinkListStateView:
+    """A list state (SPLIT_DISTRIBUTE or UNION): one partition of elements per
+    subtask that wrote it, in Flink's order."""
+
+    def __init__(self, name: str, mode: DistributionMode, element_type: FlinkType,
+                 partitions: list[pa.BinaryArray]) -> None:
+        self.name = name
+        self.mode = mode
+        self.element_type = element_type
+        self.partitions = partitions
+
+    def element_counts(self) -> list[int]:
+        return [len(p) for p in self.partitions]
+
+    def partition(self, index: int) -> list:
+        """Decoded elements of the partition of subtask ``index``."""
+        return decode_column(self.element_type, self.partitions[index], state=self.name)
+
+    def elements(self) -> list:
+        """Every element, partitions in subtask order."""
+        return [e for i in range(len(self.partitions)) for e in self.partition(i)]
+
+    def to_arrow(self) -> pa.Table:
+        """``subtask`` and raw ``element`` bytes of every element."""
+        subtasks = np.repeat(np.arange(len(self.partitions), dtype=np.int32), self.element_counts())
+        return pa.table({"subtask": subtasks, "element": pa.concat_arrays(self.partitions)
+                         if self.partitions else pa.array([], pa.binary())})
+
+
+class FlinkBroadcastStateView:
+    """A broadcast state: the (key, value) map each subtask held."""
+
+    def __init__(self, name: str, key_type: FlinkType, value_type: FlinkType,
+                 partitions: list[tuple[pa.BinaryArray, pa.BinaryArray]]) -> None:
+        self.name = name
+        self.key_type = key_type
+        self.value_type = value_type
+        self.partitions = partitions
+        self.mode = DistributionMode.BROADCAST
+
+    def element_counts(self) -> list[int]:
+        return [len(k) for k, _ in self.partitions]
+
+    def items(self, subtask: int = 0) -> list[tuple]:
+        keys, values = self.partitions[subtask]
+        return list(zip(decode_column(self.key_type, keys, state=self.name),
+                        decode_column(self.value_type, values, state=self.name)))
+
+    def to_dict(self, subtask: int = 0) -> dict:
+        return {freeze(k): v for k, v in self.items(subtask)}
+
+    def get(self, key: Any, default: Any = None, *, subtask: int = 0) -> Any:
+        return self.to_dict(subtask).get(freeze(key), default)
+
+    def to_arrow(self) -> pa.Table:
+        counts = self.element_counts()
+        empty = pa.array([], pa.binary())
+        return pa.table({
+            "subtask": np.repeat(np.arange(len(counts), dtype=np.int32), counts),
+            "key": pa.concat_arrays([k for k, _ in self.partitions]) if counts else empty,
+            "value": pa.concat_arrays([v for _, v in self.partitions]) if counts else empty,
+        })
+
+
+_PYREF_KEY_TYPES = {"string": "string", "int32": "int32", "int64": "int64", "boolean": "boolean"}
+
+
+def _pyref_key_type(type_: FlinkType):
+    """pyref's key type for a Flink key type whose hash it reproduces, else ``None``."""
+    if type_.kind in _PYREF_KEY_TYPES:
+        return _PYREF_KEY_TYPES[type_.kind]
+    if type_.kind == "tuple" and type_.children:
+        fields = tuple(_pyref_key_type(c) for c in type_.children)
+        return None if None in fields else fields
+    return None
+
+
+_ARROW_KEY_TYPES = {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(), "boolean": pa.bool_()}
+
+
+def _key_column(keys: list, key_type) -> pa.Array:
+    """Decoded keys as the Arrow column :func:`compute_key_groups` hashes."""
+    if isinstance(key_type, tuple):
+        fields = [_key_column([k[i] for k in keys], t) for i, t in enumerate(key_type)]
+        return pa.StructArray.from_arrays(fields, names=[f"f{i}" for i in range(len(key_type))])
+    return pa.array(keys, _ARROW_KEY_TYPES[key_type])
+
+
+class _KeyedRowsView:
+    """Rows of a keyed-backend state: keys, namespaces, key groups, subtasks."""
+
+    def __init__(self, key_type: FlinkType, namespace_type: FlinkType, rows: KeyedRows, prefix_bytes: int,
+                 max_parallelism: int) -> None:
+        self.key_type = key_type
+        self.namespace_type = namespace_type
+        self._rows = rows
+        self._prefix = prefix_bytes
+        self._max_parallelism = max_parallelism
+
+    def __len__(self) -> int:
+        return len(self._rows.keys)
+
+    @property
+    def key_groups(self) -> list[int]:
+        """Key groups that hold rows (as Flink stored them)."""
+        return sorted(set(self._rows.key_groups.tolist()))
+
+    def check_key_groups(self) -> int | None:
+        """Recompute every row's key group with pyref's hash (bit for bit
+        Flink's for String, Integer, Long, Boolean keys and Tuples of them)
+        and compare with the key group Flink stored; returns the number of rows
+        checked, ``None`` when the key type has a hash pyref does not define
+        (a POJO's own ``hashCode``, an enum...). A mismatch is an error."""
+        key_type = _pyref_key_type(self.key_type)
+        if key_type is None or not len(self):
+            return None if key_type is None else 0
+        keys = decode_column(self.key_type, self._columns["key"])
+        arrow = _key_column(keys, key_type)
+        expected = compute_key_groups(arrow, self._max_parallelism, key_type)
+        bad = np.flatnonzero(expected != self._rows.key_groups)
+        if len(bad):
+            i = int(bad[0])
+            raise CorruptSavepointError(f"key {keys[i]!r} is stored in key group {int(self._rows.key_groups[i])} but "
+                                        f"hashes to {int(expected[i])} ({len(bad)} rows differ)")
+        return len(keys)
+
+    def _table(self, columns: dict[str, pa.Array]) -> pa.Table:
+        table = {"subtask": pa.array(self._rows.subtasks, pa.int32()),
+                 "key_group": pa.array(self._rows.key_groups, pa.int32())}
+        table.update(columns)
+        return pa.table(table)
+
+
+class FlinkKeyedStateView(_KeyedRowsView):
+    """One keyed state. ``value_type`` is the type of a VALUE/REDUCING/
+    AGGREGATING value, a LIST element or a MAP value (TTL unwrapped: ``ttl``
+    says whether cells carry a last-access timestamp)."""
+
+    def __init__(self, name: str, kind: KeyedStateKind, key_type: FlinkType, namespace_type: FlinkType,
+                 stored_type: FlinkType, rows: KeyedRows, prefix_bytes: int, max_parallelism: int) -> None:
+        if kind not in KEYED_KINDS:
+            raise UnsupportedFormatError(f"keyed state kind {kind!r} is not supported", state=name)
+        super().__init__(key_type, namespace_type, rows, prefix_bytes, max_parallelism)
+        self.name = name
+        self.kind = kind
+        self.stored_type = stored_type
+        self.user_key_type: FlinkType | None = None
+        cell = stored_type
+        if kind == "LIST":
+            cell = _expect(stored_type, "list", name).children[0]
+        elif kind == "MAP":
+            map_type = _expect(stored_type, "map", name)
+            self.user_key_type, cell = map_type.children
+        self.ttl = cell.kind == "ttl"
+        self.cell_type = cell  # the stored cell, TTL wrapper included
+        self.value_type = cell.children[1] if self.ttl else cell
+
+    @property
+    def has_namespace(self) -> bool:
+        """False for the void namespace (state outside windows)."""
+        return self.namespace_type.kind != "void-namespace"
+
+    @cached_property
+    def _columns(self) -> dict[str, pa.Array]:
+        parts = split_keys(self._rows.keys, self._prefix, self.key_type, self.namespace_type,
+                           self.kind == "MAP", self.name)
+        values = self._rows.values
+        if self.kind == "MAP":
+            values, nulls = split_map_values(values, self.name)
+            parts["value_is_null"] = pa.array(nulls)
+        parts["value"] = values
+        return parts
+
+    def to_arrow(self) -> pa.Table:
+        """Raw bytes as Arrow columns: ``subtask``, ``key_group`` (int32), ``key``,
+        ``namespace``, [``user_key``, ``value_is_null`` for MAP], ``value``
+        (a MAP value without its null flag; a LIST value with its elements
+        joined by ``,``; TTL cells with their 8-byte timestamp)."""
+        return self._table(self._columns)
+
+    def list_elements(self) -> tuple[np.ndarray, pa.BinaryArray]:
+        """LIST state: (row of each element, element bytes)."""
+        if self.kind != "LIST":
+            raise InvalidArgumentError(f"{self.name} is a {self.kind} state, not a LIST state", state=self.name)
+        return split_list_values(self._columns["value"], self.cell_type, self.name)
+
+    def _decoded_values(self, with_ttl: bool) -> list:
+        columns = self._columns
+        if self.kind == "LIST" and self.cell_type.is_opaque:
+            # Flink stores no element lengths: a list of an opaque type stays the
+            # bytes of the whole list (its elements joined by ",").
+            return columns["value"].to_pylist()
+        if self.kind == "LIST":
+            rows, elements = self.list_elements()
+            decoded = decode_column(self.cell_type, elements, state=self.name)
+            out: list[list] = [[] for _ in range(len(self))]
+            for row, element in zip(rows.tolist(), decoded):
+                out[row].append(_unwrap(element, with_ttl))
+            return out
+        values = columns["value"]
+        if self.kind != "MAP":
+            return [_unwrap(v, with_ttl) for v in decode_column(self.cell_type, values, state=self.name)]
+        # A null map value is its flag alone (RocksDB) or the flag and whatever the
+        # serializer wrote for null (heap): only the others are decoded.
+        nulls = columns["value_is_null"].to_numpy(zero_copy_only=False)
+        present = np.flatnonzero(~nulls)
+        decoded = decode_column(self.cell_type, values.take(pa.array(present)), state=self.name)
+        out: list = [None] * len(values)
+        for row, value in zip(present.tolist(), decoded):
+            out[row] = _unwrap(value, with_ttl)
+        return out
+
+    def items(self, *, with_ttl: bool = False) -> Iterator[tuple]:
+        """Decoded entries: ``(key, value)``; ``(key, user_key, value)`` for MAP
+        (one per map entry); the namespace follows the key when the state has
+        one. ``with_ttl`` gives TTL cells as :class:`TtlValue`. A LIST value is
+        a list, except for elements of an opaque type (Kryo...): Flink stores
+        no element lengths, so such a value is the stored bytes of the whole
+        list, elements joined by ``,``."""
+        columns = self._columns
+        parts = [decode_column(self.key_type, columns["key"], state=self.name)]
+        if self.has_namespace:
+            parts.append(decode_column(self.namespace_type, columns["namespace"], state=self.name))
+        if self.kind == "MAP":
+            parts.append(decode_column(self.user_key_type, columns["user_key"], state=self.name))
+        parts.append(self._decoded_values(with_ttl))
+        return iter(zip(*parts))
+
+    @cached_property
+    def _index(self) -> dict:
+        index: dict = {}
+        for item in self.items():
+            key, rest = item[0], item[1:]
+            namespace = rest[0] if self.has_namespace else None
+            rest = rest[1:] if self.has_namespace else rest
+            slot = (freeze(key), freeze(namespace))
+            if self.kind == "MAP":
+                index.setdefault(slot, {})[freeze(rest[0])] = rest[1]
+            else:
+                index[slot] = rest[0]
+        return index
+
+    def get(self, key: Any, default: Any = None, *, namespace: Any = None) -> Any:
+        """The state of ``key`` (in ``namespace``): a value, a list, or a dict for MAP."""
+        return self._index.get((freeze(key), freeze(namespace)), default)
+
+
+def _unwrap(value: Any, with_ttl: bool) -> Any:
+    return value.value if isinstance(value, TtlValue) and not with_ttl else value
+
+
+def _expect(type_: FlinkType, kind: str, state: str) -> FlinkType:
+    if type_.kind != kind:
+        raise UnsupportedFormatError(f"expected a {kind} serializer, found {type_.describe()}", state=state)
+    return type_
+
+
+class FlinkTimerView(_KeyedRowsView):
+    """The timers of one internal timer service in one time domain."""
+
+    def __init__(self, service: str, domain: str, key_type: FlinkType, namespace_type: FlinkType,
+                 rows: KeyedRows, prefix_bytes: int, max_parallelism: int) -> None:
+        super().__init__(key_type, namespace_type, rows, prefix_bytes, max_parallelism)
+        self.service = service
+        self.domain = domain
+
+    @cached_property
+    def _columns(self) -> dict[str, pa.Array]:
+        return split_timer_keys(self._rows.keys, self._prefix, self.key_type, self.namespace_type,
+                                f"{self.domain} timers of {self.service}")
+
+    def to_arrow(self) -> pa.Table:
+        """``subtask``, ``key_group``, ``key``, ``namespace`` (raw bytes) and ``timestamp`` (int64 ms)."""
+        return self._table(self._columns)
+
+    def items(self) -> Iterator[tuple]:
+        """Decoded ``(key, namespace, timestamp)`` of every timer."""
+        columns = self._columns
+        keys = decode_column(self.key_type, columns["key"])
+        namespaces = decode_column(self.namespace_type, columns["namespace"])
+        return iter(zip(keys, namespaces, columns["timestamp"].to_pylist()))

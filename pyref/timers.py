@@ -1,0 +1,139 @@
+"""Timers (spec/format.md §5.7, §7.9, format 1.2): per operator, named timer services of
+one time domain, each a set of (key, [namespace], timestamp) rows stored by key group
+like keyed state, so that every timer moves with its key on restore and rescale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from ._proto.savepoint.v1 import manifest_pb2 as pb
+from .errors import CorruptSavepointError, InvalidArgumentError
+from .keys import as_key_array
+from .manifest import state_label, timer_column_count
+from .reader import ChunkStore, KeyGroupedView
+from .serializers import Int64, Serializer, serializer_from_snapshot
+from .writer import _fails_writer, _KeyGroupedState, _values
+
+#: Time domains by name (the values of savepoint.v1.TimeDomain).
+DOMAINS = {"event_time": pb.EVENT_TIME, "processing_time": pb.PROCESSING_TIME}
+DOMAIN_NAMES = {v: k for k, v in DOMAINS.items()}
+_TIMESTAMP = Int64()
+
+
+def domain_of(domain: str | int) -> int:
+    """A time domain given by name ("event_time", "processing_time") or enum value."""
+    if domain in DOMAIN_NAMES:
+        return int(domain)
+    if domain not in DOMAINS:
+        raise InvalidArgumentError(f"time domain is one of {sorted(DOMAINS)}, got {domain!r}")
+    return DOMAINS[domain]
+
+
+def service_label(operator_id: str, name: str, domain: int) -> str:
+    return f"{operator_id}/{name} ({DOMAIN_NAMES.get(domain, domain)} timers)"
+
+
+class TimerServiceWriter(_KeyGroupedState):
+    """Adds the timers of one timer service, grouped into key-group chunks."""
+
+    def __init__(self, writer, operator, name: str, domain: str | int,
+                 namespace_serializer: Serializer | None = None) -> None:
+        super().__init__(writer, operator, name)
+        self.domain = domain_of(domain)
+        self.namespace_serializer = namespace_serializer
+        self.columns = 2 + (namespace_serializer is not None)
+
+    @property
+    def label(self) -> str:
+        return service_label(self.operator.operator_id, self.name, self.domain)
+
+    @_fails_writer
+    def add(self, keys: Sequence | pa.Array, timestamps: Sequence[int] | pa.Array | np.ndarray,
+            namespaces: Sequence | pa.Array | None = None, *, subtask: int | None = None,
+            key_groups: Sequence[int] | np.ndarray | None = None) -> None:
+        """Register timers: ``timestamps[i]`` (ms) for ``keys[i]`` (under ``namespaces[i]``
+        when the service has a namespace serializer). ``subtask`` and ``key_groups`` as
+        for keyed state (:meth:`pyref.writer.KeyedStateWriter.add`)."""
+        op = self.operator
+        if (namespaces is None) != (self.namespace_serializer is None):
+            raise InvalidArgumentError("namespaces are required for a timer service with a namespace serializer "
+                                       "and only for it", state=self.label)
+        key_array = as_key_array(keys, op.key_serializer)
+        stamps = timestamps if isinstance(timestamps, (pa.Array, pa.ChunkedArray)) else np.asarray(timestamps, np.int64)
+        columns = [op.key_serializer.encode_array(key_array)]
+        if namespaces is not None:
+            columns.append(self.namespace_serializer.encode_array(_values(namespaces)))
+        columns.append(_TIMESTAMP.encode_array(pa.array(stamps, pa.int64())))
+        self.add_encoded(columns, self._key_groups(key_array, key_groups, subtask))
+
+    def to_proto(self) -> pb.TimerService:
+        service = pb.TimerService(name=self.name, domain=self.domain, chunks=self.sorted_chunks())
+        if self.namespace_serializer is not None:
+            service.namespace_serializer.CopyFrom(self.namespace_serializer.snapshot())
+        return service
+
+
+class TimerServiceView(KeyGroupedView):
+    """One timer service of an open savepoint."""
+
+    def __init__(self, store: ChunkStore, operator: pb.Operator, key_serializer: Serializer,
+                 service: pb.TimerService) -> None:
+        super().__init__(store, operator, service, timer_column_count(service))
+        self.name = service.name
+        self.domain = DOMAIN_NAMES[service.domain]
+        self.label = service_label(operator.operator_id, service.name, service.domain)
+        self.key_serializer = key_serializer
+        self.namespace_serializer = (serializer_from_snapshot(service.namespace_serializer)
+                                     if service.HasField("namespace_serializer") else None)
+
+    def _serializers(self) -> list[Serializer]:
+        return [self.key_serializer, *([self.namespace_serializer] if self.namespace_serializer else []), _TIMESTAMP]
+
+    def arrow_batches(self, chunks: Sequence[pb.Chunk]) -> Iterator[pa.RecordBatch]:
+        """The distinct timers of each chunk's key group (a timer stored twice is one, §7.9), one batch per
+        key group read: key_group, key[, namespace], timestamp. A timestamp of other than 8 bytes is
+        corrupt (rule T5)."""
+        names = ["key_group", "key", *(["namespace"] if self.namespace_serializer else []), "timestamp"]
+        for group, columns in self.read_key_groups(chunks):
+            encoded = pa.table(columns, names=[str(i) for i in range(len(columns))])
+            distinct = encoded.group_by(encoded.column_names, use_threads=False).aggregate([])
+            try:
+                arrays = [s.decode_array(distinct.column(str(i)).combine_chunks())
+                          for i, s in enumerate(self._serializers())]
+            except CorruptSavepointError as exc:  # T5 among them: a timestamp is exactly 8 bytes
+                raise CorruptSavepointError(f"timer of key group {group}: {exc.reason}", state=self.label) from None
+            yield pa.record_batch([pa.array(np.full(distinct.num_rows, group, np.int32)), *arrays], names=names)
+
+    def arrow_chunks(self, chunks: Sequence[pb.Chunk]) -> pa.Table:
+        batches = list(self.arrow_batches(chunks))
+        if batches:
+            return pa.Table.from_batches(batches)
+        names = ["key", *(["namespace"] if self.namespace_serializer else []), "timestamp"]
+        return pa.schema([pa.field("key_group", pa.int32()),
+                          *(pa.field(n, s.arrow_type()) for n, s in zip(names, self._serializers()))]).empty_table()
+
+    def to_arrow(self) -> pa.Table:
+        return self.arrow_chunks(self.proto.chunks)
+
+    def iter_chunks(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple]:
+        """Distinct timers, decoded: (key, timestamp) or (key, namespace, timestamp)."""
+        for batch in self.arrow_batches(chunks):
+            columns = [[s._from_arrow_value(v) for v in batch.column(i + 1).to_pylist()]
+                       for i, s in enumerate(self._serializers())]
+            yield from zip(*columns)
+
+    def timers(self) -> Iterator[tuple]:
+        return self.iter_chunks(self.proto.chunks)
+
+
+def find_timer_service(operator: pb.Operator, name: str, domain: str | int | None = None) -> pb.TimerService:
+    """The operator's timer service ``name`` (of ``domain``, which may be left out when the name is unique)."""
+    found = [s for s in operator.timer_services if s.name == name and (domain is None or s.domain == domain_of(domain))]
+    if len(found) != 1:
+        which = "no" if not found else "more than one (give the domain)"
+        raise InvalidArgumentError(f"{which} timer service {name!r}", state=state_label(operator, name))
+    return found[0]

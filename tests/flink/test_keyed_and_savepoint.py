@@ -1,0 +1,304 @@
+"""Keyed and operator state streams and the public views, on a savepoint
+directory made by hand: decoding, key groups, restore plans at other
+parallelisms, and hostile streams."""
+
+from __future__ import annotations
+
+import collections
+import pathlib
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from pyref.testing.flink_bytes import (
+    LONG,
+    STRING,
+    TIME_WINDOW,
+    VOID_NS,
+    i32,
+    i64,
+    inline_handle,
+    key_group_section,
+    keyed_proxy,
+    keyed_state_meta,
+    keyed_stream,
+    list_snapshot,
+    map_snapshot,
+    meta_info,
+    metadata,
+    operator,
+    operator_handle,
+    operator_stream,
+    relative_handle,
+    savepoint_keyed_handle,
+    snapshot,
+    string_value,
+    subtask,
+    timer_queue_meta,
+    timer_snapshot,
+    ttl_snapshot,
+)
+
+from pyref.errors import CorruptSavepointError, UnsupportedFormatError
+from pyref.flink import FlinkSavepoint, TimeWindow, operator_id_of_uid
+from pyref.flink.composite import split_keys
+from pyref.flink.keyed import KeyGroupSection, walk_key_groups
+from pyref.flink.serializers import FlinkType
+
+MAX_P = 4  # one key-group prefix byte
+KEYS = {f"k{i}": i % MAX_P for i in range(10)}  # key -> key group (the job's choice, not recomputed)
+
+
+def _prefix(kg: int, max_parallelism: int) -> bytes:
+    return kg.to_bytes(1 if max_parallelism <= 128 else 2, "big")
+
+
+def _keyed_subtask(key_groups: range, compress: bool, max_parallelism: int = MAX_P) -> bytes:
+    def _key(kg: int, key: str, tail: bytes = b"\x00") -> bytes:
+        return _prefix(kg, max_parallelism) + string_value(key) + tail
+
+    states = [
+        keyed_state_meta("count", "VALUE", snapshot(LONG)),
+        keyed_state_meta("tags", "MAP", map_snapshot(snapshot(STRING), ttl_snapshot(snapshot(LONG)))),
+        keyed_state_meta("seen", "LIST", list_snapshot(snapshot(LONG))),
+        keyed_state_meta("sums", "REDUCING", snapshot(LONG), namespace=snapshot(TIME_WINDOW)),
+        keyed_state_meta("names", "LIST", list_snapshot(ttl_snapshot(snapshot(STRING)))),
+        timer_queue_meta("_timer_state/event_user-timers", timer_snapshot(snapshot(STRING), snapshot(VOID_NS))),
+    ]
+    groups = {}
+    for kg in key_groups:
+        keys = sorted(k for k, g in KEYS.items() if g == kg)
+        if not keys:
+            continue
+        n = [int(k[1:]) for k in keys]
+        runs = [
+            (0, [(_key(kg, k), i64(v)) for k, v in zip(keys, n)]),
+            (1, [(_key(kg, k, b"\x00" + string_value(t)), b"\x00" + i64(50) + i64(v))
+                 for k, v in zip(keys, n) for t in ("a", "b")]),
+            (2, [(_key(kg, k), b",".join(i64(v * 10 + j) for j in range(v % 3 + 1))) for k, v in zip(keys, n)]),
+            (3, [(_key(kg, k, i64(0) + i64(100)), i64(v)) for k, v in zip(keys, n)]),
+            (4, [(_key(kg, k), b",".join(i64(7) + string_value(f"{k},{j}") for j in range(2))) for k in keys]),
+            (5, [(_prefix(kg, max_parallelism) + ((1000 + v) ^ (1 << 63)).to_bytes(8, "big") + string_value(k)
+                  + b"\x00", b"") for k, v in zip(keys, n)]),
+        ]
+        groups[kg] = key_group_section(runs)
+    stream, offsets = keyed_stream(keyed_proxy(snapshot(STRING), states, compress), groups, compress)
+    return stream, [offsets.get(kg, 0) for kg in key_groups]
+
+
+def _operator_subtask(index: int) -> tuple[bytes, dict]:
+    meta_split = meta_info("offsets", 1, {"OPERATOR_STATE_DISTRIBUTION_MODE": "SPLIT_DISTRIBUTE"},
+                           {"VALUE_SERIALIZER": snapshot(LONG)})
+    meta_union = meta_info("union", 1, {"OPERATOR_STATE_DISTRIBUTION_MODE": "UNION"},
+                           {"VALUE_SERIALIZER": snapshot(STRING)})
+    meta_rules = meta_info("rules", 2, {"OPERATOR_STATE_DISTRIBUTION_MODE": "BROADCAST"},
+                           {"KEY_SERIALIZER": snapshot(STRING), "VALUE_SERIALIZER": snapshot(LONG)})
+    split = [i64(100 * index + j) for j in range(index + 2)]
+    stream, offs = operator_stream([(meta_split, split), (meta_union, [string_value(f"u{index}")])],
+                                   [(meta_rules, [(string_value("r1"), i64(1)), (string_value("r2"), i64(2))])])
+    states = {"offsets": (0, offs[0]), "union": (1, offs[1]), "rules": (2, offs[2])}
+    return stream, states
+
+
+def _write(path: pathlib.Path, compress: bool = False, max_parallelism: int = MAX_P) -> pathlib.Path:
+    path.mkdir()
+    keyed_subtasks, op_subtasks = [], []
+    for index, groups in enumerate((range(0, 2), range(2, max_parallelism))):
+        stream, offsets = _keyed_subtask(groups, compress, max_parallelism)
+        (path / f"keyed-{index}").write_bytes(stream)
+        handle = savepoint_keyed_handle(groups.start, offsets, relative_handle(f"keyed-{index}", len(stream)))
+        keyed_subtasks.append(subtask(index, None, handle))
+        ostream, states = _operator_subtask(index)
+        op_subtasks.append(subtask(index, operator_handle(states, inline_handle(ostream))))
+    ops = [
+        operator(bytes.fromhex(operator_id_of_uid("proc")), 2, max_parallelism, keyed_subtasks),
+        operator(bytes.fromhex(operator_id_of_uid("src")), 2, max_parallelism, op_subtasks),
+    ]
+    (path / "_metadata").write_bytes(metadata(ops))
+    return path
+
+
+@pytest.mark.parametrize("compress, max_parallelism", [(False, MAX_P), (True, MAX_P), (False, 1000)])
+def test_hand_made_savepoint_reads_back(tmp_path: pathlib.Path, compress: bool, max_parallelism: int) -> None:
+    with FlinkSavepoint.open(_write(tmp_path / "sp", compress, max_parallelism), uids=["proc", "src"]) as sp:
+        proc, src = sp.operator("proc"), sp.operator("src")
+        assert proc.keyed_state_names == ["count", "names", "seen", "sums", "tags"]
+        names = proc.keyed_state("names")
+        assert names.ttl and names.get("k4") == ["k4,0", "k4,1"]
+        assert [v.timestamp for v in dict(names.items(with_ttl=True))["k4"]] == [7, 7]
+        count = proc.keyed_state("count")
+        assert dict(count.items()) == {k: int(k[1:]) for k in KEYS}
+        assert count.get("k7") == 7 and count.get("nope", -1) == -1
+        table = count.to_arrow()
+        assert dict(zip(table.column("key").to_pylist(), table.column("key_group").to_pylist())) == {
+            string_value(k): g for k, g in KEYS.items()}
+        assert table.column("subtask").to_pylist() == [0 if g < 2 else 1 for g in table.column("key_group").to_pylist()]
+        tags = proc.keyed_state("tags")
+        assert tags.ttl and tags.get("k3") == {"a": 3, "b": 3}
+        assert ("k3", "a", (50, 3)) in [(k, u, (v.timestamp, v.value)) for k, u, v in tags.items(with_ttl=True)]
+        assert proc.keyed_state("seen").get("k5") == [50, 51, 52]
+        sums = proc.keyed_state("sums")
+        assert sums.has_namespace and sums.get("k2", namespace=TimeWindow(0, 100)) == 2
+        assert proc.timer_services == [("user-timers", "event-time")]
+        assert sorted(proc.timers("user-timers").items()) == sorted((k, None, 1000 + int(k[1:])) for k in KEYS)
+        offsets = src.list_state("offsets")
+        assert offsets.mode.name == "SPLIT_DISTRIBUTE" and [offsets.partition(i) for i in (0, 1)] == [
+            [0, 1], [100, 101, 102]]
+        assert src.list_state("union").elements() == ["u0", "u1"]
+        assert src.broadcast_state("rules").to_dict(1) == {"r1": 1, "r2": 2}
+
+
+@pytest.mark.parametrize("parallelism", [1, 3, 4])
+def test_restore_plan_places_every_row_and_element_once(tmp_path: pathlib.Path, parallelism: int) -> None:
+    with FlinkSavepoint.open(_write(tmp_path / "sp"), uids=["proc", "src"]) as sp:
+        plan = sp.restore_plan(parallelism)
+        seen = collections.Counter()
+        for sub in plan.subtasks("proc"):
+            rows = sub.keyed_rows("count")
+            groups = rows.column("key_group").to_numpy()
+            assert np.all((groups >= sub.key_group_range.first) & (groups <= sub.key_group_range.last))
+            seen.update(rows.column("key").to_pylist())
+        assert seen == collections.Counter(string_value(k) for k in KEYS)
+        subs = plan.subtasks("src")
+        split = collections.Counter(e for s in subs for e in s.list_state("offsets").to_pylist())
+        assert sorted(split) == sorted(i64(v) for v in (0, 1, 100, 101, 102)) and set(split.values()) == {1}
+        assert all(len(s.list_state("union")) == 2 for s in subs)
+        assert [len(s.broadcast_state("rules")[0]) for s in subs] == [2] * parallelism
+    with pytest.raises(Exception, match="max parallelism"):
+        FlinkSavepoint.open(tmp_path / "sp", uids=["proc"]).restore_plan(MAX_P + 1)
+
+
+def _sections(count: int) -> list[KeyGroupSection]:
+    out = []
+    for kg in range(count):
+        pairs = [(bytes([kg]) + string_value(f"k{kg}-{j}") + b"\x00", i64(j)) for j in range(kg % 5 + 1)]
+        out.append(KeyGroupSection(kg, 0, key_group_section([(0, pairs), (1, pairs[:1])]), ("s", 0)))
+    return out
+
+
+def test_vector_walk_and_single_lane_walk_agree() -> None:
+    sections = _sections(20)
+    together = walk_key_groups(sections)
+    one_by_one = [walk_key_groups([s]) for s in sections]
+    assert len(together.state) == sum(len(w.state) for w in one_by_one)
+    assert together.state.tolist() == [x for w in one_by_one for x in w.state.tolist()]
+    assert together.key_len.tolist() == [x for w in one_by_one for x in w.key_len.tolist()]
+
+
+@pytest.mark.parametrize("damage", ["no-end-mark", "long-key", "bytes-after-end", "negative-value"])
+def test_hostile_key_group_sections(damage: str) -> None:
+    good = key_group_section([(0, [(b"\x01" + string_value("k") + b"\x00", i64(1))])])
+    bad = {"no-end-mark": good[:-2],
+           "long-key": good[:2] + i32(10_000) + good[6:],
+           "bytes-after-end": good + b"\x00",
+           "negative-value": good[:2] + i32(4) + good[6:10] + i32(-3) + good[14:]}[damage]
+    with pytest.raises(CorruptSavepointError) as err:
+        walk_key_groups([KeyGroupSection(1, 0, bad, ("file-x", 500))])
+    assert err.value.path == "file-x" and err.value.byte_range[0] >= 500
+
+
+def test_key_group_prefix_is_checked(tmp_path: pathlib.Path) -> None:
+    path = _write(tmp_path / "sp")
+    data = bytearray((path / "keyed-0").read_bytes())
+    at = data.index(string_value("k4")) - 1  # k4 lives in key group 0
+    data[at] = 1
+    (path / "keyed-0").write_bytes(bytes(data))
+    with pytest.raises(CorruptSavepointError, match="prefixed with key group 1"):
+        FlinkSavepoint.open(path, uids=["proc"]).operator("proc").keyed_state("count")
+
+
+def test_ambiguous_composite_keys_carry_part_lengths() -> None:
+    string_type = FlinkType("string", "s", 3, b"", length=-1)
+    key, ns = string_value("key"), string_value("namespace!")
+    cell = b"\x02" + key + bytes([len(key)]) + ns + bytes([len(ns)]) + b"user"
+    parts = split_keys(pa.array([cell], pa.binary()), 1, string_type, string_type, True, "s")
+    assert [parts[p][0].as_py() for p in ("key", "namespace", "user_key")] == [key, ns, b"user"]
+    bad = b"\x02" + key + bytes([len(key) + 1]) + ns + bytes([len(ns)])
+    with pytest.raises(CorruptSavepointError, match="does not match"):
+        split_keys(pa.array([bad], pa.binary()), 1, string_type, string_type, False, "s")
+
+
+def test_opaque_key_before_a_user_key_is_refused() -> None:
+    kryo = FlinkType("kryo", "k", 2, b"", length=-1)
+    void = FlinkType("void-namespace", "v", 3, b"", length=0)
+    with pytest.raises(UnsupportedFormatError, match="cannot split"):
+        split_keys(pa.array([b"\x01abc\x00uk"], pa.binary()), 1, kryo, void, True, "s")
+    # Without a user key the fixed-width namespace delimits it.
+    parts = split_keys(pa.array([b"\x01abc\x00"], pa.binary()), 1, kryo, void, False, "s")
+    assert parts["key"][0].as_py() == b"abc"
+
+
+def test_native_savepoint_is_refused_on_read(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "native"
+    path.mkdir()
+    incremental = b"\x0b" + i64(1) + b"\x00\x02id" + i32(0) + i32(4) + i64(9) + b"\x00" + i32(0) + i32(0) + b"\x00\x02id"
+    (path / "_metadata").write_bytes(metadata([operator(bytes(16), 1, 4, [subtask(0, None, incremental)])]))
+    with FlinkSavepoint.open(path) as sp:
+        with pytest.raises(UnsupportedFormatError, match="native-format.*canonical savepoint"):
+            sp.operators[0].keyed_state_names
+
+
+def test_timers_in_raw_keyed_state_are_refused(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "raw"
+    path.mkdir()
+    raw = savepoint_keyed_handle(0, [0] * 4, inline_handle(b"raw timers"))
+    (path / "_metadata").write_bytes(metadata([operator(bytes(16), 1, 4, [subtask(0, None, None, raw)])]))
+    with FlinkSavepoint.open(path) as sp:
+        assert sp.operators[0].has_raw_state
+        with pytest.raises(UnsupportedFormatError, match="heap timers"):
+            sp.operators[0].timer_services
+
+
+def test_runs_cut_rows_by_key_group_and_subtask(tmp_path: pathlib.Path) -> None:
+    with FlinkSavepoint.open(_write(tmp_path / "sp"), uids=["proc"]) as sp:
+        (first, second) = list(sp.operator("proc").keyed_subtasks())
+        info, rows = first.states["count"]
+        groups, starts, ends = rows.runs()
+        assert info.options["KEYED_STATE_TYPE"] == "VALUE" and first.key_groups == range(0, 2)
+        assert groups.tolist() == [0, 1] and starts[0] == 0 and ends[-1] == len(rows.keys)
+        assert all(set(rows.key_groups[s:e].tolist()) == {g} for g, s, e in zip(groups, starts, ends))
+
+
+def _read_everything(path: pathlib.Path) -> None:
+    with FlinkSavepoint.open(path, uids=["proc", "src"]) as sp:
+        for op in sp.operators:
+            for name in op.keyed_state_names:
+                list(op.keyed_state(name).items(with_ttl=True))
+            for service, domain in op.timer_services:
+                list(op.timers(service, domain).items())
+            for name in op.list_state_names:
+                op.list_state(name).elements()
+            for name in op.broadcast_state_names:
+                op.broadcast_state(name).items(0)
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_random_damage_to_state_files_gives_typed_errors_only(tmp_path: pathlib.Path, compress: bool) -> None:
+    import random
+
+    from pyref.errors import SavepointError
+
+    rng = random.Random(5)
+    good = _write(tmp_path / "good", compress)
+    files = {name: (good / name).read_bytes() for name in ("keyed-0", "keyed-1", "_metadata")}
+    for trial in range(150):
+        path = tmp_path / f"t{trial}"
+        path.mkdir()
+        target = rng.choice(sorted(files))
+        for name, data in files.items():
+            if name == target:
+                data = bytearray(data)
+                for _ in range(rng.randint(1, 3)):
+                    data[rng.randrange(len(data))] = rng.randrange(256)
+            (path / name).write_bytes(bytes(data))
+        try:
+            _read_everything(path)
+        except SavepointError:
+            pass
+
+
+def test_key_groups_that_do_not_match_the_key_hash_are_reported(tmp_path: pathlib.Path) -> None:
+    # The hand-made savepoint puts keys in key groups of its own choosing, not Flink's.
+    with FlinkSavepoint.open(_write(tmp_path / "sp"), uids=["proc"]) as sp:
+        with pytest.raises(CorruptSavepointError, match="hashes to"):
+            sp.operator("proc").keyed_state("count").check_key_groups()

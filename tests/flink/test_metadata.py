@@ -1,0 +1,164 @@
+"""Flink ``_metadata`` and state handles on hand-made bytes: every version's
+operator layout, the handle types, refusals, and hostile input."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from pyref.testing.flink_bytes import (
+    i32,
+    i64,
+    inline_handle,
+    metadata,
+    operator,
+    operator_handle,
+    relative_handle,
+    savepoint_keyed_handle,
+    subtask,
+    utf,
+)
+
+from pyref.errors import CorruptSavepointError, SavepointError, UnsupportedFormatError
+from pyref.flink.handles import DistributionMode, KeyGroupsHandle, RefusedHandle
+from pyref.flink.metadata import parse_metadata
+
+OP_ID = bytes(range(16))
+
+
+def _sample(version: int = 4) -> bytes:
+    keyed = savepoint_keyed_handle(0, [0, 40, 0, 90], relative_handle("abc-123", 120))
+    ops = operator_handle({"offsets": (0, [30, 38]), "rules": (2, [46])}, inline_handle(b"x" * 60))
+    return metadata([operator(OP_ID, 2, 4, [subtask(0, ops, keyed), subtask(1)], version=version,
+                              name="Source: kafka", uid="kafka-source", coordinator=inline_handle(b"coord"))],
+                    version=version)
+
+
+@pytest.mark.parametrize("version", [3, 4, 5, 6])
+def test_versions_3_to_6(version: int) -> None:
+    md = parse_metadata(_sample(version))
+    assert (md.version, md.checkpoint_id) == (version, 7)
+    (op,) = md.operators
+    assert op.operator_id == OP_ID.hex() and (op.parallelism, op.max_parallelism) == (2, 4)
+    assert (op.name, op.uid) == (("Source: kafka", "kafka-source") if version >= 5 else (None, None))
+    assert op.coordinator_state.data == b"coord"
+    first = op.subtasks[0]
+    assert isinstance(first.managed_keyed_state, KeyGroupsHandle)
+    assert first.managed_keyed_state.offsets == (0, 40, 0, 90)
+    assert first.managed_keyed_state.stream.kind == "relative-file"
+    states = first.managed_operator_state.states
+    assert states["offsets"].mode is DistributionMode.SPLIT_DISTRIBUTE and states["rules"].offsets == (46,)
+    assert op.subtasks[1].managed_keyed_state is None
+    assert md.snapshot_format == ("CANONICAL" if version >= 4 else None)
+
+
+def test_version_2_layout() -> None:
+    # v2: chain length instead of coordinator state, legacy fields before each subtask state.
+    body = OP_ID + i32(1) + i32(1) + i32(1) + i32(1) + i32(0) + i64(0) + i32(0) + i32(0) + i32(0) + b"\x00\x00"
+    md = parse_metadata(i32(0x4960672D) + i32(2) + i64(1) + i32(0) + i32(1) + body)
+    assert md.operators[0].subtasks[0].managed_keyed_state is None
+
+
+def test_version_7_reference_checkpoint_and_finished_subtasks() -> None:
+    finished = i32(-2)  # subtask 1, finished: nothing follows
+    live = subtask(0) + b"\x01" + i64(3)
+    md = parse_metadata(metadata([operator(OP_ID, 2, 8, [live, finished], version=7)], version=7))
+    subs = md.operators[0].subtasks
+    assert [(s.index, s.finished) for s in subs] == [(0, False), (1, True)]
+
+
+def test_fully_finished_operator() -> None:
+    md = parse_metadata(metadata([OP_ID + i32(3) + i32(8) + b"\x00" + i32(-1)]))
+    assert md.operators[0].finished and md.operators[0].subtasks == ()
+
+
+@pytest.mark.parametrize("handle, what", [
+    (b"\x05" + i64(1) + utf("backend") + i32(0) + i32(4) + b"\x00" + i32(0) + i32(0), "native-format"),
+    (b"\x0b" + i64(1) + utf("backend") + i32(0) + i32(4) + i64(9) + b"\x00" + i32(0) + i32(0) + utf("id"),
+     "native-format"),
+    (b"\x0c" + i32(0) + i32(1) + i64(0) + b"\x00" + utf("id"), "checkpoint"),
+    (b"\x0e" + i32(0) + i32(4) + i64(0) + i32(0) + i32(0) + i64(1) + i64(1) + utf("id"), "changelog"),
+])
+def test_refused_keyed_handles_are_parsed_then_refused(handle: bytes, what: str) -> None:
+    md = parse_metadata(metadata([operator(OP_ID, 1, 4, [subtask(0, None, handle)])]))
+    refused = md.operators[0].subtasks[0].managed_keyed_state
+    assert isinstance(refused, RefusedHandle)
+    error = refused.refuse("sp")
+    assert isinstance(error, UnsupportedFormatError)
+    assert what in str(error) and "canonical savepoint" in str(error)
+
+
+def test_unaligned_channel_state_is_refused() -> None:
+    sub = subtask(0)[:-8] + i32(1) + i32(0)
+    with pytest.raises(UnsupportedFormatError, match="unaligned"):
+        parse_metadata(metadata([operator(OP_ID, 1, 4, [sub])]))
+
+
+def test_wrong_magic_and_unknown_version() -> None:
+    with pytest.raises(CorruptSavepointError, match="magic"):
+        parse_metadata(b"PK\x03\x04" + bytes(20))
+    with pytest.raises(UnsupportedFormatError, match="version 99"):
+        parse_metadata(i32(0x4960672D) + i32(99) + bytes(20))
+
+
+def test_every_truncation_is_a_typed_error() -> None:
+    # Up to the Java-serialized properties at the end, which are kept as bytes, unparsed.
+    data = _sample(6)
+    for cut in range(len(data) - len(b"\xac\xed\x00\x05t\x00\tCANONICAL") + 4):
+        try:
+            parse_metadata(data[:cut])
+        except SavepointError:
+            continue
+        raise AssertionError(f"a metadata cut at {cut} of {len(data)} bytes parsed")
+
+
+def test_random_damage_gives_typed_errors_only() -> None:
+    rng = random.Random(11)
+    data = _sample(4)
+    for _ in range(400):
+        damaged = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            damaged[rng.randrange(8, len(damaged))] = rng.randrange(256)
+        try:
+            parse_metadata(bytes(damaged))
+        except SavepointError:
+            pass
+
+
+def _file_handle(path: str, size: int) -> bytes:
+    return b"\x02" + i64(size) + utf(path)
+
+
+def test_state_paths_stay_in_the_savepoint_directory(tmp_path) -> None:
+    from pyref.flink.handles import HandleStore, StreamHandle
+
+    sp = tmp_path / "sp"
+    sp.mkdir()
+    (sp / "state").write_bytes(b"abc")
+    (tmp_path / "secret").write_bytes(b"xyz")
+    store = HandleStore(str(sp))
+    assert store.local_path(StreamHandle("relative-file", "state", 3)) == str(sp / "state")
+    assert store.local_path(StreamHandle("file", f"file:{sp}/state", 3)) == str(sp / "state")
+    # A savepoint moved from elsewhere: its absolute paths resolve to the file of the same name here.
+    assert store.local_path(StreamHandle("file", "file:/old/place/state", 3)) == str(sp / "state")
+    with pytest.raises(CorruptSavepointError, match="leaves"):
+        store.local_path(StreamHandle("relative-file", "../secret", 3))
+    with pytest.raises(UnsupportedFormatError, match="outside the savepoint directory"):
+        store.local_path(StreamHandle("file", str(tmp_path / "secret"), 3))
+    assert HandleStore(str(sp), allow_external_files=True).local_path(
+        StreamHandle("file", str(tmp_path / "secret"), 3)) == str(tmp_path / "secret")
+    with pytest.raises(UnsupportedFormatError, match="s3"):
+        store.local_path(StreamHandle("file", "s3://bucket/elsewhere", 3))
+    with pytest.raises(CorruptSavepointError, match="says 9 bytes"):
+        store.open(StreamHandle("relative-file", "state", 9))
+
+
+def test_segment_and_file_handles() -> None:
+    segment = b"\x0f" + i64(5) + i64(10) + i32(0) + utf("/cp/shared/merged") + utf("id-1")
+    ops = operator_handle({"offsets": (0, [1])}, segment)
+    md = parse_metadata(metadata([operator(OP_ID, 1, 4, [subtask(0, ops, None)])]))
+    stream = md.operators[0].subtasks[0].managed_operator_state.stream
+    assert (stream.kind, stream.location, stream.start, stream.size) == ("segment", "/cp/shared/merged", 5, 10)
+    keyed = savepoint_keyed_handle(0, [0], _file_handle("file:/sp/abc", 7))
+    md = parse_metadata(metadata([operator(OP_ID, 1, 1, [subtask(0, None, keyed)])]))
+    assert md.operators[0].subtasks[0].managed_keyed_state.stream.location == "file:/sp/abc"
