@@ -7,10 +7,11 @@ import struct
 
 import pytest
 
+from pyref._proto.savepoint.v1 import manifest_pb2 as pb
 from pyref import CorruptSavepointError, InvalidArgumentError, Savepoint, UnsupportedFormatError, rescale
 from pyref.cli import main
 from pyref.inspection import verify
-from pyref.io import MANIFEST_NAME, open_io
+from pyref.io import MANIFEST_NAME, LocalIO, open_io
 from pyref.manifest import FEATURE_BASE_PATHS, decode_manifest, encode_manifest
 from pyref.testing import SEED_COUNTS, write_seeds
 
@@ -106,3 +107,55 @@ def test_a_shallow_target_in_another_store_is_refused(s3_prefix, tmp_path):
     with pytest.raises(InvalidArgumentError, match="same store"):
         rescale(f"{s3_prefix}/sp", tmp_path / "sp4", 4, base_paths=True)
     assert not (tmp_path / "sp4").exists()
+
+
+@pytest.mark.parametrize("store", ["local", "s3"])
+def test_two_bases_naming_one_directory_cannot_share_stored_bytes(store, tmp_path, request):
+    """A sibling base and the same directory named by path are two bases (rule M5), but
+    their data files are one file each: a state whose chunks reach a file through the
+    second name would share stored bytes with the first despite rule C6. On object
+    stores, where no file identity tells links apart, the name in the store does."""
+    root = str(tmp_path) if store == "local" else request.getfixturevalue("s3_prefix")
+    write_seeds(f"{root}/sp", inline_bytes=0)
+    rescale(f"{root}/sp", f"{root}/sp4", 4)
+    io = open_io(f"{root}/sp4")
+    previous = io.read_file(MANIFEST_NAME)
+    manifest, _ = decode_manifest(previous, path="m")
+    manifest.bases.add(directory="sp", savepoint_id=manifest.bases[0].savepoint_id,
+                       path=open_io(f"{root}/sp").store_path())
+    manifest.required_features.append(FEATURE_BASE_PATHS)
+    again = len(manifest.data_files)
+    manifest.data_files.extend([pb.DataFile(path=f.path, size=f.size, base=2) for f in manifest.data_files])
+    counter = next(op for op in manifest.operators if op.operator_id == "url-counter")
+    copy = counter.keyed_states.add()
+    copy.CopyFrom(counter.keyed_states[0])
+    copy.name = "count-again"
+    for chunk in copy.chunks:
+        chunk.range.file += again
+    io.commit_manifest(encode_manifest(manifest), previous)
+    counter = Savepoint.open(f"{root}/sp4").operator("url-counter")  # C6 by file index sees two files
+    assert dict(counter.keyed_state("count").items()) == SEED_COUNTS
+    with pytest.raises(CorruptSavepointError, match="are the same file"):
+        dict(counter.keyed_state("count-again").items())
+
+
+def test_a_store_root_confines_local_base_paths_and_moves_with_them(tmp_path):
+    """On local files a reader may take a directory as the root of the store (spec/format.md
+    §8.1, §8.5): base paths resolve from there, never out of it, and the directory of
+    savepoints that name each other by path moves as a whole."""
+    root = tmp_path / "store"
+    write_seeds(root / "2024-05-01" / "sp", inline_bytes=0)
+    manifest = rescale(LocalIO(root / "2024-05-01" / "sp", store_root=root),
+                       LocalIO(root / "2024-05-02" / "sp4", store_root=root), 4, base_paths=True)
+    assert [(b.directory, b.path) for b in manifest.bases] == [("sp", "2024-05-01/sp")]
+    moved = tmp_path / "moved"
+    root.rename(moved)
+    assert counts(LocalIO(moved / "2024-05-02" / "sp4", store_root=moved)) == SEED_COUNTS
+    with pytest.raises(CorruptSavepointError, match="'2024-05-01/sp' is missing"):
+        counts(moved / "2024-05-02" / "sp4")  # from /, the path names nothing
+    (moved / "2024-05-01" / "sp").rename(tmp_path / "outside")
+    (moved / "2024-05-01" / "sp").symlink_to(tmp_path / "outside")
+    with pytest.raises(CorruptSavepointError, match="leads outside the store root"):
+        counts(LocalIO(moved / "2024-05-02" / "sp4", store_root=moved))
+    with pytest.raises(InvalidArgumentError, match="not inside its store root"):
+        LocalIO(tmp_path / "outside", store_root=moved)

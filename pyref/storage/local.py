@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 
-from ..errors import ConcurrentWriteError, CorruptSavepointError, SavepointNotFoundError
+from ..errors import ConcurrentWriteError, CorruptSavepointError, InvalidArgumentError, SavepointNotFoundError
 from ..location import resolve_local
 from .base import (
     DATA_DIR,
@@ -69,15 +69,28 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def _is_inside(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
 class LocalIO(SavepointIO):
-    """A local savepoint directory, named by its real path (resolved once, here)."""
+    """A local savepoint directory, named by its real path (resolved once, here).
+
+    Its store is the filesystem, whose root is ``/``: bases named by a path resolve from
+    there (spec/format.md §8.1). ``store_root`` confines the savepoint, its bases and
+    their paths to a directory instead (§8.5): a reader of manifests it does not trust,
+    or a corpus that carries its own store (compat_tests), gives it."""
 
     has_commit_lock = True
 
-    def __init__(self, root: str | os.PathLike[str], *, lock_wait: float = LOCK_WAIT_S) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, lock_wait: float = LOCK_WAIT_S,
+                 store_root: str | os.PathLike[str] | None = None) -> None:
         self.root = resolve_local(os.fsdecode(root))
         self.location = self.root
         self.lock_wait = lock_wait
+        self.store_root = os.sep if store_root is None else resolve_local(os.fsdecode(store_root))
+        if not _is_inside(self.root, self.store_root):
+            raise InvalidArgumentError(f"the savepoint is not inside its store root {self.store_root}", path=self.root)
         self._lock_held = False
 
     def _full(self, rel: str) -> str:
@@ -264,20 +277,27 @@ class LocalIO(SavepointIO):
         if os.path.dirname(os.path.realpath(full)) != os.path.dirname(self.root):
             raise CorruptSavepointError(f"base directory {name!r} leads out of the parent directory through a symlink",
                                         path=full)
-        return LocalIO(full, lock_wait=self.lock_wait)
+        return self._in_store(full, f"base directory {name!r}")
 
     def parent_key(self) -> str:
         return os.path.dirname(self.root)
 
     def store_key(self) -> str:
-        return "file://"  # every local directory is in one store: the filesystem
+        # Every local directory is in one store, the filesystem, unless confined to a store root.
+        return f"file://{self.store_root}"
 
     def store_path(self) -> str:
-        return self.root.lstrip(os.sep)
+        return os.path.relpath(self.root, self.store_root).replace(os.sep, "/")
 
     def at_store_path(self, path: str) -> SavepointIO:
         check_relative_path(path, what="base path")
-        return LocalIO(os.sep + path, lock_wait=self.lock_wait)
+        return self._in_store(os.path.join(self.store_root, *path.split("/")), f"base path {path!r}")
+
+    def _in_store(self, full: str, what: str) -> LocalIO:
+        """The savepoint directory ``full``, which must resolve inside the store root (links resolved)."""
+        if not _is_inside(os.path.realpath(full), self.store_root):
+            raise CorruptSavepointError(f"{what} leads outside the store root {self.store_root}", path=full)
+        return LocalIO(full, lock_wait=self.lock_wait, store_root=self.store_root)
 
 
 def _pread_fully(fd: int, length: int, offset: int) -> bytes:
