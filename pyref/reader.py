@@ -8,6 +8,7 @@ Values decode lazily: iterating a state decodes one value at a time, while the
 from __future__ import annotations
 
 import bisect
+import collections
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -183,28 +184,37 @@ class ChunkStore:
                                         path=where, state=state, byte_range=byte_range)
         return stored
 
-    def scan(self, chunks: Sequence[pb.Chunk], state: str) -> Iterator[tuple[pb.Chunk, bytes]]:
-        """``(chunk, stored bytes)`` of every chunk in storage order (inline chunks, then
-        each data file by offset): chunks that follow each other in a file are fetched by
-        one request of up to :data:`SCAN_SPAN_BYTES`, which is what a full read wants on
-        an object store, where each request costs a round trip."""
-        spans: list[list[pb.Chunk]] = []
+    def scan(self, chunks: Sequence[pb.Chunk], columns: int, state: str) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
+        """``(i, read_columns(chunks[i]))`` for every chunk, in storage order (inline chunks,
+        then each data file by offset): chunks that follow each other in a file are fetched
+        by one request of up to :data:`SCAN_SPAN_BYTES`, which is what a full read wants on
+        an object store, where each request costs a round trip. Every chunk is CRC-checked
+        and decoded (several at once) like any other read."""
+        ranged = sorted((i for i, c in enumerate(chunks) if c.WhichOneof("location") == "range"),
+                        key=lambda i: (chunks[i].range.file, chunks[i].range.offset))
+        spans: list[list[int]] = []
         span_bytes = 0
-        for c in sorted((c for c in chunks if c.WhichOneof("location") == "range"),
-                        key=lambda c: (c.range.file, c.range.offset)):
-            last = spans[-1][-1].range if spans else None
-            if (last is not None and last.file == c.range.file and last.offset + last.length == c.range.offset
-                    and span_bytes + c.range.length <= SCAN_SPAN_BYTES):
-                spans[-1].append(c)
-                span_bytes += c.range.length
+        for i in ranged:
+            r = chunks[i].range
+            last = chunks[spans[-1][-1]].range if spans else None
+            if (last is not None and last.file == r.file and last.offset + last.length == r.offset
+                    and span_bytes + r.length <= SCAN_SPAN_BYTES):
+                spans[-1].append(i)
+                span_bytes += r.length
             else:
-                spans.append([c])
-                span_bytes = c.range.length
-        yield from ((c, self.read_stored(c, state)) for c in chunks if c.WhichOneof("location") == "inline_data")
-        # A few spans in flight: memory stays within a few SCAN_SPAN_BYTES.
-        for span, stored in zip(spans, ordered_map(lambda span: self._read_span(span, state), spans,
-                                                   workers=SCAN_SPANS_IN_FLIGHT, prefetch=SCAN_SPANS_IN_FLIGHT)):
-            yield from zip(span, stored)
+                spans.append([i])
+                span_bytes = r.length
+
+        def stored() -> Iterator[tuple[int, bytes]]:
+            yield from ((i, self.read_stored(c, state)) for i, c in enumerate(chunks)
+                        if c.WhichOneof("location") == "inline_data")
+            # A few spans in flight: memory stays within a few SCAN_SPAN_BYTES.
+            fetched = ordered_map(lambda span: self._read_span([chunks[i] for i in span], state), spans,
+                                  workers=SCAN_SPANS_IN_FLIGHT, prefetch=SCAN_SPANS_IN_FLIGHT)
+            for span, data in zip(spans, fetched):
+                yield from zip(span, data)
+
+        return ordered_map(lambda item: (item[0], self._decode(chunks[item[0]], item[1], columns, state)), stored())
 
     def _read_span(self, span: list[pb.Chunk], state: str) -> list[bytes]:
         first, last = span[0].range, span[-1].range
@@ -308,6 +318,32 @@ class PartitionedView:
                 yield [c.slice(r.first, r.count) for c in columns]
 
 
+    def scan_rows(self) -> Iterator[tuple[int, int, list[pa.BinaryArray]]]:
+        """``(partition, index in it of the first row, row columns)`` of every range of every
+        partition, read in storage order (:meth:`ChunkStore.scan`): each chunk is fetched
+        and decoded once however many partitions share it (UNION and BROADCAST lists, a
+        broadcast map every subtask holds), in few large requests. Ranges come in storage
+        order, not partition order."""
+        uses: dict[int, list[tuple[int, int, pb.ElementRange]]] = {}
+        for p, partition in enumerate(self.proto.partitions):
+            index = 0
+            for r in partition.ranges:
+                uses.setdefault(r.chunk, []).append((p, index, r))
+                index += r.count
+        read = list(uses)
+        for i, columns in self._store.scan([self.proto.chunks[c] for c in read], self._columns, self.label):
+            for p, index, r in uses[read[i]]:
+                yield p, index, [c.slice(r.first, r.count) for c in columns]
+
+    @staticmethod
+    def _rows_batch(partition: int, index: int, cells: Sequence[pa.Array], names: Sequence[str]) -> pa.RecordBatch:
+        """One range's rows as ``subtask, index, *names`` (the schema of pyref.spark's list reads)."""
+        count = len(cells[0])
+        return pa.record_batch([pa.array(np.full(count, partition, np.int32)),
+                                pa.array(np.arange(index, index + count, dtype=np.int64)), *cells],
+                               names=["subtask", "index", *names])
+
+
 class ListStateView(PartitionedView):
     """One operator list state."""
 
@@ -331,6 +367,12 @@ class ListStateView(PartitionedView):
     def partition(self, index: int) -> Iterator:
         """Lazily decoded elements of partition ``index``."""
         return self.iter_ranges(self._check_partition(index))
+
+    def scan_batches(self) -> Iterator[pa.RecordBatch]:
+        """Every element of every partition, decoded: ``subtask, index, value``, one batch per
+        range, read in storage order (:meth:`PartitionedView.scan_rows`)."""
+        for p, index, (column,) in self.scan_rows():
+            yield self._rows_batch(p, index, [self.serializer.decode_array(column)], ["value"])
 
     def arrow_ranges(self, ranges: Sequence[pb.ElementRange]) -> pa.Array:
         parts = [self.serializer.decode_array(c) for c in self.read_encoded(ranges)]
@@ -372,9 +414,22 @@ class KeyGroupedView:
 
     def scan_encoded(self) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
         """``(key group, columns)`` of every chunk, in storage order (:meth:`ChunkStore.scan`)."""
-        store = self._store
-        return ordered_map(lambda item: (item[0].key_group, store._decode(*item, self._columns, self.label)),
-                           store.scan(self.proto.chunks, self.label))
+        chunks = self.proto.chunks
+        for i, columns in self._store.scan(chunks, self._columns, self.label):
+            yield chunks[i].key_group, columns
+
+    def scan_key_groups(self) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
+        """:meth:`read_key_groups` of every key group, in storage order: a key group comes
+        once all its chunks are read, so only key groups whose chunks are apart in storage
+        (in two data files, or a base's) wait in memory."""
+        waiting = collections.Counter(self.chunk_key_groups.tolist())
+        parts: dict[int, list[list[pa.BinaryArray]]] = {}
+        for group, columns in self.scan_encoded():
+            parts.setdefault(group, []).append(columns)
+            waiting[group] -= 1
+            if not waiting[group]:
+                held = parts.pop(group)
+                yield group, held[0] if len(held) == 1 else [pa.concat_arrays(c) for c in zip(*held)]
 
     def read_key_groups(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
         """The columns of each key group's chunks (consecutive in ``chunks``) concatenated."""
