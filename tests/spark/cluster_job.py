@@ -2,7 +2,8 @@
 pyref.zip cluster_job.py PREFIX RESULT.json [--kill-executor] [--rewrites]``.
 
 Against savepoints under PREFIX (an s3:// URL): bootstrap one from a DataFrame, read it
-back with the data source and rescale it; with --rewrites also copy it rescaled by Spark
+back with the data source and rescale it; read the timers of a format 1.2 savepoint (window
+counts and timers) and change its max parallelism; with --rewrites also copy it rescaled by Spark
 tasks, change its max parallelism and migrate a state. With --kill-executor, one executor JVM is
 SIGKILLed while the bootstrap's write tasks upload their data files. Writes what it
 saw to RESULT.json for the test to check.
@@ -108,6 +109,18 @@ def main() -> None:
     result["read"] = read.selectExpr("count(*) AS n", "sum(value) AS total").first().asDict()
 
     rescale(boot, f"{prefix}/boot-p5", 5, spark=spark, progress=False)
+
+    # Format 1.2: window counts under namespaces with their pending timers, written by the
+    # driver; executors read the timers and re-hash both into a new max parallelism.
+    from pyref.testing import write_seeds
+
+    windowed = f"{prefix}/windowed"
+    write_seeds(windowed, windowed=True, inline_bytes=0)
+    timers = spark.read.format("savepoint").option("operator", "window-counter") \
+        .option("timer_service", "window-timers").load(windowed)
+    result["timers"] = [[r.key, r.namespace.start, r.namespace.end, r.timestamp] for r in timers.collect()]
+    change_max_parallelism(spark, windowed, f"{prefix}/windowed-mp64", {"window-counter": 64}, partitions=2,
+                           progress=False)
     if "--rewrites" in sys.argv[3:]:
         rescale(boot, f"{prefix}/copies/boot-p2", 2, spark=spark, copy=True, progress=False)
         change_max_parallelism(spark, boot, f"{prefix}/boot-mp7", {"counter": 7}, partitions=2, progress=False)

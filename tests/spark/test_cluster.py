@@ -1,7 +1,8 @@
 """pyref on a real Spark standalone cluster (a master and two workers, each its own JVM,
 executors in JVMs of their own with their own Python workers) against the S3 server:
 the driver is started by spark-submit with pyref shipped by --py-files, as the README
-says, and an executor is SIGKILLed while write tasks upload."""
+says, and an executor is SIGKILLed while write tasks upload. A format 1.2 savepoint (window
+counts and their timers) is read and re-hashed there too."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from pyref import Savepoint
 from pyref.inspection import verify
 from pyref.io import open_io
+from pyref.testing import SEED_TIMERS, SEED_WINDOW_COUNTS
 
 pytest.importorskip("pyspark")
 pytest.importorskip("pandas")
@@ -76,6 +78,14 @@ def test_spark_submit_bootstrap_read_rescale_with_an_executor_killed(cluster, s3
     assert p5.operator("counter").parallelism == 5 and p5.manifest.bases[0].directory == "boot"
     restored = [k for s in p5.restore_plan(5).subtasks("counter") for k, _ in s.keyed_state("count")]
     assert sorted(restored) == sorted(COUNT)
+    # Format 1.2 on the cluster: timers read by executors, then re-hashed with their window counts.
+    assert sorted(map(tuple, result["timers"])) == sorted((url, w.start, w.end, t) for url, w, t in SEED_TIMERS)
+    mp64 = Savepoint.open(f"{prefix}/windowed-mp64")
+    op = mp64.operator("window-counter")
+    assert op.max_parallelism == 64 and verify(mp64).ok and own_files_listed(f"{prefix}/windowed-mp64")
+    assert {(url, w): v for url, w, v in op.keyed_state("count").items()} == SEED_WINDOW_COUNTS
+    plan = mp64.restore_plan(3).subtasks("window-counter")
+    assert sorted(t for s in plan for t in s.timers("window-timers")) == sorted(SEED_TIMERS)
 
 
 @pytest.mark.slow
