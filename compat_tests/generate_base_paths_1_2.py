@@ -23,16 +23,7 @@ import sys
 from collections.abc import Callable
 
 from compat_tests import GOLDEN_DIR, REJECT_DIR
-from compat_tests._build import (
-    add_to_sums,
-    command_line,
-    corpus_files,
-    fresh_dir,
-    provenance,
-    remove_lock,
-    rescale_model,
-    write_model,
-)
+from compat_tests._build import fresh_dir, provenance, remove_lock, rescale_model, write_model
 from compat_tests.canonical import canonical_text, dump_savepoint, error_category, expected_from_model, first_difference
 from compat_tests.conformance import STORE_FILE
 from compat_tests.generate_goldens import Case, write_json
@@ -43,6 +34,7 @@ from compat_tests.generate_rejects_1_2 import REJECT_PARALLELISMS, VERSION_DIR
 from compat_tests.generate_rejects_1_2 import base_model as every_1_2_part
 from compat_tests.generate_rejects_1_2 import reject_cases as rejects_1_2
 from compat_tests.generate_rejects_1_2_bounded_work import cases as bounded_work_rejects_1_2
+from compat_tests.generate_rejects_bounded_work import write_cases
 
 #: Where the base of every case lives, from the case directory (the store's root): not
 #: beside ``savepoint/``, so the savepoint must name it by path.
@@ -222,32 +214,11 @@ def generate_reject(case: RejectCase, target: pathlib.Path, command: str) -> Non
 # --------------------------------------------------------------------------
 
 
-def _write(root: pathlib.Path, items: list, make: Callable[..., None], only: list[str] | None) -> list[str]:
-    """Write the cases of ``items`` missing from ``root/1.2`` with ``make``; add their files to ``root/SHA256SUMS``."""
-    command = command_line()
-    version_dir = root / VERSION_DIR
-    version_dir.mkdir(parents=True, exist_ok=True)
-    made, new_files = [], []
-    for case in items:
-        if only and case.name not in only:
-            continue
-        target = version_dir / case.name
-        if target.exists():
-            print(f"exists, kept: {target}")
-            continue
-        make(case, target, command)
-        made.append(case.name)
-        new_files += [f"{VERSION_DIR}/{case.name}/{rel}" for rel in corpus_files(target)]
-        print(f"wrote {target}")
-    add_to_sums(root, new_files)
-    return made
-
-
 def generate(golden_root: pathlib.Path = GOLDEN_DIR, reject_root: pathlib.Path = REJECT_DIR,
              only: list[str] | None = None) -> list[str]:
-    made = _write(golden_root, golden_cases(), generate_golden, only)
+    made = write_cases(golden_root, golden_cases(), generate_golden, subdirectory=VERSION_DIR, only=only)
     write_golden_readme(golden_root / VERSION_DIR)
-    made += _write(reject_root, reject_cases(), generate_reject, only)
+    made += write_cases(reject_root, reject_cases(), generate_reject, subdirectory=VERSION_DIR, only=only)
     version_dir = reject_root / VERSION_DIR
     write_readme(version_dir, "Reject corpus, format 1.2",
                  "Cases for the rules and parts format 1.2 added (spec/format.md §9.1), made by "
@@ -269,13 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true")
     args = parser.parse_args(argv)
     if args.list:
-        for c in golden_cases():
-            print(f"golden/{VERSION_DIR}/{c.name}: {c.exercises}")
-        for c in reject_cases():
-            print(f"reject/{VERSION_DIR}/{c.name} [{c.category}]: {c.breaks}")
+        print(*(f"golden/{VERSION_DIR}/{c.name}: {c.exercises}" for c in golden_cases()),
+              *(f"reject/{VERSION_DIR}/{c.name} [{c.category}]: {c.breaks}" for c in reject_cases()), sep="\n")
         return 0
-    made = generate(args.golden_out, args.reject_out, args.case)
-    print(f"{len(made)} cases written")
+    print(f"{len(generate(args.golden_out, args.reject_out, args.case))} cases written")
     return 0
 
 
