@@ -21,7 +21,7 @@ from pyref.testing import SEED_TIMERS, SEED_WINDOW_COUNTS
 
 pytest.importorskip("pyspark")
 pytest.importorskip("pandas")
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
 JOB = pathlib.Path(__file__).with_name("cluster_job.py")
 BUCKET = "pyref-tests"
