@@ -70,7 +70,8 @@ class KeyedPlan:
     namespace: Mapped | None  # None: the void namespace
     user_key: Mapped | None
     value: Mapped  # the value, a LIST element or a MAP value (TTL unwrapped)
-    ttl: TtlConfig | None
+    ttl: TtlConfig | None  # the configuration (None when only reading)
+    ttl_cells: bool = False  # Flink stores every value with its last-access timestamp
     map_nulls: bool = False  # a MAP state holding null values: values are nullable
 
 
@@ -132,6 +133,7 @@ class _Planner:
     ttl_default: TtlConfig | None
     skip_states: set[str]
     demotions: Mapping[Place, str]
+    only: str | None = None  # reading one state (Flink's name): the others are not planned
     refused: list[str] = field(default_factory=list)
     needs_ttl: list[str] = field(default_factory=list)
     used_skips: set[str] = field(default_factory=set)
@@ -142,6 +144,8 @@ class _Planner:
         return map_type(type_, nullable_strings=demotion == "nullable", opaque=demotion == "opaque")
 
     def skipped(self, op: OperatorPlan, name: str) -> bool:
+        if self.only is not None:
+            return name != self.only
         for key in _state_keys(op, name):
             if key in self.skip_states:
                 self.used_skips.add(key)
@@ -153,6 +157,8 @@ class _Planner:
         self.refused.append(f"{op.operator_id}/{name}: {why}")
 
     def ttl_of(self, op: OperatorPlan, name: str) -> TtlConfig | None:
+        if self.only is not None:
+            return None  # read as stored: the timestamps, whatever the configuration
         for key in _state_keys(op, name):
             if key in self.ttl:
                 self.used_ttls.add(key)
@@ -164,7 +170,7 @@ class _Planner:
     def operator(self, flink: FlinkOperator) -> OperatorPlan:
         uid = flink.uid or (flink.name if operator_id_of_uid(flink.name) == flink.operator_id else "")
         op = OperatorPlan(flink, flink.name, uid)
-        if flink.has_raw_state:
+        if flink.has_raw_state and self.only is None:
             self.refused.append(f"{op.operator_id}: raw (user-serialized) operator or keyed state, which only the "
                                 "job's own code reads; with RocksDB it holds the timers when they are kept on the "
                                 "heap (state.backend.rocksdb.timer-service.factory: HEAP): take the savepoint with "
@@ -220,7 +226,7 @@ class _Planner:
         op.keyed.append(KeyedPlan(
             name, kind, KINDS[kind], namespace_type, stored, namespace,
             self.mapped(user_key, Place(op.operator_id, name, "user_key")) if user_key is not None else None,
-            self.mapped(cell, value_place), ttl,
+            self.mapped(cell, value_place), ttl, wrapped,
             map_nulls=self.demotions.get(Place(op.operator_id, name, "map_null")) == "nullable"))
         return None
 
@@ -256,10 +262,12 @@ def _state_keys(op: OperatorPlan, name: str) -> list[str]:
 
 def plan_import(sp: FlinkSavepoint, *, ttl: Mapping[str, TtlConfig] | None = None,
                 ttl_default: TtlConfig | None = None, skip_states: Iterable[str] = (),
-                demotions: Mapping[Place, str] | None = None, operators: Iterable[str] | None = None
-                ) -> list[OperatorPlan]:
+                demotions: Mapping[Place, str] | None = None, operators: Iterable[str] | None = None,
+                only: str | None = None) -> list[OperatorPlan]:
     """The plan of every operator (or of ``operators``, by hex id), or a typed error
-    listing everything that cannot be imported."""
+    listing everything that cannot be imported. ``only``: plan one state (Flink's name:
+    a list, broadcast or keyed state, or a timer queue) to read it; no TTL configuration
+    is needed then."""
     if sp.metadata.snapshot_format == "NATIVE":
         raise UnsupportedFormatError(f"a native-format savepoint: its state is in the state backend's own layout; "
                                      f"{TAKE_CANONICAL}", path=sp.location)
@@ -267,7 +275,7 @@ def plan_import(sp: FlinkSavepoint, *, ttl: Mapping[str, TtlConfig] | None = Non
         names = ", ".join(m.name for m in sp.metadata.master_states)
         raise UnsupportedFormatError(f"the savepoint holds checkpoint master hook state ({names}), which pyref's "
                                      "format has no place for", path=sp.location)
-    planner = _Planner(sp, dict(ttl or {}), ttl_default, set(skip_states), dict(demotions or {}))
+    planner = _Planner(sp, dict(ttl or {}), ttl_default, set(skip_states), dict(demotions or {}), only)
     wanted = set(operators) if operators is not None else None
     plans = [planner.operator(op) for op in sp.operators if wanted is None or op.operator_id in wanted]
     if planner.refused:
@@ -278,7 +286,7 @@ def plan_import(sp: FlinkSavepoint, *, ttl: Mapping[str, TtlConfig] | None = Non
             f"states under TTL need a TTL configuration, which Flink does not store: {', '.join(planner.needs_ttl)}; "
             "give each with --ttl OPERATOR/STATE=DURATION[:update][:visibility] (ttl={'op/state': TtlConfig(...)}) "
             "or all with --ttl-default", path=sp.location)
-    if wanted is None:
+    if wanted is None and only is None:
         unknown = sorted(set(planner.skip_states) - planner.used_skips) + sorted(set(planner.ttl) - planner.used_ttls)
         if unknown:
             raise InvalidArgumentError(f"no such state (or no TTL on it): {', '.join(unknown)}", path=sp.location)

@@ -50,13 +50,13 @@ from ..serializers.base import fixed_width_binary
 from ..ttl import TtlConfig
 from ..writer import OperatorWriter, SavepointWriter
 from .from_flink import Demotion, Mapped
-from .import_plan import KeyedPlan, OperatorPlan, Place, plan_import
+from .import_plan import BroadcastPlan, KeyedPlan, ListPlan, OperatorPlan, Place, TimerPlan, plan_import
 from .keyed import KeyedSubtask
 from .savepoint import FlinkSavepoint, _prefix_bytes
 from .spans import Spans, constant, join, reversed_fixed, u32_le
 from .state_views import FlinkKeyedStateView, FlinkTimerView
 
-__all__ = ["import_flink", "ImportReport", "OperatorImport", "Replan", "DEFAULT_BATCH_BYTES"]
+__all__ = ["import_flink", "ImportReport", "OperatorColumns", "OperatorImport", "Replan", "DEFAULT_BATCH_BYTES"]
 
 #: Stored bytes of keyed state read and transcoded at once (whole key groups).
 DEFAULT_BATCH_BYTES = 64 << 20
@@ -105,11 +105,132 @@ def _ttl_cells(mapped: Mapped, cells: Spans, where: str) -> pa.BinaryArray:
     return join(constant(stamps, len(cells), 8), Spans.of(values))
 
 
+class OperatorColumns:
+    """One operator's Flink state as pyref's encoded columns (:mod:`pyref.flink.from_flink`):
+    a subtask's list and broadcast states, or a run of key groups of its keyed state."""
+
+    def __init__(self, plan: OperatorPlan) -> None:
+        self.plan = plan
+        self._prefix = _prefix_bytes(plan.flink.max_parallelism)
+
+    def _label(self, name: str) -> str:
+        return f"{self.plan.operator_id}/{name}"
+
+    def _column(self, mapped: Mapped, cells: pa.Array, state: str, role: str) -> pa.BinaryArray:
+        with _at(Place(self.plan.operator_id, state, role)):
+            return mapped.column(Spans.of(cells), self._label(state))
+
+    def list_elements(self, p: ListPlan, elements: pa.BinaryArray) -> pa.BinaryArray:
+        return self._column(p.element, elements, p.name, "element")
+
+    def broadcast_entries(self, p: BroadcastPlan, keys: pa.BinaryArray, values: pa.BinaryArray
+                          ) -> tuple[pa.BinaryArray, pa.BinaryArray]:
+        return (self._column(p.key, keys, p.name, "broadcast_key"),
+                self._column(p.value, values, p.name, "broadcast_value"))
+
+    def keyed(self, p: KeyedPlan, batch: KeyedSubtask) -> tuple[list[pa.BinaryArray], np.ndarray] | None:
+        """A keyed state's columns in a run of key groups (key, [namespace], [user key],
+        value) and each row's key group; None when the run holds none of its rows."""
+        found = batch.states.get(p.name)
+        if found is None or not len(found[1].keys):
+            return None
+        rows = found[1]
+        view = FlinkKeyedStateView(p.name, p.flink_kind, batch.key_type, p.namespace_type, p.stored_type, rows,
+                                   self._prefix, self.plan.flink.max_parallelism)
+        table = view.to_arrow()
+        columns = [self._keys(table.column("key").combine_chunks(), rows.key_groups, p.name)]
+        if p.namespace is not None:
+            columns.append(self._column(p.namespace, table.column("namespace").combine_chunks(), p.name, "namespace"))
+        if p.user_key is not None:
+            columns.append(self._column(p.user_key, table.column("user_key").combine_chunks(), p.name, "user_key"))
+        with _at(Place(self.plan.operator_id, p.name, "value")):
+            columns.append(self._values(p, view, table))
+        return columns, rows.key_groups
+
+    def timers(self, p: TimerPlan, batch: KeyedSubtask) -> tuple[list[pa.BinaryArray], np.ndarray] | None:
+        """A timer service's columns in a run of key groups (key, [namespace], timestamp)."""
+        found = batch.states.get(p.queue)
+        if found is None or not len(found[1].keys):
+            return None
+        rows = found[1]
+        timer = found[0].serializers["VALUE_SERIALIZER"]
+        table = FlinkTimerView(p.service, p.flink_domain, timer.children[0], timer.children[1], rows,
+                               self._prefix, self.plan.flink.max_parallelism).to_arrow()
+        columns = [self._keys(table.column("key").combine_chunks(), rows.key_groups, p.queue)]
+        if p.namespace is not None:
+            columns.append(self._column(p.namespace, table.column("namespace").combine_chunks(), p.queue, "namespace"))
+        stamps = table.column("timestamp").to_numpy().astype("<i8")
+        columns.append(fixed_width_binary(stamps.view(np.uint8), len(stamps), 8))
+        return columns, rows.key_groups
+
+    def _keys(self, keys: pa.BinaryArray, key_groups: np.ndarray, state: str) -> pa.BinaryArray:
+        """The keys as pyref encodes them; with hashed key groups, each one's key group
+        recomputed and compared with the one Flink stored it under."""
+        encoded = self._column(self.plan.key, keys, "", "key")
+        if self.plan.hash_type is not None:
+            decoded = self.plan.key.serializer.decode_array(encoded)
+            expected = compute_key_groups(decoded, self.plan.flink.max_parallelism, self.plan.hash_type)
+            bad = np.flatnonzero(expected != key_groups)
+            if bad.size:
+                i = int(bad[0])
+                raise CorruptSavepointError(
+                    f"key {decoded[i].as_py()!r} is stored in key group {int(key_groups[i])} but hashes to "
+                    f"{int(expected[i])} ({bad.size} rows differ)", state=self._label(state))
+        return encoded
+
+    def _cells(self, p: KeyedPlan, cells: Spans, where: str) -> pa.BinaryArray:
+        return _ttl_cells(p.value, cells, where) if p.ttl_cells else p.value.column(cells, where)
+
+    def _values(self, p: KeyedPlan, view: FlinkKeyedStateView, table: pa.Table) -> pa.BinaryArray:
+        where = self._label(p.name)
+        if p.kind == "list":
+            return self._lists(p, view, where)
+        cells = Spans.of(table.column("value").combine_chunks())
+        if p.kind != "map":
+            return self._cells(p, cells, where)
+        nulls = table.column("value_is_null").to_numpy(zero_copy_only=False)
+        if not nulls.any():
+            encoded = self._cells(p, cells, where)
+            return encoded if not p.map_nulls or p.value.nullable else join(constant(b"\x01", len(cells), 1),
+                                                                            Spans.of(encoded))
+        if p.ttl_cells:
+            raise UnsupportedFormatError("a MAP state under TTL stores a null value without its timestamp", state=where)
+        if not p.map_nulls and not p.value.nullable:
+            raise Replan(Place(self.plan.operator_id, p.name, "map_null"), "nullable", "a null MAP value")
+        present = np.flatnonzero(~nulls)
+        encoded = Spans.of(p.value.column(cells.take(present), where))
+        if not p.value.nullable:
+            encoded = Spans.of(join(constant(b"\x01", len(present), 1), encoded))
+        full = Spans(np.zeros(1, np.uint8), np.zeros(len(nulls), np.int64), np.ones(len(nulls), np.int64))  # 0x00
+        placed = Spans(encoded.buffer, np.zeros(len(nulls), np.int64), np.zeros(len(nulls), np.int64))
+        placed.starts[present] = encoded.starts
+        placed.lengths[present] = encoded.lengths
+        return full.where(~nulls, placed).column()
+
+    def _lists(self, p: KeyedPlan, view: FlinkKeyedStateView, where: str) -> pa.BinaryArray:
+        """Flink's elements joined by ``,`` as pyref's list: u32 count, framed elements."""
+        rows, elements = view.list_elements()
+        encoded = self._cells(p, Spans.of(elements), where)
+        if p.value.width is None:  # a TTL cell of a fixed-width value is fixed-width too (8 + w)
+            framed = Spans.of(join(u32_le(_lengths(encoded)), Spans.of(encoded)))
+        else:
+            framed = Spans.of(encoded)
+        n = len(view)
+        counts = np.bincount(rows, minlength=n)
+        first = np.zeros(n + 1, np.int64)
+        np.cumsum(counts, out=first[1:])
+        ends = np.append(framed.starts, framed.starts[-1] + framed.lengths[-1] if len(framed) else 0)
+        starts = ends[first[:-1]]
+        bodies = Spans(framed.buffer, starts, ends[first[1:]] - starts)
+        return join(u32_le(counts), bodies)
+
+
 class OperatorImport:
-    """Writes one operator's state, a subtask's handle at a time, through ``writer``."""
+    """Writes one operator's state through ``writer``, a subtask's handle at a time."""
 
     def __init__(self, writer: SavepointWriter, plan: OperatorPlan) -> None:
         self.plan = plan
+        self.columns = OperatorColumns(plan)
         flink = plan.flink
         self.writer: OperatorWriter = writer.add_operator(
             plan.operator_id, flink.parallelism, max_parallelism=flink.max_parallelism,
@@ -129,140 +250,35 @@ class OperatorImport:
         self.writer.coordinator_state = flink.coordinator_state
         #: Rows written per state (list elements, broadcast entries, keyed entries, timers).
         self.rows: Counter[str] = Counter()
-        self._prefix = _prefix_bytes(flink.max_parallelism)
-
-    def _label(self, name: str) -> str:
-        return f"{self.plan.operator_id}/{name}"
-
-    # -- operator state ----------------------------------------------------
 
     def operator_subtask(self, subtask: int) -> None:
         """The list, union and broadcast states subtask ``subtask`` wrote."""
         stream = self.plan.flink.operator_stream(subtask)
         if stream is None:
             return
-        op = self.plan.operator_id
         for p in self.plan.lists:
             elements = stream.elements.get(p.name)
             if elements is not None and len(elements):
-                with _at(Place(op, p.name, "element")):
-                    encoded = p.element.column(Spans.of(elements), self._label(p.name))
-                self.lists[p.name].add_encoded(subtask, encoded)
-                self.rows[p.name] += len(encoded)
+                self.lists[p.name].add_encoded(subtask, self.columns.list_elements(p, elements))
+                self.rows[p.name] += len(elements)
         for p in self.plan.broadcasts:
             entries = stream.broadcast.get(p.name)
-            if entries is None or not len(entries[0]):
-                continue
-            with _at(Place(op, p.name, "broadcast_key")):
-                keys = p.key.column(Spans.of(entries[0]), self._label(p.name))
-            with _at(Place(op, p.name, "broadcast_value")):
-                values = p.value.column(Spans.of(entries[1]), self._label(p.name))
-            self.broadcasts[p.name].add_encoded(subtask, keys, values)
-            self.rows[p.name] += len(keys)
-
-    # -- keyed state ---------------------------------------------------------
+            if entries is not None and len(entries[0]):
+                self.broadcasts[p.name].add_encoded(subtask, *self.columns.broadcast_entries(p, *entries))
+                self.rows[p.name] += len(entries[0])
 
     def keyed_batch(self, batch: KeyedSubtask) -> None:
         """Every keyed state and timer service's rows of a run of key groups."""
-        flink = self.plan.flink
         for p in self.plan.keyed:
-            found = batch.states.get(p.name)
-            if found is None or not len(found[1].keys):
-                continue
-            rows = found[1]
-            view = FlinkKeyedStateView(p.name, p.flink_kind, batch.key_type, p.namespace_type, p.stored_type, rows,
-                                       self._prefix, flink.max_parallelism)
-            table = view.to_arrow()
-            columns = [self._keys(table.column("key").combine_chunks(), rows.key_groups, p.name)]
-            if p.namespace is not None:
-                with _at(Place(self.plan.operator_id, p.name, "namespace")):
-                    columns.append(p.namespace.column(Spans.of(table.column("namespace").combine_chunks()),
-                                                      self._label(p.name)))
-            if p.user_key is not None:
-                with _at(Place(self.plan.operator_id, p.name, "user_key")):
-                    columns.append(p.user_key.column(Spans.of(table.column("user_key").combine_chunks()),
-                                                     self._label(p.name)))
-            with _at(Place(self.plan.operator_id, p.name, "value")):
-                columns.append(self._values(p, view, table))
-            self.keyed[p.name].add_encoded(columns, rows.key_groups)
-            self.rows[p.name] += len(rows.key_groups)
+            found = self.columns.keyed(p, batch)
+            if found is not None:
+                self.keyed[p.name].add_encoded(*found)
+                self.rows[p.name] += len(found[1])
         for p in self.plan.timers:
-            found = batch.states.get(p.queue)
-            if found is None or not len(found[1].keys):
-                continue
-            rows = found[1]
-            timer = found[0].serializers["VALUE_SERIALIZER"]
-            table = FlinkTimerView(p.service, p.flink_domain, timer.children[0], timer.children[1], rows,
-                                   self._prefix, flink.max_parallelism).to_arrow()
-            columns = [self._keys(table.column("key").combine_chunks(), rows.key_groups, p.queue)]
-            if p.namespace is not None:
-                with _at(Place(self.plan.operator_id, p.queue, "namespace")):
-                    columns.append(p.namespace.column(Spans.of(table.column("namespace").combine_chunks()),
-                                                      self._label(p.queue)))
-            stamps = table.column("timestamp").to_numpy().astype("<i8")
-            columns.append(fixed_width_binary(stamps.view(np.uint8), len(stamps), 8))
-            self.timers[p.queue].add_encoded(columns, rows.key_groups)
-            self.rows[p.queue] += len(stamps)
-
-    def _keys(self, keys: pa.BinaryArray, key_groups: np.ndarray, state: str) -> pa.BinaryArray:
-        """The keys as pyref encodes them; with hashed key groups, each one's key group
-        recomputed and compared with the one Flink stored it under."""
-        with _at(Place(self.plan.operator_id, "", "key")):
-            encoded = self.plan.key.column(Spans.of(keys), self._label(state))
-        if self.plan.hash_type is not None:
-            decoded = self.plan.key.serializer.decode_array(encoded)
-            expected = compute_key_groups(decoded, self.plan.flink.max_parallelism, self.plan.hash_type)
-            bad = np.flatnonzero(expected != key_groups)
-            if bad.size:
-                i = int(bad[0])
-                raise CorruptSavepointError(
-                    f"key {decoded[i].as_py()!r} is stored in key group {int(key_groups[i])} but hashes to "
-                    f"{int(expected[i])} ({bad.size} rows differ)", state=self._label(state))
-        return encoded
-
-    def _values(self, p: KeyedPlan, view: FlinkKeyedStateView, table: pa.Table) -> pa.BinaryArray:
-        where = self._label(p.name)
-        if p.kind == "list":
-            return self._lists(p, view, where)
-        cells = Spans.of(table.column("value").combine_chunks())
-        if p.kind != "map":
-            return _ttl_cells(p.value, cells, where) if p.ttl is not None else p.value.column(cells, where)
-        nulls = table.column("value_is_null").to_numpy(zero_copy_only=False)
-        if not nulls.any():
-            encoded = _ttl_cells(p.value, cells, where) if p.ttl is not None else p.value.column(cells, where)
-            return encoded if not p.map_nulls or p.value.nullable else join(constant(b"\x01", len(cells), 1),
-                                                                            Spans.of(encoded))
-        if p.ttl is not None:
-            raise UnsupportedFormatError("a MAP state under TTL stores a null value without its timestamp", state=where)
-        if not p.map_nulls and not p.value.nullable:
-            raise Replan(Place(self.plan.operator_id, p.name, "map_null"), "nullable", "a null MAP value")
-        present = np.flatnonzero(~nulls)
-        encoded = Spans.of(p.value.column(cells.take(present), where))
-        if not p.value.nullable:
-            encoded = Spans.of(join(constant(b"\x01", len(present), 1), encoded))
-        full = Spans(np.zeros(1, np.uint8), np.zeros(len(nulls), np.int64), np.ones(len(nulls), np.int64))  # 0x00
-        placed = Spans(encoded.buffer, np.zeros(len(nulls), np.int64), np.zeros(len(nulls), np.int64))
-        placed.starts[present] = encoded.starts
-        placed.lengths[present] = encoded.lengths
-        return full.where(~nulls, placed).column()
-
-    def _lists(self, p: KeyedPlan, view: FlinkKeyedStateView, where: str) -> pa.BinaryArray:
-        """Flink's elements joined by ``,`` as pyref's list: u32 count, framed elements."""
-        rows, elements = view.list_elements()
-        cells = Spans.of(elements)
-        encoded = _ttl_cells(p.value, cells, where) if p.ttl is not None else p.value.column(cells, where)
-        if p.value.width is None:  # a TTL cell of a fixed-width value is fixed-width too (8 + w)
-            framed = Spans.of(join(u32_le(_lengths(encoded)), Spans.of(encoded)))
-        else:
-            framed = Spans.of(encoded)
-        n = len(view)
-        counts = np.bincount(rows, minlength=n)
-        first = np.zeros(n + 1, np.int64)
-        np.cumsum(counts, out=first[1:])
-        ends = np.append(framed.starts, framed.starts[-1] + framed.lengths[-1] if len(framed) else 0)
-        starts = ends[first[:-1]]
-        bodies = Spans(framed.buffer, starts, ends[first[1:]] - starts)
-        return join(u32_le(counts), bodies)
+            found = self.columns.timers(p, batch)
+            if found is not None:
+                self.timers[p.queue].add_encoded(*found)
+                self.rows[p.queue] += len(found[1])
 
 
 def _lengths(column: pa.BinaryArray) -> np.ndarray:
