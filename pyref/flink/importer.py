@@ -87,7 +87,7 @@ def add_demotion(demotions: dict[Place, str], replan: Replan) -> None:
     demotions[replan.place] = replan.kind
 
 
-def _map_value_serializer(plan: KeyedPlan) -> Serializer:
+def map_value_serializer(plan: KeyedPlan) -> Serializer:
     """A MAP state holding nulls stores its values nullable (Flink flags them itself)."""
     if plan.map_nulls and not plan.value.nullable:
         return Nullable(plan.value.serializer)
@@ -128,40 +128,53 @@ class OperatorColumns:
         return (self._column(p.key, keys, p.name, "broadcast_key"),
                 self._column(p.value, values, p.name, "broadcast_value"))
 
-    def keyed(self, p: KeyedPlan, batch: KeyedSubtask) -> tuple[list[pa.BinaryArray], np.ndarray] | None:
-        """A keyed state's columns in a run of key groups (key, [namespace], [user key],
-        value) and each row's key group; None when the run holds none of its rows."""
+    def keyed_view(self, p: KeyedPlan, batch: KeyedSubtask) -> FlinkKeyedStateView | None:
+        """Flink's rows of a keyed state in a run of key groups; None when it holds none."""
         found = batch.states.get(p.name)
         if found is None or not len(found[1].keys):
             return None
-        rows = found[1]
-        view = FlinkKeyedStateView(p.name, p.flink_kind, batch.key_type, p.namespace_type, p.stored_type, rows,
+        return FlinkKeyedStateView(p.name, p.flink_kind, batch.key_type, p.namespace_type, p.stored_type, found[1],
                                    self._prefix, self.plan.flink.max_parallelism)
+
+    def timer_view(self, p: TimerPlan, batch: KeyedSubtask) -> FlinkTimerView | None:
+        """Flink's timers of a service in a run of key groups; None when it holds none."""
+        found = batch.states.get(p.queue)
+        if found is None or not len(found[1].keys):
+            return None
+        timer = found[0].serializers["VALUE_SERIALIZER"]
+        return FlinkTimerView(p.service, p.flink_domain, timer.children[0], timer.children[1], found[1],
+                              self._prefix, self.plan.flink.max_parallelism)
+
+    def keyed(self, p: KeyedPlan, batch: KeyedSubtask) -> tuple[list[pa.BinaryArray], np.ndarray] | None:
+        """A keyed state's columns in a run of key groups (key, [namespace], [user key],
+        value) and each row's key group; None when the run holds none of its rows."""
+        view = self.keyed_view(p, batch)
+        if view is None:
+            return None
         table = view.to_arrow()
-        columns = [self._keys(table.column("key").combine_chunks(), rows.key_groups, p.name)]
+        key_groups = table.column("key_group").to_numpy()
+        columns = [self._keys(table.column("key").combine_chunks(), key_groups, p.name)]
         if p.namespace is not None:
             columns.append(self._column(p.namespace, table.column("namespace").combine_chunks(), p.name, "namespace"))
         if p.user_key is not None:
             columns.append(self._column(p.user_key, table.column("user_key").combine_chunks(), p.name, "user_key"))
         with _at(Place(self.plan.operator_id, p.name, "value")):
             columns.append(self._values(p, view, table))
-        return columns, rows.key_groups
+        return columns, key_groups
 
     def timers(self, p: TimerPlan, batch: KeyedSubtask) -> tuple[list[pa.BinaryArray], np.ndarray] | None:
         """A timer service's columns in a run of key groups (key, [namespace], timestamp)."""
-        found = batch.states.get(p.queue)
-        if found is None or not len(found[1].keys):
+        view = self.timer_view(p, batch)
+        if view is None:
             return None
-        rows = found[1]
-        timer = found[0].serializers["VALUE_SERIALIZER"]
-        table = FlinkTimerView(p.service, p.flink_domain, timer.children[0], timer.children[1], rows,
-                               self._prefix, self.plan.flink.max_parallelism).to_arrow()
-        columns = [self._keys(table.column("key").combine_chunks(), rows.key_groups, p.queue)]
+        table = view.to_arrow()
+        key_groups = table.column("key_group").to_numpy()
+        columns = [self._keys(table.column("key").combine_chunks(), key_groups, p.queue)]
         if p.namespace is not None:
             columns.append(self._column(p.namespace, table.column("namespace").combine_chunks(), p.queue, "namespace"))
         stamps = table.column("timestamp").to_numpy().astype("<i8")
         columns.append(fixed_width_binary(stamps.view(np.uint8), len(stamps), 8))
-        return columns, rows.key_groups
+        return columns, key_groups
 
     def _keys(self, keys: pa.BinaryArray, key_groups: np.ndarray, state: str) -> pa.BinaryArray:
         """The keys as pyref encodes them; with hashed key groups, each one's key group
@@ -240,7 +253,7 @@ class OperatorImport:
         self.broadcasts = {p.name: self.writer.broadcast_state(p.name, p.key.serializer, p.value.serializer)
                            for p in plan.broadcasts}
         self.keyed = {p.name: self.writer.keyed_state(
-            p.name, _map_value_serializer(p), kind=p.kind,
+            p.name, map_value_serializer(p), kind=p.kind,
             user_key_serializer=p.user_key.serializer if p.user_key is not None else None,
             namespace_serializer=p.namespace.serializer if p.namespace is not None else None, ttl=p.ttl)
             for p in plan.keyed}
@@ -319,7 +332,7 @@ def operator_summary(imp: OperatorImport) -> dict:
                 "serializer": serializer_label(p.value.serializer.snapshot()),
                 "key_serializer": serializer_label(p.key.serializer.snapshot())} for p in plan.broadcasts]
     states += [{"name": p.name, "type": "keyed", "kind": p.kind, "rows": rows[p.name],
-                "serializer": serializer_label(_map_value_serializer(p).snapshot()),
+                "serializer": serializer_label(map_value_serializer(p).snapshot()),
                 "namespace_serializer": serializer_label(p.namespace.serializer.snapshot()) if p.namespace else None,
                 "ttl": vars(p.ttl) if p.ttl is not None else None} for p in plan.keyed]
     states += [{"name": p.service, "type": "timers", "kind": p.domain, "rows": rows[p.queue],
@@ -379,11 +392,11 @@ def import_flink(source: str | os.PathLike[str], target: str | os.PathLike[str],
                 writer.abort()
                 raise
             manifest = writer.commit()
-            return _report(sp, target, manifest, imports, demotions, attempt, time.monotonic() - started)
+            return build_report(sp, target, manifest, imports, demotions, attempt, time.monotonic() - started)
     raise InvalidArgumentError(f"the import was replanned {_MAX_ATTEMPTS} times", path=os.fspath(source))
 
 
-def _report(sp: FlinkSavepoint, target, manifest: pb.Manifest, imports: list[OperatorImport],
+def build_report(sp: FlinkSavepoint, target, manifest: pb.Manifest, imports: list[OperatorImport],
             demotions: Mapping[Place, str], attempts: int, seconds: float) -> ImportReport:
     version = str(Savepoint.open(os.fspath(target)).version)
     return ImportReport(sp.location, os.fspath(target), manifest.savepoint_id, version,

@@ -7,7 +7,6 @@ where Flink's rules put it."""
 
 from __future__ import annotations
 
-import json
 import math
 import pathlib
 
@@ -21,41 +20,17 @@ from compat_tests.flink.truth import (
     restore_differences,
     sorted_pairs,
 )
-from pyref import Savepoint, TtlConfig, rescale
+from compat_tests.flink.imports import CASES, UNSPLITTABLE, import_options, truth, ttl_configs
+from pyref import Savepoint, rescale
 from pyref.flink import FlinkSavepoint
 from pyref.flink.import_plan import KINDS
 from pyref.flink.importer import import_flink
 from pyref.inspection import MODE_NAMES
 from pyref.key_groups import operator_index_for_key_group
 
-CORPUS = pathlib.Path(__file__).resolve().parents[2] / "compat_tests/flink/corpus"
-CASES = sorted(p.parent for p in CORPUS.glob("*/*/*/truth.json"))
-#: The corpus's one LIST state of Kryo elements: Flink stores no element lengths, so the
-#: import refuses it unless left out (test_import_refusals.py shows the refusal).
-UNSPLITTABLE = {"keyed-kinds": ["pojo-keys/blobs"]}
 POJO = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
 ROW = "org.apache.flink.api.java.typeutils.runtime.RowSerializer$RowSerializerSnapshot"
 ROW_KINDS = {"INSERT": "+I", "UPDATE_BEFORE": "-U", "UPDATE_AFTER": "+U", "DELETE": "-D"}
-TTL_NAMES = {"OnCreateAndWrite": "on_create_and_write", "OnReadAndWrite": "on_read_and_write",
-             "NeverReturnExpired": "never_return_expired",
-             "ReturnExpiredIfNotCleanedUp": "return_expired_if_not_cleaned_up"}
-
-
-def _truth(case: pathlib.Path) -> dict:
-    return json.loads((case / "truth.json").read_text(encoding="utf-8"))
-
-
-def ttl_configs(truth: dict) -> dict[str, TtlConfig]:
-    """The TTL configuration of every state under TTL, as the job set it (the truth records it)."""
-    return {f"{uid}/{name}": TtlConfig(s["ttl"]["ttl_ms"], TTL_NAMES[s["ttl"]["update_type"]],
-                                       TTL_NAMES[s["ttl"]["visibility"]])
-            for uid, op in truth["operators"].items() for name, s in op["keyed_state"].items() if s["ttl"]}
-
-
-def import_case(case: pathlib.Path, target: pathlib.Path, **options):
-    truth = _truth(case)
-    return import_flink(case / "savepoint", target, uids=list(truth["operators"]), ttl=ttl_configs(truth),
-                        skip_states=UNSPLITTABLE.get(case.name, []), **options)
 
 
 _IMPORTED: dict[pathlib.Path, pathlib.Path] = {}
@@ -66,7 +41,7 @@ def imported(case: pathlib.Path, tmp_path_factory) -> pathlib.Path:
     """The case imported once for every test of this module."""
     if case not in _IMPORTED:
         target = tmp_path_factory.mktemp("import") / "sp"
-        import_case(case, target)
+        import_flink(case / "savepoint", target, **import_options(case))
         _IMPORTED[case] = target
     return _IMPORTED[case]
 
@@ -230,11 +205,11 @@ def _keyed_entries(view, key, chunks, subtask: int) -> list[dict]:
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: "/".join(p.parts[-3:]))
 def test_import_reads_back_as_the_truth(case: pathlib.Path, imported: pathlib.Path) -> None:
-    truth = _truth(case)
+    expected_truth = truth(case)
     ours = savepoint_view(imported)["operators"]
     skipped = {s.split("/", 1)[1] for s in UNSPLITTABLE.get(case.name, [])}
-    with FlinkSavepoint.open(case / "savepoint", uids=list(truth["operators"])) as flink:
-        for uid, expected in truth["operators"].items():
+    with FlinkSavepoint.open(case / "savepoint", uids=list(expected_truth["operators"])) as flink:
+        for uid, expected in expected_truth["operators"].items():
             op = ours[uid]
             assert op["uid"] == uid and op["engine_operator_id"] == expected["operator_id"]
             assert (op["parallelism"], op["max_parallelism"]) == (expected["parallelism"], expected["max_parallelism"])
@@ -250,7 +225,7 @@ def test_import_reads_back_as_the_truth(case: pathlib.Path, imported: pathlib.Pa
             for name, got in op["keyed_state"].items():
                 state = expected["keyed_state"][name]
                 assert got["kind"] == KINDS[state["kind"].upper()], name
-                assert got["ttl"] == (ttl_configs(truth)[f"{uid}/{name}"] if state["ttl"] else None), name
+                assert got["ttl"] == (ttl_configs(expected_truth)[f"{uid}/{name}"] if state["ttl"] else None), name
                 assert_same(got["entries"], sorted(state["entries"], key=entry_order), f"{uid}/{name}")
             assert_same(op["timers"], sorted(expected["timers"], key=json_text), f"{uid} timers")
             # Coordinator state: Flink's bytes exactly (the source coordinator's framing included).
