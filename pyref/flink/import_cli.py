@@ -145,6 +145,6 @@ def verify_flink_command(path: str, as_json: bool) -> int:
             print(f"warning: {w}")
         for e in report.errors:
             print(f"error: {e}")
-        print(f"{'OK' if report.ok else 'FAILED'}: {report.handles} state handles, {report.values} values decoded, "
+        print(f"{'OK' if report.ok else 'FAILED'}: {report.chunks} state handles, {report.values} values decoded, "
               f"{report.keys_checked} key groups recomputed")
     return 0 if report.ok else CorruptSavepointError.exit_code

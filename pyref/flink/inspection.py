@@ -13,9 +13,10 @@ Boolean keys and Tuples of them); errors are collected per state, not raised.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import InvalidArgumentError, SavepointError, UnsupportedFormatError
+from ..inspection import VerifyReport
 from .import_plan import plan_import
 from .savepoint import FlinkOperator, FlinkSavepoint, _prefix_bytes
 from .state_views import FlinkKeyedStateView, FlinkTimerView
@@ -85,20 +86,14 @@ def describe_flink(sp: FlinkSavepoint) -> dict:
 
 
 @dataclass
-class FlinkVerifyReport:
-    handles: int = 0
-    values: int = 0
-    keys_checked: int = 0
-    errors: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+class FlinkVerifyReport(VerifyReport):
+    """``chunks`` counts the state handles read; ``keys_checked`` the keys whose key group
+    was recomputed and found where Flink stored them."""
 
-    @property
-    def ok(self) -> bool:
-        return not self.errors
+    keys_checked: int = 0
 
     def to_dict(self) -> dict:
-        return {"ok": self.ok, "handles": self.handles, "values": self.values, "keys_checked": self.keys_checked,
-                "errors": self.errors, "warnings": self.warnings}
+        return {**super().to_dict(), "keys_checked": self.keys_checked}
 
 
 def verify_flink(sp: FlinkSavepoint) -> FlinkVerifyReport:
@@ -122,7 +117,7 @@ def _verify_operator_state(op: FlinkOperator, report: FlinkVerifyReport) -> None
     except SavepointError as exc:
         _note(report, exc, f"{op.name} operator state")
         return
-    report.handles += sum(1 for s in op.state.subtasks if s.managed_operator_state is not None)
+    report.chunks += sum(1 for s in op.state.subtasks if s.managed_operator_state is not None)
     for name in names[0]:
         try:
             view = op.list_state(name)
@@ -147,7 +142,7 @@ def _verify_keyed_state(op: FlinkOperator, report: FlinkVerifyReport) -> None:
         for batch in batches:
             if batch.subtask not in seen:
                 seen.add(batch.subtask)
-                report.handles += 1
+                report.chunks += 1
             for name, (info, rows) in batch.states.items():
                 if not len(rows.keys):
                     continue

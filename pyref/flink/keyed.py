@@ -26,6 +26,7 @@ pair is a few vector operations shared by all key groups, not a Python loop.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -414,6 +415,17 @@ def iter_keyed_subtask(buffer, start: int, end: int, subtask: int, key_groups: r
     for run in runs:
         sections = [_section(buffer, start, b, meta.compressed, name, subtask, None) for b in run]
         yield KeyedSubtask(subtask, key_groups, meta.key_type, _states(meta, sections, subtask, prefix_bytes, name))
+        if run:
+            _release(buffer, start + run[0][1], start + run[-1][2])
+
+
+def _release(buffer, begin: int, end: int) -> None:
+    """Let the pages of a mapped file range go once read: they would otherwise stay in the
+    process's resident set until the file is unmapped, growing it by the savepoint's size.
+    Safe whatever still points there: the pages are read again from the file if used."""
+    if isinstance(buffer, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        first = begin - begin % mmap.PAGESIZE
+        buffer.madvise(mmap.MADV_DONTNEED, first, end - first)
 
 
 def _states(meta: KeyedBackendMeta, sections: list[KeyGroupSection], subtask: int, prefix_bytes: int,
