@@ -47,8 +47,8 @@ def _rows(ids):
 
     digits = (ids[:, None] // 10 ** np.arange(8, -1, -1)) % 10
     names = np.hstack([np.frombuffer(b"key-", np.uint8)[None, :].repeat(len(ids), 0), (48 + digits).astype(np.uint8)])
-    mixed = (ids[:, None].astype(np.uint64) * np.uint64(2654435761) + np.arange(PAGE, dtype=np.uint64) * np.uint64(40503))
-    page = (97 + (mixed >> np.uint64(7)) % np.uint64(26)).astype(np.uint8)
+    mixed = ids[:, None].astype(np.uint32) * np.uint32(2654435761) + np.arange(PAGE, dtype=np.uint32) * np.uint32(40503)
+    page = (97 + (mixed >> np.uint32(7)) % np.uint32(26)).astype(np.uint8)
     history = np.stack([ids * 3, ids * 3 + 1], axis=1).astype(np.int64)
     return names.astype(np.uint8), ids.astype(np.int64), page, history
 
@@ -152,7 +152,7 @@ def _phase_write(target: str, keys: int, batch: int) -> dict:
     import pyarrow as pa
 
     from pyref import SavepointWriter
-    from pyref.serializers import Int64, ListOf, String
+    from pyref.serializers import Int64, String
 
     t0 = time.monotonic()
     rows = 0
@@ -203,7 +203,7 @@ def _run_phase(args: list[str]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gb", type=float, default=1.0, help="size of the Flink savepoint (default 1)")
-    parser.add_argument("--batch", type=int, default=1 << 20, help="keys per add of the write phase")
+    parser.add_argument("--batch", type=int, default=1 << 18, help="keys per add of the write phase")
     parser.add_argument("--no-spark", action="store_true")
     parser.add_argument("--dir", default=None)
     parser.add_argument("--phase", nargs="+", help=argparse.SUPPRESS)

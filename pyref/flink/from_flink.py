@@ -76,7 +76,7 @@ from ..serializers import (
 from ..serializers.base import fixed_width_binary
 from .datainput import DataInput
 from .serializers import FlinkType
-from .spans import Spans, constant, join, reversed_fixed, u32_le
+from .spans import Spans, constant, join, reversed_fixed
 from .values import Undelimited, codec_for
 
 __all__ = ["Demotion", "Mapped", "map_type", "key_type", "stores_lengths", "hashes_like_java", "ROW_KINDS", "ENGINE"]
