@@ -24,24 +24,26 @@ The savepoint is labelled with the oldest format version that holds what it
 uses (spec/format.md §9.4).
 
 Where the data asks for another type than the serializer snapshots say (a null
-String, text UTF-8 cannot hold, a POJO subclass), the import starts over with
-that place planned nullable or opaque; this happens at most once per place.
+String, text UTF-8 cannot hold, a POJO subclass), the import goes on with the
+other states, then starts over with every such place planned nullable or
+opaque (at most twice per place: nullable, then opaque).
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
 from .._proto.savepoint.v1 import manifest_pb2 as pb
-from ..errors import CorruptSavepointError, InvalidArgumentError, UnsupportedFormatError
+from ..errors import CorruptSavepointError, UnsupportedFormatError
 from ..inspection import serializer_label
 from ..key_groups import compute_key_groups
 from ..reader import Savepoint
@@ -71,6 +73,9 @@ class Replan(Exception):
         self.kind = kind
         self.detail = detail
 
+    def __reduce__(self):  # Spark tasks send them to the driver
+        return Replan, (self.place, self.kind, self.detail)
+
 
 @contextlib.contextmanager
 def _at(place: Place) -> Iterator[None]:
@@ -81,7 +86,8 @@ def _at(place: Place) -> Iterator[None]:
 
 
 def add_demotion(demotions: dict[Place, str], replan: Replan) -> None:
-    """Record what ``replan`` asks for; asking twice for the same is a bug, not a loop."""
+    """Record what ``replan`` asks for; asking again for what a place already is would be
+    a bug, and an endless import: it is an error instead."""
     if demotions.get(replan.place) in (replan.kind, "opaque"):
         raise AssertionError(f"{replan.place} was already planned {demotions[replan.place]}: {replan.detail}")
     demotions[replan.place] = replan.kind
@@ -263,6 +269,21 @@ class OperatorImport:
         self.writer.coordinator_state = flink.coordinator_state
         #: Rows written per state (list elements, broadcast entries, keyed entries, timers).
         self.rows: Counter[str] = Counter()
+        #: Places the data asked to plan again. A state with one is not written further (the
+        #: import starts over), but the others go on, so one pass finds the places of them all.
+        self.replans: dict[Place, Replan] = {}
+        self._stopped: set[str] = set()  # "" when the operator's keys asked: every keyed part stops
+
+    def _guarded(self, name: str, keyed: bool, transcode: Callable[[], tuple | None]) -> tuple | None:
+        """``transcode()``, or None when the state stopped or asks to be planned again."""
+        if name in self._stopped or keyed and "" in self._stopped:
+            return None
+        try:
+            return transcode()
+        except Replan as replan:
+            self.replans.setdefault(replan.place, replan)
+            self._stopped.add(replan.place.state if replan.place.state == "" else name)
+            return None
 
     def operator_subtask(self, subtask: int) -> None:
         """The list, union and broadcast states subtask ``subtask`` wrote."""
@@ -272,23 +293,27 @@ class OperatorImport:
         for p in self.plan.lists:
             elements = stream.elements.get(p.name)
             if elements is not None and len(elements):
-                self.lists[p.name].add_encoded(subtask, self.columns.list_elements(p, elements))
-                self.rows[p.name] += len(elements)
+                found = self._guarded(p.name, False, lambda: (self.columns.list_elements(p, elements),))
+                if found is not None:
+                    self.lists[p.name].add_encoded(subtask, *found)
+                    self.rows[p.name] += len(elements)
         for p in self.plan.broadcasts:
             entries = stream.broadcast.get(p.name)
             if entries is not None and len(entries[0]):
-                self.broadcasts[p.name].add_encoded(subtask, *self.columns.broadcast_entries(p, *entries))
-                self.rows[p.name] += len(entries[0])
+                found = self._guarded(p.name, False, lambda: self.columns.broadcast_entries(p, *entries))
+                if found is not None:
+                    self.broadcasts[p.name].add_encoded(subtask, *found)
+                    self.rows[p.name] += len(entries[0])
 
     def keyed_batch(self, batch: KeyedSubtask) -> None:
         """Every keyed state and timer service's rows of a run of key groups."""
         for p in self.plan.keyed:
-            found = self.columns.keyed(p, batch)
+            found = self._guarded(p.name, True, lambda: self.columns.keyed(p, batch))
             if found is not None:
                 self.keyed[p.name].add_encoded(*found)
                 self.rows[p.name] += len(found[1])
         for p in self.plan.timers:
-            found = self.columns.timers(p, batch)
+            found = self._guarded(p.queue, True, lambda: self.columns.timers(p, batch))
             if found is not None:
                 self.timers[p.queue].add_encoded(*found)
                 self.rows[p.queue] += len(found[1])
@@ -357,10 +382,6 @@ def write_operator(writer: SavepointWriter, plan: OperatorPlan, batch_bytes: int
     return imp
 
 
-#: Each place is replanned at most twice (nullable, then opaque): a bound, not a loop.
-_MAX_ATTEMPTS = 64
-
-
 def import_flink(source: str | os.PathLike[str], target: str | os.PathLike[str], *,
                  uids: Iterable[str] | Mapping[str, str] | None = None, ttl: Mapping[str, TtlConfig] | None = None,
                  ttl_default: TtlConfig | None = None, skip_states: Iterable[str] = (), overwrite: bool = False,
@@ -379,21 +400,23 @@ def import_flink(source: str | os.PathLike[str], target: str | os.PathLike[str],
     demotions: dict[Place, str] = {}
     skip_states = list(skip_states)
     with FlinkSavepoint.open(source, uids=uids, allow_external_files=allow_external_files) as sp:
-        for attempt in range(1, _MAX_ATTEMPTS + 1):
+        # Every pass plans at least one more place (of finitely many) again, or commits.
+        for attempt in itertools.count(1):
             plans = plan_import(sp, ttl=ttl, ttl_default=ttl_default, skip_states=skip_states, demotions=demotions)
             writer = SavepointWriter(os.fspath(target), overwrite=overwrite, **writer_options)
             try:
                 imports = [write_operator(writer, plan, batch_bytes) for plan in plans]
-            except Replan as replan:
-                writer.abort()
-                add_demotion(demotions, replan)
-                continue
             except BaseException:
                 writer.abort()
                 raise
+            replans = [r for imp in imports for r in imp.replans.values()]
+            if replans:
+                writer.abort()
+                for replan in replans:
+                    add_demotion(demotions, replan)
+                continue
             manifest = writer.commit()
             return build_report(sp, target, manifest, imports, demotions, attempt, time.monotonic() - started)
-    raise InvalidArgumentError(f"the import was replanned {_MAX_ATTEMPTS} times", path=os.fspath(source))
 
 
 def build_report(sp: FlinkSavepoint, target, manifest: pb.Manifest, imports: list[OperatorImport],

@@ -28,6 +28,7 @@ Flink savepoint through it when the path holds a Flink ``_metadata``.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -77,9 +78,9 @@ def _handles(plans: list[OperatorPlan]) -> list[tuple[str, int, str]]:
 
 
 def _import_task(job: Job, source: str, options: dict, demotions: dict, batch_bytes: int,
-                 task: tuple[str, int, str]) -> tuple:
-    """One handle through the core writer, never committed: ("ok", partial manifest, rows)
-    or ("replan", place, kind, detail)."""
+                 task: tuple[str, int, str]) -> tuple[bytes | None, dict, list[Replan]]:
+    """One handle through the core writer, never committed: (the partial manifest, rows
+    per state, places to plan again); no manifest when there are places."""
     operator_id, subtask, part = task
     with FlinkSavepoint.open(source, uids=options["uids"]) as sp:
         plan = plan_import(sp, ttl=options["ttl"], ttl_default=options["ttl_default"],
@@ -93,14 +94,14 @@ def _import_task(job: Job, source: str, options: dict, demotions: dict, batch_by
             else:
                 for batch in plan.flink.keyed_subtasks(batch_bytes, subtask=subtask):
                     imp.keyed_batch(batch)
+            if imp.replans:
+                writer.abort()
+                return None, {}, list(imp.replans.values())
             partial_manifest = writer.build_manifest()
-        except Replan as replan:
-            writer.abort()
-            return ("replan", replan.place, replan.kind, replan.detail)
         except BaseException:
             writer.abort()  # best effort; the driver deletes whatever is left
             raise
-    return ("ok", partial_manifest.SerializeToString(), dict(imp.rows))
+    return partial_manifest.SerializeToString(), dict(imp.rows), []
 
 
 def _merge(manifest: pb.Manifest, written: pb.Manifest) -> None:
@@ -146,7 +147,7 @@ def import_flink(spark: SparkSession, source: Path, target: Path, *,
                     "ttl": dict(ttl or {}), "ttl_default": ttl_default, "skip_states": list(skip_states)}
     demotions: dict[Place, str] = {}
     with Progress(spark, enabled=progress) as report, FlinkSavepoint.open(source, uids=task_options["uids"]) as sp:
-        for attempt in range(1, 65):
+        for attempt in itertools.count(1):  # as the core import: each pass plans a place again, or commits
             plans = plan_import(sp, demotions=demotions, **{k: v for k, v in task_options.items() if k != "uids"})
             tasks = _handles(plans)
             job = Job.new(io.location, options or WriteOptions())
@@ -156,16 +157,16 @@ def import_flink(spark: SparkSession, source: Path, target: Path, *,
                 results = (spark.sparkContext.parallelize(tasks, max(len(tasks), 1))
                            .map(partial(_import_task, job, source, task_options, dict(demotions), batch_bytes))
                            .collect()) if tasks else []
-                replans = {r[1]: r for r in results if r[0] == "replan"}
+                replans = {r.place: r for _, _, found in results for r in found}  # tasks may share a place
                 if replans:
                     job.delete_unreferenced(io, None)
-                    for place, kind, detail in (r[1:] for r in replans.values()):
-                        add_demotion(demotions, Replan(place, kind, detail))
+                    for replan in replans.values():
+                        add_demotion(demotions, replan)
                     continue
                 writer = job.writer()  # the driver's: operators, serializers, coordinator state
                 imports = [OperatorImport(writer, plan) for plan in plans]
                 manifest = writer.build_manifest()
-                for (operator_id, _, _), (_, written, rows) in sorted(zip(tasks, results), key=lambda t: t[0]):
+                for (operator_id, _, _), (written, rows, _) in sorted(zip(tasks, results), key=lambda t: t[0]):
                     _merge(manifest, pb.Manifest.FromString(written))
                     next(i for i in imports if i.plan.flink.operator_id == operator_id).rows.update(rows)
                 _sort_key_groups(manifest)
@@ -177,7 +178,6 @@ def import_flink(spark: SparkSession, source: Path, target: Path, *,
             delete_replaced(io, manifest, previous)
             job.delete_unreferenced(io, manifest)  # files of retried task attempts
             return build_report(sp, target, manifest, imports, demotions, attempt, time.monotonic() - started)
-    raise InvalidArgumentError("the import was replanned 64 times", path=source)
 
 
 # -- reading -----------------------------------------------------------------------------

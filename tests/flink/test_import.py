@@ -254,14 +254,18 @@ def test_batches_of_key_groups_write_the_same_savepoint(tmp_path) -> None:
     assert dumps[0] == dumps[1]
 
 
-def test_a_null_string_replans_its_place_nullable(tmp_path) -> None:
-    source = _write(tmp_path / "flink", [COUNT, (keyed_state_meta("names", "VALUE", list_snapshot(snapshot(STRING))),
-                                                 lambda k: [(b"", i32(2) + string_value(k) + string_value(
-                                                     None if k == "d" else k * 2))])])
+def test_places_the_data_replans_are_found_in_one_pass(tmp_path) -> None:
+    names = (keyed_state_meta("names", "VALUE", list_snapshot(snapshot(STRING))),
+             lambda k: [(b"", i32(2) + string_value(k) + string_value(None if k == "d" else k * 2))])
+    tags = (keyed_state_meta("tags", "MAP", map_snapshot(snapshot(STRING), snapshot(LONG))),
+            lambda k: [(string_value("t"), b"\x01" if k == "b" else b"\x00" + i64(1))])
+    source = _write(tmp_path / "flink", [COUNT, names, tags])
     report = import_flink(source, tmp_path / "sp", uids=["proc"], inline_bytes=0)  # every chunk in a file
-    assert report.attempts == 2 and report.demotions == ["proc/names:value -> nullable"]
-    names = Savepoint.open(tmp_path / "sp").operators[0].keyed_state("names")
-    assert names.get("d") == ["d", None] and names.get("a") == ["a", "aa"]
+    assert report.attempts == 2  # both places in one pass, then the import
+    assert sorted(report.demotions) == ["proc/names:value -> nullable", "proc/tags:map_null -> nullable"]
+    op = Savepoint.open(tmp_path / "sp").operators[0]
+    assert op.keyed_state("names").get("d") == ["d", None] and op.keyed_state("names").get("a") == ["a", "aa"]
+    assert op.keyed_state("tags").get("b") == {"t": None} and op.keyed_state("tags").get("c") == {"t": 1}
     # The first attempt's files went with it.
     assert sorted(f"data/{p.name}" for p in (tmp_path / "sp" / "data").iterdir()) == sorted(
         f.path for f in Savepoint.open(tmp_path / "sp").manifest.data_files)
