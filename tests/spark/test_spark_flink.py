@@ -22,7 +22,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.skipif(not CORPUS.exists(), reason=
 
 #: Keyed state of every kind with TTL and POJO keys; windows and timers; operator, union and
 #: broadcast state with coordinator state; every value type (a MAP state's null value replans).
-CASES = ["2.3.0/rocksdb/keyed-kinds", "1.20.3/hashmap/windows", "2.1.3/hashmap/operator-state", "1.18.1/rocksdb/types"]
+CASES = ["2.3.0/rocksdb/keyed-kinds", "2.1.3/hashmap/operator-state", "1.18.1/rocksdb/types",
+         pytest.param("1.20.3/hashmap/windows", marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize("name", CASES)
