@@ -126,6 +126,8 @@ def inspect_flink(path: str, as_json: bool) -> int:
                   + (f": per subtask {counts}" if counts is not None else ""))
         for tq in op["timer_queues"]:
             print(f"  timers {tq['name']} {tq['flink_type']}")
+        if op["keyed_state_refused"]:
+            print(f"  keyed state not read: {op['keyed_state_refused']}")
         if op["keyed_state_bytes"]:
             print(f"  keyed state: {op['keyed_state_bytes']} bytes in {op['key_groups_with_data']} key groups")
         if op["coordinator_state_bytes"] is not None:

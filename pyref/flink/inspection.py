@@ -45,7 +45,11 @@ def _operator(op: FlinkOperator) -> dict:
         states.append({"name": name, "type": "broadcast", "mode": "BROADCAST",
                        "flink_type": f"{view.key_type.describe()} -> {view.value_type.describe()}",
                        "entries_per_subtask": view.element_counts()})
-    key_type, infos = op.keyed_meta()
+    try:
+        key_type, infos = op.keyed_meta()
+        refused = None
+    except SavepointError as exc:  # native-format or checkpoint keyed state: say what it is
+        key_type, infos, refused = None, {}, exc.reason
     timers = []
     for name, info in sorted(infos.items()):
         value = info.serializers["VALUE_SERIALIZER"]
@@ -66,7 +70,7 @@ def _operator(op: FlinkOperator) -> dict:
         "key_groups_with_data": sum(sum(1 for o in getattr(h, "offsets", ()) if o) for h in keyed),
         "operator_state_bytes": sum(_stored(s.managed_operator_state) for s in subtasks),
         "coordinator_state_bytes": len(op.coordinator_state) if op.coordinator_state is not None else None,
-        "states": states, "timer_queues": timers,
+        "states": states, "timer_queues": timers, "keyed_state_refused": refused,
     }
 
 
