@@ -225,7 +225,9 @@ COUNT = (keyed_state_meta("count", "VALUE", snapshot(LONG)), _counts)
 def test_import_names_operators_and_records_their_ids(tmp_path) -> None:
     source = _write(tmp_path / "flink", [COUNT])
     hex_id = operator_id_of_uid("proc")
-    unnamed = Savepoint.open(import_flink(source, tmp_path / "a").target).operators[0]
+    report = import_flink(source, tmp_path / "a")
+    assert report.format_version == "1.0"  # nothing of format 1.2 used (uid and ids are informative): the old label
+    unnamed = Savepoint.open(report.target).operators[0]
     assert (unnamed.operator_id, unnamed.uid, unnamed.engine_operator_id.hex()) == (hex_id, "", hex_id)
     by_uid = Savepoint.open(import_flink(source, tmp_path / "b", uids=["proc"]).target).operators[0]
     assert (by_uid.operator_id, by_uid.uid) == ("proc", "proc")
