@@ -227,7 +227,7 @@ class _Planner:
             name, kind, KINDS[kind], namespace_type, stored, namespace,
             self.mapped(user_key, Place(op.operator_id, name, "user_key")) if user_key is not None else None,
             self.mapped(cell, value_place), ttl, wrapped,
-            map_nulls=self.demotions.get(Place(op.operator_id, name, "map_null")) == "nullable"))
+            map_nulls=kind == "MAP" and self.demotions.get(Place(op.operator_id, name, "map_null")) == "nullable"))
         return None
 
     def timer_queue(self, op: OperatorPlan, info: StateMetaInfo) -> None:

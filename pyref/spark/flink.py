@@ -39,7 +39,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from .._proto.savepoint.v1 import manifest_pb2 as pb
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, UnsupportedFormatError
 from ..flink.import_plan import OperatorPlan, Place, plan_import
 from ..flink.importer import (
     DEFAULT_BATCH_BYTES,
@@ -203,14 +203,14 @@ def _target(sp: FlinkSavepoint, operator: str, state: str | None, timer_service:
 def _plan_one(source: str, uids, operator_id: str, name: str) -> OperatorPlan:
     with FlinkSavepoint.open(source, uids=uids) as sp:
         return plan_import(sp, operators=[operator_id], only=name,
-                           demotions={Place(p.operator, p.state, p.role): "nullable"
-                                      for p in _string_places(sp, operator_id, name)})[0]
+                           demotions=dict.fromkeys(_nullable_places(sp, operator_id, name), "nullable"))[0]
 
 
-def _string_places(sp: FlinkSavepoint, operator_id: str, name: str) -> list[Place]:
-    """Reading, every place may hold a null String: the Arrow type is the same either way."""
+def _nullable_places(sp: FlinkSavepoint, operator_id: str, name: str) -> list[Place]:
+    """Reading, every place may hold a null (a null String, a null MAP value): the Arrow
+    type is the same either way, so no pass is needed to find out."""
     op = next(o for o in sp.operators if o.operator_id == operator_id)
-    roles = ("key", "namespace", "user_key", "value", "element", "broadcast_key", "broadcast_value")
+    roles = ("key", "namespace", "user_key", "value", "map_null", "element", "broadcast_key", "broadcast_value")
     return [Place(op.name, state, role) for state in ("", name) for role in roles]
 
 
@@ -307,7 +307,11 @@ def _read_task(source: str, uids, operator_id: str, name: str, raw: bool, schema
         batches = (_operator_batch(plan, name, s, raw) for s in subtasks)
     else:
         batches = (_keyed_rows(plan, s, raw, b) for s in subtasks for b in plan.flink.keyed_subtasks(batch_bytes, s))
-    return as_spark_batches((b for b in batches if b is not None), schema)
+    try:
+        yield from as_spark_batches((b for b in batches if b is not None), schema)
+    except Replan as replan:  # text UTF-8 cannot hold, a POJO subclass: only Flink's bytes hold it
+        raise UnsupportedFormatError(f"{replan}: the values cannot be decoded as their type; read them with "
+                                     "raw=True", path=source, state=name) from None
 
 
 def read_flink_state(spark: SparkSession, path: Path, operator: str, state: str | None = None, *,
