@@ -56,10 +56,17 @@ class BroadcastStateWriter(_BufferedState):
         """Add entries to the map of every subtask (the usual broadcast state: one map, everywhere)."""
         self._add(self._shared, keys, values)
 
+    @_fails_writer
+    def add_encoded(self, subtask: int, keys: pa.Array, values: pa.Array) -> None:
+        """Add already serialized entries (binary arrays) to the map of ``subtask``."""
+        self._add_encoded(check_subtask(subtask, len(self.partitions), self.label), [_binary(keys), _binary(values)])
+
     def _add(self, slot: int, keys, values) -> None:
+        self._add_encoded(slot, [_binary(self.key_serializer.encode_array(_values(keys))),
+                                 _binary(self.value_serializer.encode_array(_values(values)))])
+
+    def _add_encoded(self, slot: int, encoded: list[pa.Array]) -> None:
         self._writer._check_open()
-        encoded = [_binary(self.key_serializer.encode_array(_values(keys))),
-                   _binary(self.value_serializer.encode_array(_values(values)))]
         if len(encoded[0]) != len(encoded[1]):
             raise InvalidArgumentError("keys and values differ in length", state=self.label)
         if not len(encoded[0]):

@@ -1,4 +1,5 @@
-"""The ``pyref`` command line: inspect, verify, plan, rescale and clean savepoints.
+"""The ``pyref`` command line: inspect, verify, plan, rescale and clean savepoints, and
+import Flink savepoints (``import-flink``; inspect and verify read Flink savepoints too).
 
 Exit codes: 0 success; 2 invalid arguments; 3 corrupt savepoint (or a failed
 verify); 4 no savepoint at the path; 5 unsupported format, feature, codec or
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 
 from .cleanup import DEFAULT_OLDER_THAN, remove_unreferenced_files
 from .errors import CorruptSavepointError, InvalidArgumentError, SavepointError
+from .flink.import_cli import inspect_flink, is_flink_savepoint, verify_flink_command
 from .inspection import describe, verify
 from .io import typed_os_error
 from .reader import Savepoint
@@ -193,12 +195,18 @@ def build_parser() -> argparse.ArgumentParser:
     from .spark.cli import add_spark_commands  # here: it imports this module's helpers
 
     add_spark_commands(sub)  # imports pyspark only when one of them runs
+    # -- Flink -> pyref: import-flink (inspect and verify read a Flink savepoint too) --
+    from .flink.import_cli import add_import_command
+
+    add_import_command(sub)
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
     if hasattr(args, "handler"):
         return args.handler(args)
+    if args.command in ("inspect", "verify") and is_flink_savepoint(args.path):
+        return (inspect_flink if args.command == "inspect" else verify_flink_command)(args.path, args.json)
     if args.command == "inspect":
         info = describe(Savepoint.open(args.path), subtasks=args.subtasks)
         print(json.dumps(info, indent=2)) if args.json else _print_describe(info)

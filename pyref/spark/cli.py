@@ -1,4 +1,5 @@
-"""``pyref`` subcommands that run on Spark: spark-rescale, change-max-parallelism, migrate.
+"""``pyref`` subcommands that run on Spark: spark-rescale, change-max-parallelism, migrate,
+spark-import-flink.
 
 Registering them imports nothing of pyspark, so the core CLI works without it;
 a subcommand imports pyspark when it runs.
@@ -12,6 +13,7 @@ import re
 from .._proto.savepoint.v1 import serializer_pb2
 from ..cli import BASE_PATHS_HELP, count, operator_numbers, print_written
 from ..errors import InvalidArgumentError, SavepointError
+from ..flink.import_cli import add_import_arguments, import_options, print_import
 from ..serializers import MAX_NESTING_DEPTH, Serializer, serializer_from_snapshot
 
 _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
@@ -63,7 +65,7 @@ def _parse_snapshot(text: str, whole: str, depth: int) -> tuple[serializer_pb2.S
     return snapshot, rest
 
 
-def _run_on_spark(args: argparse.Namespace, job) -> int:
+def _run_on_spark(args: argparse.Namespace, job, report=print_written) -> int:
     try:
         from pyspark.sql import SparkSession
 
@@ -79,7 +81,7 @@ def _run_on_spark(args: argparse.Namespace, job) -> int:
         if owned:
             spark.stop()
 
-    return print_written(args, manifest)
+    return report(args, manifest)
 
 
 def _spark_rescale(args: argparse.Namespace) -> int:
@@ -107,6 +109,15 @@ def _migrate(args: argparse.Namespace) -> int:
     return _run_on_spark(args, lambda spark: migrate_state(
         spark, args.path, args.target, args.operator, args.state, serializer, copy=args.copy,
         overwrite=args.overwrite, progress=not args.json, base_paths=args.base_paths))
+
+
+def _spark_import_flink(args: argparse.Namespace) -> int:
+    from .flink import import_flink
+
+    options = import_options(args)
+    return _run_on_spark(args, lambda spark: import_flink(spark, args.source, args.target, overwrite=args.overwrite,
+                                                          progress=not args.json, **options),
+                         lambda args, report: print_import(report.to_dict(), args.json) or 0)
 
 
 def add_spark_commands(subparsers) -> None:
@@ -137,6 +148,15 @@ def add_spark_commands(subparsers) -> None:
     p.add_argument("--operator", action="append", metavar="ID=N", help="new max parallelism of one operator")
     p.add_argument("--partitions", type=count, help="write tasks per keyed state (default: by size)")
     p.set_defaults(handler=_change_max_parallelism)
+
+    # -- Flink -> pyref: spark-import-flink --
+    p = subparsers.add_parser("spark-import-flink",
+                              help="import a Flink savepoint as a pyref savepoint on Spark, one task per state handle")
+    add_import_arguments(p)
+    p.add_argument("--master", default="local[*]", help="Spark master URL (default: local[*])")
+    p.add_argument("--overwrite", action="store_true", help="replace a savepoint already at the target")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_spark_import_flink)
 
     p = subparsers.add_parser("migrate", help="one state's values under a new serializer (schema evolution), on Spark")
     common(p)
