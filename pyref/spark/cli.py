@@ -84,40 +84,46 @@ def _run_on_spark(args: argparse.Namespace, job, report=print_written) -> int:
     return report(args, manifest)
 
 
-def _spark_rescale(args: argparse.Namespace) -> int:
-    from .jobs import rescale
+# The handlers check their arguments before anything imports pyspark (via .jobs or .flink): a
+# wrong argument is an InvalidArgumentError with or without pyspark installed.
 
+def _jobs():
+    from . import jobs
+
+    return jobs
+
+
+def _spark_rescale(args: argparse.Namespace) -> int:
     parallelism = operator_numbers(args, "--parallelism")
-    return _run_on_spark(args, lambda spark: rescale(args.path, args.target, parallelism, spark=spark, copy=args.copy,
-                                                     overwrite=args.overwrite, progress=not args.json,
-                                                     base_paths=args.base_paths))
+    return _run_on_spark(args, lambda spark: _jobs().rescale(
+        args.path, args.target, parallelism, spark=spark, copy=args.copy, overwrite=args.overwrite,
+        progress=not args.json, base_paths=args.base_paths))
 
 
 def _change_max_parallelism(args: argparse.Namespace) -> int:
-    from .jobs import change_max_parallelism
-
     wanted = operator_numbers(args, "--max-parallelism")
-    return _run_on_spark(args, lambda spark: change_max_parallelism(
+    return _run_on_spark(args, lambda spark: _jobs().change_max_parallelism(
         spark, args.path, args.target, wanted, copy=args.copy, overwrite=args.overwrite, partitions=args.partitions,
         progress=not args.json, base_paths=args.base_paths))
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from .jobs import migrate_state
-
     serializer = parse_serializer(args.serializer)
-    return _run_on_spark(args, lambda spark: migrate_state(
+    return _run_on_spark(args, lambda spark: _jobs().migrate_state(
         spark, args.path, args.target, args.operator, args.state, serializer, copy=args.copy,
         overwrite=args.overwrite, progress=not args.json, base_paths=args.base_paths))
 
 
 def _spark_import_flink(args: argparse.Namespace) -> int:
-    from .flink import import_flink
-
     options = import_options(args)
-    return _run_on_spark(args, lambda spark: import_flink(spark, args.source, args.target, overwrite=args.overwrite,
-                                                          progress=not args.json, **options),
-                         lambda args, report: print_import(report.to_dict(), args.json) or 0)
+
+    def job(spark):
+        from .flink import import_flink
+
+        return import_flink(spark, args.source, args.target, overwrite=args.overwrite, progress=not args.json,
+                            **options)
+
+    return _run_on_spark(args, job, lambda args, report: print_import(report.to_dict(), args.json) or 0)
 
 
 def add_spark_commands(subparsers) -> None:
