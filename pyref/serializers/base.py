@@ -14,7 +14,7 @@ import abc
 import enum
 import re
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -431,6 +431,14 @@ class Serializer(abc.ABC):
             f"the {self.serializer_id} serializer's configuration changed",
         )
 
+    def value_converter(self, old: Serializer) -> Callable[[Any], Any] | None:
+        """How a migration (§5) turns a value decoded with ``old`` into the value this
+        serializer writes, or None when the value stays as it is (int32 -> int64, enum
+        symbols reordered). Only called for a pair that resolves as compatible. Built-in
+        composites convert their children; a tuple whose fields changed maps them by
+        name and fills added fields with their defaults (§5.3)."""
+        return None
+
     # -- identity ---------------------------------------------------------
 
     def _config_key(self) -> bytes:
@@ -707,6 +715,7 @@ def migrate_array(old: Serializer, new: Serializer, data: Any) -> pa.Array:
         except pa.ArrowException as e:
             raise IncompatibleSerializerError(f"cannot migrate {old!r} to {target!r}: {e}") from e
         return target.encode_array(converted)
+    convert = target.value_converter(old)
     out = []
     for i, b in enumerate(arr.to_pylist()):
         try:
@@ -714,7 +723,7 @@ def migrate_array(old: Serializer, new: Serializer, data: Any) -> pa.Array:
         except CorruptSavepointError as e:
             raise CorruptSavepointError(f"record {i}: {e.reason}") from e
         try:
-            out.append(target.encode(value))
+            out.append(target.encode(value if convert is None else convert(value)))
         except InvalidArgumentError as e:
             raise IncompatibleSerializerError(f"record {i} cannot be migrated: {e.reason}") from e
     return binary_from_list(out)
