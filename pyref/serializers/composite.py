@@ -612,7 +612,8 @@ class MapOf(Serializer):
         if key is None and value is None:
             return None
         key, value = key or _same, value or _same
-        return lambda v: {key(k): value(x) for k, x in v.items()}
+        # Pairs, not a dict: keys that become equal must reach encode, which refuses them (§5.3).
+        return lambda v: [(key(k), value(x)) for k, x in v.items()]
 
     def __repr__(self) -> str:
         return f"MapOf({self.key!r}, {self.value!r})"
