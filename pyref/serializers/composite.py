@@ -197,6 +197,11 @@ class Tuple(Serializer):
         self._fixed = None if None in widths else sum(widths)  # type: ignore[arg-type]
         self._depth = 1 + max(f.depth for f in self.fields)
 
+    def set_defaults(self, defaults: Mapping[str, Any]) -> None:
+        """Give fields the values a migration that adds them writes (§5.3), e.g. after
+        restoring the tuple from a snapshot, which holds no defaults."""
+        self.defaults = {**self.defaults, **self._checked_defaults(defaults)}
+
     def _checked_defaults(self, defaults: Mapping[str, Any] | None) -> dict[str, Any]:
         """``defaults`` after checking each names a field and its field can encode it."""
         if defaults is None:
