@@ -102,6 +102,8 @@ def _parse_snapshot(text: str, whole: str, depth: int, path: tuple[int, ...],
     if version:
         snapshot.version = int(version.group(1))
         rest = rest[version.end():]
+    if snapshot.serializer_id == "tuple" and snapshot.version >= 2 and not snapshot.field_names:
+        snapshot.field_names.extend(f"f{i}" for i in range(len(snapshot.nested)))  # positional, as inspect prints it
     return snapshot, rest
 
 

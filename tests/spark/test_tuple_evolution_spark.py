@@ -23,6 +23,23 @@ def test_a_label_gives_defaults_as_json_after_an_equals_sign():
     assert parse_serializer("tuple<url:string,n:int32>@v2").defaults == {}
 
 
+@pytest.mark.parametrize("serializer", [OLD, Tuple(String(), Int32()), ListOf(Nullable(OLD))], ids=repr)
+def test_the_label_inspect_prints_parses_back_to_the_serializer(serializer):
+    """So a user copies the stored label from ``pyref inspect`` and appends the new field."""
+    from pyref.inspection import serializer_label
+
+    assert parse_serializer(serializer_label(serializer.snapshot())) == serializer
+
+
+def test_a_field_appended_to_the_inspected_label_is_the_new_serializer():
+    from pyref.inspection import serializer_label
+
+    label = serializer_label(OLD.snapshot())
+    assert label == "tuple<url:string@v1,n:int32@v1>@v2"
+    grown = parse_serializer(label.replace(">@v2", ",ts:int64@v1=0>@v2"))
+    assert grown == NEW and grown.defaults == {"ts": 0}
+
+
 @pytest.mark.parametrize("label, message", [
     ("tuple<a:int32=zz>@v2", "expected a JSON default"),
     ('tuple<a:int32="s">@v2', "default of tuple field 'a'"),
