@@ -4,6 +4,9 @@ state until then."""
 
 from __future__ import annotations
 
+import pathlib
+import re
+
 import pytest
 
 from pyref import SavepointWriter, migrate_state
@@ -207,3 +210,12 @@ def test_an_incompatible_change_is_a_typed_error_and_writes_nothing(tmp_path):
                                                                                names=("url", "n", "ts")))
     assert info.value.state == "op/visits"
     assert not (tmp_path / "sp2" / "_manifest").exists()
+
+
+def test_the_readme_workflow_runs_as_written(tmp_path, capsys):
+    """README.md, "Schema evolution": add a field to a tuple state and migrate (paths swapped)."""
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## Schema evolution: adding a field to a tuple state\n.*?```python\n(.*?)```", readme,
+                      re.S).group(1)
+    exec(compile(block.replace("/savepoints/", f"{tmp_path}/"), "README.md", "exec"), {})
+    assert capsys.readouterr().out.splitlines() == ["('/b', 5, 0)"]
