@@ -35,15 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from compat_tests import GOLDEN_DIR
-from compat_tests._build import (
-    add_to_sums,
-    command_line,
-    corpus_files,
-    fresh_dir,
-    provenance,
-    rewrite_manifest,
-    write_model,
-)
+from compat_tests._build import fresh_dir, provenance, rewrite_manifest, write_model
 from compat_tests.canonical import (
     KeyedModel,
     ListModel,
@@ -55,6 +47,7 @@ from compat_tests.canonical import (
     snapshot_json,
 )
 from compat_tests.generate_goldens import _downgrade, _v1, write_json, write_readme
+from compat_tests.generate_rejects_bounded_work import write_cases
 
 VERSION = "1.0"
 PARALLELISMS = (1, 2, 3)
@@ -335,25 +328,12 @@ def generate_case(case: EvolutionCase, target: pathlib.Path, command: str) -> No
 
 def generate(out: pathlib.Path = GOLDEN_DIR, only: list[str] | None = None) -> list[str]:
     """Write every missing case (or only the named ones) to ``out/1.0``; the names written."""
-    command = command_line()
-    selected = [c for c in cases() if not only or c.name in only]
-    if only and len(selected) != len(set(only)):
-        raise SystemExit(f"unknown cases: {sorted(set(only) - {c.name for c in selected})}")
-    version_dir = out / VERSION
-    version_dir.mkdir(parents=True, exist_ok=True)
-    made, new_files = [], []
-    for case in selected:
-        target = version_dir / case.name
-        if target.exists():
-            print(f"exists, kept: {target.relative_to(out)}")
-            continue
-        generate_case(case, target, command)
-        made.append(case.name)
-        new_files += [f"{VERSION}/{case.name}/{rel}" for rel in corpus_files(target)]
-        print(f"wrote {target.relative_to(out)}")
-    add_to_sums(out, new_files)
+    unknown = set(only or ()) - {c.name for c in cases()}
+    if unknown:
+        raise SystemExit(f"unknown cases: {sorted(unknown)}")
+    made = write_cases(out, cases(), generate_case, subdirectory=VERSION, only=only)
     if made:
-        write_readme(version_dir)
+        write_readme(out / VERSION)
     return made
 
 
