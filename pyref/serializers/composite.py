@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (Array.take below; loaded here, not in the first decode)
 
 from pyref.errors import CorruptSavepointError, InvalidArgumentError
 
@@ -21,19 +23,26 @@ from .base import (
     Compatibility,
     CompatibilityResult,
     Serializer,
+    binary_from_ranges,
+    binary_input,
+    binary_parts,
+    byte_ranges,
     check_builtin_snapshot,
     check_count,
     combine_children,
     corrupt,
     different_ids,
     is_builtin_id,
+    migrate_array,
     min_framed_size,
     read_framed,
     read_u32,
     register_builtin,
+    resolve_compatibility,
     serializer_from_snapshot,
     write_framed,
 )
+from .tuple_columns import constant_column, join_fields, split_fields
 
 __all__ = ["ListOf", "MapOf", "Nullable", "Tuple"]
 
@@ -112,6 +121,29 @@ class Nullable(Serializer):
 
     def arrow_type(self) -> pa.DataType:
         return self.inner.arrow_type()
+
+    def decode_array(self, arr: pa.Array) -> pa.Array:
+        """On whole buffers when the inner serializer has a vectorised path: the flags are
+        checked at once and the non-null values decoded as one column. Any corrupt record
+        is left to the value-by-value path, whose error names the record and offset."""
+        if not getattr(self.inner, "_vectorised", False):
+            return super().decode_array(arr)
+        arr = binary_input(arr, self.serializer_id)
+        offsets, data = binary_parts(arr)
+        starts, lengths = offsets[:-1].astype(np.int64), np.diff(offsets).astype(np.int64)
+        if (lengths == 0).any():
+            return super().decode_array(arr)  # raises: a record without its null flag
+        flags = data[starts]
+        present = flags == 1
+        if (flags > 1).any() or ((~present) & (lengths != 1)).any():
+            return super().decode_array(arr)  # raises: a bad flag, or bytes after a null
+        try:
+            values = self.inner.decode_array(binary_from_ranges(*byte_ranges(data, starts[present] + 1,
+                                                                             lengths[present] - 1)))
+        except CorruptSavepointError:
+            return super().decode_array(arr)  # raises, numbering the record among all of them
+        index = np.cumsum(present) - 1
+        return values.take(pa.array(index, mask=~present))
 
     def _to_arrow_value(self, value: Any) -> Any:
         return None if value is None else self.inner._to_arrow_value(value)
@@ -355,6 +387,25 @@ class Tuple(Serializer):
         changes += ["reordered"] if kept != sorted(kept) else []
         return CompatibilityResult(_MIGRATE, self, f"{arity}fields {', '.join(changes)}; "
                                    "every value is rewritten with its fields matched by name")
+
+    def migrate_column(self, old: Serializer, encoded: pa.Array) -> pa.Array | None:
+        """Fields split into columns, each kept field's column migrated on its own (checked
+        by decoding it, as a removed field's column is), defaults added, joined (§5.3)."""
+        if not isinstance(old, Tuple):
+            return None
+        sources = field_sources(old, self)
+        parts = split_fields(old.fields, old.names, encoded)
+        moved: dict[int, pa.Array] = {}
+        for j, i in enumerate(sources):
+            if i is not None and resolve_compatibility(old.fields[i].snapshot(), self.fields[j]).kind is _MIGRATE:
+                moved[i] = migrate_array(old.fields[i], self.fields[j], parts[i])
+        for i, (field, part) in enumerate(zip(old.fields, parts)):
+            if i not in moved:
+                field.decode_array(part)  # refuses corrupt bytes, which would otherwise be copied or dropped
+        n = len(encoded)
+        columns = [constant_column(f.encode(self.defaults[name]), n) if i is None else moved.get(i, parts[i])
+                   for f, name, i in zip(self.fields, self.names, sources)]
+        return join_fields(self.fields, columns)
 
     def value_converter(self, old: Serializer) -> Callable[[Any], Any] | None:
         if not isinstance(old, Tuple):

@@ -7,12 +7,14 @@ from __future__ import annotations
 import pathlib
 import re
 
+import pyarrow as pa
 import pytest
 
 from pyref import SavepointWriter, migrate_state
-from pyref.errors import IncompatibleSerializerError, InvalidArgumentError
+from pyref.errors import CorruptSavepointError, IncompatibleSerializerError, InvalidArgumentError
 from pyref.reader import Savepoint
 from pyref.serializers import (
+    Bytes,
     Compatibility,
     Int32,
     Int64,
@@ -219,3 +221,45 @@ def test_the_readme_workflow_runs_as_written(tmp_path, capsys):
                       re.S).group(1)
     exec(compile(block.replace("/savepoints/", f"{tmp_path}/"), "README.md", "exec"), {})
     assert capsys.readouterr().out.splitlines() == ["('/b', 5, 0)"]
+
+
+# -- the column path (pyref.serializers.tuple_columns) ---------------------------------------
+
+RICH = Tuple(String(), Nullable(String()), Int32(), ListOf(Int64()), names=("url", "tag", "n", "seen"))
+
+
+def _rich_values(n):
+    return [(f"/p/{i}" * (i % 3), None if i % 4 == 0 else "é" * (i % 5), i - n // 2, list(range(i % 4)))
+            for i in range(n)]
+
+
+@pytest.mark.parametrize("new", [
+    Tuple(ListOf(Int64()), Int64(), String(), Nullable(Int32()), names=("seen", "n", "url", "extra"),
+          defaults={"extra": None}),
+    Tuple(Nullable(String()), Int32(), Bytes(), names=("tag", "n", "blob"), defaults={"blob": b"\x00\xff"}),
+    Tuple(String(), Nullable(String()), Int32(), ListOf(Int64()), Int32(), names=("url", "tag", "n", "seen", "v"),
+          defaults={"v": 7}),
+], ids=["moved-widened-added", "removed-and-added", "appended"])
+def test_the_column_path_writes_what_the_value_path_writes(new):
+    values = _rich_values(300)
+    encoded = RICH.encode_array(values)
+    convert = new.value_converter(RICH)
+    by_value = [new.encode(convert(RICH.decode(b))) for b in encoded.to_pylist()]
+    column = new.migrate_column(RICH, encoded)
+    assert column is not None and column.to_pylist() == by_value
+    assert new.migrate_column(RICH, encoded.slice(100, 50)).to_pylist() == by_value[100:150]  # an offset slice
+    assert new.migrate_column(RICH, RICH.encode_array([])).to_pylist() == []
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda b: b[:-1], "record 1: field 'seen' needs"),
+    (lambda b: b + b"\x00", "record 1: 1 trailing bytes"),
+    (lambda b: b[:2], "record 1: truncated length prefix of field 'url'"),
+    (lambda b: b[:4] + b"\xff" + b[5:], "record 1"),  # not UTF-8, in the field the migration removes
+])
+def test_the_column_path_refuses_corrupt_values_naming_the_record(damage, message):
+    good = RICH.encode_array(_rich_values(3)).to_pylist()
+    broken = pa.array([good[0], damage(good[1]), good[2]], pa.binary())
+    without_url = Tuple(Nullable(String()), Int32(), ListOf(Int64()), names=("tag", "n", "seen"))
+    with pytest.raises(CorruptSavepointError, match=message):
+        migrate_array(RICH, without_url, broken)
