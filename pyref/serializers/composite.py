@@ -245,7 +245,7 @@ class Tuple(Serializer):
             raise InvalidArgumentError(f"Tuple defaults name no field: {unknown}; the fields are {list(self.names)}")
         for name, value in defaults.items():
             try:
-                self.fields[self.names.index(name)].encode(value)
+                self.fields[self.names.index(name)].encode(value)  # few defaults: index is fine
             except InvalidArgumentError as e:
                 raise _wrap_invalid(f"default of tuple field {name!r}", e) from e
         return dict(defaults)
@@ -385,8 +385,7 @@ class Tuple(Serializer):
         changes = [f"added {added} (defaults {[self.defaults[n] for n in added]!r})"] if added else []
         changes += [f"removed {removed}"] if removed else []
         changes += ["reordered"] if kept != sorted(kept) else []
-        return CompatibilityResult(_MIGRATE, self, f"{arity}fields {', '.join(changes)}; "
-                                   "every value is rewritten with its fields matched by name")
+        return CompatibilityResult(_MIGRATE, self, f"{arity}fields {', '.join(changes)}; every value is rewritten")
 
     def migrate_column(self, old: Serializer, encoded: pa.Array) -> pa.Array | None:
         """Fields split into columns, each kept field's column migrated on its own (checked
@@ -436,9 +435,9 @@ def field_sources(old: Tuple, new: Tuple) -> list[int | None]:
     position (so equal arity keeps the rule that names are presentation, and a positional
     tuple, whose names f0, f1, ... are positions, gains or loses trailing fields)."""
     n = len(old.fields)
-    moved = any(name in old.names and old.names.index(name) != j for j, name in enumerate(new.names))
+    index = {name: i for i, name in enumerate(old.names)}
+    moved = any(index.get(name, j) != j for j, name in enumerate(new.names))
     if not old.positional and not new.positional and (n != len(new.fields) or moved):
-        index = {name: i for i, name in enumerate(old.names)}
         return [index.get(name) for name in new.names]
     return [j if j < n else None for j in range(len(new.fields))]
 
