@@ -46,7 +46,7 @@ from compat_tests.canonical import (
     first_difference,
     snapshot_json,
 )
-from compat_tests.generate_goldens import _downgrade, _v1, write_json, write_readme
+from compat_tests.generate_goldens import _downgrade, _s, _v1, write_json, write_readme
 from compat_tests.generate_rejects_bounded_work import write_cases
 
 VERSION = "1.0"
@@ -73,12 +73,6 @@ class EvolutionCase:
     #: Changes the written savepoint (as an older writer would have written it), or None.
     rewrite: Callable[[pathlib.Path], None] | None = None
     writer_options: dict = field(default_factory=lambda: {"inline_bytes": 0, "chunk_bytes": 512})
-
-
-def _s():
-    from pyref import serializers
-
-    return serializers
 
 
 def _visit():
