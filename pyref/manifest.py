@@ -30,6 +30,7 @@ from . import features
 from .errors import CorruptSavepointError, SavepointNotFoundError, UnsupportedFormatError
 from .io import MANIFEST_NAME, SavepointIO, check_directory_name, check_relative_path
 from .key_groups import UPPER_BOUND_MAX_PARALLELISM
+from .manifest_encoding import has_cut_varints
 from .ttl import ttl_problem
 
 MAGIC = b"\x89SVP\r\n\x1a\n"
@@ -44,6 +45,9 @@ ENVELOPE_OVERHEAD = _HEAD.size + 4
 #: Longest ``_manifest`` file a reader must read (spec/format.md §4.1): protobuf parsers
 #: refuse messages of 2 GiB, and a reader holds the whole manifest in memory.
 MAX_MANIFEST_BYTES = 2**31 - 1
+#: Deepest nesting of messages below the Manifest a reader parses (spec/format.md §4.5):
+#: protobuf's usual recursion limit, which upb, C++ and Java apply.
+MAX_MESSAGE_DEPTH = 100
 
 #: Required features this reader implements (spec/format.md §9.3).
 FEATURE_EXTERNAL_BASES = "external-bases"
@@ -168,11 +172,16 @@ def decode_manifest(data: bytes, *, path: str) -> tuple[pb.Manifest, FormatVersi
         raise CorruptSavepointError(f"manifest CRC32C mismatch (stored {stored:#010x}, computed {computed:#010x})",
                                     path=path, byte_range=(0, end))
     manifest = pb.Manifest()
-    try:
-        manifest.ParseFromString(view[_HEAD.size:end])
+    body = view[_HEAD.size:end]
+    try:  # upb refuses invalid UTF-8 in strings and nesting deeper than MAX_MESSAGE_DEPTH (§4.5)
+        manifest.ParseFromString(body)
+        cut = has_cut_varints(body, manifest)
     except (DecodeError, RecursionError) as exc:
         raise CorruptSavepointError(f"manifest body is not a valid protobuf message: {exc}",
                                     path=path, byte_range=(_HEAD.size, end)) from None
+    if cut:
+        raise CorruptSavepointError("manifest body holds a number wider than its 32-bit field (a parser would cut "
+                                    "it to its low 32 bits, spec/format.md §4.5)", path=path, byte_range=(_HEAD.size, end))
     validate_manifest(manifest, path=path)
     return manifest, version
 
