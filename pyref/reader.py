@@ -31,6 +31,7 @@ from .errors import (
     InvalidArgumentError,
     SavepointError,
     SavepointNotFoundError,
+    StorageError,
 )
 from .io import MANIFEST_NAME, SavepointIO, open_io
 from .key_groups import KeyGroupRange, compute_key_groups
@@ -77,15 +78,24 @@ class ChunkStore:
         #: Stored bytes fetched so far, for read-amplification accounting.
         self.bytes_read = 0
 
-    def check_before_reading(self) -> None:
+    def check_before_reading(self, errors: list[str] | None = None) -> None:
         """Once, before any state is read (spec/format.md §5.10): the serializer snapshots and
         key hashes of the whole manifest, then every listed base, used by a chunk or not, so
-        that a damaged or replaced base is noticed whatever is read."""
+        that a damaged or replaced base is noticed whatever is read. With ``errors`` (a
+        verifier, which reports all damage), a failure is appended there and reading goes on;
+        a failing storage or a savepoint replaced meanwhile is raised all the same."""
         if self._checked_before_reading:
             return
-        check_serializers(self.manifest)
-        for base in range(1, len(self.manifest.bases) + 1):
-            self.base_io(base)
+        try:
+            check_serializers(self.manifest)
+            for base in range(1, len(self.manifest.bases) + 1):
+                self.base_io(base)
+        except (StorageError, ConcurrentWriteError):
+            raise
+        except SavepointError as exc:
+            if errors is None:
+                raise
+            errors.append(str(exc))
         self._checked_before_reading = True
 
     def base_io(self, base: int) -> SavepointIO:

@@ -13,6 +13,7 @@ import pytest
 from compat_tests.generate_rejects import _varint
 from pyref import Savepoint, rescale
 from pyref._proto.savepoint.v1 import manifest_pb2 as pb
+from pyref.inspection import verify
 from pyref.errors import CorruptSavepointError, SavepointNotFoundError, UnsupportedFormatError
 from pyref.manifest import MAX_MESSAGE_DEPTH, decode_manifest, encode_envelope, encode_manifest
 from pyref.manifest_encoding import _wide_manifest_class, has_cut_varints
@@ -122,18 +123,30 @@ def test_serializers_are_checked_before_any_chunk_whatever_is_read(tmp_path):
         list(sp.operator("url-counter").keyed_state("count").items())
 
 
-def test_a_listed_base_no_chunk_uses_is_resolved_before_reading(tmp_path):
+def _with_unused_replaced_base(tmp_path):
+    """A shallow savepoint that also lists ``unused``, a base no chunk uses, replaced since."""
     write_seeds(tmp_path / "base")
     rescale(tmp_path / "base", tmp_path / "sp", 3)
     shutil.copytree(tmp_path / "base", tmp_path / "unused")
     m, _ = decode_manifest((tmp_path / "sp" / "_manifest").read_bytes(), path="x")
-    m.bases.add(directory="unused", savepoint_id="00000000-0000-4000-8000-000000000001")  # replaced since
+    m.bases.add(directory="unused", savepoint_id="00000000-0000-4000-8000-000000000001")
     (tmp_path / "sp" / "_manifest").write_bytes(encode_manifest(m))
+
+
+def test_a_listed_base_no_chunk_uses_is_resolved_before_reading(tmp_path):
+    _with_unused_replaced_base(tmp_path)
     sp = Savepoint.open(tmp_path / "sp")  # opening does not resolve bases
     with pytest.raises(CorruptSavepointError, match="'unused' was replaced"):
         sp.restore_plan(1)
     with pytest.raises(CorruptSavepointError, match="'unused' was replaced"):
         Savepoint.open(tmp_path / "sp").operator("kafka-source").list_state("offsets")
+
+
+def test_verify_reports_the_checks_before_reading_once_and_verifies_the_rest(tmp_path):
+    _with_unused_replaced_base(tmp_path)
+    report = verify(Savepoint.open(tmp_path / "sp"))
+    assert [e for e in report.errors if "'unused' was replaced" in e] == report.errors and len(report.errors) == 1
+    assert report.values > 0  # every chunk was still read and decoded
 
 
 # --------------------------------------------------------------------------
