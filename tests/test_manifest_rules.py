@@ -13,8 +13,8 @@ import pytest
 from compat_tests.generate_rejects import _varint
 from pyref import Savepoint, rescale
 from pyref._proto.savepoint.v1 import manifest_pb2 as pb
-from pyref.inspection import verify
 from pyref.errors import CorruptSavepointError, SavepointNotFoundError, UnsupportedFormatError
+from pyref.inspection import verify
 from pyref.manifest import MAX_MESSAGE_DEPTH, decode_manifest, encode_envelope, encode_manifest
 from pyref.manifest_encoding import _wide_manifest_class, has_cut_varints
 from pyref.testing import write_seeds
