@@ -19,40 +19,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from pyref import DistributionMode, Savepoint, rescale
+from pyref import Savepoint, rescale
 from pyref.inspection import verify
-from pyref.serializers import Int64, String, TimeWindow
-from pyref.testing import SEED_COUNTS, SEED_OFFSETS, SEED_TIMERS, SEED_WINDOW_COUNTS, write_seeds
+from pyref.testing import SEED_COUNTS, SEED_OFFSETS, SEED_TIMERS, SEED_WINDOW_COUNTS, write_seeds, write_seeds_with_spark
 
 OFFSETS = dict(enumerate(SEED_OFFSETS))  # Kafka partition offsets held by source subtasks 0 and 1
 COUNTS = SEED_COUNTS  # hits per URL
 WINDOW_COUNTS = SEED_WINDOW_COUNTS  # hits per (URL, one-minute window)
 TIMERS = SEED_TIMERS  # the event-time timer pending for each URL's open window
-
-
-def bootstrap_with_spark(spark, path: Path) -> None:
-    from pyref.spark import SavepointBuilder
-
-    rows = [(subtask, position, offset)
-            for subtask, values in OFFSETS.items() for position, offset in enumerate(values)]
-    offsets = spark.createDataFrame(rows, "subtask int, position int, offset long")
-    counts = spark.createDataFrame(list(COUNTS.items()), "url string, hits long")
-    windowed = spark.createDataFrame(
-        [(url, {"start": w.start, "end": w.end}, hits) for (url, w), hits in WINDOW_COUNTS.items()],
-        "url string, window struct<start: long, end: long>, hits long")
-    timers = spark.createDataFrame([(url, {"start": w.start, "end": w.end}, t) for url, w, t in TIMERS],
-                                   "url string, window struct<start: long, end: long>, fires long")
-    with SavepointBuilder(spark, path, overwrite=True) as b:
-        b.add_operator("kafka-source", parallelism=2)
-        b.add_list_state("kafka-source", "offsets", offsets, Int64(), DistributionMode.SPLIT_DISTRIBUTE,
-                         value="offset", order_by="position")
-        b.add_operator("url-counter", parallelism=2, key_serializer=String())
-        b.add_keyed_state("url-counter", "count", counts, Int64(), key="url", value="hits")
-        b.add_operator("window-counter", parallelism=2, key_serializer=String())
-        b.add_keyed_state("window-counter", "count", windowed, Int64(), namespace_serializer=TimeWindow(), key="url",
-                          namespace="window", value="hits")
-        b.add_timers("window-counter", "window-timers", "event_time", timers, namespace_serializer=TimeWindow(),
-                     key="url", namespace="window", timestamp="fires")
 
 
 def bootstrap_with_core(path: Path) -> None:
@@ -164,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         seeds = out / "seeds"
         print(f"bootstrapping {seeds} with {'Spark ' + args.master if spark else 'the core'}")
-        bootstrap_with_spark(spark, seeds) if spark else bootstrap_with_core(seeds)
+        write_seeds_with_spark(spark, seeds) if spark else bootstrap_with_core(seeds)
         verified(seeds, check)
         show_subtasks(Savepoint.open(seeds), 2, check)
         for parallelism in (1, 4):
