@@ -190,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .spark.cli import add_spark_commands  # here: it imports this module's helpers
 
     add_spark_commands(sub)  # imports pyspark only when one of them runs
+    add_export_flink_command(sub)
     return parser
 
 
@@ -232,6 +233,57 @@ def run(args: argparse.Namespace) -> int:
                   f"kept {len(report.kept_recent)} younger than {args.older_than:g} h")
         return 0
     raise AssertionError(f"unhandled command {args.command}")
+
+
+# -- export-flink: a pyref savepoint as a canonical Flink savepoint --------------------------
+
+
+def add_export_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``export-flink`` and ``spark-export-flink``."""
+    p.add_argument("path", help="pyref savepoint to export")
+    p.add_argument("target", help="directory of the Flink savepoint to write")
+    p.add_argument("--flink-version", required=True, metavar="V",
+                   help="Flink release that restores it: 1.17 to 1.20 (_metadata version 4), 2.0 (5), 2.1 to 2.3 (6)")
+    p.add_argument("-p", "--parallelism", type=count, help="Flink parallelism of every operator (default: its own)")
+    p.add_argument("--operator", action="append", metavar="ID=N", help="Flink parallelism of one operator")
+    p.add_argument("--only", action="append", metavar="ID", help="export only this operator (repeatable)")
+    p.add_argument("--inline-bytes", type=count, default=20480, metavar="N",
+                   help="state streams up to N bytes go inline into _metadata (Flink's default: %(default)s)")
+    p.add_argument("--overwrite", action="store_true", help="replace a Flink savepoint already at the target")
+    p.add_argument("--json", action="store_true")
+
+
+def export_options(args: argparse.Namespace) -> dict:
+    """The keyword arguments of the export functions from the parsed arguments."""
+    parallelism = operator_numbers(args, "--parallelism") if args.operator or args.parallelism else None
+    return {"flink_version": args.flink_version, "parallelism": parallelism, "operators": args.only,
+            "inline_bytes": args.inline_bytes, "overwrite": args.overwrite}
+
+
+def print_exported(args: argparse.Namespace, result) -> int:
+    """Report a Flink savepoint an export wrote."""
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+        return 0
+    print(f"wrote Flink {result.flink_version} savepoint {result.path} (_metadata version {result.metadata_version}): "
+          f"{len(result.operators)} operators, {result.state_files} state files, {result.inline_handles} inline "
+          f"state handles, {result.state_bytes} bytes of state")
+    for op in result.operators:
+        print(f"  operator {op['operator_id']} (uid {op['uid'] or '-'}) -> Flink operator {op['flink_operator_id']}: "
+              f"parallelism {op['parallelism']}, max parallelism {op['max_parallelism']}")
+    return 0
+
+
+def _export_flink(args: argparse.Namespace) -> int:
+    from .flink import export_savepoint
+
+    return print_exported(args, export_savepoint(args.path, args.target, **export_options(args)))
+
+
+def add_export_flink_command(subparsers) -> None:
+    p = subparsers.add_parser("export-flink", help="write the savepoint as a canonical Flink savepoint (no JVM)")
+    add_export_arguments(p)
+    p.set_defaults(handler=_export_flink)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

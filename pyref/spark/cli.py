@@ -10,7 +10,7 @@ import argparse
 import re
 
 from .._proto.savepoint.v1 import serializer_pb2
-from ..cli import count, operator_numbers, print_written
+from ..cli import add_export_arguments, count, export_options, operator_numbers, print_exported, print_written
 from ..errors import InvalidArgumentError, SavepointError
 from ..serializers import MAX_NESTING_DEPTH, Serializer, serializer_from_snapshot
 
@@ -63,7 +63,7 @@ def _parse_snapshot(text: str, whole: str, depth: int) -> tuple[serializer_pb2.S
     return snapshot, rest
 
 
-def _run_on_spark(args: argparse.Namespace, job) -> int:
+def _run_on_spark(args: argparse.Namespace, job, report=print_written) -> int:
     try:
         from pyspark.sql import SparkSession
 
@@ -74,12 +74,12 @@ def _run_on_spark(args: argparse.Namespace, job) -> int:
     owned = SparkSession.getActiveSession() is None  # a session we did not start stays up
     spark = spark_session(args.master, app_name=f"pyref {args.command}")
     try:
-        manifest = job(spark)
+        written = job(spark)
     finally:
         if owned:
             spark.stop()
 
-    return print_written(args, manifest)
+    return report(args, written)
 
 
 def _spark_rescale(args: argparse.Namespace) -> int:
@@ -106,6 +106,14 @@ def _migrate(args: argparse.Namespace) -> int:
     return _run_on_spark(args, lambda spark: migrate_state(
         spark, args.path, args.target, args.operator, args.state, serializer, copy=args.copy,
         overwrite=args.overwrite, progress=not args.json))
+
+
+def _spark_export_flink(args: argparse.Namespace) -> int:
+    from .flink_export import export_flink
+
+    options = export_options(args)
+    return _run_on_spark(args, lambda spark: export_flink(spark, args.path, args.target, progress=not args.json,
+                                                          **options), report=print_exported)
 
 
 def add_spark_commands(subparsers) -> None:
@@ -143,3 +151,9 @@ def add_spark_commands(subparsers) -> None:
     p.add_argument("--serializer", required=True,
                    help="new serializer, as inspect prints them: int64, list<string>, map<string,int64>, ...")
     p.set_defaults(handler=_migrate)
+
+    p = subparsers.add_parser("spark-export-flink",
+                              help="write the savepoint as a canonical Flink savepoint, one Spark task per state handle")
+    add_export_arguments(p)
+    p.add_argument("--master", default="local[*]", help="Spark master URL (default: local[*])")
+    p.set_defaults(handler=_spark_export_flink)
