@@ -317,3 +317,102 @@ def job_spec(truth: dict) -> dict:
     from compat_tests.flink.harness import job_spec_from_truth
 
     return job_spec_from_truth(truth, own_parallelism=False)
+
+
+# -- what pyref's own Flink reader reads from the export, as a restore job would dump it ----
+
+
+def _reader_json(value):
+    """A value the Flink reader decoded, as Json.java writes it."""
+    from pyref.flink import GLOBAL_WINDOW, TimeWindow
+
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return _long(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else ("NaN" if math.isnan(value) else
+                                                   "Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, TimeWindow):
+        return {"start": _long(value.start), "end": _long(value.end)}
+    if value is GLOBAL_WINDOW:
+        return "global"
+    if isinstance(value, dict):
+        return _pairs([(_reader_json(k), _reader_json(v)) for k, v in value.items()])
+    return [_reader_json(v) for v in value]
+
+
+def _reader_keyed(op, name: str) -> list[dict]:
+    from pyref.flink import TtlValue
+
+    view = op.keyed_state(name)
+    table = view.to_arrow()
+    places = zip(table.column("subtask").to_pylist(), table.column("key_group").to_pylist())
+    entries: dict[tuple, dict] = {}
+    for (subtask, group), item in zip(places, view.items(with_ttl=True)):
+        key, *rest = item
+        namespace = rest.pop(0) if view.has_namespace else None
+        entry = entries.setdefault((subtask, _text(_reader_json(key)), _text(_reader_json(namespace))), {
+            "key": _reader_json(key), "namespace": _reader_json(namespace), "key_group": group, "subtask": subtask})
+        if view.kind == "MAP":
+            user_key, value = rest
+            entry.setdefault("_map", []).append((_reader_json(user_key), value))
+            continue
+        value = rest[0]
+        if view.ttl and view.kind == "LIST":
+            entry["value"] = [_reader_json(v.value) for v in value]
+            entry["ttl_timestamps"] = [_long(v.timestamp) for v in value]
+        elif view.ttl:
+            entry["value"], entry["ttl_timestamp"] = _reader_json(value.value), _long(value.timestamp)
+        else:
+            entry["value"] = _reader_json(value)
+    for entry in entries.values():
+        if "_map" in entry:
+            pairs = sorted(entry.pop("_map"), key=lambda p: _text(p[0]))
+            unwrap = [(k, v.value if isinstance(v, TtlValue) else v) for k, v in pairs]
+            entry["value"] = [[k, _reader_json(v)] for k, v in unwrap]
+            if view.ttl:
+                entry["ttl_timestamps"] = [_long(v.timestamp) for _, v in pairs]
+    return list(entries.values())
+
+
+def _list_restored(view, parallelism: int) -> list[list]:
+    """What each subtask restores of a list state: its partition, or all of a UNION state."""
+    from pyref.flink import DistributionMode as FlinkMode
+
+    stored = [[_reader_json(v) for v in view.partition(i)] for i in range(parallelism)]
+    if view.mode is FlinkMode.UNION:
+        return [[v for part in stored for v in part]] * parallelism
+    return stored
+
+
+def reader_dump(flink_dir: str | os.PathLike[str], truth: dict) -> dict:
+    """The export at ``flink_dir`` read with :mod:`pyref.flink` (no JVM), shaped like a
+    restore job's dump at the export's parallelism, for :func:`restore_differences`."""
+    from pyref.flink import FlinkSavepoint
+
+    operators = {}
+    with FlinkSavepoint.open(flink_dir, uids=list(truth["operators"])) as sp:
+        for op in sp.operators:
+            timers = []
+            for service, domain in op.timer_services:
+                view = op.timers(service, domain)
+                table = view.to_arrow()
+                for subtask, group, (key, namespace, timestamp) in zip(
+                        table.column("subtask").to_pylist(), table.column("key_group").to_pylist(), view.items()):
+                    timers.append({"service": service, "domain": domain.replace("-", "_"), "key": _reader_json(key),
+                                   "namespace": _reader_json(namespace), "timestamp": _long(timestamp),
+                                   "key_group": group, "subtask": subtask})
+            operator_state = {name: {"subtasks": _list_restored(op.list_state(name), op.parallelism)}
+                              for name in op.list_state_names}
+            operator_state.update({name: {"subtasks": [_pairs([(_reader_json(k), _reader_json(v)) for k, v in
+                                                               op.broadcast_state(name).items(i)])
+                                                       for i in range(op.parallelism)]}
+                                   for name in op.broadcast_state_names})
+            operators[op.name] = {
+                "parallelism": op.parallelism, "max_parallelism": op.max_parallelism, "operator_state": operator_state,
+                "keyed_state": {name: {"entries": _reader_keyed(op, name)} for name in op.keyed_state_names},
+                "timers": timers, "fired_timers": [t for t in timers if t["domain"] == "event_time"]}
+    return {"operators": operators}

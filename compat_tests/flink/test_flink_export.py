@@ -1,0 +1,148 @@
+"""Real Flink restores what pyref exports (pyref.flink.export_savepoint, and on Spark
+pyref.spark.export_flink).
+
+Per Flink version, one JVM restores (harness.restore_and_dump_many):
+
+* the export case (export_cases.py: the seeds with windows and timers, every keyed kind with
+  and without TTL, String / Long / Tuple2 keys, timers of both domains, a value state of every
+  type, SPLIT_DISTRIBUTE / UNION / broadcast state) exported at its own parallelism, restored
+  at 1 and 4 (HashMap backend) and 3 (RocksDB), and exported at 4, restored at 4;
+* the seeds bootstrapped with Spark and exported with Spark, restored at 1 and 4.
+
+Each restore is compared with the expected truth (truth.restore_differences): every value,
+key group and subtask; list state as Flink redistributes it; every event-time timer fires
+after the restore.
+
+Marked ``flink`` (Java 17 and the Flink jars: cached, or PYREF_FLINK_DOWNLOAD=1), skipped
+without them. Flink 1.20.3 and 2.3.0 run in the default tier; the other releases are ``slow``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+
+import pytest
+
+from compat_tests.flink import harness, jars
+from compat_tests.flink.export_cases import expected_truth, job_spec, write_export_case
+from compat_tests.flink.truth import restore_differences
+from pyref.flink import export_savepoint
+from pyref.testing import SEED_OFFSETS, SEED_TIMERS
+
+pytestmark = pytest.mark.flink
+
+DOWNLOAD = os.environ.get("PYREF_FLINK_DOWNLOAD") == "1"
+QUICK_VERSIONS = ("1.20.3", "2.3.0")
+VERSIONS = [v if v in QUICK_VERSIONS else pytest.param(v, marks=pytest.mark.slow) for v in jars.FLINK_VERSIONS]
+#: (export parallelism, restore parallelism, backend) of the export case.
+CASE_RESTORES = [(None, 1, "hashmap"), (None, 4, "hashmap"), (None, 3, "rocksdb"), (4, 4, "hashmap")]
+
+
+def spark_or_none():
+    """A local SparkSession when pyspark (with pandas) is installed, else None."""
+    try:
+        import pandas  # noqa: F401  (mapInArrow needs it)
+        from pyspark.sql import SparkSession  # noqa: F401
+    except ImportError:
+        return None
+    from pyref.spark import spark_session
+
+    session = spark_session("local[2]", app_name="pyref-flink-export-tests", **{
+        "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.default.parallelism": "2"})
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+@pytest.fixture(scope="module")
+def spark_seeds(tmp_path_factory):
+    """The seeds bootstrapped with Spark, as a pyref savepoint (None without pyspark)."""
+    spark = spark_or_none()
+    if spark is None:
+        return None
+    from pyref.testing import write_seeds_with_spark
+
+    path = tmp_path_factory.mktemp("spark-seeds") / "seeds"
+    write_seeds_with_spark(spark, path)
+    return spark, path
+
+
+@pytest.fixture(scope="module", params=VERSIONS)
+def restored(request, tmp_path_factory, spark_seeds):
+    """Everything a Flink version restored, in one JVM: name -> (expected truth, dump)."""
+    version = request.param
+    reason = harness.flink_available(version, download=DOWNLOAD)
+    if reason:
+        pytest.skip(reason)
+    work = tmp_path_factory.mktemp(f"export-{version}")
+    write_export_case(work / "case")
+    requests, truths, names = [], [], []
+    exported = {}
+    for export_p, restore_p, backend in CASE_RESTORES:
+        if export_p not in exported:
+            target = work / f"case-flink-p{export_p or 'own'}"
+            export_savepoint(work / "case", target, flink_version=version, parallelism=export_p, inline_bytes=4096)
+            exported[export_p] = (target, expected_truth(work / "case", export_p))
+        target, truth = exported[export_p]
+        requests.append(harness.RestoreRequest(target, job_spec(truth), restore_p, backend))
+        truths.append(truth)
+        names.append(f"case exported at {export_p or 'its own parallelism'}, restored at {restore_p} ({backend})")
+    if spark_seeds is not None:
+        from pyref.spark import export_flink
+
+        spark, seeds = spark_seeds
+        target = work / "spark-seeds-flink"
+        export_flink(spark, seeds, target, flink_version=version, inline_bytes=0, progress=False)
+        truth = expected_truth(seeds)
+        for p in (1, 4):
+            requests.append(harness.RestoreRequest(target, job_spec(truth), p))
+            truths.append(truth)
+            names.append(f"Spark seeds restored at {p}")
+    dumps = harness.restore_and_dump_many(version, requests, download=DOWNLOAD)
+    return dict(zip(names, zip(truths, dumps)))
+
+
+def test_every_export_restores_as_written(restored):
+    problems = {name: restore_differences(truth, dump) for name, (truth, dump) in restored.items()}
+    assert not any(problems.values()), json.dumps(problems, indent=1, ensure_ascii=False)
+
+
+@pytest.mark.parametrize("source", ["case", "Spark seeds"])
+@pytest.mark.parametrize("parallelism", [1, 4])
+def test_seeds_restore_every_offset_once(restored, source, parallelism):
+    """The seeds at parallelism 1 and 4, bootstrapped with pyref and with Spark: Flink hands out
+    every offset once (at 4, one per subtask: none idle) and every URL count to its key group's
+    subtask."""
+    name = (f"case exported at its own parallelism, restored at {parallelism} (hashmap)" if source == "case"
+            else f"Spark seeds restored at {parallelism}")
+    if name not in restored:
+        pytest.skip("pyspark (with pandas) is not installed")
+    _, dump = restored[name]
+    offsets = dump["operators"]["kafka-source"]["operator_state"]["offsets"]["subtasks"]
+    assert len(offsets) == parallelism
+    assert Counter(o for sub in offsets for o in sub) == Counter(o for part in SEED_OFFSETS for o in part)
+    if parallelism == 4:
+        assert all(len(sub) == 1 for sub in offsets)
+    counts = dump["operators"]["url-counter"]["keyed_state"]["count"]["entries"]
+    assert {e["subtask"] for e in counts} == set(range(parallelism)) and len(counts) == 50
+
+
+def test_an_export_at_4_is_restored_as_pyref_cut_it(restored):
+    truth, dump = restored["case exported at 4, restored at 4 (hashmap)"]
+    offsets = dump["operators"]["kafka-source"]["operator_state"]["offsets"]["subtasks"]
+    assert offsets == truth["operators"]["kafka-source"]["operator_state"]["offsets"]["subtasks"] == [
+        [100], [101], [200], [201]]
+    names = dump["operators"]["list-states"]["operator_state"]["names"]["subtasks"]
+    assert names == truth["operators"]["list-states"]["operator_state"]["names"]["subtasks"]
+
+
+def test_windows_and_timers_fire_after_the_restore(restored):
+    for name, (truth, dump) in restored.items():
+        windows = dump["operators"]["window-counter"]
+        assert sorted((t["key"], t["timestamp"]) for t in windows["fired_timers"]) == sorted(
+            (url, t) for url, _, t in SEED_TIMERS), name
+        if "keyed-kinds" in dump["operators"]:
+            kinds = dump["operators"]["keyed-kinds"]
+            assert {t["domain"] for t in kinds["timers"]} == {"event_time", "processing_time"}
+            assert len(kinds["fired_timers"]) == 10 and {t["domain"] for t in kinds["fired_timers"]} == {"event_time"}
