@@ -6,7 +6,7 @@ Per Flink version, one JVM restores (harness.restore_and_dump_many):
 * the export case (export_cases.py: the seeds with windows and timers, every keyed kind with
   and without TTL, String / Long / Tuple2 keys, timers of both domains, a value state of every
   type, SPLIT_DISTRIBUTE / UNION / broadcast state) exported at its own parallelism, restored
-  at 1 and 4 (HashMap backend) and 3 (RocksDB), and exported at 4, restored at 4;
+  at 1 (HashMap backend) and 4 (RocksDB), and exported at 4, restored at 4 (HashMap);
 * the seeds bootstrapped with Spark and exported with Spark, restored at 1 and 4.
 
 Each restore is compared with the expected truth (truth.restore_differences): every value,
@@ -37,7 +37,7 @@ DOWNLOAD = os.environ.get("PYREF_FLINK_DOWNLOAD") == "1"
 QUICK_VERSIONS = ("1.20.3", "2.3.0")
 VERSIONS = [v if v in QUICK_VERSIONS else pytest.param(v, marks=pytest.mark.slow) for v in jars.FLINK_VERSIONS]
 #: (export parallelism, restore parallelism, backend) of the export case.
-CASE_RESTORES = [(None, 1, "hashmap"), (None, 4, "hashmap"), (None, 3, "rocksdb"), (4, 4, "hashmap")]
+CASE_RESTORES = [(None, 1, "hashmap"), (None, 4, "rocksdb"), (4, 4, "hashmap")]
 
 
 def spark_or_none():
@@ -114,7 +114,8 @@ def test_seeds_restore_every_offset_once(restored, source, parallelism):
     """The seeds at parallelism 1 and 4, bootstrapped with pyref and with Spark: Flink hands out
     every offset once (at 4, one per subtask: none idle) and every URL count to its key group's
     subtask."""
-    name = (f"case exported at its own parallelism, restored at {parallelism} (hashmap)" if source == "case"
+    backend = "hashmap" if parallelism == 1 else "rocksdb"
+    name = (f"case exported at its own parallelism, restored at {parallelism} ({backend})" if source == "case"
             else f"Spark seeds restored at {parallelism}")
     if name not in restored:
         pytest.skip("pyspark (with pandas) is not installed")
