@@ -1,107 +1,66 @@
-"""Rows of bytes built from parts, a whole column at a time: what the Flink
-writer uses to turn pyref's columns into Flink's records without a Python loop
-per row.
+"""Rows of bytes built from parts, a whole column at a time: what the Flink writer
+uses to turn pyref's columns into Flink's records without a Python loop per row.
 
-A *part* is either a fixed-width block (a ``(rows, width)`` uint8 array: every
-row contributes ``width`` bytes) or :class:`Spans` (row ``i`` contributes
-``data[starts[i]:starts[i] + lengths[i]]``). :func:`join_rows` lays the parts of
-every row side by side; the bytes are moved with numpy gathers, a bounded number
-of rows at a time.
+A *part* is an Arrow binary column (row ``i`` contributes its ``i``-th value) or a
+fixed-width block, a ``(rows, width)`` uint8 array. :func:`join_rows` lays the parts
+of every row side by side with Arrow's ``binary_join_element_wise``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Union
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..serializers.base import binary_parts
-from .columns import gather_spans
 
-__all__ = ["Spans", "Part", "join_rows", "part_lengths", "be_bytes", "varints", "to_binary", "spans_to_binary", "variable_ints"]
+__all__ = ["Part", "binary", "lengths", "join_rows", "be_bytes", "varints", "variable_ints", "constant",
+           "with_empty_rows", "from_bytes"]
 
-
-@dataclass(frozen=True)
-class Spans:
-    """Row ``i`` is ``data[starts[i]:starts[i] + lengths[i]]``."""
-
-    data: np.ndarray
-    starts: np.ndarray
-    lengths: np.ndarray
-
-    @classmethod
-    def of(cls, column: pa.Array) -> Spans:
-        """The rows of a (large) binary column without nulls."""
-        offsets, data = binary_parts(column)
-        offsets = offsets.astype(np.int64)
-        return cls(data, offsets[:-1], np.diff(offsets))
-
-    @classmethod
-    def constant(cls, value: bytes, rows: int, present: np.ndarray | None = None) -> Spans:
-        """``value`` in every row (only in the rows of the mask ``present``)."""
-        lengths = np.full(rows, len(value), np.int64)
-        if present is not None:
-            lengths[~present] = 0
-        return cls(np.frombuffer(value, np.uint8), np.zeros(rows, np.int64), lengths)
-
-    def __len__(self) -> int:
-        return len(self.lengths)
-
-    def take(self, rows: np.ndarray) -> Spans:
-        return Spans(self.data, self.starts[rows], self.lengths[rows])
-
-    def skip(self, count: int) -> Spans:
-        """Every row without its first ``count`` bytes."""
-        return Spans(self.data, self.starts + count, self.lengths - count)
+Part = Union[pa.Array, np.ndarray]
+_EMPTY = pa.scalar(b"", pa.binary())
+_LARGE_EMPTY = pa.scalar(b"", pa.large_binary())
 
 
-Part = Union[np.ndarray, Spans]
+def binary(block: np.ndarray) -> pa.Array:
+    """A ``(rows, width)`` block as a binary column (no copy of a contiguous block)."""
+    rows, width = block.shape
+    offsets = np.arange(rows + 1, dtype=np.int64) * width
+    data = np.ascontiguousarray(block).reshape(-1)
+    if offsets[-1] < 2**31:
+        return pa.Array.from_buffers(pa.binary(), rows, [None, pa.py_buffer(offsets.astype(np.int32)),
+                                                         pa.py_buffer(data)])
+    return pa.Array.from_buffers(pa.large_binary(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
-def part_lengths(part: Part, rows: int) -> np.ndarray | int:
-    return part.lengths if isinstance(part, Spans) else part.shape[1]
+def from_bytes(data: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    """A binary column of ``data`` cut at ``offsets`` (int64, ``rows + 1``, from 0)."""
+    rows = len(offsets) - 1
+    if offsets[-1] < 2**31:
+        return pa.Array.from_buffers(pa.binary(), rows, [None, pa.py_buffer(offsets.astype(np.int32)),
+                                                         pa.py_buffer(data)])
+    return pa.Array.from_buffers(pa.large_binary(), rows, [None, pa.py_buffer(offsets.astype(np.int64)),
+                                                           pa.py_buffer(data)])
 
 
-#: Bytes moved per gather: bounds the index arrays (16 bytes of index per byte moved).
-_GATHER_BYTES = 1 << 22
+def lengths(column: pa.Array) -> np.ndarray:
+    """Every row's length (int64)."""
+    offsets, _ = binary_parts(column)
+    return np.diff(offsets).astype(np.int64)
 
 
-def _scatter_spans(out: np.ndarray, at: np.ndarray, part: Spans) -> None:
-    lengths = part.lengths
-    ends = np.cumsum(lengths)
-    first = 0
-    while first < len(lengths):
-        done = ends[first - 1] if first else 0
-        last = max(int(np.searchsorted(ends, done + _GATHER_BYTES, side="right")), first + 1)
-        rows = slice(first, last)
-        span = lengths[rows]
-        total = int(span.sum())
-        if total:
-            local = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(span) - span, span)
-            out[np.repeat(at[rows], span) + local] = part.data[np.repeat(part.starts[rows], span) + local]
-        first = last
-
-
-def join_rows(parts: list[Part], rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every row's parts, side by side: the bytes and the int64 row offsets (``rows + 1``)."""
-    lengths = np.zeros(rows, np.int64)
-    for part in parts:
-        lengths += part_lengths(part, rows)
-    offsets = np.zeros(rows + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    out = np.empty(int(offsets[-1]), np.uint8)
-    at = offsets[:-1].copy()
-    for part in parts:
-        if isinstance(part, Spans):
-            _scatter_spans(out, at, part)
-            at += part.lengths
-        elif part.shape[1]:
-            width = part.shape[1]
-            out[(at[:, None] + np.arange(width)).reshape(-1)] = part.reshape(-1)
-            at += width
-    return out, offsets
+def join_rows(parts: list[Part], rows: int) -> pa.Array:
+    """Every row's parts, side by side, as one binary column."""
+    columns = [binary(p) if isinstance(p, np.ndarray) else p for p in parts]
+    if not columns or rows == 0:
+        return pa.array([], pa.binary())
+    if sum(c.nbytes for c in columns) >= 2**31:
+        columns = [c.cast(pa.large_binary()) for c in columns]
+        return pc.binary_join_element_wise(*columns, _LARGE_EMPTY)
+    columns = [c.cast(pa.binary()) if c.type != pa.binary() else c for c in columns]
+    return pc.binary_join_element_wise(*columns, _EMPTY)
 
 
 def be_bytes(values: np.ndarray, width: int) -> np.ndarray:
@@ -111,35 +70,47 @@ def be_bytes(values: np.ndarray, width: int) -> np.ndarray:
     return unsigned.astype(dtype).view(np.uint8).reshape(-1, width)
 
 
-def varints(values: np.ndarray) -> Spans:
+def _packed(groups: np.ndarray, size: np.ndarray) -> pa.Array:
+    """Row ``i``: the first ``size[i]`` bytes of ``groups[i]``."""
+    keep = np.arange(groups.shape[1])[None, :] < size[:, None]
+    offsets = np.zeros(len(size) + 1, np.int64)
+    np.cumsum(size, out=offsets[1:])
+    return from_bytes(groups[keep], offsets)
+
+
+def varints(values: np.ndarray, present: np.ndarray | None = None) -> pa.Array:
     """Non-negative ints as 7-bit groups, least significant first, the top bit set on
-    every byte but the last (Flink's ``StringValue`` lengths and characters)."""
+    every byte but the last (Flink's ``StringValue`` lengths); rows outside the mask
+    ``present`` are empty."""
     values = np.asarray(values, np.int64)
     size = 1 + sum((values >= (1 << (7 * k))).astype(np.int64) for k in range(1, 5))
     groups = (values[:, None] >> (7 * np.arange(5))) & 0x7F
     more = np.arange(5)[None, :] < (size[:, None] - 1)
-    matrix = (groups | (more << 7)).astype(np.uint8)
-    return Spans(matrix.reshape(-1), np.arange(len(values), dtype=np.int64) * 5, size)
+    if present is not None:
+        size = np.where(present, size, 0)
+    return _packed((groups | (more << 7)).astype(np.uint8), size)
 
 
-def variable_ints(values: np.ndarray) -> Spans:
+def variable_ints(values: np.ndarray) -> pa.Array:
     """``CompositeKeySerializationUtils.writeVariableIntBytes`` of every value: its
     little-endian bytes up to the last non-zero one (at least one byte)."""
     values = np.asarray(values, np.int64)
     size = 1 + sum((values >= (1 << (8 * k))).astype(np.int64) for k in range(1, 4))
-    matrix = values.astype("<u4").view(np.uint8).reshape(-1, 4)
-    return Spans(matrix.reshape(-1), np.arange(len(values), dtype=np.int64) * 4, size)
+    return _packed(values.astype("<u4").view(np.uint8).reshape(-1, 4), size)
 
 
-def to_binary(data: np.ndarray, offsets: np.ndarray) -> pa.Array:
-    """Joined rows as an Arrow binary column (large when beyond 2 GiB)."""
-    rows = len(offsets) - 1
-    if offsets[-1] < 2**31:
-        return pa.Array.from_buffers(pa.binary(), rows, [None, pa.py_buffer(offsets.astype(np.int32)),
-                                                         pa.py_buffer(data)])
-    return pa.Array.from_buffers(pa.large_binary(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+def constant(value: bytes, present: np.ndarray) -> pa.Array:
+    """``value`` in the rows of the mask ``present``, nothing in the others."""
+    size = present.astype(np.int64) * len(value)
+    return _packed(np.tile(np.frombuffer(value, np.uint8), (len(present), 1)), size)
 
 
-def spans_to_binary(spans: Spans) -> pa.Array:
-    """:class:`Spans` gathered into an Arrow binary column."""
-    return gather_spans(spans.data, spans.starts, spans.lengths)
+def with_empty_rows(column: pa.Array, present: np.ndarray) -> pa.Array:
+    """``column``'s rows in the positions of the mask ``present``, empty rows elsewhere."""
+    offsets, data = binary_parts(column)
+    full = np.zeros(len(present), np.int64)
+    full[present] = np.diff(offsets)
+    ends = np.zeros(len(present) + 1, np.int64)
+    np.cumsum(full, out=ends[1:])
+    start = int(offsets[0]) if len(column) else 0
+    return from_bytes(data[start:start + int(ends[-1])], ends)

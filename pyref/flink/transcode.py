@@ -34,9 +34,10 @@ import pyarrow.compute as pc
 
 from ..errors import CorruptSavepointError, UnsupportedFormatError
 from ..serializers import Enum, ListOf, MapOf, Nullable, Opaque, Serializer, Tuple
-from ..serializers.base import binary_input, fixed_width_binary, fixed_width_values
+from ..serializers.base import binary_input, binary_parts, fixed_width_binary, fixed_width_values
+from .columns import gather_spans
 from .dataoutput import string_value
-from .rows import Spans, be_bytes, join_rows, to_binary, varints
+from .rows import be_bytes, from_bytes, join_rows, lengths, varints
 from .serializers import FlinkType
 
 __all__ = ["transcoder", "Transcoder", "split_nullable", "ROW_KINDS"]
@@ -301,17 +302,20 @@ def _permuted(source: Serializer, order: list[int]) -> Transcoder:
     return permute
 
 
-def split_nullable(column: pa.Array) -> tuple[np.ndarray, Spans]:
+def split_nullable(column: pa.Array) -> tuple[np.ndarray, pa.Array]:
     """pyref ``nullable`` cells (0x00, or 0x01 and the value): which are null, and the
     inner encodings (empty for nulls)."""
-    spans = Spans.of(binary_input(column, "nullable"))
-    if len(spans) and spans.lengths.min() < 1:
+    column = binary_input(column, "nullable")
+    offsets, data = binary_parts(column)
+    sizes = np.diff(offsets)
+    if len(column) and sizes.min() < 1:
         raise CorruptSavepointError("nullable: a value without its null flag")
-    flags = spans.data[spans.starts] if len(spans) else np.zeros(0, np.uint8)
+    flags = data[offsets[:-1]] if len(column) else np.zeros(0, np.uint8)
     nulls = flags == 0
-    if np.any(flags > 1) or np.any(spans.lengths[nulls] != 1):
+    if np.any(flags > 1) or np.any(sizes[nulls] != 1):
         raise CorruptSavepointError("nullable: a null flag other than 0x00 / 0x01, or bytes after a null")
-    return nulls, spans.skip(1)
+    # Every row without its flag (Arrow's binary_slice fails on a column of empty results).
+    return nulls, gather_spans(data, offsets[:-1].astype(np.int64) + 1, sizes.astype(np.int64) - 1)
 
 
 def _strings(nullable: bool) -> Transcoder:
@@ -319,26 +323,20 @@ def _strings(nullable: bool) -> Transcoder:
 
     def transcode(column: pa.Array) -> pa.Array:
         if nullable:
-            nulls, spans = split_nullable(column)
+            nulls, text = split_nullable(column)
         else:
-            spans = Spans.of(binary_input(column, "string"))
-            nulls = np.zeros(len(spans), bool)
-        rows = len(spans)
-        high = np.concatenate([[0], np.cumsum(spans.data >= 0x80, dtype=np.int64)]) if rows else np.zeros(1, np.int64)
-        wide = (high[spans.starts + spans.lengths] - high[spans.starts]) > 0 if rows else np.zeros(0, bool)
+            text = binary_input(column, "string")
+            nulls = np.zeros(len(text), bool)
+        try:
+            ascii_rows = pc.string_is_ascii(text.cast(pa.string() if text.type == pa.binary() else pa.large_string()))
+        except pa.ArrowInvalid as exc:
+            raise CorruptSavepointError(f"string: not UTF-8 ({exc})") from None
+        wide = ~ascii_rows.to_numpy(zero_copy_only=False)
         # ASCII rows: the length + 1 as a varint, then the bytes as they are; a null: one 0 byte.
-        prefix = varints(np.where(nulls, 0, spans.lengths + 1))
-        prefix = Spans(prefix.data, prefix.starts, np.where(wide, 0, prefix.lengths))
-        body = Spans(spans.data, spans.starts, np.where(wide | nulls, 0, spans.lengths))
-        data, offsets = join_rows([prefix, body], rows)
-        out = to_binary(data, offsets)
+        prefix = varints(np.where(nulls, 0, lengths(text) + 1), present=~wide)
+        out = join_rows([prefix, text], len(text))
         if wide.any():
-            rows_wide = np.flatnonzero(wide)
-            try:
-                encoded = [string_value(bytes(spans.data[spans.starts[i]:spans.starts[i] + spans.lengths[i]])
-                                        .decode("utf-8")) for i in rows_wide.tolist()]
-            except UnicodeDecodeError as exc:
-                raise CorruptSavepointError(f"string: not UTF-8 ({exc.reason})") from None
+            encoded = [string_value(t) for t in text.filter(pa.array(wide)).cast(pa.string()).to_pylist()]
             out = pc.replace_with_mask(out, pa.array(wide), pa.array(encoded, out.type))
         return out
 
@@ -346,22 +344,21 @@ def _strings(nullable: bool) -> Transcoder:
 
 
 def _byte_strings(column: pa.Array) -> pa.Array:
-    spans = Spans.of(binary_input(column, "bytes"))
-    data, offsets = join_rows([be_bytes(spans.lengths, 4), spans], len(spans))
-    return to_binary(data, offsets)
+    column = binary_input(column, "bytes")
+    return join_rows([be_bytes(lengths(column), 4), column], len(column))
 
 
 def _one_by_one(source: Serializer, target: FlinkType) -> Transcoder:
     encode = _encoder(source, target)
 
     def transcode(column: pa.Array) -> pa.Array:
-        spans = Spans.of(binary_input(column, source.serializer_id))
-        view = memoryview(spans.data)
-        out, ends = bytearray(), np.zeros(len(spans) + 1, np.int64)
-        for i, (start, length) in enumerate(zip(spans.starts.tolist(), spans.lengths.tolist())):
-            encode(source._decode_range(view, start, start + length), out)
+        offsets, data = binary_parts(binary_input(column, source.serializer_id))
+        view = memoryview(data)
+        out, ends = bytearray(), np.zeros(len(column) + 1, np.int64)
+        for i, (start, end) in enumerate(zip(offsets[:-1].tolist(), offsets[1:].tolist())):
+            encode(source._decode_range(view, start, end), out)
             ends[i + 1] = len(out)
-        return to_binary(np.frombuffer(bytes(out), np.uint8), ends)
+        return from_bytes(np.frombuffer(bytes(out), np.uint8), ends)
 
     return transcode
 

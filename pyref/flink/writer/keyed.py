@@ -40,10 +40,11 @@ from ...key_groups import KeyGroupRange
 from ...keys import key_type_of
 from ...reader import KeyedStateView, OperatorView
 from ...serializers import Nullable, Serializer, serializer_from_snapshot
-from ...serializers.base import binary_input, fixed_width_values
+from ...serializers.base import binary_input, binary_parts, fixed_width_values
 from ...timers import TimerServiceView
 from ...ttl import split_timestamps
-from ..rows import Part, Spans, be_bytes, join_rows, part_lengths, spans_to_binary, variable_ints
+from ..columns import gather_spans
+from ..rows import Part, be_bytes, constant, from_bytes, join_rows, lengths, variable_ints, with_empty_rows
 from ..to_flink import (
     VOID_NAMESPACE,
     FlinkSerializer,
@@ -69,20 +70,28 @@ BATCH_BYTES = 32 << 20
 
 @dataclass
 class Records:
-    """Flink's (key, value) pairs of one state, ``data[offsets[i]:offsets[i+1]]`` the
-    ``i``-th (int length, key, int length, value), in key-group order."""
+    """Flink's (key, value) pairs of one state, row ``i`` the ``i``-th (int length, key,
+    int length, value), in key-group order, the last pair of each key group flagged."""
 
-    data: np.ndarray
-    offsets: np.ndarray
+    pairs: pa.Array
     key_groups: np.ndarray
 
 
+def _part_lengths(part: Part) -> np.ndarray | int:
+    return part.shape[1] if isinstance(part, np.ndarray) else lengths(part)
+
+
 def _records(key_groups: np.ndarray, key_parts: list[Part], value_parts: list[Part]) -> Records:
+    """``key_parts[0]`` is the key-group prefix: the first key byte of a key group's last
+    pair gets its top bit ("meta data follows": a state id or the end mark comes next)."""
     rows = len(key_groups)
-    key_length = sum((part_lengths(p, rows) for p in key_parts), np.zeros(rows, np.int64))
-    value_length = sum((part_lengths(p, rows) for p in value_parts), np.zeros(rows, np.int64))
-    data, offsets = join_rows([be_bytes(key_length, 4), *key_parts, be_bytes(value_length, 4), *value_parts], rows)
-    return Records(data, offsets, key_groups)
+    key_length = sum((_part_lengths(p) for p in key_parts), np.zeros(rows, np.int64))
+    value_length = sum((_part_lengths(p) for p in value_parts), np.zeros(rows, np.int64))
+    prefix = key_parts[0]
+    last = np.flatnonzero(np.diff(key_groups, append=-1) != 0)
+    prefix[last, 0] |= 0x80
+    pairs = join_rows([be_bytes(key_length, 4), *key_parts, be_bytes(value_length, 4), *value_parts], rows)
+    return Records(pairs, key_groups)
 
 
 class _CompositeKey:
@@ -100,14 +109,14 @@ class _CompositeKey:
     def namespace_part(self, rows: int, column: pa.Array | None) -> Part:
         if column is None:
             return np.zeros((rows, 1), np.uint8)  # VoidNamespace writes one 0 byte
-        return Spans.of(self.namespace(column))
+        return self.namespace(column)
 
     def parts(self, key_groups: np.ndarray, key: pa.Array, namespace: Part, between: list[Part] = ()) -> list[Part]:
         """``between``: what comes between the key group and the key (a timer's timestamp)."""
-        key_spans = Spans.of(self.key(key))
-        parts = [be_bytes(key_groups, self.prefix_bytes), *between, key_spans]
+        key = self.key(key)
+        parts = [be_bytes(key_groups, self.prefix_bytes), *between, key]
         if self.ambiguous:
-            return parts + [variable_ints(key_spans.lengths), namespace, variable_ints(namespace.lengths)]
+            return parts + [variable_ints(lengths(key)), namespace, variable_ints(_part_lengths(namespace))]
         return parts + [namespace]
 
 
@@ -123,23 +132,23 @@ class _State:
         raise NotImplementedError
 
 
-def _split_lists(column: pa.Array, width: int | None, where: str) -> tuple[np.ndarray, Spans]:
+def _split_lists(column: pa.Array, width: int | None, where: str) -> tuple[np.ndarray, pa.Array]:
     """pyref LIST cells (u32 count, framed elements: fixed ``width`` or a u32 length
     first) as the element count of every row and the elements, row by row."""
-    spans = Spans.of(binary_input(column, "list"))
-    data, rows = spans.data, len(spans)
-    if rows and spans.lengths.min() < 4:
+    offsets, data = binary_parts(binary_input(column, "list"))
+    offsets = offsets.astype(np.int64)
+    starts, ends, rows = offsets[:-1], offsets[1:], len(column)
+    if rows and np.any(ends - starts < 4):
         raise CorruptSavepointError("a LIST value shorter than its element count", state=where)
-    counts = (data[spans.starts[:, None] + np.arange(4)].astype(np.int64) << (8 * np.arange(4))).sum(axis=1) \
-        if rows else np.zeros(0, np.int64)
+    counts = _u32(data, starts)
     if width is not None:
-        if np.any(spans.lengths != 4 + counts * width):
+        if np.any(ends - starts != 4 + counts * width):
             raise CorruptSavepointError(f"a LIST value is not its count of {width}-byte elements", state=where)
         index = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-        starts = np.repeat(spans.starts + 4, counts) + index * width
-        return counts, Spans(data, starts, np.full(len(starts), width, np.int64))
+        element_starts = np.repeat(starts + 4, counts) + index * width
+        return counts, gather_spans(data, element_starts, np.full(len(element_starts), width, np.int64))
     # Variable-sized elements: walk every row at once, one element per step.
-    position, remaining, ends = spans.starts + 4, counts.copy(), spans.starts + spans.lengths
+    position, remaining = starts + 4, counts.copy()
     found_rows, found_starts, found_lengths = [], [], []
     while True:
         active = np.flatnonzero(remaining > 0)
@@ -148,20 +157,25 @@ def _split_lists(column: pa.Array, width: int | None, where: str) -> tuple[np.nd
         at = position[active]
         if np.any(at + 4 > ends[active]):
             raise CorruptSavepointError("a LIST element's length runs past its value", state=where)
-        length = (data[at[:, None] + np.arange(4)].astype(np.int64) << (8 * np.arange(4))).sum(axis=1)
-        if np.any(at + 4 + length > ends[active]):
+        size = _u32(data, at)
+        if np.any(at + 4 + size > ends[active]):
             raise CorruptSavepointError("a LIST element runs past its value", state=where)
         found_rows.append(active)
         found_starts.append(at + 4)
-        found_lengths.append(length)
-        position[active] = at + 4 + length
+        found_lengths.append(size)
+        position[active] = at + 4 + size
         remaining[active] -= 1
     if np.any(position != ends):
         raise CorruptSavepointError("bytes after the last element of a LIST value", state=where)
     if not found_rows:
-        return counts, Spans(data, np.zeros(0, np.int64), np.zeros(0, np.int64))
+        return counts, pa.array([], pa.binary())
     order = np.argsort(np.concatenate(found_rows), kind="stable")  # row by row, elements in order
-    return counts, Spans(data, np.concatenate(found_starts)[order], np.concatenate(found_lengths)[order])
+    return counts, gather_spans(data, np.concatenate(found_starts)[order], np.concatenate(found_lengths)[order])
+
+
+def _u32(data: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The little-endian u32 at every position ``at``."""
+    return np.ascontiguousarray(data[at[:, None] + np.arange(4)]).view("<u4").reshape(-1).astype(np.int64)
 
 
 def _timestamps(cells: pa.Array, where: str) -> tuple[np.ndarray, pa.Array]:
@@ -204,7 +218,7 @@ class _KeyedState(_State):
             namespace = namespace.filter(mask) if namespace is not None else None
         parts = self.composite.parts(key_groups, key, self.composite.namespace_part(len(key_groups), namespace))
         if user_key is not None:
-            parts.append(Spans.of(self.user_key(user_key)))
+            parts.append(self.user_key(user_key))
         return _records(key_groups, parts, value_parts)
 
     def _values(self, cells: pa.Array) -> tuple[list[Part], np.ndarray | None]:
@@ -214,27 +228,20 @@ class _KeyedState(_State):
         stamps = None
         if self.ttl:
             stamps, cells = _timestamps(cells, self.where)
+        parts: list[Part] = [] if stamps is None else [stamps]
         if self.kind != "map":
-            return [p for p in (stamps,) if p is not None] + [Spans.of(self.value(cells))], None
-        rows = len(cells)
+            return parts + [self.value(cells)], None
         if self.nullable:
             nulls, inner = split_nullable(cells)
         else:
-            nulls, inner = np.zeros(rows, bool), Spans.of(binary_input(cells, "map value"))
+            nulls, inner = np.zeros(len(cells), bool), cells
         if self.ttl and nulls.any():
             raise UnsupportedFormatError("a null map value under TTL: Flink's TTL map values are never null",
                                          state=self.where)
-        present = np.flatnonzero(~nulls)
-        encoded = Spans.of(self.value(spans_to_binary(inner.take(present))))
-        lengths = np.zeros(rows, np.int64)
-        lengths[present] = encoded.lengths
-        starts = np.zeros(rows, np.int64)
-        starts[present] = encoded.starts
-        flags = nulls.astype(np.uint8).reshape(-1, 1)  # MapState writes "is null", then the value if not
-        parts: list[Part] = [flags]
-        if stamps is not None:
-            parts.append(stamps)
-        return parts + [Spans(encoded.data, starts, lengths)], None
+        present = ~nulls
+        encoded = self.value(inner.filter(pa.array(present)) if nulls.any() else inner)
+        # MapState writes "is null", then the value if there is one.
+        return [nulls.astype(np.uint8).reshape(-1, 1)] + parts + [with_empty_rows(encoded, present)], None
 
     def _lists(self, cells: pa.Array) -> tuple[list[Part], np.ndarray]:
         width = self.value_source.fixed_width
@@ -243,17 +250,20 @@ class _KeyedState(_State):
         counts, elements = _split_lists(cells, width, self.where)
         total = len(elements)
         index_in_row = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-        parts: list[Part] = [Spans.constant(b",", total, present=index_in_row > 0)]
-        values = spans_to_binary(elements)
+        parts: list[Part] = [constant(b",", index_in_row > 0)]
         if self.ttl:
-            stamps, values = _timestamps(values, self.where)
+            stamps, elements = _timestamps(elements, self.where)
             parts.append(stamps)
-        parts.append(Spans.of(self.value(values)))
-        data, offsets = join_rows(parts, total)
+        parts.append(self.value(elements))
+        joined = join_rows(parts, total)
+        offsets, data = binary_parts(joined)
+        # Row r's value: its elements, back to back; rows without elements are left out.
+        bounds = offsets.astype(np.int64)[np.concatenate([[0], np.cumsum(counts)])] if total else np.zeros(
+            len(counts) + 1, np.int64)
         keep = counts > 0
-        firsts = (np.cumsum(counts) - counts)[keep]
-        lasts = np.cumsum(counts)[keep]
-        return [Spans(data, offsets[firsts], offsets[lasts] - offsets[firsts])], keep
+        value = from_bytes(data[int(bounds[0]):int(bounds[-1])] if total else np.zeros(0, np.uint8),
+                           np.concatenate([[0], (bounds[1:] - bounds[0])[keep]]))
+        return [value], keep
 
 
 class _TimerQueue(_State):
@@ -338,16 +348,21 @@ class KeyedExport:
     def _write_sections(self, stream, batch: KeyGroupRange, records: list[Records | None], offsets: np.ndarray,
                         first: int) -> None:
         wanted = np.arange(batch.first, batch.last + 1)
-        bounds = [None if r is None else (np.searchsorted(r.key_groups, wanted, "left"),
-                                          np.searchsorted(r.key_groups, wanted, "right")) for r in records]
+        found = []
+        for r in records:
+            if r is None:
+                found.append(None)
+                continue
+            pair_offsets, data = binary_parts(r.pairs)
+            found.append((np.searchsorted(r.key_groups, wanted, "left"), np.searchsorted(r.key_groups, wanted, "right"),
+                          pair_offsets.astype(np.int64), memoryview(data)))
         for i, key_group in enumerate(wanted.tolist()):
             pieces = []
-            for state_id, (r, b) in enumerate(zip(records, bounds)):
-                if b is None or b[0][i] == b[1][i]:
+            for state_id, f in enumerate(found):
+                if f is None or f[0][i] == f[1][i]:
                     continue
-                lo, hi = r.offsets[b[0][i]], r.offsets[b[1][i]]
-                r.data[r.offsets[b[1][i] - 1] + 4] |= 0x80  # "meta data follows": a state id or the end mark
-                pieces += [struct.pack(">h", state_id), memoryview(r.data)[lo:hi]]
+                lows, highs, pair_offsets, data = f
+                pieces += [struct.pack(">h", state_id), data[pair_offsets[lows[i]]:pair_offsets[highs[i]]]]
             if pieces:
                 offsets[key_group - first] = stream.tell()
                 for piece in pieces:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import struct
 
+import numpy as np
 import pyarrow as pa
 
 from ..._proto.savepoint.v1 import manifest_pb2 as pb
@@ -30,7 +31,7 @@ from ...redistribution import DistributionMode as PyrefMode
 from ...restore import plan_list_state
 from ..handles import DistributionMode
 from ...serializers.base import binary_parts
-from ..rows import Spans, join_rows
+from ..rows import join_rows
 from ..to_flink import flink_serializer
 from ..transcode import transcoder
 from .meta_info import broadcast_meta_info, list_meta_info
@@ -87,14 +88,21 @@ class OperatorStateExport:
         for view, mode, transcode, _ in self.lists:
             parts = list(view.read_encoded(self._ranges(view, mode, subtask)))
             elements = transcode(pa.concat_arrays(parts)) if parts else pa.array([], pa.binary())
-            offsets, data = binary_parts(elements)
-            first = int(offsets[0]) if len(elements) else 0
-            states[view.name] = (mode, tuple((offsets[:-1] - first + stream.tell()).tolist()))
-            stream.write(data[first:int(offsets[-1])] if len(elements) else b"")
+            at = stream.tell()
+            offsets = self._write_rows(stream, elements)
+            states[view.name] = (mode, tuple((offsets[:-1] + at).tolist()))
         for view, key, value, _ in self.broadcasts:
             keys, values = view.encoded_entries(self._plan[view.name][subtask])
             states[view.name] = (DistributionMode.BROADCAST, (stream.tell(),))
-            data, _ = join_rows([Spans.of(key(keys)), Spans.of(value(values))], len(keys))
             stream.write(struct.pack(">i", len(keys)))
-            stream.write(data)
+            self._write_rows(stream, join_rows([key(keys), value(values)], len(keys)))
         return states
+
+    @staticmethod
+    def _write_rows(stream, column: pa.Array) -> np.ndarray:
+        """Write the rows of a binary column back to back; their offsets from the first."""
+        offsets, data = binary_parts(column)
+        offsets = offsets.astype(np.int64)
+        first = int(offsets[0]) if len(column) else 0
+        stream.write(data[first:int(offsets[-1])] if len(column) else b"")
+        return offsets - first
