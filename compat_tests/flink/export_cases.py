@@ -15,6 +15,7 @@ the export distributed it. :func:`job_spec` gives the job that restores it.
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 
@@ -416,3 +417,47 @@ def reader_dump(flink_dir: str | os.PathLike[str], truth: dict) -> dict:
                 "keyed_state": {name: {"entries": _reader_keyed(op, name)} for name in op.keyed_state_names},
                 "timers": timers, "fired_timers": [t for t in timers if t["domain"] == "event_time"]}
     return {"operators": operators}
+
+
+# -- the round trip: a corpus case imported, maybe rescaled or re-hashed, exported -----------
+
+_KEY_TYPES = {"String": "string", "Long": "int64", "Integer": "int32", "Short": "int16", "Byte": "int8",
+              "Boolean": "boolean"}
+
+
+def _key_type(name: str):
+    if name.startswith("Tuple"):
+        inner = name[name.index("<") + 1:-1]
+        return tuple(_key_type(part) for part in inner.split(","))
+    return _KEY_TYPES[name]
+
+
+def _key(value, key_type):
+    if isinstance(key_type, tuple):
+        return tuple(_key(v, t) for v, t in zip(value, key_type))
+    return int(value) if key_type.startswith("int") else value
+
+
+def at_max_parallelism(truth: dict, changes: dict[str, int]) -> dict:
+    """``truth`` after a max-parallelism change of the operators in ``changes`` (uid -> new
+    max parallelism): every keyed entry and timer of theirs in its key's new key group."""
+    from pyref import assign_to_key_group
+
+    out = copy.deepcopy(truth)
+    for uid, max_parallelism in changes.items():
+        op = out["operators"][uid]
+        key_type = _key_type(op["key_type"])
+        op["max_parallelism"] = max_parallelism
+        rows = [e for s in op["keyed_state"].values() for e in s["entries"]] + op["timers"]
+        for row in rows:
+            row["key_group"] = assign_to_key_group(_key(row["key"], key_type), max_parallelism, key_type)
+    return out
+
+
+def without_states(truth: dict, states: list[str]) -> dict:
+    """``truth`` without the keyed states ``"uid/state"`` (those an import leaves out)."""
+    out = copy.deepcopy(truth)
+    for qualified in states:
+        uid, name = qualified.split("/", 1)
+        out["operators"][uid]["keyed_state"].pop(name)
+    return out
