@@ -11,7 +11,7 @@ import struct
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["DataOutput", "modified_utf8", "utf", "string_value", "variable_int_bytes"]
+__all__ = ["DataOutput", "modified_utf8", "utf", "string_value", "varint"]
 
 _MAX_UTF = 0xFFFF
 
@@ -42,7 +42,9 @@ def utf(text: str, what: str = "string") -> bytes:
     return struct.pack(">H", len(raw)) + raw
 
 
-def _varint(value: int) -> bytes:
+def varint(value: int) -> bytes:
+    """A non-negative int as 7-bit groups, least significant first, the top bit set on
+    every byte but the last."""
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -58,21 +60,10 @@ def string_value(text: str | None) -> bytes:
     if text is None:
         return b"\x00"
     if text.isascii():
-        return _varint(len(text) + 1) + text.encode("ascii")
+        return varint(len(text) + 1) + text.encode("ascii")
     raw = text.encode("utf-16-le", "surrogatepass")
     units = struct.unpack(f"<{len(raw) // 2}H", raw)
-    return _varint(len(units) + 1) + b"".join(_varint(u) for u in units)
-
-
-def variable_int_bytes(value: int) -> bytes:
-    """``CompositeKeySerializationUtils.writeVariableIntBytes``: little-endian bytes of
-    ``value`` until the rest is zero (at least one byte)."""
-    out = bytearray([value & 0xFF])
-    value >>= 8
-    while value:
-        out.append(value & 0xFF)
-        value >>= 8
-    return bytes(out)
+    return varint(len(units) + 1) + b"".join(varint(u) for u in units)
 
 
 class DataOutput:

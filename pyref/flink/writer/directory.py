@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from ...errors import CorruptSavepointError, InvalidArgumentError, SavepointError
-from ...io import typed_os_errors
+from ...io import _fsync_dir, typed_os_errors
 from ..metadata import parse_metadata
 
 __all__ = ["StreamRef", "StateStream", "ExportDirectory", "DEFAULT_INLINE_BYTES", "METADATA", "check_metadata_parses"]
@@ -45,14 +45,6 @@ class StreamRef:
     @property
     def inline(self) -> bool:
         return self.data is not None
-
-
-def _fsync_directory(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class StateStream:
@@ -157,7 +149,7 @@ class ExportDirectory:
                 with contextlib.suppress(OSError):
                     os.unlink(temporary)
                 raise
-            _fsync_directory(self.path)
+            _fsync_dir(self.path)
         self._delete_replaced(set(files))
 
     def _delete_replaced(self, keep: set[str]) -> None:
