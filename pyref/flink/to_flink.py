@@ -52,6 +52,7 @@ __all__ = [
     "timer_serializer",
     "VOID_NAMESPACE",
     "MAX_TUPLE_ARITY",
+    "snapshot_label",
 ]
 
 #: Flink's tuple classes go up to Tuple25.
@@ -79,7 +80,7 @@ class FlinkSerializer:
 
     @classmethod
     def parse(cls, snapshot: bytes, where: str) -> FlinkSerializer:
-        inp = DataInput(snapshot, path=None, state=where)
+        inp = DataInput(snapshot, state=where)
         try:
             parsed = read_versioned_snapshot(inp, at_position(len(snapshot)))
         except CorruptSavepointError as exc:
@@ -109,11 +110,12 @@ def _composite(class_name: str, outer_version: int, outer: bytes, nested: list[b
 
 
 def _refuse(snapshot: serializer_pb2.SerializerSnapshot, where: str, why: str) -> UnsupportedFormatError:
-    return UnsupportedFormatError(f"serializer {_label(snapshot)} has no Flink counterpart: {why}", state=where)
+    return UnsupportedFormatError(f"serializer {snapshot_label(snapshot)} has no Flink counterpart: {why}", state=where)
 
 
-def _label(snapshot: serializer_pb2.SerializerSnapshot) -> str:
-    inner = ",".join(_label(n) for n in snapshot.nested)
+def snapshot_label(snapshot: serializer_pb2.SerializerSnapshot) -> str:
+    """A pyref serializer as errors name it: ``map<string,nullable<int64>>``."""
+    inner = ",".join(snapshot_label(n) for n in snapshot.nested)
     return f"{snapshot.serializer_id}{f'<{inner}>' if inner else ''}"
 
 

@@ -39,6 +39,7 @@ from .columns import gather_spans
 from .dataoutput import string_value
 from .rows import be_bytes, from_bytes, join_rows, lengths, varints
 from .serializers import FlinkType
+from .to_flink import snapshot_label
 
 __all__ = ["transcoder", "Transcoder", "split_nullable", "ROW_KINDS"]
 
@@ -56,8 +57,7 @@ _STRUCTS = {"boolean": "?", "int8": "b", "int16": "h", "int32": "i", "int64": "q
 
 
 def _name(source: Serializer) -> str:
-    inner = ",".join(_name(c) for c in source.nested_serializers)
-    return f"{source.serializer_id}{f'<{inner}>' if inner else ''}"
+    return snapshot_label(source.snapshot())
 
 
 class _Mismatch(Exception):

@@ -171,6 +171,15 @@ def test_transcoded_values_read_back_in_flinks_encoding(strings, lists, maps, tu
         assert [tuple(v) if isinstance(v, tuple) else v for v in decoded] == values, serializer
 
 
+def test_string_lengths_take_as_many_varint_bytes_as_flink_writes():
+    """``StringValue`` lengths of 1, 2 and 3 varint bytes, ASCII (whole columns) and not (per row)."""
+    values = ["x" * 126, "x" * 127, "x" * 20000, "é" * 200, "\u4e2d" * 3, "", None]
+    target = flink_serializer(String().snapshot(), "test").type
+    flink = transcoder(Nullable(String()), target, "test")(column_of(Nullable(String()), values))
+    assert [len(v) for v in flink.to_pylist()] == [127, 129, 20003, 2 + 400, 1 + 9, 1, 1]
+    assert decode_column(target, flink) == values
+
+
 def test_an_engine_snapshot_is_written_back_and_its_values_pass(tmp_path):
     """A serializer imported from Flink keeps Flink's snapshot (engine): the export writes that
     snapshot byte for byte, and opaque values (Kryo here) as their bytes."""

@@ -66,7 +66,6 @@ class OperatorPlan:
 
 @dataclass(frozen=True)
 class ExportPlan:
-    location: str
     flink_version: str
     metadata_version: int
     checkpoint_id: int
@@ -185,7 +184,7 @@ def plan_export(source: Savepoint, flink_version: str, parallelism: int | Mappin
         has_operator_state = OperatorStateExport(op, p).has_state
         plans.append(OperatorPlan(op.operator_id, flink_id, uid, op.proto.name, p, op.max_parallelism, keyed,
                                   has_operator_state))
-    return ExportPlan(source.location, flink_version, version, checkpoint_id, plans)
+    return ExportPlan(flink_version, version, checkpoint_id, plans)
 
 
 class HandleWriter:
