@@ -219,7 +219,7 @@ def expected_truth(path: str | os.PathLike[str], parallelism: int | None = None)
 
 
 def _operator_state(op, parallelism: int) -> dict:
-    export = OperatorStateExport(op, parallelism)
+    export = OperatorStateExport(op, parallelism)  # the distribution does not depend on the release
     out = {}
     for view, mode, _, _ in export.lists:
         subtasks = []

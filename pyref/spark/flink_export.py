@@ -31,9 +31,9 @@ from .progress import Progress
 __all__ = ["export_flink"]
 
 
-def _write_handles(location: str, directory: str, inline_bytes: int, tasks: Iterable[tuple[int, HandleTask]]
-                   ) -> Iterator[tuple[int, KeyedHandle | OperatorHandle]]:
-    writer = HandleWriter(Savepoint.open(location), directory, inline_bytes)
+def _write_handles(location: str, flink_version: str, directory: str, inline_bytes: int,
+                   tasks: Iterable[tuple[int, HandleTask]]) -> Iterator[tuple[int, KeyedHandle | OperatorHandle]]:
+    writer = HandleWriter(Savepoint.open(location), flink_version, directory, inline_bytes)
     for index, task in tasks:
         yield index, writer.write(task)
 
@@ -52,7 +52,7 @@ def export_flink(spark: SparkSession, source: str | os.PathLike[str], target: st
             report.step(f"export to Flink {flink_version}: {len(tasks)} state handles of {len(plan.operators)} "
                         "operators")
             rdd = spark.sparkContext.parallelize(list(enumerate(tasks)), max(len(tasks), 1))
-            written = rdd.mapPartitions(partial(_write_handles, sp.location, directory.path, inline_bytes)).collect()
+            written = rdd.mapPartitions(partial(_write_handles, sp.location, flink_version, directory.path, inline_bytes)).collect()
             handles = {tasks[index]: handle for index, handle in written}
             report.step("writing _metadata")
             return publish(sp, plan, directory, handles)

@@ -31,6 +31,7 @@ from .metadata import (
     OperatorEntry,
     OperatorHandle,
     SubtaskHandles,
+    flink_release,
     metadata_bytes,
     metadata_version,
 )
@@ -181,18 +182,20 @@ def plan_export(source: Savepoint, flink_version: str, parallelism: int | Mappin
         keyed = bool(op.keyed_state_names or op.proto.timer_services)
         if keyed:
             KeyedExport(op)  # refuses what Flink cannot take before anything is written
-        has_operator_state = OperatorStateExport(op, p).has_state
+        has_operator_state = OperatorStateExport(op, p, flink_release(flink_version)).has_state
         plans.append(OperatorPlan(op.operator_id, flink_id, uid, op.proto.name, p, op.max_parallelism, keyed,
                                   has_operator_state))
     return ExportPlan(flink_version, version, checkpoint_id, plans)
 
 
 class HandleWriter:
-    """Writes handles of one source savepoint into a directory (one per process: it keeps
-    each operator's serializers and plans between tasks)."""
+    """Writes handles of one source savepoint for a Flink release into a directory (one per
+    process: it keeps each operator's serializers and plans between tasks)."""
 
-    def __init__(self, source: Savepoint, directory: str, inline_bytes: int = DEFAULT_INLINE_BYTES) -> None:
+    def __init__(self, source: Savepoint, flink_version: str, directory: str,
+                 inline_bytes: int = DEFAULT_INLINE_BYTES) -> None:
         self.source = source
+        self.release = flink_release(flink_version)
         self.directory = directory
         self.inline_bytes = inline_bytes
         self._exports: dict = {}
@@ -201,7 +204,8 @@ class HandleWriter:
         key = (task.operator_id, task.parallelism, task.keyed)
         if key not in self._exports:
             op = self.source.operator(task.operator_id)
-            self._exports[key] = KeyedExport(op) if task.keyed else OperatorStateExport(op, task.parallelism)
+            self._exports[key] = (KeyedExport(op) if task.keyed
+                                  else OperatorStateExport(op, task.parallelism, self.release))
         return self._exports[key]
 
     def write(self, task: HandleTask) -> KeyedHandle | OperatorHandle:
@@ -257,7 +261,7 @@ def export_savepoint(src: Path, dst: Path, *, flink_version: str, parallelism: i
     plan = plan_export(source, flink_version, parallelism, operators, checkpoint_id)
     directory = ExportDirectory(os.fspath(dst), overwrite=overwrite)
     try:
-        writer = HandleWriter(source, directory.path, inline_bytes)
+        writer = HandleWriter(source, plan.flink_version, directory.path, inline_bytes)
         handles = {task: writer.write(task) for task in plan.tasks()}
         return publish(source, plan, directory, handles)
     except BaseException:

@@ -36,23 +36,26 @@ from ..metadata import MAGIC
 from .directory import StreamRef
 
 __all__ = ["KeyedHandle", "OperatorHandle", "SubtaskHandles", "OperatorEntry", "metadata_bytes",
-           "checkpoint_properties", "metadata_version"]
+           "checkpoint_properties", "metadata_version",
+           "flink_release"]
 
 #: _metadata version by Flink minor version (MetadataSerializers of each release).
 METADATA_VERSIONS = {(1, 17): 4, (1, 18): 4, (1, 19): 4, (1, 20): 4, (2, 0): 5, (2, 1): 6, (2, 2): 6, (2, 3): 6}
 
 
-def metadata_version(flink_version: str) -> int:
-    """The ``_metadata`` version the Flink release ``flink_version`` ("1.20", "2.3.0") writes."""
+def flink_release(flink_version: str) -> tuple[int, int]:
+    """(major, minor) of a Flink release this exporter writes for ("1.20", "2.3.0")."""
     parts = flink_version.split(".")
-    try:
-        minor = (int(parts[0]), int(parts[1]))
-    except (ValueError, IndexError):
-        minor = None
-    if minor not in METADATA_VERSIONS or len(parts) > 3 or not all(p.isdigit() for p in parts):
+    release = (int(parts[0]), int(parts[1])) if len(parts) in (2, 3) and all(p.isdigit() for p in parts) else None
+    if release not in METADATA_VERSIONS:
         known = ", ".join(f"{a}.{b}" for a, b in METADATA_VERSIONS)
         raise InvalidArgumentError(f"Flink version {flink_version!r} is not one this exporter writes ({known})")
-    return METADATA_VERSIONS[minor]
+    return release
+
+
+def metadata_version(flink_version: str) -> int:
+    """The ``_metadata`` version the Flink release ``flink_version`` writes."""
+    return METADATA_VERSIONS[flink_release(flink_version)]
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Operator state of one subtask as Flink's ``DefaultOperatorStateBackend`` writes it;
 the inverse of :mod:`pyref.flink.operator_state`.
 
-The stream: the ``OperatorBackendSerializationProxy`` (int version 6, boolean
-"compressed" (false), a short count of list-state meta infos and the meta infos, a
+The stream: the ``OperatorBackendSerializationProxy`` (int version 6 and a boolean
+"compressed" (false); Flink 1.17 reads only version 5, without it), a short count of list-state meta infos and the meta infos, a
 short count of broadcast-state meta infos and those), then each list state's
 elements back to back, each broadcast state as an int entry count and its (key,
 value) pairs. The handle records the offset of every element, and of every
@@ -38,15 +38,16 @@ from .meta_info import broadcast_meta_info, list_meta_info
 
 __all__ = ["OperatorStateExport"]
 
-PROXY_VERSION = 6
+#: OperatorBackendSerializationProxy versions: 6 (with "compressed") from Flink 1.18 on.
+PROXY_VERSION, PROXY_VERSION_BEFORE_1_18 = 6, 5
 _MODES = {PyrefMode.SPLIT_DISTRIBUTE: DistributionMode.SPLIT_DISTRIBUTE, PyrefMode.UNION: DistributionMode.UNION}
 
 
 class OperatorStateExport:
     """An operator's list and broadcast states as Flink operator-state streams, one per
-    subtask at ``parallelism``."""
+    subtask at ``parallelism``, for the Flink ``release`` (major, minor)."""
 
-    def __init__(self, op: OperatorView, parallelism: int) -> None:
+    def __init__(self, op: OperatorView, parallelism: int, release: tuple[int, int] = (2, 3)) -> None:
         self.operator = op
         self.parallelism = parallelism
         self.lists = []
@@ -67,7 +68,9 @@ class OperatorStateExport:
             self.broadcasts.append((view, transcoder(view.key_serializer, key.type, f"{view.label} (key)"),
                                     transcoder(view.value_serializer, value.type, f"{view.label} (value)"),
                                     broadcast_meta_info(name, view.label, key, value)))
-        self.proxy = (struct.pack(">i?h", PROXY_VERSION, False, len(self.lists)) + b"".join(m for *_, m in self.lists)
+        header = (struct.pack(">i?", PROXY_VERSION, False) if release >= (1, 18)
+                  else struct.pack(">i", PROXY_VERSION_BEFORE_1_18))
+        self.proxy = (header + struct.pack(">h", len(self.lists)) + b"".join(m for *_, m in self.lists)
                       + struct.pack(">h", len(self.broadcasts)) + b"".join(m for *_, m in self.broadcasts))
         self._plan = plan_list_state(op.proto, parallelism) if self.has_state else {}
 
