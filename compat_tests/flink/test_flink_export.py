@@ -134,12 +134,13 @@ def round_trips(version: str, work, spark) -> list[tuple[str, dict, harness.Rest
 
 
 @pytest.fixture(scope="module", params=VERSIONS)
-def restored(request, tmp_path_factory, spark_seeds):
+def restored(request, tmp_path_factory):
     """Everything a Flink version restored, in one JVM: name -> (expected truth, dump)."""
     version = request.param
     reason = harness.flink_available(version, download=DOWNLOAD)
     if reason:
         pytest.skip(reason)
+    spark_seeds = request.getfixturevalue("spark_seeds")  # Spark only where Flink can run
     work = tmp_path_factory.mktemp(f"export-{version}")
     write_export_case(work / "case")
     requests, truths, names = [], [], []
