@@ -486,9 +486,10 @@ def _read_broadcast(view, ranges) -> list:
             for k, v in zip(keys, values)]
 
 
-def dump_savepoint(path: str | os.PathLike[str], parallelisms: Sequence[int], canonical_version: int = 1) -> dict:
-    """Read the savepoint at ``path`` with pyref and return its canonical dump, of schema
-    ``canonical_version`` (1, or 2 for format 1.2's additions)."""
+def dump_savepoint(path: str | os.PathLike[str] | Any, parallelisms: Sequence[int], canonical_version: int = 1) -> dict:
+    """Read the savepoint at ``path`` (or a ``pyref.io.SavepointIO``, such as a local
+    directory confined to a store root) with pyref and return its canonical dump, of
+    schema ``canonical_version`` (1, or 2 for format 1.2's additions)."""
     from pyref import Savepoint
 
     sp = Savepoint.open(path)

@@ -47,6 +47,8 @@ PYREF_READER = shlex.join([sys.executable, "-m", "compat_tests.dump_pyref"])
 DEFAULT_TIMEOUT = 300.0
 #: Runs of one case at most, when a run ends without an answer from the reader.
 DEFAULT_ATTEMPTS = 2
+#: A case's file naming its store root (Case.store_root).
+STORE_FILE = "store.json"
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,16 @@ class Case:
     @property
     def parallelisms(self) -> list[int]:
         return list(self.expectation()["parallelisms"])
+
+    @property
+    def store_root(self) -> pathlib.Path | None:
+        """The directory a reader takes as the root of the local store, for a case whose
+        savepoints name bases by path (format 1.2 ``base-paths``): ``store.json`` says
+        where, relative to the case directory. None for every other case."""
+        found = self.directory / STORE_FILE
+        if not found.is_file():
+            return None
+        return self.directory / json.loads(found.read_text(encoding="utf-8"))["store_root"]
 
 
 @dataclass
@@ -122,12 +134,19 @@ def verify_corpora(root: pathlib.Path = ROOT, corpora=CORPORA) -> list[str]:
     return problems
 
 
-def reader_argv(reader: str, savepoint: pathlib.Path, parallelisms: list[int]) -> list[str]:
+def reader_argv(reader: str, savepoint: pathlib.Path, parallelisms: list[int],
+                store_root: pathlib.Path | None = None) -> list[str]:
     text = ",".join(map(str, parallelisms))
     args = shlex.split(reader)
     if any("{savepoint}" in a or "{parallelisms}" in a for a in args):
-        return [a.replace("{savepoint}", str(savepoint)).replace("{parallelisms}", text) for a in args]
-    return [*args, str(savepoint), "--parallelism", text]
+        argv = [a.replace("{savepoint}", str(savepoint)).replace("{parallelisms}", text) for a in args]
+    else:
+        argv = [*args, str(savepoint), "--parallelism", text]
+    if store_root is None:
+        return argv
+    if any("{store_root}" in a for a in args):
+        return [a.replace("{store_root}", str(store_root)) for a in argv]
+    return [*argv, "--store-root", str(store_root)]
 
 
 def _error_of(stdout: str) -> dict | None:
@@ -155,7 +174,7 @@ def check_case(reader: str, case: Case, *, timeout: float = DEFAULT_TIMEOUT, str
 def _check_once(reader: str, case: Case, timeout: float, strict_categories: bool, env: dict | None,
                 cwd: str | None) -> Result:
     expectation = case.expectation()
-    argv = reader_argv(reader, case.savepoint, list(expectation["parallelisms"]))
+    argv = reader_argv(reader, case.savepoint, list(expectation["parallelisms"]), case.store_root)
     start = time.monotonic()
     try:
         proc = subprocess.run(argv, capture_output=True, timeout=timeout, env=env, cwd=cwd, stdin=subprocess.DEVNULL)

@@ -1,11 +1,12 @@
 """pyref's reader command for the conformance kit.
 
-    python -m compat_tests.dump_pyref SAVEPOINT --parallelism 1,2,4
+    python -m compat_tests.dump_pyref SAVEPOINT --parallelism 1,2,4 [--store-root DIR]
 
 Prints the canonical JSON dump of SAVEPOINT on stdout, of the newest schema
 (2), and exits 0; if pyref refuses the savepoint, prints
 ``{"error": {"category": ..., "message": ...}}`` and exits 1 (protocol:
-compat_tests/README.md).
+compat_tests/README.md). ``--store-root`` confines the local savepoint to DIR, the root
+its bases named by path resolve from (spec/format.md §8.1).
 """
 
 from __future__ import annotations
@@ -43,11 +44,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("savepoint")
     parser.add_argument("--parallelism", type=parse_parallelisms, default=[1],
                         help="comma-separated parallelisms to plan restores at (default 1)")
+    parser.add_argument("--store-root", help="directory to take as the root of the local store (default /)")
     args = parser.parse_args(argv)
     from pyref.errors import SavepointError
+    from pyref.io import LocalIO
 
     try:
-        document = dump_savepoint(args.savepoint, args.parallelism, CANONICAL_VERSION)
+        location = args.savepoint if args.store_root is None else LocalIO(args.savepoint, store_root=args.store_root)
+        document = dump_savepoint(location, args.parallelism, CANONICAL_VERSION)
     except SavepointError as exc:
         _emit({"error": {"category": error_category(exc, args.savepoint), "message": str(exc),
                          "type": type(exc).__name__}})

@@ -101,6 +101,17 @@ def test_placeholders():
     assert reader_argv("r -v", ROOT / "x", [3]) == ["r", "-v", str(ROOT / "x"), "--parallelism", "3"]
 
 
+def test_a_case_with_a_store_root_passes_it():
+    """Cases whose savepoints name bases by path (format 1.2 base-paths) carry store.json."""
+    assert reader_argv("r", ROOT / "x", [1], ROOT) == ["r", str(ROOT / "x"), "--parallelism", "1", "--store-root",
+                                                       str(ROOT)]
+    assert reader_argv("r {savepoint} --root={store_root}", ROOT / "x", [1], ROOT) == ["r", str(ROOT / "x"),
+                                                                                     f"--root={ROOT}"]
+    cases = [c for c in discover() if c.store_root is not None]
+    assert cases and all(c.store_root == c.directory for c in cases)
+    assert not any(c.store_root for c in discover(ROOT, ["golden"], ["golden/1.2/windowed-job*"]))
+
+
 def test_command_line_exit_codes(corpus, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT.parent)
     assert main(["--reader", PYREF, "--root", str(corpus), "-q"]) == 0

@@ -6,6 +6,7 @@ import pytest
 
 from compat_tests import (
     ROOT,
+    generate_base_paths_1_2,
     generate_goldens,
     generate_goldens_1_2,
     generate_rejects,
@@ -84,6 +85,18 @@ def test_1_2_bounded_work_rejects_are_added_beside_the_1_2_cases(tmp_path):
     assert "| `timer-domain-unspecified` |" in readme and "| `coordinator-states-over-one-range` |" in readme
 
 
+def test_base_path_cases_carry_their_store_root(tmp_path):
+    """Each case directory is the root of its own store: the kit passes it as --store-root."""
+    only = ["base-path-savepoint-replaced"]
+    assert generate_base_paths_1_2.generate(tmp_path / "golden", tmp_path / "reject", only) == only
+    assert generate_base_paths_1_2.generate(tmp_path / "golden", tmp_path / "reject", only) == []  # written once
+    assert not verify_corpora(tmp_path, ["reject"])
+    (case,) = discover(tmp_path)
+    assert case.name == "reject/1.2/base-path-savepoint-replaced" and case.store_root == case.directory
+    assert (case.directory / generate_base_paths_1_2.BASE_PATH / "_manifest").exists()
+    assert "| `base-path-savepoint-replaced` |" in (tmp_path / "reject" / "1.2" / "README.md").read_text()
+
+
 @pytest.mark.slow
 def test_generators_make_every_committed_case(tmp_path):
     """Regenerating everything elsewhere gives the committed case list, and every case
@@ -94,6 +107,7 @@ def test_generators_make_every_committed_case(tmp_path):
     generate_rejects_1_2.generate(tmp_path / "reject", tmp_path / "forward")
     generate_rejects_bounded_work.generate(tmp_path / "reject")
     generate_rejects_1_2_bounded_work.generate(tmp_path / "reject")
+    generate_base_paths_1_2.generate(tmp_path / "golden", tmp_path / "reject")
     fresh = {c.name for c in discover(tmp_path)}
     committed = {c.name for c in discover(ROOT)}
     if committed:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 from importlib import metadata
 
-DISTRIBUTIONS = ("protobuf", "pyarrow", "numpy", "google-crc32c", "pyspark", "pytest", "hypothesis")
+DISTRIBUTIONS = ("protobuf", "pyarrow", "numpy", "google-crc32c", "pyspark", "obstore", "moto", "pytest", "hypothesis")
 
 
 def describe() -> str:

@@ -56,10 +56,17 @@ class BroadcastStateWriter(_BufferedState):
         """Add entries to the map of every subtask (the usual broadcast state: one map, everywhere)."""
         self._add(self._shared, keys, values)
 
+    @_fails_writer
+    def add_encoded(self, subtask: int, keys: pa.Array, values: pa.Array) -> None:
+        """Add already serialized entries (binary arrays) to the map of ``subtask``."""
+        self._add_encoded(check_subtask(subtask, len(self.partitions), self.label), [_binary(keys), _binary(values)])
+
     def _add(self, slot: int, keys, values) -> None:
+        self._add_encoded(slot, [_binary(self.key_serializer.encode_array(_values(keys))),
+                                 _binary(self.value_serializer.encode_array(_values(values)))])
+
+    def _add_encoded(self, slot: int, encoded: list[pa.Array]) -> None:
         self._writer._check_open()
-        encoded = [_binary(self.key_serializer.encode_array(_values(keys))),
-                   _binary(self.value_serializer.encode_array(_values(values)))]
         if len(encoded[0]) != len(encoded[1]):
             raise InvalidArgumentError("keys and values differ in length", state=self.label)
         if not len(encoded[0]):
@@ -114,6 +121,23 @@ class BroadcastStateView(PartitionedView):
         if repeated is not None:
             raise CorruptSavepointError(f"broadcast state repeats the key {repeated.hex()} in one partition "
                                         "(rule B5)", state=self.label)
+
+    def scan_batches(self) -> Iterator[pa.RecordBatch]:
+        """Every entry of every subtask's map, decoded: ``subtask, index, key, value``, one
+        batch per range, read in storage order (:meth:`PartitionedView.scan_rows`), a map
+        every subtask shares read once. The keys of each distinct partition are checked
+        once all are read (rule B5): a repeated key fails the scan at its end."""
+        signature = {p: tuple((r.chunk, r.first, r.count) for r in partition.ranges)
+                     for p, partition in enumerate(self.proto.partitions)}
+        checked = {sig: p for p, sig in reversed(signature.items())}  # one partition per distinct list of ranges
+        keys: dict[int, list[pa.Array]] = {}
+        for p, index, (key, value) in self.scan_rows():
+            if checked[signature[p]] == p:
+                keys.setdefault(p, []).append(key)
+            yield self._rows_batch(p, index, [self.key_serializer.decode_array(key),
+                                              self.value_serializer.decode_array(value)], ["key", "value"])
+        for held in keys.values():
+            self.check_distinct_keys(pa.concat_arrays(held))
 
     def arrow_ranges(self, ranges: Sequence[pb.ElementRange]) -> pa.Table:
         """The entries of ``ranges`` decoded to Arrow: key, value."""

@@ -9,6 +9,12 @@ a writer committed meanwhile, nothing is deleted. Cleanup never waits for the lo
 a writer holding it is committing, so cleanup stops and deletes nothing. A writer
 that finds its files gone at its commit refuses to publish (spec/format.md §10.4).
 
+Stores without a commit lock (object stores, HDFS) cannot exclude a writer while
+cleanup deletes. There the age rule carries the safety (spec/format.md §10.5):
+writers publish only files younger than their deadline, cleanup deletes only files
+older than that deadline plus a margin, and it reads ``_manifest`` again at most
+:data:`RECHECK_S` seconds before each deletion.
+
 Files of other savepoints are never touched: only ``data/`` of this one is listed,
 and a savepoint's own files are those its manifest lists with ``base = 0``.
 """
@@ -21,11 +27,23 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from .errors import ConcurrentWriteError, InvalidArgumentError
-from .io import DATA_DIR, MANIFEST_NAME, SavepointIO, is_data_file_path, open_io
+from .io import (
+    DATA_DIR,
+    MANIFEST_NAME,
+    UNLOCKED_CLEAN_MARGIN_S,
+    UNLOCKED_WRITE_DEADLINE_S,
+    SavepointIO,
+    is_data_file_path,
+    open_io,
+)
 from .reader import read_committed
 
 #: Unreferenced files younger than this may belong to a writer still at work.
 DEFAULT_OLDER_THAN = 24 * 3600.0
+#: The least ``older_than`` on a store without a commit lock (spec/format.md §10.5).
+UNLOCKED_MIN_OLDER_THAN = UNLOCKED_WRITE_DEADLINE_S + UNLOCKED_CLEAN_MARGIN_S
+#: Without a lock, how long a reading of ``_manifest`` vouches for the deletions after it.
+RECHECK_S = 60.0
 
 
 @dataclass
@@ -56,6 +74,10 @@ def remove_unreferenced_files(location: str | os.PathLike[str] | SavepointIO, *,
     if now is not None and (isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now)):
         raise InvalidArgumentError(f"now must be a finite time in seconds, got {now!r}")
     io = open_io(location)
+    if not io.has_commit_lock and not dry_run and older_than < UNLOCKED_MIN_OLDER_THAN:
+        raise InvalidArgumentError(
+            f"older_than={older_than:g} s is below {UNLOCKED_MIN_OLDER_THAN:g} s: on a store without a commit lock a "
+            "writer may still publish files that young (spec/format.md §10.5)", path=io.location)
     seen, manifest, _ = read_committed(io)
     own = {f.path for f in manifest.data_files if f.base == 0}
     cutoff = (time.time() if now is None else now) - older_than
@@ -64,18 +86,31 @@ def remove_unreferenced_files(location: str | os.PathLike[str] | SavepointIO, *,
     for rel in io.list_files(DATA_DIR):
         if rel in own or not is_data_file_path(rel):
             continue
-        modified = io.modified(rel)
-        if modified is None or modified > cutoff:
+        found = io.stat(rel)
+        if found is None:
+            continue  # deleted meanwhile (by a writer's abort or another cleanup)
+        if found.modified is None or found.modified > cutoff:
             report.kept_recent.append(io.describe(rel))
         else:
-            old.append((rel, io.size(rel) or 0))
+            old.append((rel, found.size))
     if old and not dry_run:
         with io.commit_lock("pyref clean", wait=0):
-            if io.read_file(MANIFEST_NAME) != seen:
-                raise ConcurrentWriteError("the savepoint was replaced while looking for unreferenced files; "
-                                           "nothing was deleted (run again)", path=io.describe(MANIFEST_NAME))
-            for rel, _ in old:
+            checked = _check_unchanged(io, seen, 0)
+            for done, (rel, _) in enumerate(old):
+                if not io.has_commit_lock and time.monotonic() - checked > RECHECK_S:
+                    checked = _check_unchanged(io, seen, done)
                 io.delete(rel)
     report.deleted = [io.describe(rel) for rel, _ in old]
     report.deleted_bytes = sum(size for _, size in old)
     return report
+
+
+def _check_unchanged(io: SavepointIO, seen: bytes, deleted: int) -> float:
+    """Refuse to go on if a writer committed since ``seen`` was read (``deleted`` files
+    are gone already); the monotonic time of the check."""
+    checked = time.monotonic()
+    if io.read_file(MANIFEST_NAME) != seen:
+        done = f"only {deleted} of the old files were deleted" if deleted else "nothing was deleted"
+        raise ConcurrentWriteError(f"the savepoint was replaced while looking for unreferenced files; {done} "
+                                   "(run again)", path=io.describe(MANIFEST_NAME))
+    return checked

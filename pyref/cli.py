@@ -1,4 +1,6 @@
-"""The ``pyref`` command line: inspect, verify, plan, rescale and clean savepoints.
+"""The ``pyref`` command line: inspect, verify, plan, rescale and clean savepoints, import
+Flink savepoints (``import-flink``; inspect and verify read Flink savepoints too) and export
+to Flink (``export-flink``).
 
 Exit codes: 0 success; 2 invalid arguments; 3 corrupt savepoint (or a failed
 verify); 4 no savepoint at the path; 5 unsupported format, feature, codec or
@@ -24,6 +26,7 @@ from collections.abc import Sequence
 
 from .cleanup import DEFAULT_OLDER_THAN, remove_unreferenced_files
 from .errors import CorruptSavepointError, InvalidArgumentError, SavepointError
+from .flink.import_cli import inspect_flink, is_flink_savepoint, verify_flink_command
 from .inspection import describe, verify
 from .io import typed_os_error
 from .reader import Savepoint
@@ -40,6 +43,8 @@ class ArgumentParser(argparse.ArgumentParser):
 
 _COUNT = re.compile(r"[0-9]{1,9}")
 _HOURS = re.compile(r"[0-9]{1,9}(\.[0-9]{1,9})?")
+BASE_PATHS_HELP = ("a shallow target that is not the source's sibling names its bases by their paths in the store "
+                   "(format 1.2 readers; spec/format.md §8.1)")
 
 
 def count(text: str) -> int:
@@ -177,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("target")
             p.add_argument("--copy", action="store_true", help="self-contained copy instead of referring to the source")
             p.add_argument("--overwrite", action="store_true", help="replace a savepoint already at the target")
+            p.add_argument("--base-paths", action="store_true", help=BASE_PATHS_HELP)
         p.add_argument("-p", "--parallelism", type=count, help="new parallelism of every operator")
         p.add_argument("--operator", action="append", metavar="ID=N", help="new parallelism of one operator")
         p.add_argument("--json", action="store_true")
@@ -190,13 +196,22 @@ def build_parser() -> argparse.ArgumentParser:
     from .spark.cli import add_spark_commands  # here: it imports this module's helpers
 
     add_spark_commands(sub)  # imports pyspark only when one of them runs
-    add_export_flink_command(sub)
+    # -- Flink -> pyref: import-flink (inspect and verify read a Flink savepoint too) --
+    from .flink.import_cli import add_import_command
+
+    add_import_command(sub)
+    # -- pyref -> Flink: export-flink --
+    from .flink.export_cli import add_export_command
+
+    add_export_command(sub)
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
     if hasattr(args, "handler"):
         return args.handler(args)
+    if args.command in ("inspect", "verify") and is_flink_savepoint(args.path):
+        return (inspect_flink if args.command == "inspect" else verify_flink_command)(args.path, args.json)
     if args.command == "inspect":
         info = describe(Savepoint.open(args.path), subtasks=args.subtasks)
         print(json.dumps(info, indent=2)) if args.json else _print_describe(info)
@@ -217,7 +232,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(info, indent=2)) if args.json else _print_plan(info)
         return 0
     if args.command == "rescale":
-        manifest = rescale(args.path, args.target, operator_numbers(args, "--parallelism"), copy=args.copy, overwrite=args.overwrite)
+        manifest = rescale(args.path, args.target, operator_numbers(args, "--parallelism"), copy=args.copy,
+                           overwrite=args.overwrite, base_paths=args.base_paths)
         return print_written(args, manifest)
     if args.command == "clean":
         report = remove_unreferenced_files(args.path, older_than=args.older_than * 3600, dry_run=args.dry_run)
@@ -233,57 +249,6 @@ def run(args: argparse.Namespace) -> int:
                   f"kept {len(report.kept_recent)} younger than {args.older_than:g} h")
         return 0
     raise AssertionError(f"unhandled command {args.command}")
-
-
-# -- export-flink: a pyref savepoint as a canonical Flink savepoint --------------------------
-
-
-def add_export_arguments(p: argparse.ArgumentParser) -> None:
-    """The arguments of ``export-flink`` and ``spark-export-flink``."""
-    p.add_argument("path", help="pyref savepoint to export")
-    p.add_argument("target", help="directory of the Flink savepoint to write")
-    p.add_argument("--flink-version", required=True, metavar="V",
-                   help="Flink release that restores it: 1.17 to 1.20 (_metadata version 4), 2.0 (5), 2.1 to 2.3 (6)")
-    p.add_argument("-p", "--parallelism", type=count, help="Flink parallelism of every operator (default: its own)")
-    p.add_argument("--operator", action="append", metavar="ID=N", help="Flink parallelism of one operator")
-    p.add_argument("--only", action="append", metavar="ID", help="export only this operator (repeatable)")
-    p.add_argument("--inline-bytes", type=count, default=20480, metavar="N",
-                   help="state streams up to N bytes go inline into _metadata (Flink's default: %(default)s)")
-    p.add_argument("--overwrite", action="store_true", help="replace a Flink savepoint already at the target")
-    p.add_argument("--json", action="store_true")
-
-
-def export_options(args: argparse.Namespace) -> dict:
-    """The keyword arguments of the export functions from the parsed arguments."""
-    parallelism = operator_numbers(args, "--parallelism") if args.operator or args.parallelism else None
-    return {"flink_version": args.flink_version, "parallelism": parallelism, "operators": args.only,
-            "inline_bytes": args.inline_bytes, "overwrite": args.overwrite}
-
-
-def print_exported(args: argparse.Namespace, result) -> int:
-    """Report a Flink savepoint an export wrote."""
-    if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
-        return 0
-    print(f"wrote Flink {result.flink_version} savepoint {result.path} (_metadata version {result.metadata_version}): "
-          f"{len(result.operators)} operators, {result.state_files} state files, {result.inline_handles} inline "
-          f"state handles, {result.state_bytes} bytes of state")
-    for op in result.operators:
-        print(f"  operator {op['operator_id']} (uid {op['uid'] or '-'}) -> Flink operator {op['flink_operator_id']}: "
-              f"parallelism {op['parallelism']}, max parallelism {op['max_parallelism']}")
-    return 0
-
-
-def _export_flink(args: argparse.Namespace) -> int:
-    from .flink import export_savepoint
-
-    return print_exported(args, export_savepoint(args.path, args.target, **export_options(args)))
-
-
-def add_export_flink_command(subparsers) -> None:
-    p = subparsers.add_parser("export-flink", help="write the savepoint as a canonical Flink savepoint (no JVM)")
-    add_export_arguments(p)
-    p.set_defaults(handler=_export_flink)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,10 +21,11 @@ STATE_TTL = "state-ttl"
 REDUCING_AGGREGATING_STATE = "reducing-aggregating-state"
 WRITER_ASSIGNED_KEY_GROUPS = "writer-assigned-key-groups"
 SERIALIZERS_1_2 = "serializers-1-2"
+BASE_PATHS = "base-paths"
 
 #: The required features format 1.2 added, in the order a writer lists them.
 REQUIRED_1_2 = (TIMERS, BROADCAST_STATE, COORDINATOR_STATE, KEYED_NAMESPACES, STATE_TTL,
-                REDUCING_AGGREGATING_STATE, WRITER_ASSIGNED_KEY_GROUPS, SERIALIZERS_1_2)
+                REDUCING_AGGREGATING_STATE, WRITER_ASSIGNED_KEY_GROUPS, SERIALIZERS_1_2, BASE_PATHS)
 
 #: Built-in serializer ids format 1.2 added (spec/serializers.md §3.13-§3.20).
 SERIALIZER_IDS_1_2 = frozenset({"int8", "int16", "float32", "char", "enum", "time-window", "global-window", "opaque"})
@@ -61,7 +62,7 @@ def _uses_1_2_serializer(snapshot: serializer_pb2.SerializerSnapshot) -> bool:
 
 def required_1_2(manifest: pb.Manifest) -> list[str]:
     """The format 1.2 required features the manifest's content uses, in :data:`REQUIRED_1_2` order."""
-    used = set()
+    used = {BASE_PATHS} if any(b.path for b in manifest.bases) else set()
     for op in manifest.operators:
         if op.timer_services:
             used.add(TIMERS)

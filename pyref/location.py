@@ -22,8 +22,12 @@ from urllib.parse import unquote_to_bytes
 
 from .errors import InvalidArgumentError
 
-#: URL schemes served by pyarrow.fs; ``file`` URLs are local paths.
-REMOTE_SCHEMES = frozenset({"hdfs", "viewfs", "s3", "s3a", "s3n", "gs", "gcs"})
+#: URL schemes of object stores, served by obstore (S3, GCS, Azure Blob / ADLS Gen2).
+OBJECT_STORE_SCHEMES = frozenset({"s3", "s3a", "s3n", "gs", "gcs", "az", "azure", "abfs", "abfss"})
+#: URL schemes served by pyarrow.fs (HDFS).
+ARROW_SCHEMES = frozenset({"hdfs", "viewfs"})
+#: Every remote scheme; ``file`` URLs are local paths.
+REMOTE_SCHEMES = OBJECT_STORE_SCHEMES | ARROW_SCHEMES
 # Two characters at least: "C:/x" is a Windows drive, not a URL.
 _URL = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]+):(/.*)", re.DOTALL)
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")

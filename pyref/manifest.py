@@ -27,7 +27,7 @@ from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .checksum import crc32c
 from .codecs import MAX_RAW_LENGTH, MAX_ZSTD_RATIO, Codec
 from . import features
-from .errors import CorruptSavepointError, UnsupportedFormatError
+from .errors import CorruptSavepointError, SavepointNotFoundError, UnsupportedFormatError
 from .io import MANIFEST_NAME, SavepointIO, check_directory_name, check_relative_path
 from .key_groups import UPPER_BOUND_MAX_PARALLELISM
 from .ttl import ttl_problem
@@ -47,6 +47,8 @@ MAX_MANIFEST_BYTES = 2**31 - 1
 
 #: Required features this reader implements (spec/format.md §9.3).
 FEATURE_EXTERNAL_BASES = "external-bases"
+#: 1.2: bases named by a path from the root of the store, not only siblings (spec/format.md §8.1).
+FEATURE_BASE_PATHS = features.BASE_PATHS
 KNOWN_REQUIRED_FEATURES = frozenset({FEATURE_EXTERNAL_BASES, *features.REQUIRED_1_2})
 #: Optional features this reader implements; unknown optional features are ignored.
 FEATURE_CHUNK_KEY_BOUNDS = "chunk-key-bounds"
@@ -147,7 +149,12 @@ def read_manifest_file(io: SavepointIO) -> bytes | None:
         return None
     path = io.describe(MANIFEST_NAME)
     check_envelope_head(io.read_range(MANIFEST_NAME, 0, min(size, _HEAD.size)), size, path=path)
-    return io.read_range(MANIFEST_NAME, 0, size)
+    # The body by read_file: one whole file, old or new if a commit replaces it meanwhile
+    # (never a mix), and on object stores with the version a conditional commit needs.
+    try:
+        return io.read_file(MANIFEST_NAME)
+    except SavepointNotFoundError:
+        return None  # deleted since: as if it had not been there
 
 
 def decode_manifest(data: bytes, *, path: str) -> tuple[pb.Manifest, FormatVersion]:
@@ -191,12 +198,17 @@ def validate_manifest(m: pb.Manifest, *, path: str) -> None:
     unlisted = [f for f in features.required_1_2(m) if f not in m.required_features]
     if unlisted:  # M9: an older reader would silently miss what these features add
         raise corrupt(f"manifest uses the features {unlisted} without listing them in required_features")
-    seen_dirs = set()
+    seen_bases = set()
     for base in m.bases:
         check_directory_name(base.directory)
-        if base.directory in seen_dirs or not base.savepoint_id:
-            raise corrupt(f"base {base.directory!r} is listed twice or has no savepoint_id")
-        seen_dirs.add(base.directory)
+        if base.path:  # listed as a required feature: M9 above
+            check_relative_path(base.path, what="base path")
+            if base.path.rsplit("/", 1)[-1] != base.directory:
+                raise corrupt(f"base path {base.path!r} does not end with its directory {base.directory!r}")
+        where = ("path", base.path) if base.path else ("sibling", base.directory)
+        if where in seen_bases or not base.savepoint_id:
+            raise corrupt(f"base {base.path or base.directory!r} is listed twice or has no savepoint_id")
+        seen_bases.add(where)
     seen_files = set()
     for f in m.data_files:
         check_relative_path(f.path, what="data file path")

@@ -8,11 +8,13 @@ Values decode lazily: iterating a state decodes one value at a time, while the
 from __future__ import annotations
 
 import bisect
+import collections
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -52,6 +54,12 @@ VOID_NAMESPACE = type("VoidNamespace", (), {"__repr__": lambda self: "VOID_NAMES
 
 KIND_NAMES = {pb.VALUE: "value", pb.LIST: "list", pb.MAP: "map", pb.REDUCING: "reducing",
               pb.AGGREGATING: "aggregating"}
+T = TypeVar("T")
+
+#: A scan (:meth:`ChunkStore.scan`) fetches adjacent chunks of a data file by requests of
+#: up to this many bytes, and keeps this many requests in flight.
+SCAN_SPAN_BYTES = 16 << 20
+SCAN_SPANS_IN_FLIGHT = 4
 
 
 class ChunkStore:
@@ -73,28 +81,31 @@ class ChunkStore:
             return self.io
         if base not in self._bases:
             ref = self.manifest.bases[base - 1]
-            io = self.io.sibling(ref.directory)
+            io = self.io.at_store_path(ref.path) if ref.path else self.io.sibling(ref.directory)
+            name = ref.path or ref.directory
             if io.location == self.io.location:  # by name, or through a link: one resolved identity
-                raise CorruptSavepointError(f"base {ref.directory!r} names this savepoint's own directory",
+                raise CorruptSavepointError(f"base {name!r} names this savepoint's own directory",
                                             path=self.io.describe(MANIFEST_NAME))
             data = read_manifest_file(io)
             if data is None:
-                raise CorruptSavepointError(f"base savepoint {ref.directory!r} is missing; this savepoint refers to "
+                raise CorruptSavepointError(f"base savepoint {name!r} is missing; this savepoint refers to "
                                             "its data files", path=io.location)
             found, _ = decode_manifest(data, path=io.describe(MANIFEST_NAME))
             if found.savepoint_id != ref.savepoint_id:
                 raise CorruptSavepointError(
-                    f"base savepoint {ref.directory!r} was replaced (id {found.savepoint_id}, expected "
+                    f"base savepoint {name!r} was replaced (id {found.savepoint_id}, expected "
                     f"{ref.savepoint_id}); the data this savepoint refers to is gone", path=io.location)
             self._bases[base] = io
         return self._bases[base]
 
     def _check_distinct_file(self, io: SavepointIO, rel: str, index: int) -> None:
-        """Two data-file entries must not be one file through a link (spec/format.md §6.2):
-        chunks of both could then share stored bytes despite rule C6."""
+        """Two data-file entries must not be one file, through a link or through two bases
+        that name one directory (spec/format.md §6.2): chunks of both could then share stored
+        bytes despite rule C6. Where the storage has no file identity (object stores), a
+        file is its name in its store."""
         identity = io.file_identity(rel)
         if identity is None:
-            return
+            identity = (io.store_key(), f"{io.store_path()}/{rel}")
         with self._lock:
             other = self._file_identities.setdefault(identity, index)
         if other != index:
@@ -110,11 +121,18 @@ class ChunkStore:
         """The chunk's stored bytes, CRC-checked. A file that is missing, shorter or
         different because a writer replaced the savepoint meanwhile is reported as
         :class:`ConcurrentWriteError` ("replaced while reading"), not as damage."""
+        if chunk.WhichOneof("location") == "inline_data":
+            return self._verify(chunk, chunk.inline_data, state)
+        r = chunk.range
+        return self._unless_replaced(lambda: self._verify(chunk, self._fetch(r.file, r.offset, r.length, state), state),
+                                     state)
+
+    def _unless_replaced(self, read: Callable[[], T], state: str) -> T:
+        """``read()``; if a data file turns out missing or damaged, first whether the
+        savepoint was replaced meanwhile (then :class:`ConcurrentWriteError`)."""
         try:
-            return self._read_stored_once(chunk, state)
+            return read()
         except (CorruptSavepointError, SavepointNotFoundError) as exc:
-            if chunk.WhichOneof("location") != "range":
-                raise
             self.check_unchanged()
             if isinstance(exc, SavepointNotFoundError):  # a listed data file is gone: damage, not "no savepoint"
                 raise CorruptSavepointError("data file is missing", path=exc.path, state=state) from None
@@ -137,39 +155,90 @@ class ChunkStore:
                 raise ConcurrentWriteError(f"the savepoint was {now} while reading (opened {expected}); "
                                            "open it again", path=io.location)
 
-    def _read_stored_once(self, chunk: pb.Chunk, state: str) -> bytes:
-        if chunk.WhichOneof("location") == "inline_data":
-            stored, where, byte_range = chunk.inline_data, self.io.describe(MANIFEST_NAME) + " (inline)", None
-        else:
-            r = chunk.range
-            io, rel = self.file_location(r.file)
-            where, byte_range = io.describe(rel), (r.offset, r.offset + r.length)
-            if r.file not in self._checked_sizes:
-                size, expected = io.size(rel), self.manifest.data_files[r.file].size
-                if size != expected:
-                    raise CorruptSavepointError(
-                        "data file is missing" if size is None else f"data file is {size} bytes, manifest says {expected}",
-                        path=where, state=state)
-                self._check_distinct_file(io, rel, r.file)
-                self._checked_sizes.add(r.file)
-            stored = io.read_range(rel, r.offset, r.length)
-            with self._lock:
-                self.bytes_read += r.length
+    def _fetch(self, file: int, offset: int, length: int, state: str) -> bytes:
+        """Bytes ``[offset, offset + length)`` of data file ``file``, after checking once
+        that the file has the size the manifest records (spec/format.md §6.3)."""
+        io, rel = self.file_location(file)
+        if file not in self._checked_sizes:
+            size, expected = io.size(rel), self.manifest.data_files[file].size
+            if size != expected:
+                raise CorruptSavepointError(
+                    "data file is missing" if size is None else f"data file is {size} bytes, manifest says {expected}",
+                    path=io.describe(rel), state=state)
+            self._check_distinct_file(io, rel, file)
+            self._checked_sizes.add(file)
+        data = io.read_range(rel, offset, length)
+        with self._lock:
+            self.bytes_read += length
+        return data
+
+    def _verify(self, chunk: pb.Chunk, stored: bytes, state: str) -> bytes:
         computed = crc32c(stored)
         if computed != chunk.crc32c:
+            if chunk.WhichOneof("location") == "range":
+                io, rel = self.file_location(chunk.range.file)
+                where, byte_range = io.describe(rel), (chunk.range.offset, chunk.range.offset + chunk.range.length)
+            else:
+                where, byte_range = self.io.describe(MANIFEST_NAME) + " (inline)", None
             raise CorruptSavepointError(f"chunk CRC32C mismatch (stored {chunk.crc32c:#010x}, computed {computed:#010x})",
                                         path=where, state=state, byte_range=byte_range)
         return stored
 
+    def scan(self, chunks: Sequence[pb.Chunk], columns: int, state: str) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
+        """``(i, read_columns(chunks[i]))`` for every chunk, in storage order (inline chunks,
+        then each data file by offset): chunks that follow each other in a file are fetched
+        by one request of up to :data:`SCAN_SPAN_BYTES`, which is what a full read wants on
+        an object store, where each request costs a round trip. Every chunk is CRC-checked
+        and decoded (several at once) like any other read."""
+        ranged = sorted((i for i, c in enumerate(chunks) if c.WhichOneof("location") == "range"),
+                        key=lambda i: (chunks[i].range.file, chunks[i].range.offset))
+        spans: list[list[int]] = []
+        span_bytes = 0
+        for i in ranged:
+            r = chunks[i].range
+            last = chunks[spans[-1][-1]].range if spans else None
+            if (last is not None and last.file == r.file and last.offset + last.length == r.offset
+                    and span_bytes + r.length <= SCAN_SPAN_BYTES):
+                spans[-1].append(i)
+                span_bytes += r.length
+            else:
+                spans.append([i])
+                span_bytes = r.length
+
+        def stored() -> Iterator[tuple[int, bytes]]:
+            yield from ((i, self.read_stored(c, state)) for i, c in enumerate(chunks)
+                        if c.WhichOneof("location") == "inline_data")
+            # A few spans in flight: memory stays within a few SCAN_SPAN_BYTES.
+            fetched = ordered_map(lambda span: self._read_span([chunks[i] for i in span], state), spans,
+                                  workers=SCAN_SPANS_IN_FLIGHT, prefetch=SCAN_SPANS_IN_FLIGHT)
+            for span, data in zip(spans, fetched):
+                yield from zip(span, data)
+
+        return ordered_map(lambda item: (item[0], self._decode(chunks[item[0]], item[1], columns, state)), stored())
+
+    def _read_span(self, span: list[pb.Chunk], state: str) -> list[bytes]:
+        first, last = span[0].range, span[-1].range
+
+        def read() -> list[bytes]:
+            data = memoryview(self._fetch(first.file, first.offset, last.offset + last.length - first.offset, state))
+            return [self._verify(c, bytes(data[c.range.offset - first.offset:][:c.range.length]), state) for c in span]
+
+        return self._unless_replaced(read, state)
+
     def read_columns(self, chunk: pb.Chunk, columns: int, state: str) -> list[pa.BinaryArray]:
-        stored = self.read_stored(chunk, state)
+        return self._decode(chunk, self.read_stored(chunk, state), columns, state)
+
+    def _decode(self, chunk: pb.Chunk, stored: bytes, columns: int, state: str) -> list[pa.BinaryArray]:
         where = self.describe(chunk)
         payload = decompress(chunk.codec, stored, chunk.raw_length, path=where, state=state)
         return decode_chunk(payload, expected_rows=chunk.row_count, expected_columns=columns, path=where, state=state)
 
     def read_many(self, chunks: Sequence[pb.Chunk], columns: int, state: str) -> Iterator[list[pa.BinaryArray]]:
-        """``read_columns`` of each chunk, in order, several chunks decoding at once."""
-        return ordered_map(lambda chunk: self.read_columns(chunk, columns, state), chunks)
+        """``read_columns`` of each chunk, in order: as many fetches in flight as the
+        storage serves well (object stores: many), several chunks decoding at once."""
+        fetched = ordered_map(lambda chunk: (chunk, self.read_stored(chunk, state)), chunks,
+                              workers=self.io.read_concurrency)
+        return ordered_map(lambda item: self._decode(*item, columns, state), fetched)
 
     def read_indexed(self, chunks: Sequence[pb.Chunk], indexes: Sequence[int], columns: int,
                      state: str) -> Iterator[list[pa.BinaryArray]]:
@@ -249,6 +318,32 @@ class PartitionedView:
                 yield [c.slice(r.first, r.count) for c in columns]
 
 
+    def scan_rows(self) -> Iterator[tuple[int, int, list[pa.BinaryArray]]]:
+        """``(partition, index in it of the first row, row columns)`` of every range of every
+        partition, read in storage order (:meth:`ChunkStore.scan`): each chunk is fetched
+        and decoded once however many partitions share it (UNION and BROADCAST lists, a
+        broadcast map every subtask holds), in few large requests. Ranges come in storage
+        order, not partition order."""
+        uses: dict[int, list[tuple[int, int, pb.ElementRange]]] = {}
+        for p, partition in enumerate(self.proto.partitions):
+            index = 0
+            for r in partition.ranges:
+                uses.setdefault(r.chunk, []).append((p, index, r))
+                index += r.count
+        read = list(uses)
+        for i, columns in self._store.scan([self.proto.chunks[c] for c in read], self._columns, self.label):
+            for p, index, r in uses[read[i]]:
+                yield p, index, [c.slice(r.first, r.count) for c in columns]
+
+    @staticmethod
+    def _rows_batch(partition: int, index: int, cells: Sequence[pa.Array], names: Sequence[str]) -> pa.RecordBatch:
+        """One range's rows as ``subtask, index, *names`` (the schema of pyref.spark's list reads)."""
+        count = len(cells[0])
+        return pa.record_batch([pa.array(np.full(count, partition, np.int32)),
+                                pa.array(np.arange(index, index + count, dtype=np.int64)), *cells],
+                               names=["subtask", "index", *names])
+
+
 class ListStateView(PartitionedView):
     """One operator list state."""
 
@@ -272,6 +367,12 @@ class ListStateView(PartitionedView):
     def partition(self, index: int) -> Iterator:
         """Lazily decoded elements of partition ``index``."""
         return self.iter_ranges(self._check_partition(index))
+
+    def scan_batches(self) -> Iterator[pa.RecordBatch]:
+        """Every element of every partition, decoded: ``subtask, index, value``, one batch per
+        range, read in storage order (:meth:`PartitionedView.scan_rows`)."""
+        for p, index, (column,) in self.scan_rows():
+            yield self._rows_batch(p, index, [self.serializer.decode_array(column)], ["value"])
 
     def arrow_ranges(self, ranges: Sequence[pb.ElementRange]) -> pa.Array:
         parts = [self.serializer.decode_array(c) for c in self.read_encoded(ranges)]
@@ -310,6 +411,25 @@ class KeyGroupedView:
         chunks = list(chunks)
         for chunk, columns in zip(chunks, self._store.read_many(chunks, self._columns, self.label)):
             yield chunk.key_group, columns
+
+    def scan_encoded(self) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
+        """``(key group, columns)`` of every chunk, in storage order (:meth:`ChunkStore.scan`)."""
+        chunks = self.proto.chunks
+        for i, columns in self._store.scan(chunks, self._columns, self.label):
+            yield chunks[i].key_group, columns
+
+    def scan_key_groups(self) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
+        """:meth:`read_key_groups` of every key group, in storage order: a key group comes
+        once all its chunks are read, so only key groups whose chunks are apart in storage
+        (in two data files, or a base's) wait in memory."""
+        waiting = collections.Counter(self.chunk_key_groups.tolist())
+        parts: dict[int, list[list[pa.BinaryArray]]] = {}
+        for group, columns in self.scan_encoded():
+            parts.setdefault(group, []).append(columns)
+            waiting[group] -= 1
+            if not waiting[group]:
+                held = parts.pop(group)
+                yield group, held[0] if len(held) == 1 else [pa.concat_arrays(c) for c in zip(*held)]
 
     def read_key_groups(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
         """The columns of each key group's chunks (consecutive in ``chunks``) concatenated."""
@@ -452,8 +572,18 @@ class KeyedStateView(KeyGroupedView):
     def arrow_batches(self, chunks: Sequence[pb.Chunk]) -> Iterator[pa.RecordBatch]:
         """Entries decoded to Arrow, one record batch per chunk, as they are read:
         key_group, key[, namespace][, user_key], value[, ttl_timestamp]."""
+        return self._batches(self.read_encoded(chunks))
+
+    def scan_batches(self) -> Iterator[pa.RecordBatch]:
+        """Every entry, as :meth:`arrow_batches` decodes them, read in storage order
+        (:meth:`KeyGroupedView.scan_encoded`): a full read in few large requests, for
+        analytics on object stores. Batches come in storage order, not key-group order;
+        where the order of a key's rows matters, :meth:`to_arrow` gives state order."""
+        return self._batches(self.scan_encoded())
+
+    def _batches(self, encoded: Iterable[tuple[int, list[pa.BinaryArray]]]) -> Iterator[pa.RecordBatch]:
         names, types = self._arrow_columns()
-        for group, columns in self.read_encoded(chunks):
+        for group, columns in encoded:
             arrays = [pa.array(np.full(len(columns[0]), group, dtype=np.int32))]
             arrays += [s.decode_array(c) for s, c in zip(self._row_serializers(), columns)]
             values, stamps = self._split_values(columns[-1])

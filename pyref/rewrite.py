@@ -19,8 +19,8 @@ from . import __version__
 from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .chunk import encode_chunk
 from .errors import IncompatibleSerializerError, InvalidArgumentError
-from .io import SavepointIO, is_directory_name, open_io
-from .manifest import FEATURE_EXTERNAL_BASES, KNOWN_OPTIONAL_FEATURES, LIST_COLUMNS, keyed_column_count, state_label
+from .io import SavepointIO, is_directory_name, is_safe_relative_path, open_io
+from .manifest import KNOWN_OPTIONAL_FEATURES, LIST_COLUMNS, keyed_column_count, state_label
 from .reader import ChunkStore, Savepoint
 from .restore import plan_list_state, resolve_parallelism
 from .serializers import (
@@ -49,21 +49,25 @@ class Derivation:
         self.manifest.optional_features.extend(f for f in source.manifest.optional_features
                                                if f in KNOWN_OPTIONAL_FEATURES)
         if not copy:
-            self._refer_to_source()
+            self._refer_to_source(target)
         # The target's own files follow the referenced ones.
         self._own_offset = len(self.manifest.data_files)
 
-    def _refer_to_source(self) -> None:
-        """List the source (and the source's own bases, flattened) as bases; keep file indexes."""
-        source_dir = self.source.io.name
-        bases = [pb.BaseSavepoint(directory=source_dir, savepoint_id=self.source.savepoint_id)]
-        bases += list(self.source.manifest.bases)
-        index = {b.directory: i + 1 for i, b in enumerate(bases)}
-        self.manifest.bases.extend(bases)
-        self.manifest.required_features.append(FEATURE_EXTERNAL_BASES)
-        for f in self.source.manifest.data_files:
-            directory = source_dir if f.base == 0 else self.source.manifest.bases[f.base - 1].directory
-            self.manifest.data_files.append(pb.DataFile(path=f.path, size=f.size, base=index[directory]))
+    def _refer_to_source(self, target: SavepointIO) -> None:
+        """List the source (and the source's own bases, flattened) as bases, each by name
+        where it is the target's sibling and by its path in the store otherwise
+        (spec/format.md §8.3); keep file indexes."""
+        source = self.source
+        referenced = [(source.io, source.savepoint_id)]
+        referenced += [(source.store.base_io(k), b.savepoint_id) for k, b in enumerate(source.manifest.bases, 1)]
+        for io, savepoint_id in referenced:
+            base = self.manifest.bases.add(directory=io.name, savepoint_id=savepoint_id)
+            if io.parent_key() != target.parent_key():
+                base.path = io.store_path()
+        # "external-bases" and, for bases named by path, "base-paths" are declared at the commit (M9).
+        # bases = [source] + source's bases: the source's own files are base 1, its base k's are k + 1.
+        for f in source.manifest.data_files:
+            self.manifest.data_files.append(pb.DataFile(path=f.path, size=f.size, base=f.base + 1))
 
     def own(self, chunk: pb.Chunk) -> pb.Chunk:
         """A completed chunk of the sink, with its file index counted past the referenced files."""
@@ -93,10 +97,10 @@ class Derivation:
 
 
 def _derive(source: str | os.PathLike[str], target: str | os.PathLike[str], *, copy: bool, overwrite: bool,
-            build: Callable[[Savepoint, Derivation], list[pb.Operator]]) -> pb.Manifest:
+            base_paths: bool, build: Callable[[Savepoint, Derivation], list[pb.Operator]]) -> pb.Manifest:
     src = Savepoint.open(source)
     target_io = open_io(target)
-    check_target(src, target_io, copy)
+    check_target(src, target_io, copy, base_paths)
     previous = read_previous(target_io, overwrite)
     derivation = Derivation(src, target_io, copy)
     try:
@@ -109,10 +113,12 @@ def _derive(source: str | os.PathLike[str], target: str | os.PathLike[str], *, c
     return manifest
 
 
-def check_target(source: Savepoint, target: SavepointIO, copy: bool) -> None:
+def check_target(source: Savepoint, target: SavepointIO, copy: bool, base_paths: bool = False) -> None:
     """Refuse a target a savepoint derived from ``source`` cannot be written to, before
     anything is written (spec/format.md §8.3). Savepoints are compared by their resolved
-    locations, so a link to the source or to one of its bases is that savepoint."""
+    locations, so a link to the source or to one of its bases is that savepoint. A
+    shallow target is the source's sibling, or with ``base_paths`` anywhere in the
+    source's store (format 1.2: it names its bases by their paths there)."""
     if target.location == source.location:
         raise InvalidArgumentError("target must differ from the source savepoint", path=target.location)
     if copy:
@@ -122,11 +128,16 @@ def check_target(source: Savepoint, target: SavepointIO, copy: bool) -> None:
             f"the source's directory name {source.io.name!r} cannot name a base (one path segment without ':', "
             "'\\' or NUL, spec/format.md §8.1); pass copy=True (pyref rescale --copy) or rename the source",
             path=source.location)
-    if target.parent_key() != source.io.parent_key():
+    if target.parent_key() != source.io.parent_key() and not base_paths:
         raise InvalidArgumentError(
             "a shallow savepoint must be a sibling of its source (same parent directory, links resolved), because "
-            "it names the source by directory name; put the target beside the source or pass copy=True",
+            "it names the source by directory name; put the target beside the source, pass copy=True, or pass "
+            "base_paths=True (--base-paths) to name it by its path in the store (format 1.2 readers)",
             path=target.location)
+    if target.store_key() != source.io.store_key():
+        raise InvalidArgumentError(
+            "a shallow savepoint must be in the same store (bucket, container, filesystem) as its source, because it "
+            "names the source by its path there; pass copy=True", path=target.location)
     # The derived savepoint refers to every base of the source: they must all still be the
     # savepoints the source refers to (present, same ids), or the result is unreadable.
     bases = [source.store.base_io(k) for k in range(1, len(source.manifest.bases) + 1)]
@@ -134,6 +145,12 @@ def check_target(source: Savepoint, target: SavepointIO, copy: bool) -> None:
         # Replacing a savepoint this one reads from would delete the data it refers to.
         raise InvalidArgumentError("target is a base of the source; a shallow savepoint cannot replace its own base",
                                    path=target.location)
+    for io in [source.io, *bases]:
+        if io.parent_key() != target.parent_key() and not is_safe_relative_path(io.store_path()):
+            raise InvalidArgumentError(
+                f"{io.location} is not the target's sibling and its path {io.store_path()!r} cannot name a base (a "
+                "safe relative path, spec/format.md §6.2); put the target beside it or pass copy=True",
+                path=target.location)
 
 
 def _copy_states(op: pb.Operator, derivation: Derivation, skip: str | None = None) -> pb.Operator:
@@ -183,23 +200,25 @@ def rescaled_operator(op: pb.Operator, parallelism: int) -> pb.Operator:
 
 
 def rescale(source: str | os.PathLike[str], target: str | os.PathLike[str], parallelism: int | Mapping[str, int], *,
-            copy: bool = False, overwrite: bool = False) -> pb.Manifest:
+            copy: bool = False, overwrite: bool = False, base_paths: bool = False) -> pb.Manifest:
     """Write the savepoint ``source`` restored at a new parallelism to ``target``.
 
     ``parallelism`` is one number for every operator or a map from operator id
     (unlisted operators keep theirs). Shallow by default: no state bytes are
-    written, the target refers to the source's data files.
+    written, the target refers to the source's data files, so it is the source's
+    sibling or, with ``base_paths``, anywhere in its store (format 1.2).
     """
 
     def build(src: Savepoint, derivation: Derivation) -> list[pb.Operator]:
         wanted = resolve_parallelism(list(src.manifest.operators), parallelism)
         return [_copy_states(rescaled_operator(op, wanted[op.operator_id]), derivation) for op in src.manifest.operators]
 
-    return _derive(source, target, copy=copy, overwrite=overwrite, build=build)
+    return _derive(source, target, copy=copy, overwrite=overwrite, base_paths=base_paths, build=build)
 
 
 def migrate_state(source: str | os.PathLike[str], target: str | os.PathLike[str], operator_id: str, state: str,
-                  serializer: Serializer, *, copy: bool = False, overwrite: bool = False) -> pb.Manifest:
+                  serializer: Serializer, *, copy: bool = False, overwrite: bool = False,
+                  base_paths: bool = False) -> pb.Manifest:
     """Write ``source`` to ``target`` with one state's values (list elements, or keyed
     values) under a new serializer: schema evolution.
 
@@ -237,7 +256,7 @@ def migrate_state(source: str | os.PathLike[str], target: str | os.PathLike[str]
         getattr(target_state, snapshot_field).CopyFrom(result.serializer.snapshot())
         return new
 
-    return _derive(source, target, copy=copy, overwrite=overwrite, build=build)
+    return _derive(source, target, copy=copy, overwrite=overwrite, base_paths=base_paths, build=build)
 
 
 def resolve_migration(state: pb.ListState | pb.KeyedState, serializer: Serializer, label: str

@@ -5,7 +5,7 @@ like keyed state, so that every timer moves with its key on restore and rescale.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -97,8 +97,17 @@ class TimerServiceView(KeyGroupedView):
         """The distinct timers of each chunk's key group (a timer stored twice is one, §7.9), one batch per
         key group read: key_group, key[, namespace], timestamp. A timestamp of other than 8 bytes is
         corrupt (rule T5)."""
+        return self._batches(self.read_key_groups(chunks))
+
+    def scan_batches(self) -> Iterator[pa.RecordBatch]:
+        """Every timer, as :meth:`arrow_batches` gives them, read in storage order
+        (:meth:`KeyGroupedView.scan_key_groups`): a full read in few large requests, for
+        analytics on object stores. Key groups come in storage order."""
+        return self._batches(self.scan_key_groups())
+
+    def _batches(self, key_groups: Iterable[tuple[int, list[pa.BinaryArray]]]) -> Iterator[pa.RecordBatch]:
         names = ["key_group", "key", *(["namespace"] if self.namespace_serializer else []), "timestamp"]
-        for group, columns in self.read_key_groups(chunks):
+        for group, columns in key_groups:
             encoded = pa.table(columns, names=[str(i) for i in range(len(columns))])
             distinct = encoded.group_by(encoded.column_names, use_threads=False).aggregate([])
             try:

@@ -9,8 +9,9 @@ spilled to an unnamed temporary file and merged per slot at the commit
 (:mod:`pyref.spill`).
 
 Commit protocol (spec/format.md §10): data files get fresh unique names, are
-fsynced, and only then is the manifest written aside and renamed over the old
-one under an exclusive lock. A reader therefore sees the previous savepoint or
+made durable, and only then is the manifest published: on local files written
+aside and renamed over the old one under an exclusive lock, on object stores by
+one conditional write (§10.5). A reader therefore sees the previous savepoint or
 the complete new one, never a mix; a failed or killed writer leaves at most
 unreferenced data files, which no reader looks at.
 
@@ -41,11 +42,11 @@ from .checksum import crc32c
 from .chunk import encode_chunk
 from .codecs import Codec, compress, pays
 from .errors import ConcurrentWriteError, CorruptSavepointError, InvalidArgumentError, SavepointError
-from .io import MANIFEST_NAME, SavepointIO, is_data_file_path, open_io
+from .io import MANIFEST_NAME, UNLOCKED_WRITE_DEADLINE_S, SavepointIO, is_data_file_path, open_io
 from .key_groups import check_parallelism, compute_key_groups, default_max_parallelism, key_group_range
 from .keys import as_key_array, key_type_of
 from .manifest import DATA_FILE_MAGIC, MAX_MANIFEST_BYTES, declare_features, decode_manifest, encode_manifest
-from .parallel import WORKERS
+from .parallel import WORKERS, ordered_map
 from .redistribution import DistributionMode
 from .serializers import ListOf, Serializer
 from .spill import SpillFile
@@ -971,14 +972,21 @@ def publish(io: SavepointIO, manifest: pb.Manifest, previous: bytes | None, abor
 def check_files_present(io: SavepointIO, manifest: pb.Manifest) -> None:
     """Prove, just before publishing (under the commit lock where there is one), that every
     new data file is still there with its size: ``pyref clean`` or a person may have
-    deleted files of a writer that ran long (spec/format.md §10.2 step 4)."""
-    for f in manifest.data_files:
-        if f.base == 0:
-            size = io.size(f.path)
-            if size != f.size:
-                found = "is missing" if size is None else f"is {size} bytes, not {f.size}"
-                raise ConcurrentWriteError(f"data file {f.path} of this commit {found}: another process (pyref "
-                                           "clean?) deleted or changed it; nothing was committed", path=io.location)
+    deleted files of a writer that ran long (spec/format.md §10.2 step 4). Without a lock,
+    a file older than the writer's deadline may be taken for a leftover by a cleanup at
+    any moment, so the commit is refused (spec/format.md §10.5)."""
+    own = [f for f in manifest.data_files if f.base == 0]
+    oldest = time.time() - UNLOCKED_WRITE_DEADLINE_S
+    for f, found in zip(own, ordered_map(io.stat, [f.path for f in own])):
+        if found is None or found.size != f.size:
+            state = "is missing" if found is None else f"is {found.size} bytes, not {f.size}"
+            raise ConcurrentWriteError(f"data file {f.path} of this commit {state}: another process (pyref "
+                                       "clean?) deleted or changed it; nothing was committed", path=io.location)
+        if not io.has_commit_lock and found.modified is not None and found.modified < oldest:
+            raise ConcurrentWriteError(
+                f"data file {f.path} of this commit was written more than {UNLOCKED_WRITE_DEADLINE_S / 3600:g} hours "
+                "ago; on a store without a commit lock a cleanup may delete it as a leftover (spec/format.md §10.5), "
+                "so nothing was committed: run the write again", path=io.location)
 
 
 def delete_replaced(io: SavepointIO, manifest: pb.Manifest, previous: bytes | None) -> None:

@@ -7,6 +7,12 @@ savepoint format both the HashMap and RocksDB backends write (snappy
 compression included). Native-format, incremental and changelog state is
 refused with :class:`~pyref.errors.UnsupportedFormatError`.
 
+``import_flink(src, dst)`` imports one as a pyref savepoint: :mod:`.import_plan`
+(what will be written), :mod:`.from_flink` (Flink types as pyref serializers,
+Flink's bytes as pyref's encodings, over :mod:`.spans`), :mod:`.importer` (the
+writing); :mod:`.inspection` is ``pyref inspect`` / ``verify`` on a Flink
+savepoint and :mod:`.import_cli` the ``import-flink`` command.
+
 Modules, one concept each: :mod:`.datainput` (Java ``DataInput``),
 :mod:`.metadata` (``_metadata``), :mod:`.handles` (state handles and where
 their bytes are), :mod:`.compression` (snappy framing), :mod:`.serializers`
@@ -23,6 +29,7 @@ Flink savepoint (:mod:`.writer`, with :mod:`.to_flink` mapping serializers,
 """
 
 from .handles import DistributionMode
+from .importer import ImportReport, import_flink
 from .savepoint import FlinkOperator, FlinkSavepoint, operator_id_of_uid
 from .serializers import FlinkType
 from .values import GLOBAL_WINDOW, Row, TimeWindow, Timer, TtlValue
@@ -35,10 +42,12 @@ __all__ = [
     "FlinkOperator",
     "FlinkSavepoint",
     "FlinkType",
+    "ImportReport",
     "Row",
     "TimeWindow",
     "Timer",
     "TtlValue",
     "export_savepoint",
+    "import_flink",
     "operator_id_of_uid",
 ]

@@ -26,7 +26,9 @@ pair is a few vector operations shared by all key groups, not a Python loop.
 
 from __future__ import annotations
 
+import mmap
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,6 +52,8 @@ __all__ = [
     "KeyedRows",
     "KeyedSubtask",
     "read_keyed_subtask",
+    "iter_keyed_subtask",
+    "section_bounds",
 ]
 
 KEYED_PROXY_VERSION = 6
@@ -323,19 +327,32 @@ def section_bytes(buffer, start: int, end: int, offsets: dict[int, int], compres
                   name: str, handle_index: int, state: str | None = None) -> list[KeyGroupSection]:
     """Cut a keyed stream ``buffer[start:end]`` into key-group sections:
     ``offsets`` maps key group -> offset within the stream (non-zero ones)."""
+    return [_section(buffer, start, bounds, compressed, name, handle_index, state)
+            for bounds in section_bounds(offsets, end - start, name, start)]
+
+
+def section_bounds(offsets: dict[int, int], length: int, name: str, start: int = 0) -> list[tuple[int, int, int]]:
+    """(key group, offset, end offset) of every key group of a stream of ``length``
+    bytes, in stream order: a key group ends where the next one starts."""
     ordered = sorted(offsets.items(), key=lambda kv: kv[1])
-    sections = []
+    bounds = []
     for i, (key_group, offset) in enumerate(ordered):
-        stop = ordered[i + 1][1] if i + 1 < len(ordered) else end - start
-        if not 0 < offset <= stop <= end - start:
+        stop = ordered[i + 1][1] if i + 1 < len(ordered) else length
+        if not 0 < offset <= stop <= length:
             raise CorruptSavepointError(f"key group {key_group}: offset {offset} outside the stream of "
-                                        f"{end - start} bytes", path=name, byte_range=(start, end))
-        if compressed:
-            data = decode_framed(buffer, start + offset, start + stop, path=name, state=state)
-        else:
-            data = memoryview(buffer)[start + offset:start + stop]
-        sections.append(KeyGroupSection(key_group, handle_index, data, (name, start + offset)))
-    return sections
+                                        f"{length} bytes", path=name, byte_range=(start, start + length))
+        bounds.append((key_group, offset, stop))
+    return bounds
+
+
+def _section(buffer, start: int, bounds: tuple[int, int, int], compressed: bool, name: str, handle_index: int,
+             state: str | None) -> KeyGroupSection:
+    key_group, offset, stop = bounds
+    if compressed:
+        data = decode_framed(buffer, start + offset, start + stop, path=name, state=state)
+    else:
+        data = memoryview(buffer)[start + offset:start + stop]
+    return KeyGroupSection(key_group, handle_index, data, (name, start + offset))
 
 
 @dataclass(frozen=True)
@@ -378,10 +395,42 @@ def read_keyed_subtask(buffer, start: int, end: int, subtask: int, key_groups: r
                        name: str, prefix_bytes: int) -> KeyedSubtask:
     """Parse one subtask's keyed stream ``buffer[start:end]`` whose key groups
     ``key_groups`` start at ``offsets`` (0: no data)."""
+    return next(iter_keyed_subtask(buffer, start, end, subtask, key_groups, offsets, name, prefix_bytes))
+
+
+def iter_keyed_subtask(buffer, start: int, end: int, subtask: int, key_groups: range, offsets: tuple[int, ...],
+                       name: str, prefix_bytes: int, batch_bytes: int | None = None) -> Iterator[KeyedSubtask]:
+    """One subtask's keyed stream as runs of whole key groups of about ``batch_bytes``
+    stored bytes each (None: one run), in stream order: what bounds an importer's
+    memory by the batch, not by the subtask. Every run lists every state."""
     present = {kg: o for kg, o in zip(key_groups, offsets) if o}
     proxy_end = start + (min(present.values()) if present else end - start)
     meta = read_keyed_backend_meta(DataInput(buffer, start, end, path=name), proxy_end)
-    sections = section_bytes(buffer, start, end, present, meta.compressed, name, subtask)
+    bounds = section_bounds(present, end - start, name, start)
+    runs: list[list[tuple[int, int, int]]] = [[]]
+    for b in bounds:
+        if runs[-1] and batch_bytes is not None and b[2] - runs[-1][0][1] > batch_bytes:
+            runs.append([])
+        runs[-1].append(b)
+    for run in runs:
+        sections = [_section(buffer, start, b, meta.compressed, name, subtask, None) for b in run]
+        yield KeyedSubtask(subtask, key_groups, meta.key_type, _states(meta, sections, subtask, prefix_bytes, name))
+        if run:
+            _release(buffer, start + run[0][1], start + run[-1][2])
+
+
+def _release(buffer, begin: int, end: int) -> None:
+    """Let the pages of a mapped file range go once read: they would otherwise stay in the
+    process's resident set until the file is unmapped, growing it by the savepoint's size.
+    Safe whatever still points there: the pages are read again from the file if used."""
+    if isinstance(buffer, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        first = begin - begin % mmap.PAGESIZE
+        buffer.madvise(mmap.MADV_DONTNEED, first, end - first)
+
+
+def _states(meta: KeyedBackendMeta, sections: list[KeyGroupSection], subtask: int, prefix_bytes: int,
+            name: str) -> dict[str, tuple[StateMetaInfo, KeyedRows]]:
+    """The rows of every state of ``meta`` in ``sections``."""
     walk = walk_key_groups(sections)
     section_groups = np.array([s.key_group for s in sections], np.int64)
     check_key_group_prefix(walk, prefix_bytes, section_groups)
@@ -398,7 +447,7 @@ def read_keyed_subtask(buffer, start: int, end: int, subtask: int, key_groups: r
         values = gather_spans(walk.buffer, walk.value_start[rows], walk.value_len[rows])
         states[info.name] = (info, KeyedRows(np.full(len(rows), subtask, np.int64),
                                              section_groups[walk.section[rows]], keys, values))
-    return KeyedSubtask(subtask, key_groups, meta.key_type, states)
+    return states
 
 
 def check_key_group_prefix(walk: WalkResult, prefix_bytes: int, key_groups: np.ndarray) -> None:

@@ -34,7 +34,7 @@ import pyarrow as pa
 from ..errors import InvalidArgumentError, SavepointNotFoundError, UnsupportedFormatError
 from .datainput import DataInput
 from .handles import DistributionMode, HandleStore, RefusedHandle
-from .keyed import KeyedRows, KeyedSubtask, read_keyed_subtask
+from .keyed import KeyedRows, KeyedSubtask, iter_keyed_subtask, read_keyed_backend_meta
 from .meta_info import StateMetaInfo
 from .metadata import CheckpointMetadata, OperatorState, parse_metadata
 from .operator_state import OperatorStream, read_operator_stream
@@ -110,12 +110,39 @@ class FlinkOperator:
     def _operator_streams(self) -> dict[int, OperatorStream]:
         streams = {}
         for sub in self.state.subtasks:
+            stream = self.operator_stream(sub.index)
+            if stream is not None:
+                streams[sub.index] = stream
+        return streams
+
+    def operator_stream(self, subtask: int) -> OperatorStream | None:
+        """One subtask's operator state (list, union and broadcast states), or None."""
+        for sub in self.state.subtasks:
             handle = sub.managed_operator_state
+            if sub.index != subtask or handle is None or handle.stream is None:
+                continue
+            buffer, start, end, name = self._savepoint.store.open(handle.stream)
+            return read_operator_stream(buffer, start, end, handle, name)
+        return None
+
+    def keyed_meta(self) -> tuple[FlinkType | None, dict[str, StateMetaInfo]]:
+        """The key type and every keyed state's meta info (timer queues included), from the
+        head of each subtask's keyed stream only: no key group is read."""
+        key_type, infos = None, {}
+        for sub in self.state.subtasks:
+            handle = sub.managed_keyed_state
+            if isinstance(handle, RefusedHandle):
+                raise handle.refuse(self._savepoint.location)
             if handle is None or handle.stream is None:
                 continue
             buffer, start, end, name = self._savepoint.store.open(handle.stream)
-            streams[sub.index] = read_operator_stream(buffer, start, end, handle, name)
-        return streams
+            present = [o for o in handle.offsets if o]
+            meta = read_keyed_backend_meta(DataInput(buffer, start, end, path=name),
+                                           start + (min(present) if present else end - start))
+            key_type = key_type or meta.key_type
+            for info in meta.states:
+                infos.setdefault(info.name, info)
+        return key_type, infos
 
     def _operator_meta(self, broadcast: bool) -> dict[str, dict[str, FlinkType]]:
         types: dict[str, dict[str, FlinkType]] = {}
@@ -158,18 +185,22 @@ class FlinkOperator:
 
     # -- keyed state ------------------------------------------------------
 
-    def keyed_subtasks(self) -> Iterator[KeyedSubtask]:
+    def keyed_subtasks(self, batch_bytes: int | None = None, subtask: int | None = None) -> Iterator[KeyedSubtask]:
         """Each subtask's keyed state, one subtask at a time (what an importer
-        streams through: memory holds one subtask's state, not the operator's)."""
+        streams through: memory holds one subtask's state, not the operator's);
+        with ``batch_bytes``, runs of whole key groups of about that many stored
+        bytes, so memory holds one run. ``subtask``: only that subtask's."""
         for sub in self.state.subtasks:
             handle = sub.managed_keyed_state
+            if subtask is not None and sub.index != subtask:
+                continue
             if isinstance(handle, RefusedHandle):
                 raise handle.refuse(self._savepoint.location)
             if handle is None or handle.stream is None:
                 continue
             buffer, start, end, name = self._savepoint.store.open(handle.stream)
-            yield read_keyed_subtask(buffer, start, end, sub.index, handle.key_groups, handle.offsets, name,
-                                     _prefix_bytes(self.max_parallelism))
+            yield from iter_keyed_subtask(buffer, start, end, sub.index, handle.key_groups, handle.offsets, name,
+                                          _prefix_bytes(self.max_parallelism), batch_bytes)
 
     @cached_property
     def _keyed(self) -> tuple[FlinkType | None, dict[str, tuple[StateMetaInfo, KeyedRows]]]:

@@ -383,14 +383,28 @@ class Serializer(abc.ABC):
 
     # -- snapshots --------------------------------------------------------
 
+    #: Format 1.2: the originating engine's own snapshot of this serializer (§2.4), written
+    #: into :meth:`snapshot` when set (an importer sets it with :meth:`with_engine`).
+    engine_serializer: serializer_pb2.EngineSerializer | None = None
+
+    def with_engine(self, engine: str, class_name: str, snapshot: bytes) -> Serializer:
+        """This serializer, its snapshot carrying the engine's own snapshot bytes (§2.4):
+        an importer keeps how the engine described the type, for an exporter back to it."""
+        self.engine_serializer = serializer_pb2.EngineSerializer(engine=engine, class_name=class_name,
+                                                                 snapshot=bytes(snapshot))
+        return self
+
     def snapshot(self) -> serializer_pb2.SerializerSnapshot:
         """The snapshot stored beside the state (§2)."""
-        return SerializerSnapshot(
+        snap = SerializerSnapshot(
             serializer_id=self.serializer_id,
             version=self.version,
             nested=[c.snapshot() for c in self.nested_serializers],
             custom_configuration=self.custom_configuration,
         )
+        if self.engine_serializer is not None:
+            snap.engine.CopyFrom(self.engine_serializer)
+        return snap
 
     @classmethod
     def from_snapshot(cls, snapshot: serializer_pb2.SerializerSnapshot) -> Serializer:
@@ -420,7 +434,7 @@ class Serializer(abc.ABC):
     # -- identity ---------------------------------------------------------
 
     def _config_key(self) -> bytes:
-        return self.snapshot().SerializeToString(deterministic=True)
+        return _without_engine(self.snapshot()).SerializeToString(deterministic=True)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Serializer):
@@ -432,6 +446,16 @@ class Serializer(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+def _without_engine(snapshot: serializer_pb2.SerializerSnapshot) -> serializer_pb2.SerializerSnapshot:
+    """The snapshot without the informative engine snapshots (§2.4), which take no part in a
+    serializer's identity; an opaque serializer's engine is its configuration (§3.20) and stays."""
+    if snapshot.serializer_id != "opaque":
+        snapshot.ClearField("engine")
+    for child in snapshot.nested:
+        _without_engine(child)
+    return snapshot
 
 
 # --------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""``pyref`` subcommands that run on Spark: spark-rescale, change-max-parallelism, migrate.
+"""``pyref`` subcommands that run on Spark: spark-rescale, change-max-parallelism, migrate,
+spark-import-flink, spark-export-flink.
 
 Registering them imports nothing of pyspark, so the core CLI works without it;
 a subcommand imports pyspark when it runs.
@@ -10,8 +11,10 @@ import argparse
 import re
 
 from .._proto.savepoint.v1 import serializer_pb2
-from ..cli import add_export_arguments, count, export_options, operator_numbers, print_exported, print_written
+from ..cli import BASE_PATHS_HELP, count, operator_numbers, print_written
 from ..errors import InvalidArgumentError, SavepointError
+from ..flink.export_cli import add_export_arguments, export_options, print_exported
+from ..flink.import_cli import add_import_arguments, import_options, print_import
 from ..serializers import MAX_NESTING_DEPTH, Serializer, serializer_from_snapshot
 
 _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
@@ -82,38 +85,57 @@ def _run_on_spark(args: argparse.Namespace, job, report=print_written) -> int:
     return report(args, written)
 
 
-def _spark_rescale(args: argparse.Namespace) -> int:
-    from .jobs import rescale
+# The handlers check their arguments before anything imports pyspark (via .jobs or .flink): a
+# wrong argument is an InvalidArgumentError with or without pyspark installed.
 
+def _jobs():
+    from . import jobs
+
+    return jobs
+
+
+def _spark_rescale(args: argparse.Namespace) -> int:
     parallelism = operator_numbers(args, "--parallelism")
-    return _run_on_spark(args, lambda spark: rescale(args.path, args.target, parallelism, spark=spark, copy=args.copy,
-                                                     overwrite=args.overwrite, progress=not args.json))
+    return _run_on_spark(args, lambda spark: _jobs().rescale(
+        args.path, args.target, parallelism, spark=spark, copy=args.copy, overwrite=args.overwrite,
+        progress=not args.json, base_paths=args.base_paths))
 
 
 def _change_max_parallelism(args: argparse.Namespace) -> int:
-    from .jobs import change_max_parallelism
-
     wanted = operator_numbers(args, "--max-parallelism")
-    return _run_on_spark(args, lambda spark: change_max_parallelism(
+    return _run_on_spark(args, lambda spark: _jobs().change_max_parallelism(
         spark, args.path, args.target, wanted, copy=args.copy, overwrite=args.overwrite, partitions=args.partitions,
-        progress=not args.json))
+        progress=not args.json, base_paths=args.base_paths))
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from .jobs import migrate_state
-
     serializer = parse_serializer(args.serializer)
-    return _run_on_spark(args, lambda spark: migrate_state(
+    return _run_on_spark(args, lambda spark: _jobs().migrate_state(
         spark, args.path, args.target, args.operator, args.state, serializer, copy=args.copy,
-        overwrite=args.overwrite, progress=not args.json))
+        overwrite=args.overwrite, progress=not args.json, base_paths=args.base_paths))
+
+
+def _spark_import_flink(args: argparse.Namespace) -> int:
+    options = import_options(args)
+
+    def job(spark):
+        from .flink import import_flink
+
+        return import_flink(spark, args.source, args.target, overwrite=args.overwrite, progress=not args.json,
+                            **options)
+
+    return _run_on_spark(args, job, lambda args, report: print_import(report.to_dict(), args.json) or 0)
 
 
 def _spark_export_flink(args: argparse.Namespace) -> int:
-    from .flink_export import export_flink
-
     options = export_options(args)
-    return _run_on_spark(args, lambda spark: export_flink(spark, args.path, args.target, progress=not args.json,
-                                                          **options), report=print_exported)
+
+    def job(spark):
+        from .flink_export import export_flink
+
+        return export_flink(spark, args.path, args.target, progress=not args.json, **options)
+
+    return _run_on_spark(args, job, print_exported)
 
 
 def add_spark_commands(subparsers) -> None:
@@ -128,6 +150,7 @@ def add_spark_commands(subparsers) -> None:
         p.add_argument("--master", default="local[*]", help="Spark master URL (default: local[*])")
         p.add_argument("--copy", action="store_true", help="self-contained copy instead of referring to the source")
         p.add_argument("--overwrite", action="store_true", help="replace a savepoint already at the target")
+        p.add_argument("--base-paths", action="store_true", help=BASE_PATHS_HELP)
         p.add_argument("--json", action="store_true")
 
     p = subparsers.add_parser("spark-rescale", help="new parallelism (no state bytes copied; --copy copies on Spark)")
@@ -143,6 +166,15 @@ def add_spark_commands(subparsers) -> None:
     p.add_argument("--operator", action="append", metavar="ID=N", help="new max parallelism of one operator")
     p.add_argument("--partitions", type=count, help="write tasks per keyed state (default: by size)")
     p.set_defaults(handler=_change_max_parallelism)
+
+    # -- Flink -> pyref: spark-import-flink --
+    p = subparsers.add_parser("spark-import-flink",
+                              help="import a Flink savepoint as a pyref savepoint on Spark, one task per state handle")
+    add_import_arguments(p)
+    p.add_argument("--master", default="local[*]", help="Spark master URL (default: local[*])")
+    p.add_argument("--overwrite", action="store_true", help="replace a savepoint already at the target")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_spark_import_flink)
 
     p = subparsers.add_parser("migrate", help="one state's values under a new serializer (schema evolution), on Spark")
     common(p)

@@ -24,6 +24,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+from ..errors import InvalidArgumentError
 from .datasource import as_spark_batches, spark_schema
 from .fragments import DEFAULT_FRAGMENT_BYTES, FRAGMENT_SCHEMA, Fragment, StateScan, fragment_batches
 
@@ -59,7 +60,16 @@ def read_state(spark: SparkSession, path: str | os.PathLike[str], operator: str,
                timer_service: str | None = None, domain: str | None = None) -> DataFrame:
     """One state of the savepoint at ``path`` as a DataFrame, or (format 1.2, ``timer_service``
     instead of ``state``) one timer service's timers: the rows and columns of
-    ``spark.read.format("savepoint")`` with the options of the same names."""
+    ``spark.read.format("savepoint")`` with the options of the same names. A Flink savepoint
+    (a directory with a Flink ``_metadata``) is read by :func:`pyref.spark.flink.read_flink_state`."""
+    from ..flink.import_cli import is_flink_savepoint
+
+    if is_flink_savepoint(os.fspath(path)):
+        if target_parallelism is not None:
+            raise InvalidArgumentError("target_parallelism is for pyref savepoints; import the Flink savepoint first")
+        from .flink import read_flink_state
+
+        return read_flink_state(spark, path, operator, state, timer_service=timer_service, domain=domain, raw=raw)
     scan = StateScan.plan(os.fspath(path), operator, state, raw=raw, target_parallelism=target_parallelism,
                           fragment_bytes=fragment_bytes, timer_service=timer_service, domain=domain)
     schema = spark_schema(scan.schema)

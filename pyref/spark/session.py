@@ -14,7 +14,9 @@ def spark_session(master: str = "local[*]", app_name: str = "pyref", **conf: str
     """Get or create a session on ``master`` with ``format("savepoint")`` registered.
 
     Python workers run this interpreter unless PYSPARK_PYTHON says otherwise, so
-    executors import the same pyref (a cluster needs pyref installed on its nodes).
+    executors on this machine import the same pyref; on a cluster they need pyref's
+    dependencies on their nodes and pyref itself there or shipped with the job
+    (README, "On a Spark cluster").
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app_name)

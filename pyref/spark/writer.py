@@ -215,7 +215,8 @@ class SavepointBuilder:
     def __init__(self, spark: SparkSession, target: str | os.PathLike[str], *,
                  source: str | os.PathLike[str] | None = None, copy: bool = False, overwrite: bool = False,
                  options: WriteOptions | None = None, partitions: int | None = None,
-                 fragment_bytes: int = DEFAULT_FRAGMENT_BYTES, progress: Progress | None = None) -> None:
+                 fragment_bytes: int = DEFAULT_FRAGMENT_BYTES, progress: Progress | None = None,
+                 base_paths: bool = False) -> None:
         self.spark = spark
         self.io = open_io(target)
         self.partitions = partitions
@@ -224,7 +225,7 @@ class SavepointBuilder:
         self.job = Job.new(self.io.location, options or WriteOptions())
         self.source = Savepoint.open(source) if source is not None else None
         if self.source is not None:
-            check_target(self.source, self.io, copy)
+            check_target(self.source, self.io, copy, base_paths)
         self._previous = read_previous(self.io, overwrite)
         if self.source is None:
             self.manifest = pb.Manifest(savepoint_id=str(uuid.uuid4()), created_by=f"pyref {__version__} (spark)",

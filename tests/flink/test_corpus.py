@@ -16,15 +16,11 @@ from pyref.flink import FlinkSavepoint, TimeWindow, TtlValue
 from pyref.flink.serializers import FlinkType
 from pyref.flink.values import GLOBAL_WINDOW
 
+from compat_tests.flink.truth import UNDECODED, assert_same, entry_order, json_text, sorted_pairs
+
 CORPUS = pathlib.Path(os.environ.get("PYREF_FLINK_CORPUS",
                                      pathlib.Path(__file__).resolve().parents[2] / "compat_tests/flink/corpus"))
 CASES = sorted(p.parent for p in CORPUS.glob("*/*/*/truth.json"))
-
-
-#: Stands for a value of a composite type with a Kryo part in the middle (a POJO with a
-#: java.util.List field...): Flink stores no length for the Kryo part, so the reader keeps the
-#: value's stored bytes; the truth's decoded form is not compared, everything around it is.
-UNDECODED = "<stored bytes of a composite with an opaque part>"
 
 
 def _jsonable(value, type_: FlinkType):
@@ -60,7 +56,7 @@ def _jsonable(value, type_: FlinkType):
         return [_jsonable(v, element) for v in value]
     if kind == "map":
         pairs = value.items() if isinstance(value, dict) else value
-        return _sorted_pairs([[_jsonable(k, type_.children[0]), _jsonable(v, type_.children[1])] for k, v in pairs])
+        return sorted_pairs([[_jsonable(k, type_.children[0]), _jsonable(v, type_.children[1])] for k, v in pairs])
     if kind == "nullable":
         return _jsonable(value, type_.children[0])
     if kind == "time-window" or isinstance(value, TimeWindow):
@@ -68,44 +64,6 @@ def _jsonable(value, type_: FlinkType):
     if value is GLOBAL_WINDOW:
         return "global"
     return value
-
-
-def _json_text(value) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
-
-
-def _sorted_pairs(pairs: list) -> list:
-    return sorted(pairs, key=lambda p: _json_text(p[0]))
-
-
-def _same(ours, truth) -> bool:
-    """Equality, with a Kryo value compared by the bytes Flink stored for it,
-    and a 64-bit integer equal whether the truth wrote it as a number or as
-    a decimal string (the truth writer leaves Long.MIN_VALUE a number)."""
-    if ours == UNDECODED:
-        return truth is not None
-    if isinstance(truth, dict) and set(truth) == {"class", "fields", "bytes"}:
-        return ours == truth["bytes"]
-    if isinstance(ours, (int, str)) and isinstance(truth, (int, str)) and type(ours) is not type(truth):
-        try:
-            return not isinstance(ours, bool) and int(ours) == int(truth)
-        except ValueError:
-            return False
-    if isinstance(truth, dict) and isinstance(ours, dict):
-        return truth.keys() == ours.keys() and all(_same(ours[k], truth[k]) for k in truth)
-    if isinstance(truth, list) and isinstance(ours, list):
-        return len(truth) == len(ours) and all(_same(a, b) for a, b in zip(ours, truth))
-    if isinstance(truth, float) or isinstance(ours, float):
-        return isinstance(ours, (int, float)) and isinstance(truth, (int, float)) and float(ours) == float(truth)
-    return ours == truth
-
-
-def _assert_same(ours, truth, what: str) -> None:
-    assert _same(ours, truth), f"{what}:\n ours:  {_json_text(ours)[:2000]}\n truth: {_json_text(truth)[:2000]}"
-
-
-def _entry_order(entry: dict) -> str:
-    return _json_text([entry["subtask"], entry["key_group"], entry["key"], entry["namespace"]])
 
 
 def _keyed_entries(op, name: str) -> list[dict]:
@@ -117,8 +75,8 @@ def _keyed_entries(op, name: str) -> list[dict]:
     for row, item in enumerate(view.items(with_ttl=True)):
         key, rest = item[0], list(item[1:])
         namespace = rest.pop(0) if view.has_namespace else None
-        entry = grouped.setdefault((subtasks[row], key_groups[row], _json_text(_jsonable(key, view.key_type)),
-                                    _json_text(_jsonable(namespace, view.namespace_type))), {
+        entry = grouped.setdefault((subtasks[row], key_groups[row], json_text(_jsonable(key, view.key_type)),
+                                    json_text(_jsonable(namespace, view.namespace_type))), {
             "key": _jsonable(key, view.key_type),
             "namespace": _jsonable(namespace, view.namespace_type),
             "key_group": key_groups[row], "subtask": subtasks[row]})
@@ -141,23 +99,23 @@ def _keyed_entries(op, name: str) -> list[dict]:
                 entry["ttl_timestamp"] = value.timestamp
     for entry in grouped.values():
         if view.kind == "MAP":
-            order = sorted(range(len(entry["value"])), key=lambda i: _json_text(entry["value"][i][0]))
+            order = sorted(range(len(entry["value"])), key=lambda i: json_text(entry["value"][i][0]))
             entry["value"] = [entry["value"][i] for i in order]
             if view.ttl:
                 entry["ttl_timestamps"] = [entry["ttl_timestamps"][i] for i in order]
-    return sorted(grouped.values(), key=_entry_order)
+    return sorted(grouped.values(), key=entry_order)
 
 
 def _check_operator_state(op, name: str, truth: dict) -> None:
     if truth["mode"] == "BROADCAST":
         view = op.broadcast_state(name)
-        ours = [_sorted_pairs([[_jsonable(k, view.key_type), _jsonable(v, view.value_type)]
+        ours = [sorted_pairs([[_jsonable(k, view.key_type), _jsonable(v, view.value_type)]
                                for k, v in view.items(i)]) for i in range(len(view.partitions))]
     else:
         view = op.list_state(name)
         assert view.mode.name == truth["mode"], name
         ours = [[_jsonable(e, view.element_type) for e in view.partition(i)] for i in range(len(view.partitions))]
-    _assert_same(ours, truth["subtasks"], f"operator state {name}")
+    assert_same(ours, truth["subtasks"], f"operator state {name}")
 
 
 def _timers(op) -> list[dict]:
@@ -170,7 +128,7 @@ def _timers(op) -> list[dict]:
             out.append({"service": service, "domain": domain.replace("-", "_"),
                         "key": _jsonable(key, view.key_type), "namespace": _jsonable(namespace, view.namespace_type),
                         "timestamp": timestamp, "key_group": key_group, "subtask": subtask})
-    return sorted(out, key=_json_text)
+    return sorted(out, key=json_text)
 
 
 @pytest.mark.skipif(not CASES, reason=f"no Flink corpus cases under {CORPUS}")
@@ -194,13 +152,13 @@ def test_corpus_case_reads_as_its_truth(case: pathlib.Path) -> None:
                 assert view.check_key_groups() in (None, len(view)), name
                 assert (view.check_key_groups() is None) == (view.key_type.kind == "pojo"), name
                 assert (state["ttl"] is not None) == view.ttl, name
-                entries = sorted(state["entries"], key=_entry_order)
+                entries = sorted(state["entries"], key=entry_order)
                 if view.kind == "LIST" and view.cell_type.is_opaque:
                     entries = [dict(e, value=b",".join(bytes.fromhex(v["bytes"]) for v in e["value"]).hex())
                                for e in entries]
-                _assert_same(_keyed_entries(op, name), entries, f"{uid}/{name}")
+                assert_same(_keyed_entries(op, name), entries, f"{uid}/{name}")
             assert set(expected["timer_services"]) <= {s for s, _ in op.timer_services}, uid
-            _assert_same(_timers(op), sorted(expected["timers"], key=_json_text), f"{uid} timers")
+            assert_same(_timers(op), sorted(expected["timers"], key=json_text), f"{uid} timers")
             coordinator = expected["coordinator"]
             if coordinator is None:
                 assert op.coordinator_state is None or not op.coordinator_state

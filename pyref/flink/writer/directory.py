@@ -22,7 +22,8 @@ import uuid
 from dataclasses import dataclass, field
 
 from ...errors import CorruptSavepointError, InvalidArgumentError, SavepointError
-from ...io import _fsync_dir, typed_os_errors
+from ...io import typed_os_errors
+from ...storage.local import _fsync_dir
 from ..metadata import parse_metadata
 
 __all__ = ["StreamRef", "StateStream", "ExportDirectory", "DEFAULT_INLINE_BYTES", "METADATA", "check_metadata_parses"]

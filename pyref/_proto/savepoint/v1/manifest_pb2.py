@@ -25,53 +25,53 @@ _sym_db = _symbol_database.Default()
 from . import serializer_pb2 as savepoint_dot_v1_dot_serializer__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bsavepoint/v1/manifest.proto\x12\x0csavepoint.v1\x1a\x1dsavepoint/v1/serializer.proto\"\x84\x02\n\x08Manifest\x12\x14\n\x0csavepoint_id\x18\x01 \x01(\t\x12\x19\n\x11required_features\x18\x02 \x03(\t\x12\x19\n\x11optional_features\x18\x03 \x03(\t\x12\x12\n\ncreated_by\x18\x04 \x01(\t\x12\x15\n\rcreated_at_ms\x18\x05 \x01(\x03\x12*\n\x05\x62\x61ses\x18\x06 \x03(\x0b\x32\x1b.savepoint.v1.BaseSavepoint\x12*\n\ndata_files\x18\x07 \x03(\x0b\x32\x16.savepoint.v1.DataFile\x12)\n\toperators\x18\x08 \x03(\x0b\x32\x16.savepoint.v1.Operator\"8\n\rBaseSavepoint\x12\x11\n\tdirectory\x18\x01 \x01(\t\x12\x14\n\x0csavepoint_id\x18\x02 \x01(\t\"4\n\x08\x44\x61taFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x04\x12\x0c\n\x04\x62\x61se\x18\x03 \x01(\r\"\xee\x03\n\x08Operator\x12\x13\n\x0boperator_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0bparallelism\x18\x03 \x01(\r\x12\x17\n\x0fmax_parallelism\x18\x04 \x01(\r\x12\x38\n\x0ekey_serializer\x18\x05 \x01(\x0b\x32 .savepoint.v1.SerializerSnapshot\x12,\n\x0blist_states\x18\x06 \x03(\x0b\x32\x17.savepoint.v1.ListState\x12.\n\x0ckeyed_states\x18\x07 \x03(\x0b\x32\x18.savepoint.v1.KeyedState\x12\x32\n\x0etimer_services\x18\x08 \x03(\x0b\x32\x1a.savepoint.v1.TimerService\x12\x36\n\x10\x62roadcast_states\x18\t \x03(\x0b\x32\x1c.savepoint.v1.BroadcastState\x12.\n\x11\x63oordinator_state\x18\n \x01(\x0b\x32\x13.savepoint.v1.Chunk\x12\x0b\n\x03uid\x18\x0b \x01(\t\x12\x1a\n\x12\x65ngine_operator_id\x18\x0c \x01(\x0c\x12\x34\n\nkey_groups\x18\r \x01(\x0e\x32 .savepoint.v1.KeyGroupAssignment\"\xd7\x01\n\tListState\x12\x0c\n\x04name\x18\x01 \x01(\t\x12,\n\x04mode\x18\x02 \x01(\x0e\x32\x1e.savepoint.v1.DistributionMode\x12<\n\x12\x65lement_serializer\x18\x03 \x01(\x0b\x32 .savepoint.v1.SerializerSnapshot\x12#\n\x06\x63hunks\x18\x04 \x03(\x0b\x32\x13.savepoint.v1.Chunk\x12+\n\npartitions\x18\x05 \x03(\x0b\x32\x17.savepoint.v1.Partition\"7\n\tPartition\x12*\n\x06ranges\x18\x01 \x03(\x0b\x32\x1a.savepoint.v1.ElementRange\";\n\x0c\x45lementRange\x12\r\n\x05\x63hunk\x18\x01 \x01(\r\x12\r\n\x05\x66irst\x18\x02 \x01(\r\x12\r\n\x05\x63ount\x18\x03 \x01(\r\"\xcc\x02\n\nKeyedState\x12\x0c\n\x04name\x18\x01 \x01(\t\x12*\n\x04kind\x18\x02 \x01(\x0e\x32\x1c.savepoint.v1.KeyedStateKind\x12:\n\x10value_serializer\x18\x03 \x01(\x0b\x32 .savepoint.v1.SerializerSnapshot\x12=\n\x13user_key_serializer\x18\x04 \x01(\x0b\x32 .savepoint.v1.SerializerSnapshot\x12#\n\x06\x63hunks\x18\x05 \x03(\x0b\x32\x13.savepoint.v1.Chunk\x12>\n\x14namespace_serializer\x18\x06 \x01(\x0b\x32 .savepoint.v1.SerializerSnapshot\x12$\n\x03ttl\x18\x07 \x01(\x0b\x32\x17.savepoint.v1.TtlConfig\"\x83\x01\n\tTtlConfig\x12\x0e\n\x06ttl_ms\x18\x01 \x01(\x03\x12\x30\n\x0bupdate_type\x18\x02 \x01(\x0e\x32\x1b.savepoint.v1.TtlUpdateType\x12\x34\n\nvisibility\x18\x03 \x01(\x0e\x32 .savepoint.v1.TtlStateVisibility\"\xab\x01\n\x0cTimerService\x12\x0c\n\x04name\x18\x01 \x01(\t\x12(\n\x06\x64omain\x18\x02 \x01(\x0e\x32\x18.savepoint.v1.TimeDomain\x12>\n\x14namespace_serializer\x18\x03 \x01(\x0b\x32 .savepoint.v1.SerializerSnapshot\x12#\n\x06\x63hunks\x18\x04 \x03(\x0b\x32\x13.savepoint.v1.Chunk\"\xe6\x01\n\x0e\x42roadcastState\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x38\n\x0ekey_serializer\x18\x02 \x01(\x0b\x32 .savepoint.v1.SerializerSnapshot\x12:\n\x10value_serializer\x18\x03 \x01(\x0b\x32 .savepoint.v1.SerializerSnapshot\x12#\n\x06\x63hunks\x18\x04 \x03(\x0b\x32\x13.savepoint.v1.Chunk\x12+\n\npartitions\x18\x05 \x03(\x0b\x32\x17.savepoint.v1.Partition\"9\n\tFileRange\x12\x0c\n\x04\x66ile\x18\x01 \x01(\r\x12\x0e\n\x06offset\x18\x02 \x01(\x04\x12\x0e\n\x06length\x18\x03 \x01(\x04\"\xef\x01\n\x05\x43hunk\x12\x11\n\tkey_group\x18\x01 \x01(\r\x12\x11\n\trow_count\x18\x02 \x01(\r\x12(\n\x05range\x18\x03 \x01(\x0b\x32\x17.savepoint.v1.FileRangeH\x00\x12\x15\n\x0binline_data\x18\x04 \x01(\x0cH\x00\x12\"\n\x05\x63odec\x18\x05 \x01(\x0e\x32\x13.savepoint.v1.Codec\x12\x12\n\nraw_length\x18\x06 \x01(\x04\x12\x0e\n\x06\x63rc32c\x18\x07 \x01(\x07\x12+\n\nkey_bounds\x18\x08 \x01(\x0b\x32\x17.savepoint.v1.KeyBoundsB\n\n\x08location\"%\n\tKeyBounds\x12\x0b\n\x03min\x18\x01 \x01(\x0c\x12\x0b\n\x03max\x18\x02 \x01(\x0c*G\n\x12KeyGroupAssignment\x12\x15\n\x11KEY_GROUPS_HASHED\x10\x00\x12\x1a\n\x16KEY_GROUPS_FROM_WRITER\x10\x01*e\n\x10\x44istributionMode\x12!\n\x1d\x44ISTRIBUTION_MODE_UNSPECIFIED\x10\x00\x12\x14\n\x10SPLIT_DISTRIBUTE\x10\x01\x12\t\n\x05UNION\x10\x02\x12\r\n\tBROADCAST\x10\x03*o\n\x0eKeyedStateKind\x12 \n\x1cKEYED_STATE_KIND_UNSPECIFIED\x10\x00\x12\t\n\x05VALUE\x10\x01\x12\x08\n\x04LIST\x10\x02\x12\x07\n\x03MAP\x10\x03\x12\x0c\n\x08REDUCING\x10\x04\x12\x0f\n\x0b\x41GGREGATING\x10\x05*`\n\rTtlUpdateType\x12\x1f\n\x1bTTL_UPDATE_TYPE_UNSPECIFIED\x10\x00\x12\x17\n\x13ON_CREATE_AND_WRITE\x10\x01\x12\x15\n\x11ON_READ_AND_WRITE\x10\x02*z\n\x12TtlStateVisibility\x12$\n TTL_STATE_VISIBILITY_UNSPECIFIED\x10\x00\x12\x18\n\x14NEVER_RETURN_EXPIRED\x10\x01\x12$\n RETURN_EXPIRED_IF_NOT_CLEANED_UP\x10\x02*N\n\nTimeDomain\x12\x1b\n\x17TIME_DOMAIN_UNSPECIFIED\x10\x00\x12\x0e\n\nEVENT_TIME\x10\x01\x12\x13\n\x0fPROCESSING_TIME\x10\x02*\x1b\n\x05\x43odec\x12\x08\n\x04NONE\x10\x00\x12\x08\n\x04ZSTD\x10\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bsavepoint/v1/manifest.proto\x12\x0csavepoint.v1\x1a\x1dsavepoint/v1/serializer.proto\"\x84\x02\n\x08Manifest\x12\x14\n\x0csavepoint_id\x18\x01 \x01(\t\x12\x19\n\x11required_features\x18\x02 \x03(\t\x12\x19\n\x11optional_features\x18\x03 \x03(\t\x12\x12\n\ncreated_by\x18\x04 \x01(\t\x12\x15\n\rcreated_at_ms\x18\x05 \x01(\x03\x12*\n\x05\x62\x61ses\x18\x06 \x03(\x0b\x32\x1b.savepoint.v1.BaseSavepoint\x12*\n\ndata_files\x18\x07 \x03(\x0b\x32\x16.savepoint.v1.DataFile\x12)\n\toperators\x18\x08 \x03(\x0b\x32\x16.savepoint.v1.Operator\"F\n\rBaseSavepoint\x12\x11\n\tdirectory\x18\x01 \x01(\t\x12\x14\n\x0csavepoint_id\x18\x02 \x01(\t\x12\x0c\n\x04path\x18\x03 \x01(\t\"4\n\x08\x44\x61taFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x04\x12\x0c\n\x04\x62\x61se\x18\x03 \x01(\r\"\xee\x03\n\x08Operator\x12\x13\n\x0boperator_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0bparallelism\x18\x03 \x01(\r\x12\x17\n\x0fmax_parallelism\x18\x04 \x01(\r\x12\x38\n\x0ekey_serializer\x18\x05 \x01(\x0b\x32 .savepoint.v1.SerializerSnapshot\x12,\n\x0blist_states\x18\x06 \x03(\x0b\x32\x17.savepoint.v1.ListState\x12.\n\x0ckeyed_states\x18\x07 \x03(\x0b\x32\x18.savepoint.v1.KeyedState\x12\x32\n\x0etimer_services\x18\x08 \x03(\x0b\x32\x1a.savepoint.v1.TimerService\x12\x36\n\x10\x62roadcast_states\x18\t \x03(\x0b\x32\x1c.savepoint.v1.BroadcastState\x12.\n\x11\x63oordinator_state\x18\n \x01(\x0b\x32\x13.savepoint.v1.Chunk\x12\x0b\n\x03uid\x18\x0b \x01(\t\x12\x1a\n\x12\x65ngine_operator_id\x18\x0c \x01(\x0c\x12\x34\n\nkey_groups\x18\r \x01(\x0e\x32 .savepoint.v1.KeyGroupAssignment\"\xd7\x01\n\tListState\x12\x0c\n\x04name\x18\x01 \x01(\t\x12,\n\x04mode\x18\x02 \x01(\x0e\x32\x1e.savepoint.v1.DistributionMode\x12<\n\x12\x65lement_serializer\x18\x03 \x01(\x0b\x32 .savepoint.v1.SerializerSnapshot\x12#\n\x06\x63hunks\x18\x04 \x03(\x0b\x32\x13.savepoint.v1.Chunk\x12+\n\npartitions\x18\x05 \x03(\x0b\x32\x17.savepoint.v1.Partition\"7\n\tPartition\x12*\n\x06ranges\x18\x01 \x03(\x0b\x32\x1a.savepoint.v1.ElementRange\";\n\x0c\x45lementRange\x12\r\n\x05\x63hunk\x18\x01 \x01(\r\x12\r\n\x05\x66irst\x18\x02 \x01(\r\x12\r\n\x05\x63ount\x18\x03 \x01(\r\"\xcc\x02\n\nKeyedState\x12\x0c\n\x04name\x18\x01 \x01(\t\x12*\n\x04kind\x18\x02 \x01(\x0e\x32\x1c.savepoint.v1.KeyedStateKind\x12:\n\x10value_serializer\x18\x03 \x01(\x0b\x32 .savepoint.v1.SerializerSnapshot\x12=\n\x13user_key_serializer\x18\x04 \x01(\x0b\x32 .savepoint.v1.SerializerSnapshot\x12#\n\x06\x63hunks\x18\x05 \x03(\x0b\x32\x13.savepoint.v1.Chunk\x12>\n\x14namespace_serializer\x18\x06 \x01(\x0b\x32 .savepoint.v1.SerializerSnapshot\x12$\n\x03ttl\x18\x07 \x01(\x0b\x32\x17.savepoint.v1.TtlConfig\"\x83\x01\n\tTtlConfig\x12\x0e\n\x06ttl_ms\x18\x01 \x01(\x03\x12\x30\n\x0bupdate_type\x18\x02 \x01(\x0e\x32\x1b.savepoint.v1.TtlUpdateType\x12\x34\n\nvisibility\x18\x03 \x01(\x0e\x32 .savepoint.v1.TtlStateVisibility\"\xab\x01\n\x0cTimerService\x12\x0c\n\x04name\x18\x01 \x01(\t\x12(\n\x06\x64omain\x18\x02 \x01(\x0e\x32\x18.savepoint.v1.TimeDomain\x12>\n\x14namespace_serializer\x18\x03 \x01(\x0b\x32 .savepoint.v1.SerializerSnapshot\x12#\n\x06\x63hunks\x18\x04 \x03(\x0b\x32\x13.savepoint.v1.Chunk\"\xe6\x01\n\x0e\x42roadcastState\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x38\n\x0ekey_serializer\x18\x02 \x01(\x0b\x32 .savepoint.v1.SerializerSnapshot\x12:\n\x10value_serializer\x18\x03 \x01(\x0b\x32 .savepoint.v1.SerializerSnapshot\x12#\n\x06\x63hunks\x18\x04 \x03(\x0b\x32\x13.savepoint.v1.Chunk\x12+\n\npartitions\x18\x05 \x03(\x0b\x32\x17.savepoint.v1.Partition\"9\n\tFileRange\x12\x0c\n\x04\x66ile\x18\x01 \x01(\r\x12\x0e\n\x06offset\x18\x02 \x01(\x04\x12\x0e\n\x06length\x18\x03 \x01(\x04\"\xef\x01\n\x05\x43hunk\x12\x11\n\tkey_group\x18\x01 \x01(\r\x12\x11\n\trow_count\x18\x02 \x01(\r\x12(\n\x05range\x18\x03 \x01(\x0b\x32\x17.savepoint.v1.FileRangeH\x00\x12\x15\n\x0binline_data\x18\x04 \x01(\x0cH\x00\x12\"\n\x05\x63odec\x18\x05 \x01(\x0e\x32\x13.savepoint.v1.Codec\x12\x12\n\nraw_length\x18\x06 \x01(\x04\x12\x0e\n\x06\x63rc32c\x18\x07 \x01(\x07\x12+\n\nkey_bounds\x18\x08 \x01(\x0b\x32\x17.savepoint.v1.KeyBoundsB\n\n\x08location\"%\n\tKeyBounds\x12\x0b\n\x03min\x18\x01 \x01(\x0c\x12\x0b\n\x03max\x18\x02 \x01(\x0c*G\n\x12KeyGroupAssignment\x12\x15\n\x11KEY_GROUPS_HASHED\x10\x00\x12\x1a\n\x16KEY_GROUPS_FROM_WRITER\x10\x01*e\n\x10\x44istributionMode\x12!\n\x1d\x44ISTRIBUTION_MODE_UNSPECIFIED\x10\x00\x12\x14\n\x10SPLIT_DISTRIBUTE\x10\x01\x12\t\n\x05UNION\x10\x02\x12\r\n\tBROADCAST\x10\x03*o\n\x0eKeyedStateKind\x12 \n\x1cKEYED_STATE_KIND_UNSPECIFIED\x10\x00\x12\t\n\x05VALUE\x10\x01\x12\x08\n\x04LIST\x10\x02\x12\x07\n\x03MAP\x10\x03\x12\x0c\n\x08REDUCING\x10\x04\x12\x0f\n\x0b\x41GGREGATING\x10\x05*`\n\rTtlUpdateType\x12\x1f\n\x1bTTL_UPDATE_TYPE_UNSPECIFIED\x10\x00\x12\x17\n\x13ON_CREATE_AND_WRITE\x10\x01\x12\x15\n\x11ON_READ_AND_WRITE\x10\x02*z\n\x12TtlStateVisibility\x12$\n TTL_STATE_VISIBILITY_UNSPECIFIED\x10\x00\x12\x18\n\x14NEVER_RETURN_EXPIRED\x10\x01\x12$\n RETURN_EXPIRED_IF_NOT_CLEANED_UP\x10\x02*N\n\nTimeDomain\x12\x1b\n\x17TIME_DOMAIN_UNSPECIFIED\x10\x00\x12\x0e\n\nEVENT_TIME\x10\x01\x12\x13\n\x0fPROCESSING_TIME\x10\x02*\x1b\n\x05\x43odec\x12\x08\n\x04NONE\x10\x00\x12\x08\n\x04ZSTD\x10\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'savepoint.v1.manifest_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_KEYGROUPASSIGNMENT']._serialized_start=2500
-  _globals['_KEYGROUPASSIGNMENT']._serialized_end=2571
-  _globals['_DISTRIBUTIONMODE']._serialized_start=2573
-  _globals['_DISTRIBUTIONMODE']._serialized_end=2674
-  _globals['_KEYEDSTATEKIND']._serialized_start=2676
-  _globals['_KEYEDSTATEKIND']._serialized_end=2787
-  _globals['_TTLUPDATETYPE']._serialized_start=2789
-  _globals['_TTLUPDATETYPE']._serialized_end=2885
-  _globals['_TTLSTATEVISIBILITY']._serialized_start=2887
-  _globals['_TTLSTATEVISIBILITY']._serialized_end=3009
-  _globals['_TIMEDOMAIN']._serialized_start=3011
-  _globals['_TIMEDOMAIN']._serialized_end=3089
-  _globals['_CODEC']._serialized_start=3091
-  _globals['_CODEC']._serialized_end=3118
+  _globals['_KEYGROUPASSIGNMENT']._serialized_start=2514
+  _globals['_KEYGROUPASSIGNMENT']._serialized_end=2585
+  _globals['_DISTRIBUTIONMODE']._serialized_start=2587
+  _globals['_DISTRIBUTIONMODE']._serialized_end=2688
+  _globals['_KEYEDSTATEKIND']._serialized_start=2690
+  _globals['_KEYEDSTATEKIND']._serialized_end=2801
+  _globals['_TTLUPDATETYPE']._serialized_start=2803
+  _globals['_TTLUPDATETYPE']._serialized_end=2899
+  _globals['_TTLSTATEVISIBILITY']._serialized_start=2901
+  _globals['_TTLSTATEVISIBILITY']._serialized_end=3023
+  _globals['_TIMEDOMAIN']._serialized_start=3025
+  _globals['_TIMEDOMAIN']._serialized_end=3103
+  _globals['_CODEC']._serialized_start=3105
+  _globals['_CODEC']._serialized_end=3132
   _globals['_MANIFEST']._serialized_start=77
   _globals['_MANIFEST']._serialized_end=337
   _globals['_BASESAVEPOINT']._serialized_start=339
-  _globals['_BASESAVEPOINT']._serialized_end=395
-  _globals['_DATAFILE']._serialized_start=397
-  _globals['_DATAFILE']._serialized_end=449
-  _globals['_OPERATOR']._serialized_start=452
-  _globals['_OPERATOR']._serialized_end=946
-  _globals['_LISTSTATE']._serialized_start=949
-  _globals['_LISTSTATE']._serialized_end=1164
-  _globals['_PARTITION']._serialized_start=1166
-  _globals['_PARTITION']._serialized_end=1221
-  _globals['_ELEMENTRANGE']._serialized_start=1223
-  _globals['_ELEMENTRANGE']._serialized_end=1282
-  _globals['_KEYEDSTATE']._serialized_start=1285
-  _globals['_KEYEDSTATE']._serialized_end=1617
-  _globals['_TTLCONFIG']._serialized_start=1620
-  _globals['_TTLCONFIG']._serialized_end=1751
-  _globals['_TIMERSERVICE']._serialized_start=1754
-  _globals['_TIMERSERVICE']._serialized_end=1925
-  _globals['_BROADCASTSTATE']._serialized_start=1928
-  _globals['_BROADCASTSTATE']._serialized_end=2158
-  _globals['_FILERANGE']._serialized_start=2160
-  _globals['_FILERANGE']._serialized_end=2217
-  _globals['_CHUNK']._serialized_start=2220
-  _globals['_CHUNK']._serialized_end=2459
-  _globals['_KEYBOUNDS']._serialized_start=2461
-  _globals['_KEYBOUNDS']._serialized_end=2498
+  _globals['_BASESAVEPOINT']._serialized_end=409
+  _globals['_DATAFILE']._serialized_start=411
+  _globals['_DATAFILE']._serialized_end=463
+  _globals['_OPERATOR']._serialized_start=466
+  _globals['_OPERATOR']._serialized_end=960
+  _globals['_LISTSTATE']._serialized_start=963
+  _globals['_LISTSTATE']._serialized_end=1178
+  _globals['_PARTITION']._serialized_start=1180
+  _globals['_PARTITION']._serialized_end=1235
+  _globals['_ELEMENTRANGE']._serialized_start=1237
+  _globals['_ELEMENTRANGE']._serialized_end=1296
+  _globals['_KEYEDSTATE']._serialized_start=1299
+  _globals['_KEYEDSTATE']._serialized_end=1631
+  _globals['_TTLCONFIG']._serialized_start=1634
+  _globals['_TTLCONFIG']._serialized_end=1765
+  _globals['_TIMERSERVICE']._serialized_start=1768
+  _globals['_TIMERSERVICE']._serialized_end=1939
+  _globals['_BROADCASTSTATE']._serialized_start=1942
+  _globals['_BROADCASTSTATE']._serialized_end=2172
+  _globals['_FILERANGE']._serialized_start=2174
+  _globals['_FILERANGE']._serialized_end=2231
+  _globals['_CHUNK']._serialized_start=2234
+  _globals['_CHUNK']._serialized_end=2473
+  _globals['_KEYBOUNDS']._serialized_start=2475
+  _globals['_KEYBOUNDS']._serialized_end=2512
 # @@protoc_insertion_point(module_scope)

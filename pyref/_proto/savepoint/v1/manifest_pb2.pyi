@@ -96,12 +96,14 @@ class Manifest(_message.Message):
     def __init__(self, savepoint_id: _Optional[str] = ..., required_features: _Optional[_Iterable[str]] = ..., optional_features: _Optional[_Iterable[str]] = ..., created_by: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., bases: _Optional[_Iterable[_Union[BaseSavepoint, _Mapping]]] = ..., data_files: _Optional[_Iterable[_Union[DataFile, _Mapping]]] = ..., operators: _Optional[_Iterable[_Union[Operator, _Mapping]]] = ...) -> None: ...
 
 class BaseSavepoint(_message.Message):
-    __slots__ = ("directory", "savepoint_id")
+    __slots__ = ("directory", "savepoint_id", "path")
     DIRECTORY_FIELD_NUMBER: _ClassVar[int]
     SAVEPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
     directory: str
     savepoint_id: str
-    def __init__(self, directory: _Optional[str] = ..., savepoint_id: _Optional[str] = ...) -> None: ...
+    path: str
+    def __init__(self, directory: _Optional[str] = ..., savepoint_id: _Optional[str] = ..., path: _Optional[str] = ...) -> None: ...
 
 class DataFile(_message.Message):
     __slots__ = ("path", "size", "base")

@@ -1,0 +1,152 @@
+"""``pyref import-flink``, and ``pyref inspect`` / ``verify`` on a Flink savepoint.
+
+::
+
+    pyref import-flink SRC DST [--uid HEXID=NAME | --uid UID ...]
+        [--ttl OPERATOR/STATE=DURATION[:update][:visibility] ...] [--ttl-default DURATION[...]]
+        [--skip-state OPERATOR/STATE ...] [--overwrite] [--json]
+
+A directory holding a Flink ``_metadata`` (and no pyref ``_manifest``) is a Flink
+savepoint: ``inspect`` and ``verify`` read it through :mod:`pyref.flink`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from ..errors import CorruptSavepointError, InvalidArgumentError
+from ..io import MANIFEST_NAME
+from ..ttl import TtlConfig
+from .import_plan import parse_ttl
+from .importer import import_flink
+from .inspection import describe_flink, verify_flink
+from .savepoint import FlinkSavepoint
+
+__all__ = ["add_import_command", "is_flink_savepoint", "inspect_flink", "verify_flink_command", "import_options"]
+
+
+def is_flink_savepoint(path: str) -> bool:
+    """A local directory with a Flink ``_metadata`` and no pyref manifest (or the ``_metadata`` itself)."""
+    if os.path.basename(path) == "_metadata" and os.path.isfile(path):
+        return True
+    return os.path.isfile(os.path.join(path, "_metadata")) and not os.path.exists(os.path.join(path, MANIFEST_NAME))
+
+
+def add_import_command(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("import-flink", help="import a Flink savepoint (canonical format) as a pyref savepoint")
+    add_import_arguments(p)
+    p.add_argument("--overwrite", action="store_true", help="replace a savepoint already at the target")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_import)
+
+
+def add_import_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments ``import-flink`` and ``spark-import-flink`` share."""
+    p.add_argument("source", help="the Flink savepoint directory (or its _metadata)")
+    p.add_argument("target")
+    p.add_argument("--uid", action="append", default=[], metavar="HEXID=NAME",
+                   help="name an operator whose uid Flink did not store: HEXID=NAME, or the job's UID (its id is "
+                        "derived from it)")
+    p.add_argument("--ttl", action="append", default=[], metavar="OP/STATE=DURATION[:update][:visibility]",
+                   help="the TTL of a state under TTL (Flink does not store it), e.g. counter/last=7d:on_read_and_write")
+    p.add_argument("--ttl-default", metavar="DURATION[:update][:visibility]",
+                   help="the TTL of every state under TTL not given by --ttl")
+    p.add_argument("--skip-state", action="append", default=[], metavar="OP/STATE",
+                   help="leave a state out (one the import refuses, say)")
+
+
+def import_options(args: argparse.Namespace) -> dict:
+    """``import_flink``'s keyword arguments from the shared command-line arguments."""
+    uids: dict[str, str] = {}
+    for item in args.uid:
+        key, sep, name = item.partition("=")
+        if not key or (sep and not name):
+            raise InvalidArgumentError(f"--uid takes HEXID=NAME or UID, got {item!r}")
+        uids[key] = name if sep else key
+    ttl: dict[str, TtlConfig] = {}
+    for item in args.ttl:
+        state, sep, config = item.partition("=")
+        if not sep or "/" not in state:
+            raise InvalidArgumentError(f"--ttl takes OPERATOR/STATE=DURATION[:update][:visibility], got {item!r}")
+        ttl[state] = parse_ttl(config)
+    return {"uids": uids or None, "ttl": ttl, "skip_states": args.skip_state,
+            "ttl_default": parse_ttl(args.ttl_default) if args.ttl_default else None}
+
+
+def _import(args: argparse.Namespace) -> int:
+    report = import_flink(args.source, args.target, overwrite=args.overwrite, **import_options(args))
+    print_import(report.to_dict(), args.json)
+    return 0
+
+
+def print_import(result: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    print(f"imported {result['source']} as {result['target']} ({result['savepoint_id']}, format "
+          f"{result['format_version']}): {result['rows']} rows, {result['new_data_bytes']} bytes, "
+          f"{result['seconds']:.2f} s")
+    for op in result["operators"]:
+        keys = f", keys {op['key_serializer']} ({op['key_groups']} key groups)" if op["key_serializer"] else ""
+        print(f"operator {op['operator_id']} (Flink {op['flink_operator_id']}): parallelism {op['parallelism']}, "
+              f"max parallelism {op['max_parallelism']}{keys}")
+        for st in op["states"]:
+            print(f"  {st['type']} {st['name']} [{st['kind']}] {st.get('serializer') or ''}: {st['rows']} rows")
+        for name in op["skipped"]:
+            print(f"  skipped {name}")
+    for d in result["demotions"]:
+        print(f"replanned {d}")
+
+
+def inspect_flink(path: str, as_json: bool) -> int:
+    with FlinkSavepoint.open(path) as sp:
+        info = describe_flink(sp)
+    if as_json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(f"Flink savepoint {info['location']}")
+    print(f"  _metadata version {info['metadata_version']}, checkpoint {info['checkpoint_id']}, "
+          f"{info['snapshot_format'] or 'format unknown'}")
+    planned = info["import"].get("operators", {})
+    for op in info["operators"]:
+        name = f" uid {op['uid']}" if op["uid"] else ""
+        name += f" ({op['flink_name']})" if op["flink_name"] else ""
+        target = planned.get(op["operator_id"])
+        imported = f"; imports as {target['operator_id']}" if target else ""
+        imported += f", {target['key_groups']} key groups" if target and target["key_groups"] else ""
+        print(f"operator {op['operator_id']}{name}: parallelism {op['parallelism']}, max parallelism "
+              f"{op['max_parallelism']}" + (f", keys {op['key_type']}" if op["key_type"] else "") + imported)
+        for st in op["states"]:
+            extra = f" namespace {st['namespace']}" if st.get("namespace") else ""
+            extra += " ttl" if st.get("ttl") else ""
+            counts = st.get("elements_per_subtask") or st.get("entries_per_subtask")
+            print(f"  {st['type']} state {st['name']} [{st.get('mode') or st.get('kind')}] {st['flink_type']}{extra}"
+                  + (f": per subtask {counts}" if counts is not None else ""))
+        for tq in op["timer_queues"]:
+            print(f"  timers {tq['name']} {tq['flink_type']}")
+        if op["keyed_state_refused"]:
+            print(f"  keyed state not read: {op['keyed_state_refused']}")
+        if op["keyed_state_bytes"]:
+            print(f"  keyed state: {op['keyed_state_bytes']} bytes in {op['key_groups_with_data']} key groups")
+        if op["coordinator_state_bytes"] is not None:
+            print(f"  coordinator state: {op['coordinator_state_bytes']} bytes")
+    if "refused" in info["import"]:
+        print(f"import-flink would refuse: {info['import']['refused']}")
+    return 0
+
+
+def verify_flink_command(path: str, as_json: bool) -> int:
+    with FlinkSavepoint.open(path) as sp:
+        report = verify_flink(sp)
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        for w in report.warnings:
+            print(f"warning: {w}")
+        for e in report.errors:
+            print(f"error: {e}")
+        print(f"{'OK' if report.ok else 'FAILED'}: {report.chunks} state handles, {report.values} values decoded, "
+              f"{report.keys_checked} key groups recomputed")
+    return 0 if report.ok else CorruptSavepointError.exit_code

@@ -1,0 +1,330 @@
+"""What importing a Flink savepoint will write, decided before a byte of state is read.
+
+:func:`plan_import` reads ``_metadata`` and the head of every state stream
+(serializer snapshots, never a key group) and decides, per operator: its pyref
+id (the uid Flink stored or the caller gave, else the hex operator id), its key
+serializer and whether its key groups are hashed (pyref's key hash is Java's
+for the key type, so it checks them) or assigned by the writer (a POJO's own
+``hashCode``...), and per state the pyref serializers of every column
+(:mod:`pyref.flink.from_flink`), its kind and its TTL configuration.
+
+Everything that cannot be imported is found here and refused at once, with
+one typed error listing every case: native-format and incremental savepoints,
+raw state, keyed state of the asynchronous state API or the removed folding
+state, LIST state of elements Flink stores without lengths (Kryo...), and
+state under TTL without a TTL configuration (Flink does not store it: the
+caller gives it). A refused state can be left out with ``skip_states``.
+
+A :class:`Place` names a column of a state whose type the data decided
+otherwise (see :class:`~pyref.flink.from_flink.Demotion`); ``demotions`` maps
+places to "nullable" (Strings there may be null) or "opaque" (Flink's bytes).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from ..errors import InvalidArgumentError, UnsupportedFormatError
+from ..key_groups import KeyType
+from ..redistribution import DistributionMode
+from ..ttl import UPDATE_TYPES, VISIBILITIES, TtlConfig
+from .from_flink import Mapped, key_type, map_type, stores_lengths
+from .handles import TAKE_CANONICAL, DistributionMode as FlinkMode
+from .meta_info import StateMetaInfo
+from .savepoint import TIMER_DOMAINS, TIMER_PREFIX, FlinkOperator, FlinkSavepoint, operator_id_of_uid
+from .serializers import FlinkType
+
+__all__ = ["Place", "KeyedPlan", "TimerPlan", "ListPlan", "BroadcastPlan", "OperatorPlan", "plan_import", "parse_ttl",
+           "parse_duration_ms"]
+
+#: Flink's keyed state kinds, as pyref's (spec/format.md §5.4).
+KINDS = {"VALUE": "value", "LIST": "list", "MAP": "map", "REDUCING": "reducing", "AGGREGATING": "aggregating"}
+#: Timer domains, as pyref's (spec/format.md §5.7).
+DOMAINS = {"event-time": "event_time", "processing-time": "processing_time"}
+_MODES = {FlinkMode.SPLIT_DISTRIBUTE: DistributionMode.SPLIT_DISTRIBUTE, FlinkMode.UNION: DistributionMode.UNION}
+
+
+@dataclass(frozen=True)
+class Place:
+    """A column of a state: ``state`` "" is the operator's key (every keyed state and
+    timer service); ``role`` is key, namespace, user_key, value, map_null (a MAP
+    state stores a null value), element (list state), broadcast_key, broadcast_value."""
+
+    operator: str
+    state: str
+    role: str
+
+    def __str__(self) -> str:
+        return f"{self.operator}/{self.state or '<key>'}:{self.role}"
+
+
+@dataclass
+class KeyedPlan:
+    name: str
+    flink_kind: str  # VALUE, LIST, MAP, REDUCING, AGGREGATING
+    kind: str  # pyref's
+    namespace_type: FlinkType  # Flink's, to split composite keys
+    stored_type: FlinkType  # Flink's value serializer (list / map / TTL wrappers included)
+    namespace: Mapped | None  # None: the void namespace
+    user_key: Mapped | None
+    value: Mapped  # the value, a LIST element or a MAP value (TTL unwrapped)
+    ttl: TtlConfig | None  # the configuration (None when only reading)
+    ttl_cells: bool = False  # Flink stores every value with its last-access timestamp
+    map_nulls: bool = False  # a MAP state holding null values: values are nullable
+
+
+@dataclass
+class TimerPlan:
+    queue: str  # Flink's name of the timer queue state
+    service: str
+    domain: str  # pyref's: event_time, processing_time
+    flink_domain: str  # event-time, processing-time
+    namespace_type: FlinkType
+    namespace: Mapped | None
+
+
+@dataclass
+class ListPlan:
+    name: str
+    mode: DistributionMode
+    element: Mapped
+
+
+@dataclass
+class BroadcastPlan:
+    name: str
+    key: Mapped
+    value: Mapped
+
+
+@dataclass
+class OperatorPlan:
+    flink: FlinkOperator
+    operator_id: str
+    uid: str
+    key_type: FlinkType | None = None  # Flink's
+    key: Mapped | None = None
+    hash_type: KeyType | None = None  # pyref's key type when key groups are hashed (and checked)
+    lists: list[ListPlan] = field(default_factory=list)
+    broadcasts: list[BroadcastPlan] = field(default_factory=list)
+    keyed: list[KeyedPlan] = field(default_factory=list)
+    timers: list[TimerPlan] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def key_groups(self) -> str:
+        return "hashed" if self.hash_type is not None else "writer"
+
+    @property
+    def engine_operator_id(self) -> bytes:
+        return bytes.fromhex(self.flink.operator_id)
+
+    @property
+    def has_keyed(self) -> bool:
+        return bool(self.keyed or self.timers)
+
+
+@dataclass
+class _Planner:
+    sp: FlinkSavepoint
+    ttl: Mapping[str, TtlConfig]
+    ttl_default: TtlConfig | None
+    skip_states: set[str]
+    demotions: Mapping[Place, str]
+    only: str | None = None  # reading one state (Flink's name): the others are not planned
+    refused: list[str] = field(default_factory=list)
+    needs_ttl: list[str] = field(default_factory=list)
+    used_skips: set[str] = field(default_factory=set)
+    used_ttls: set[str] = field(default_factory=set)
+
+    def mapped(self, type_: FlinkType, place: Place) -> Mapped:
+        demotion = self.demotions.get(place)
+        return map_type(type_, nullable_strings=demotion == "nullable", opaque=demotion == "opaque")
+
+    def skipped(self, op: OperatorPlan, name: str) -> bool:
+        if self.only is not None:
+            return name != self.only
+        for key in _state_keys(op, name):
+            if key in self.skip_states:
+                self.used_skips.add(key)
+                op.skipped.append(name)
+                return True
+        return False
+
+    def refuse(self, op: OperatorPlan, name: str, why: str) -> None:
+        self.refused.append(f"{op.operator_id}/{name}: {why}")
+
+    def ttl_of(self, op: OperatorPlan, name: str) -> TtlConfig | None:
+        if self.only is not None:
+            return None  # read as stored: the timestamps, whatever the configuration
+        for key in _state_keys(op, name):
+            if key in self.ttl:
+                self.used_ttls.add(key)
+                return self.ttl[key]
+        if self.ttl_default is None:
+            self.needs_ttl.append(f"{op.operator_id}/{name}")
+        return self.ttl_default
+
+    def operator(self, flink: FlinkOperator) -> OperatorPlan:
+        uid = flink.uid or (flink.name if operator_id_of_uid(flink.name) == flink.operator_id else "")
+        op = OperatorPlan(flink, flink.name, uid)
+        if flink.has_raw_state and self.only is None:
+            self.refused.append(f"{op.operator_id}: raw (user-serialized) operator or keyed state, which only the "
+                                "job's own code reads; with RocksDB it holds the timers when they are kept on the "
+                                "heap (state.backend.rocksdb.timer-service.factory: HEAP): take the savepoint with "
+                                "RocksDB timers or the HashMap backend")
+        for name in flink.list_state_names:
+            view = flink.list_state(name)
+            if not self.skipped(op, name):
+                op.lists.append(ListPlan(name, _MODES[view.mode], self.mapped(view.element_type,
+                                                                              Place(op.operator_id, name, "element"))))
+        for name in flink.broadcast_state_names:
+            view = flink.broadcast_state(name)
+            if not self.skipped(op, name):
+                op.broadcasts.append(BroadcastPlan(
+                    name, self.mapped(view.key_type, Place(op.operator_id, name, "broadcast_key")),
+                    self.mapped(view.value_type, Place(op.operator_id, name, "broadcast_value"))))
+        flink_key, infos = flink.keyed_meta()
+        for name, info in sorted(infos.items()):
+            self.keyed_state(op, info) if info.backend_type != "PRIORITY_QUEUE" else self.timer_queue(op, info)
+        if op.has_keyed:
+            op.key_type = flink_key
+            op.key = self.mapped(flink_key, Place(op.operator_id, "", "key"))
+            op.hash_type = key_type(op.key)
+        return op
+
+    def keyed_state(self, op: OperatorPlan, info: StateMetaInfo) -> None:
+        name = info.name
+        kind = info.options.get("KEYED_STATE_TYPE", "")
+        if self.skipped(op, name):
+            return None
+        if info.backend_type == "KEY_VALUE_V2":
+            return self.refuse(op, name, "keyed state of the asynchronous state API (KEY_VALUE_V2), whose layout "
+                               "this importer does not read")
+        if kind not in KINDS:
+            return self.refuse(op, name, f"keyed state kind {kind or 'unknown'!r} has no pyref counterpart (folding "
+                               "state was removed from Flink)")
+        stored = info.serializers["VALUE_SERIALIZER"]
+        cell, user_key = stored, None
+        if kind == "LIST":
+            cell = _expect(stored, "list", op, name).children[0]
+        elif kind == "MAP":
+            user_key, cell = _expect(stored, "map", op, name).children
+        wrapped = cell.kind == "ttl"
+        if wrapped:
+            cell = cell.children[1]
+        if kind == "LIST" and not stores_lengths(cell):
+            return self.refuse(op, name, f"a LIST state of {cell.describe()}: Flink stores its elements without "
+                               "lengths, so they cannot be told apart")
+        ttl = self.ttl_of(op, name) if wrapped else None
+        namespace_type = info.serializers["NAMESPACE_SERIALIZER"]
+        namespace = (None if namespace_type.kind == "void-namespace"
+                     else self.mapped(namespace_type, Place(op.operator_id, name, "namespace")))
+        value_place = Place(op.operator_id, name, "value")
+        op.keyed.append(KeyedPlan(
+            name, kind, KINDS[kind], namespace_type, stored, namespace,
+            self.mapped(user_key, Place(op.operator_id, name, "user_key")) if user_key is not None else None,
+            self.mapped(cell, value_place), ttl, wrapped,
+            map_nulls=kind == "MAP" and self.demotions.get(Place(op.operator_id, name, "map_null")) == "nullable"))
+        return None
+
+    def timer_queue(self, op: OperatorPlan, info: StateMetaInfo) -> None:
+        if self.skipped(op, info.name):
+            return None
+        rest = info.name[len(TIMER_PREFIX):] if info.name.startswith(TIMER_PREFIX) else None
+        prefix = next((p for p in TIMER_DOMAINS if rest is not None and rest.startswith(p)), None)
+        timer = info.serializers["VALUE_SERIALIZER"]
+        if prefix is None or timer.kind != "timer":
+            return self.refuse(op, info.name, f"a priority queue state of {timer.describe()} that is not a timer "
+                               "service's")
+        service = rest[len(prefix):]
+        namespace_type = timer.children[1]
+        namespace = (None if namespace_type.kind == "void-namespace"
+                     else self.mapped(namespace_type, Place(op.operator_id, info.name, "namespace")))
+        flink_domain = TIMER_DOMAINS[prefix]
+        op.timers.append(TimerPlan(info.name, service, DOMAINS[flink_domain], flink_domain, namespace_type, namespace))
+        return None
+
+
+def _expect(type_: FlinkType, kind: str, op: OperatorPlan, name: str) -> FlinkType:
+    if type_.kind != kind:
+        raise UnsupportedFormatError(f"expected a {kind} serializer, found {type_.describe()}",
+                                     state=f"{op.operator_id}/{name}")
+    return type_
+
+
+def _state_keys(op: OperatorPlan, name: str) -> list[str]:
+    """How a caller may name a state: by the operator's pyref id, uid or hex id."""
+    return [f"{alias}/{name}" for alias in dict.fromkeys((op.operator_id, op.uid, op.flink.operator_id)) if alias]
+
+
+def plan_import(sp: FlinkSavepoint, *, ttl: Mapping[str, TtlConfig] | None = None,
+                ttl_default: TtlConfig | None = None, skip_states: Iterable[str] = (),
+                demotions: Mapping[Place, str] | None = None, operators: Iterable[str] | None = None,
+                only: str | None = None) -> list[OperatorPlan]:
+    """The plan of every operator (or of ``operators``, by hex id), or a typed error
+    listing everything that cannot be imported. ``only``: plan one state (Flink's name:
+    a list, broadcast or keyed state, or a timer queue) to read it; no TTL configuration
+    is needed then."""
+    if sp.metadata.snapshot_format == "NATIVE":
+        raise UnsupportedFormatError(f"a native-format savepoint: its state is in the state backend's own layout; "
+                                     f"{TAKE_CANONICAL}", path=sp.location)
+    if sp.metadata.master_states:
+        names = ", ".join(m.name for m in sp.metadata.master_states)
+        raise UnsupportedFormatError(f"the savepoint holds checkpoint master hook state ({names}), which pyref's "
+                                     "format has no place for", path=sp.location)
+    planner = _Planner(sp, dict(ttl or {}), ttl_default, set(skip_states), dict(demotions or {}), only)
+    wanted = set(operators) if operators is not None else None
+    plans = [planner.operator(op) for op in sp.operators if wanted is None or op.operator_id in wanted]
+    if planner.refused:
+        raise UnsupportedFormatError("cannot import: " + "; ".join(planner.refused) + " (a state can be left out: "
+                                     "--skip-state OPERATOR/STATE, skip_states=[...])", path=sp.location)
+    if planner.needs_ttl:
+        raise InvalidArgumentError(
+            f"states under TTL need a TTL configuration, which Flink does not store: {', '.join(planner.needs_ttl)}; "
+            "give each with --ttl OPERATOR/STATE=DURATION[:update][:visibility] (ttl={'op/state': TtlConfig(...)}) "
+            "or all with --ttl-default", path=sp.location)
+    if wanted is None and only is None:
+        unknown = sorted(set(planner.skip_states) - planner.used_skips) + sorted(set(planner.ttl) - planner.used_ttls)
+        if unknown:
+            raise InvalidArgumentError(f"no such state (or no TTL on it): {', '.join(unknown)}", path=sp.location)
+    return plans
+
+
+_DURATION = re.compile(r"([0-9]{1,18})(ms|s|m|min|h|d)?")
+_UNITS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(text: str) -> int:
+    """``500ms``, ``30s``, ``15m``, ``12h``, ``7d`` or plain milliseconds."""
+    match = _DURATION.fullmatch(text.strip())
+    if not match:
+        raise InvalidArgumentError(f"expected a duration such as 7d, 12h, 30m, 45s, 500ms or milliseconds, got {text!r}")
+    return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+def parse_ttl(text: str) -> TtlConfig:
+    """``DURATION[:update][:visibility]``: update ``on_create_and_write`` (default) or
+    ``on_read_and_write``, visibility ``never_return_expired`` (default) or
+    ``return_expired_if_not_cleaned_up`` (Flink's names, as ``OnReadAndWrite``, work too)."""
+    parts = text.split(":")
+    if len(parts) > 3:
+        raise InvalidArgumentError(f"a TTL is DURATION[:update][:visibility], got {text!r}")
+    config = {"ttl_ms": parse_duration_ms(parts[0])}
+    for part in parts[1:]:
+        name = _snake(part)
+        if name in UPDATE_TYPES:
+            config["update_type"] = name
+        elif name in VISIBILITIES:
+            config["visibility"] = name
+        else:
+            raise InvalidArgumentError(f"unknown TTL option {part!r}: update is one of {sorted(UPDATE_TYPES)}, "
+                                       f"visibility one of {sorted(VISIBILITIES)}")
+    return TtlConfig(**config)
+
+
+def _snake(name: str) -> str:
+    """``OnReadAndWrite`` -> ``on_read_and_write``; snake case stays."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower().replace("-", "_")

@@ -1,0 +1,238 @@
+"""A real S3 API on this machine, for tests and benchmarks: moto's S3 server in a
+subprocess on 127.0.0.1, and a proxy in front of it that counts the bytes each
+request fetched and injects the failures a real store returns (500, 503 SlowDown,
+a lost response), so that clients meet them through their own retry logic.
+
+Needs the ``test`` extra (``moto[server]``). Nothing here listens beyond loopback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+#: Credentials of the test server: moto accepts any; the clients need some to sign with.
+TEST_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "pyref-test", "AWS_SECRET_ACCESS_KEY": "pyref-test",
+                    "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true", "AWS_EC2_METADATA_DISABLED": "true"}
+_HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te",
+                         "trailer", "content-length"})
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class S3Server:
+    """moto's S3 server on ``127.0.0.1:port`` in a subprocess; a context manager."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60.0) -> S3Server:
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                request(self.endpoint, "GET", "/")
+                return self
+            except OSError:
+                if self._process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"moto's S3 server did not start on port {self.port}") from None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self._process is not None:
+            self._process.terminate()
+            try:
+                self._process.wait(10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+            self._process = None
+
+    def create_bucket(self, bucket: str) -> None:
+        status, _ = request(self.endpoint, "PUT", f"/{bucket}")
+        if status != 200:
+            raise RuntimeError(f"cannot create bucket {bucket!r}: HTTP {status}")
+
+    def env(self, endpoint: str | None = None) -> dict[str, str]:
+        """The environment a client reads to reach this server (or a proxy at ``endpoint``)."""
+        return {**TEST_CREDENTIALS, "AWS_ENDPOINT_URL": endpoint or self.endpoint}
+
+    def __enter__(self) -> S3Server:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def request(endpoint: str, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+    host, port = endpoint.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        conn.request(method, path, body=body)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+@dataclass
+class Fault:
+    """Answer the next ``times`` requests whose method is ``method`` and whose path
+    matches ``path`` with ``status``, either instead of forwarding them or, with
+    ``after_forwarding``, after the server did what they asked (a lost response)."""
+
+    method: str
+    path: str
+    status: int = 503
+    code: str = "SlowDown"
+    times: int = 1
+    after_forwarding: bool = False
+    hits: int = 0
+
+    def matches(self, method: str, path: str) -> bool:
+        return self.hits < self.times and method == self.method and re.search(self.path, path) is not None
+
+
+@dataclass
+class Exchange:
+    """One request the proxy saw."""
+
+    method: str
+    path: str
+    range: str | None
+    status: int
+    body_bytes: int
+
+
+@dataclass
+class FaultProxy:
+    """An HTTP proxy on 127.0.0.1 in front of ``upstream`` that logs every exchange and
+    applies :class:`Fault` rules; a context manager."""
+
+    upstream: str
+    faults: list[Fault] = field(default_factory=list)
+    log: list[Exchange] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server.daemon_threads = True
+        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, name="pyref-s3-proxy", daemon=True)
+
+    def __enter__(self) -> FaultProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def inject(self, *faults: Fault) -> None:
+        with self._lock:
+            self.faults.extend(faults)
+
+    def fault_for(self, method: str, path: str) -> Fault | None:
+        with self._lock:
+            for fault in self.faults:
+                if fault.matches(method, path):
+                    fault.hits += 1
+                    return fault
+        return None
+
+    def record(self, exchange: Exchange) -> None:
+        with self._lock:
+            self.log.append(exchange)
+
+    def fetched(self, path: str = "", method: str = "GET") -> int:
+        """Body bytes of the successful responses to ``method`` requests whose path contains ``path``."""
+        with self._lock:
+            return sum(e.body_bytes for e in self.log if e.method == method and path in e.path and e.status < 300)
+
+    @contextlib.contextmanager
+    def counting(self) -> Iterator[list[Exchange]]:
+        """The exchanges made inside the block."""
+        with self._lock:
+            start = len(self.log)
+        seen: list[Exchange] = []
+        yield seen
+        with self._lock:
+            seen.extend(self.log[start:])
+
+
+def _error_body(status: int, code: str) -> bytes:
+    return (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+            f"<Message>injected by the test proxy (HTTP {status})</Message></Error>").encode()
+
+
+def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
+    host, port = proxy.upstream.removeprefix("http://").split(":")
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args) -> None:  # quiet: the exchange log says what happened
+            pass
+
+        def _forward(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            fault = proxy.fault_for(self.command, self.path)
+            if fault is not None and not fault.after_forwarding:
+                return self._fail(fault)
+            conn = http.client.HTTPConnection(host, int(port), timeout=300)
+            try:
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+                conn.request(self.command, self.path, body=body, headers=headers)
+                response = conn.getresponse()
+                if fault is not None:  # the server did it; the client hears of a failure
+                    response.read()
+                    return self._fail(fault)
+                self.send_response(response.status)
+                for k, v in response.getheaders():
+                    if k.lower() not in _HOP_BY_HOP:
+                        self.send_header(k, v)
+                self.send_header("Content-Length", response.getheader("Content-Length", "0"))
+                self.end_headers()
+                sent = 0
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # a client may hang up
+                    while self.command != "HEAD" and (part := response.read(1 << 20)):
+                        self.wfile.write(part)
+                        sent += len(part)
+                self._record(response.status, sent)
+            finally:
+                conn.close()
+
+        def _fail(self, fault: Fault) -> None:
+            body = _error_body(fault.status, fault.code)
+            self.send_response(fault.status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+            self._record(fault.status, 0)
+
+        def _record(self, status: int, body_bytes: int) -> None:
+            proxy.record(Exchange(self.command, self.path, self.headers.get("Range"), status, body_bytes))
+
+        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+    return Handler

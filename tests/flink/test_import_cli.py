@@ -1,0 +1,97 @@
+"""``pyref import-flink``, and ``inspect`` / ``verify`` on Flink savepoints: options,
+output, exit codes."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+
+import pytest
+
+from pyref import Savepoint, TtlConfig
+from pyref.cli import main
+from pyref.errors import InvalidArgumentError
+from pyref.flink.import_plan import parse_duration_ms, parse_ttl
+
+CORPUS = pathlib.Path(__file__).resolve().parents[2] / "compat_tests/flink/corpus"
+KEYED = CORPUS / "2.3.0/rocksdb/keyed-kinds/savepoint"  # Flink 2.3 stores uids: operators are named
+OLD_SEEDS = CORPUS / "1.20.3/hashmap/seeds/savepoint"  # Flink 1.x does not: --uid names them
+
+pytestmark = pytest.mark.skipif(not KEYED.exists(), reason="no Flink corpus")
+
+
+def run(capsys, *argv) -> tuple[int, dict]:
+    code = main([*argv, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_import_flink_with_ttl_skip_and_json(tmp_path, capsys) -> None:
+    code, result = run(capsys, "import-flink", str(KEYED), str(tmp_path / "sp"), "--skip-state", "pojo-keys/blobs",
+                       "--ttl", "keyed-kinds/ttl-last=100d:on_read_and_write", "--ttl-default", "100d")
+    assert code == 0 and result["format_version"] == "1.2" and result["attempts"] == 1
+    ops = {op["operator_id"]: op for op in result["operators"]}
+    assert ops["pojo-keys"]["skipped"] == ["blobs"] and ops["pojo-keys"]["key_groups"] == "writer"
+    states = {s["name"]: s for s in ops["keyed-kinds"]["states"]}
+    assert states["ttl-last"]["ttl"] == {"ttl_ms": 8_640_000_000, "update_type": "on_read_and_write",
+                                         "visibility": "never_return_expired"}
+    assert states["ttl-nums"]["ttl"]["update_type"] == "on_create_and_write"
+    sp = Savepoint.open(tmp_path / "sp")
+    assert states["count"]["rows"] == sum(c.row_count for c in sp.operator("keyed-kinds").keyed_state("count").proto.chunks)
+    assert sp.operator("keyed-kinds").keyed_state("ttl-last").ttl == TtlConfig(8_640_000_000, "on_read_and_write")
+    code, info = run(capsys, "verify", str(tmp_path / "sp"))
+    assert code == 0 and info["ok"]
+
+
+def test_import_flink_names_operators_by_uid(tmp_path, capsys) -> None:
+    code, result = run(capsys, "import-flink", str(OLD_SEEDS), str(tmp_path / "sp"), "--uid", "url-counter",
+                       "--uid", "61252f73469d3ffba207c548d29a0267=offsets-source")
+    assert code == 0
+    names = {op["flink_operator_id"]: (op["operator_id"], op["uid"]) for op in result["operators"]}
+    assert names["61252f73469d3ffba207c548d29a0267"] == ("offsets-source", "")
+    assert ("url-counter", "url-counter") in names.values()
+    code, again = run(capsys, "import-flink", str(OLD_SEEDS), str(tmp_path / "sp"))
+    assert code == InvalidArgumentError.exit_code and "already exists" in again["error"]
+
+
+@pytest.mark.parametrize("argv, exit_code, message", [
+    ([], 5, "pojo-keys/blobs"),  # an unsplittable Kryo list
+    (["--skip-state", "pojo-keys/blobs"], 2, "keyed-kinds/ttl-last"),  # TTL without a configuration
+    (["--skip-state", "pojo-keys/blobs", "--ttl", "keyed-kinds/ttl-last"], 2, "--ttl takes"),
+    (["--skip-state", "pojo-keys/blobs", "--ttl-default", "soon"], 2, "duration"),
+])
+def test_import_flink_refusals_exit_with_their_codes(tmp_path, capsys, argv, exit_code, message) -> None:
+    code, result = run(capsys, "import-flink", str(KEYED), str(tmp_path / "sp"), *argv)
+    assert code == exit_code and message in result["error"]
+    assert not (tmp_path / "sp" / "_manifest").exists()
+
+
+def test_inspect_and_verify_read_a_flink_savepoint(tmp_path, capsys) -> None:
+    code, info = run(capsys, "inspect", str(KEYED))
+    assert code == 0 and info["format"] == "flink" and info["metadata_version"] == 6
+    ops = {op["name"]: op for op in info["operators"]}
+    assert ops["pojo-keys"]["key_type"] == "pojo<int32,string>"
+    assert {s["name"] for s in ops["keyed-kinds"]["states"]} >= {"count", "ttl-nums", "buckets"}
+    assert "pojo-keys/blobs" in info["import"]["refused"]
+    code, report = run(capsys, "verify", str(KEYED))
+    assert code == 0 and report["ok"] and report["values"] > 1000 and report["keys_checked"] > 0
+    assert any("pojo-keys/blobs" in w for w in report["warnings"])
+    # A damaged state file: verify reports it (exit 3) instead of raising.
+    damaged = tmp_path / "damaged"
+    shutil.copytree(KEYED, damaged)
+    victim = max((p for p in damaged.iterdir() if p.name != "_metadata"), key=lambda p: p.stat().st_size)
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2:len(data) // 2 + 64] = b"\xff" * 64
+    victim.write_bytes(bytes(data))
+    code, report = run(capsys, "verify", str(damaged))
+    assert code == 3 and not report["ok"] and report["errors"]
+
+
+def test_ttl_and_duration_syntax() -> None:
+    assert parse_duration_ms("7d") == 7 * 86_400_000 and parse_duration_ms("500ms") == 500
+    assert parse_duration_ms("90") == 90 and parse_duration_ms("15min") == parse_duration_ms("15m") == 900_000
+    assert parse_ttl("12h:OnReadAndWrite:ReturnExpiredIfNotCleanedUp") == TtlConfig(
+        43_200_000, "on_read_and_write", "return_expired_if_not_cleaned_up")
+    for bad in ("", "1.5h", "-3s", "1h:sometimes", "1h:a:b:c"):
+        with pytest.raises(InvalidArgumentError):
+            parse_ttl(bad)

@@ -1,0 +1,383 @@
+"""Savepoints on a real S3 API: moto's S3 server on 127.0.0.1, reached through a proxy
+that counts bytes and injects failures (spec/format.md §10.5)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+from pyref import ConcurrentWriteError, InvalidArgumentError, Savepoint, SavepointWriter, StorageError, rescale
+from pyref.cleanup import remove_unreferenced_files
+from pyref.cli import main
+from pyref.inspection import verify
+from pyref.io import ArrowIO, ObjectStoreIO, open_io
+from pyref.serializers import Bytes, Int64, TimeWindow, Window
+from pyref.storage.object_store import PART_BYTES
+from pyref.testing import SEED_COUNTS, SEED_OFFSETS, SEED_TIMERS, SEED_WINDOW_COUNTS, write_seeds
+from pyref.testing.s3 import Fault, request
+from pyref.ttl import TtlConfig
+from pyref.writer import ChunkSink
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "reliability"))
+import object_store_writer  # noqa: E402
+
+DAY = 24 * 3600.0
+WRITER_SCRIPT = object_store_writer.__file__
+
+
+def seeds_content(location) -> tuple[list, dict]:
+    sp = Savepoint.open(location)
+    offsets = sp.operator("kafka-source").list_state("offsets")
+    counts = dict(sp.operator("url-counter").keyed_state("count").items())
+    return [list(offsets.partition(i)) for i in range(offsets.partition_count)], counts
+
+
+SEEDS = ([list(o) for o in SEED_OFFSETS], SEED_COUNTS)
+
+
+def test_open_io_serves_object_store_urls_with_obstore(s3_prefix):
+    for url in (f"{s3_prefix}/sp", s3_prefix.replace("s3://", "s3a://") + "/sp"):
+        assert isinstance(open_io(url), ObjectStoreIO)
+    with pytest.raises(InvalidArgumentError, match="key prefix inside a bucket"):
+        ObjectStoreIO("s3://bucket-only")
+
+
+def test_write_read_restore_and_rescale(s3_prefix, s3_proxy):
+    write_seeds(f"{s3_prefix}/sp", inline_bytes=0)
+    assert seeds_content(f"{s3_prefix}/sp") == SEEDS
+    assert verify(Savepoint.open(f"{s3_prefix}/sp")).ok
+    plan = Savepoint.open(f"{s3_prefix}/sp").restore_plan(4)
+    assert [list(s.list_state("offsets")) for s in plan.subtasks("kafka-source")] == [[100], [101], [200], [201]]
+    assert sum(len(list(s.keyed_state("count"))) for s in plan.subtasks("url-counter")) == len(SEED_COUNTS)
+    # Shallow (a sibling prefix naming the source as its base) and self-contained rescales.
+    rescale(f"{s3_prefix}/sp", f"{s3_prefix}/sp4", 4)
+    rescale(f"{s3_prefix}/sp", f"{s3_prefix}/elsewhere/sp4", 4, copy=True)
+    for target in ("sp4", "elsewhere/sp4"):
+        assert seeds_content(f"{s3_prefix}/{target}")[1] == SEED_COUNTS
+    assert Savepoint.open(f"{s3_prefix}/sp4").manifest.bases[0].directory == "sp"
+    # Chunks are fetched by ranged GETs, never whole data files.
+    data_gets = [e for e in s3_proxy.log if e.method == "GET" and "/data/" in e.path]
+    assert data_gets and all(e.range for e in data_gets)
+
+
+def windowed_content(location) -> tuple[dict, list]:
+    op = Savepoint.open(location).operator("window-counter")
+    return ({(url, window): value for url, window, value in op.keyed_state("count").items()},
+            sorted(op.timer_service("window-timers").timers()))
+
+
+def test_a_1_2_savepoint_on_s3(s3_prefix, s3_proxy):
+    """Format 1.2 on S3: window counts under namespaces and their pending timers are
+    written, read, verified, restored at another parallelism (timers move with their
+    keys' key groups) and rescaled shallow into another prefix, all by ranged GETs."""
+    location = f"{s3_prefix}/2024-05-01/sp"
+    write_seeds(location, windowed=True, inline_bytes=0)
+    assert windowed_content(location) == (SEED_WINDOW_COUNTS, sorted(SEED_TIMERS))
+    sp = Savepoint.open(location)
+    assert sp.version.minor == 2 and verify(sp).ok
+    plan = sp.restore_plan(3)
+    restored = [(s.key_group_range, list(s.timers("window-timers"))) for s in plan.subtasks("window-counter")]
+    counts = sp.operator("window-counter").keyed_state("count")
+    assert sorted(t for _, timers in restored for t in timers) == sorted(SEED_TIMERS)
+    assert all(groups.first <= counts.key_group_of(url) <= groups.last for groups, timers in restored
+               for url, _, _ in timers)
+    target = f"{s3_prefix}/2024-05-02/sp3"
+    manifest = rescale(location, target, 3, base_paths=True)
+    assert "base-paths" in manifest.required_features and "timers" in manifest.required_features
+    assert windowed_content(target) == (SEED_WINDOW_COUNTS, sorted(SEED_TIMERS))
+    data_gets = [e for e in s3_proxy.log if e.method == "GET" and "/data/" in e.path]
+    assert data_gets and all(e.range for e in data_gets)
+
+
+def test_a_1_2_scan_on_s3_fetches_each_chunk_once_in_few_requests(s3_prefix, s3_proxy):
+    location = f"{s3_prefix}/sp"
+    write_seeds(location, windowed=True, inline_bytes=0)
+    op = Savepoint.open(location).operator("window-counter")
+    counts, timers = op.keyed_state("count"), op.timer_service("window-timers")
+    with s3_proxy.counting() as exchanges:
+        rows = sum(b.num_rows for b in counts.scan_batches()) + sum(b.num_rows for b in timers.scan_batches())
+    assert rows == len(SEED_WINDOW_COUNTS) + len(SEED_TIMERS)
+    gets = [e for e in exchanges if e.method == "GET" and "/data/" in e.path]
+    chunks = [*counts.proto.chunks, *timers.proto.chunks]
+    assert sum(e.body_bytes for e in gets) == sum(c.range.length for c in chunks)
+    assert len(gets) <= 2 * len(Savepoint.open(location).manifest.data_files) < len(chunks)
+
+
+def test_cli_on_s3(s3_prefix, capsys):
+    write_seeds(f"{s3_prefix}/sp", inline_bytes=0)
+    assert main(["inspect", f"{s3_prefix}/sp", "--json"]) == 0
+    assert {op["operator_id"] for op in json.loads(capsys.readouterr().out)["operators"]} == \
+        {"kafka-source", "url-counter"}
+    assert main(["rescale", f"{s3_prefix}/sp", f"{s3_prefix}/sp3", "-p", "3", "--json"]) == 0
+    capsys.readouterr()
+    assert main(["verify", f"{s3_prefix}/sp3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"]
+
+
+def small_writer(location: str, value: int, **options) -> SavepointWriter:
+    w = SavepointWriter(location, inline_bytes=0, **options)
+    op = w.add_operator("op", parallelism=2, key_serializer=Int64())
+    op.keyed_state("v", Int64()).add(np.arange(100), np.full(100, value))
+    return w
+
+
+def values(location: str) -> set[int]:
+    return {v for _, v in Savepoint.open(location).operator("op").keyed_state("v").items()}
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["create", "replace"])
+def test_racing_writers_one_commits_the_other_is_refused(s3_prefix, existing):
+    location = f"{s3_prefix}/sp"
+    if existing:
+        small_writer(location, 0).commit()
+    first, second = small_writer(location, 1, overwrite=existing), small_writer(location, 2, overwrite=existing)
+    for w in (first, second):
+        w.build_manifest()  # both have uploaded their data files
+    first.commit()
+    with pytest.raises(ConcurrentWriteError, match="another writer committed"):
+        second.commit()
+    assert second.status == "aborted" and values(location) == {1}
+    io = open_io(location)
+    assert set(io.list_files("data")) == {f.path for f in Savepoint.open(location).manifest.data_files}
+
+
+def test_many_concurrent_writers_exactly_one_commits(s3_prefix):
+    location = f"{s3_prefix}/sp"
+    writers = [small_writer(location, i) for i in range(6)]
+    for w in writers:
+        w.build_manifest()
+    start, outcomes = threading.Barrier(len(writers)), {}
+
+    def commit(i: int) -> None:
+        start.wait()
+        try:
+            writers[i].commit()
+            outcomes[i] = "committed"
+        except ConcurrentWriteError:
+            outcomes[i] = "refused"
+
+    threads = [threading.Thread(target=commit, args=(i,)) for i in range(len(writers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    (winner,) = [i for i, o in outcomes.items() if o == "committed"]
+    assert values(location) == {winner}
+    assert len(open_io(location).list_files("data")) == len(Savepoint.open(location).manifest.data_files)
+
+
+def test_a_lost_commit_response_is_recognised_as_this_writers_commit(s3_prefix, s3_proxy):
+    """The manifest PUT lands but its response is lost; obstore retries and the store
+    refuses the retry by its condition. The writer must see its own manifest there and
+    report success, not abort and delete the files the published manifest lists."""
+    location = f"{s3_prefix}/sp"
+    small_writer(location, 0).commit()
+    s3_proxy.inject(Fault("PUT", r"/sp/_manifest$", status=503, after_forwarding=True))
+    w = small_writer(location, 1, overwrite=True)
+    w.commit()
+    assert w.status == "committed" and values(location) == {1}
+    puts = [e for e in s3_proxy.log if e.method == "PUT" and e.path.endswith("/sp/_manifest")]
+    assert [e.status for e in puts[-2:]] == [503, 412]
+
+
+def test_server_errors_and_throttling_are_retried(s3_prefix, s3_proxy):
+    s3_proxy.inject(Fault("PUT", r"/data/", status=500, code="InternalError", times=2),
+                    Fault("PUT", r"/_manifest$", status=503, code="SlowDown"),
+                    Fault("GET", r"/_manifest$", status=503, code="SlowDown", times=2),
+                    Fault("HEAD", r"/data/", status=500, code="InternalError"),
+                    Fault("GET", r"/data/", status=503, code="SlowDown", times=3))
+    write_seeds(f"{s3_prefix}/sp", inline_bytes=0)
+    assert seeds_content(f"{s3_prefix}/sp") == SEEDS
+    assert all(f.hits == f.times for f in s3_proxy.faults)
+
+
+def test_a_store_that_keeps_failing_is_a_storage_error_naming_the_file(s3_prefix, s3_proxy):
+    write_seeds(f"{s3_prefix}/sp", inline_bytes=0)
+    io = ObjectStoreIO(f"{s3_prefix}/sp", retry_config={
+        "max_retries": 2, "retry_timeout": timedelta(seconds=5),
+        "backoff": {"init_backoff": timedelta(milliseconds=10), "max_backoff": timedelta(milliseconds=50)}})
+    sp = Savepoint.open(io)
+    s3_proxy.inject(Fault("GET", r"/data/", status=503, times=1000))
+    with pytest.raises(StorageError, match=r"cannot read bytes \d+\.\.\d+.*503") as failure:
+        list(sp.operator("url-counter").keyed_state("count").items())
+    assert "/sp/data/" in failure.value.path
+
+
+def leftovers(location: str, n: int = 2) -> list[str]:
+    """Data files of a writer that died before its commit (uploaded, never referenced)."""
+    sink = ChunkSink(open_io(location), inline_bytes=0, workers=1)
+    for i in range(n):
+        sink.put(b"x" * 200, 1)
+        sink._roll()
+    return [f.path for f in sink.close()]
+
+
+def test_clean_deletes_only_old_leftovers_and_refuses_thresholds_without_a_safety_margin(s3_prefix):
+    location = f"{s3_prefix}/sp"
+    write_seeds(location, inline_bytes=0)
+    lost = leftovers(location)
+    with pytest.raises(InvalidArgumentError, match="without a commit lock"):
+        remove_unreferenced_files(location, older_than=3600)
+    assert len(remove_unreferenced_files(location).kept_recent) == len(lost)  # too young by default
+    report = remove_unreferenced_files(location, now=time.time() + 2 * DAY)
+    assert sorted(r.rsplit("/sp/", 1)[1] for r in report.deleted) == sorted(lost)
+    assert seeds_content(location) == SEEDS
+    assert verify(Savepoint.open(location)).ok
+
+
+class CommitWhileListing(ObjectStoreIO):
+    """A writer commits while the cleanup lists data/ (no lock can keep it out)."""
+
+    def list_files(self, rel_dir: str) -> list[str]:
+        listed = super().list_files(rel_dir)
+        small_writer(self.location, 7, overwrite=True).commit()
+        return listed
+
+
+def test_a_commit_during_clean_stops_it_before_any_deletion(s3_prefix):
+    location = f"{s3_prefix}/sp"
+    small_writer(location, 0).commit()
+    lost = leftovers(location)
+    with pytest.raises(ConcurrentWriteError, match="nothing was deleted"):
+        remove_unreferenced_files(CommitWhileListing(location), now=time.time() + 2 * DAY)
+    assert values(location) == {7}
+    assert set(lost) <= set(open_io(location).list_files("data"))
+
+
+def test_a_writer_past_its_deadline_does_not_publish(s3_prefix, monkeypatch):
+    location = f"{s3_prefix}/sp"
+    small_writer(location, 0).commit()
+    w = small_writer(location, 1, overwrite=True)
+    monkeypatch.setattr("pyref.writer.UNLOCKED_WRITE_DEADLINE_S", -1.0)  # its files are all "too old"
+    with pytest.raises(ConcurrentWriteError, match="a cleanup may delete it"):
+        w.commit()
+    assert values(location) == {0} and w.status == "aborted"
+
+
+def test_names_with_escapes_resolve_bases(s3_prefix):
+    source, target = f"{s3_prefix}/run%201", f"{s3_prefix}/run%202"
+    write_seeds(source, inline_bytes=0)
+    rescale(source, target, 3)
+    sp = Savepoint.open(target)
+    assert sp.manifest.bases[0].directory == "run 1"
+    assert seeds_content(target)[1] == SEED_COUNTS
+
+
+def incomplete_uploads(s3_server, prefix: str) -> list[str]:
+    """Keys of the multipart uploads begun under ``prefix`` and neither completed nor aborted."""
+    bucket, key_prefix = prefix.removeprefix("s3://").split("/", 1)
+    status, body = request(s3_server.endpoint, "GET", f"/{bucket}?uploads&prefix={key_prefix}/")
+    assert status == 200
+    return re.findall(r"<Key>([^<]+)</Key>", body.decode())
+
+
+def test_a_writer_killed_mid_upload_leaves_the_savepoint_intact(s3_prefix, s3_proxy, s3_server):
+    location = f"{s3_prefix}/sp"
+    keys = range(0, object_store_writer.ENTRIES, 64)
+    object_store_writer.write_generation(location, 0, keys)
+    before = Savepoint.open(location).savepoint_id
+    # The store refuses to complete the upload (503, retried by the writer): the kill lands
+    # while the first data file's parts are in and the file is not.
+    never_complete = Fault("POST", r"uploadId=", status=503, code="SlowDown", times=10**6)
+    s3_proxy.inject(never_complete)
+    writer = subprocess.Popen([sys.executable, WRITER_SCRIPT, location, "1"], stdout=subprocess.PIPE, text=True)
+    assert writer.stdout.readline().strip() == "ready"
+    deadline = time.monotonic() + 120
+    while not never_complete.hits:
+        assert writer.poll() is None and time.monotonic() < deadline, "the writer ended before its upload"
+        time.sleep(0.02)
+    assert any("partNumber=3" in e.path for e in s3_proxy.log)
+    writer.kill()
+    writer.wait()
+    writer.stdout.close()
+    sp = Savepoint.open(location)
+    assert sp.savepoint_id == before
+    blobs = dict(sp.operator("op").keyed_state("blob").items())
+    assert blobs == {k: object_store_writer.value(0, k) for k in keys}
+    # The interrupted upload is invisible: not listed, so neither readers nor clean see it.
+    assert any(k.startswith(f"{location.split('/', 3)[3]}/data/") for k in incomplete_uploads(s3_server, s3_prefix))
+    listed = set(open_io(location).list_files("data"))
+    assert {f.path for f in sp.manifest.data_files} <= listed
+    never_complete.times = 0
+    # The next writer commits; an old enough cleanup deletes what the killed one completed.
+    small_writer(location, 2, overwrite=True).commit()
+    remove_unreferenced_files(location, now=time.time() + 2 * DAY)
+    assert set(open_io(location).list_files("data")) == {f.path for f in Savepoint.open(location).manifest.data_files}
+    assert values(location) == {2}
+
+
+def test_an_abandoned_multipart_upload_is_never_seen(s3_prefix, s3_server):
+    location = f"{s3_prefix}/sp"
+    write_seeds(location, inline_bytes=0)
+    io = open_io(location)
+    out = io.create("data/abandoned.svd")
+    out.write(b"\0" * (3 * PART_BYTES))  # parts upload in the background; no close, no completion
+    deadline = time.monotonic() + 60
+    while not incomplete_uploads(s3_server, s3_prefix):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert "data/abandoned.svd" not in io.list_files("data") and io.stat("data/abandoned.svd") is None
+    assert remove_unreferenced_files(location, now=time.time() + 2 * DAY).deleted == []
+    assert seeds_content(location) == SEEDS
+
+
+def test_read_amplification_of_a_restoring_subtask(s3_prefix, s3_proxy):
+    """A subtask fetches its chunks by ranged GETs of exactly their bytes: bytes fetched /
+    its planned share <= 1.05, the manifest included."""
+    location = f"{s3_prefix}/sp"
+    rng = np.random.default_rng(7)
+    with SavepointWriter(location, codec="none", chunk_bytes=256 << 10, inline_bytes=0) as w:
+        op = w.add_operator("op", parallelism=2, max_parallelism=64, key_serializer=Int64())
+        op.keyed_state("blob", Bytes()).add(np.arange(2048), [rng.bytes(8 << 10) for _ in range(2048)])
+        op.list_state("offsets", Int64()).add(0, np.arange(100_000))
+    with s3_proxy.counting() as exchanges:
+        subtask = Savepoint.open(location).restore_plan(4).subtask("op", 1)
+        table = subtask.keyed_arrow("blob")
+        offsets = subtask.list_arrow("offsets")
+    assert table.num_rows and len(offsets) == 25_000
+    share = subtask.planned_bytes()
+    fetched = sum(e.body_bytes for e in exchanges if e.method == "GET")
+    data = [e for e in exchanges if e.method == "GET" and "/data/" in e.path]
+    assert all(e.range for e in data)
+    assert sum(e.body_bytes for e in data) == share  # exactly the planned chunks
+    assert fetched / share <= 1.05, (fetched, share)
+
+
+def test_read_amplification_of_a_restoring_subtask_with_the_1_2_parts(s3_prefix, s3_proxy):
+    """The same bound over format 1.2's parts: namespaced TTL state, timers and a broadcast
+    map every subtask holds (its chunk fetched once per subtask, not once per range)."""
+    location = f"{s3_prefix}/sp"
+    rng = np.random.default_rng(8)
+    keys = np.arange(2048)
+    with SavepointWriter(location, codec="none", chunk_bytes=256 << 10, inline_bytes=0) as w:
+        op = w.add_operator("op", parallelism=2, max_parallelism=64, key_serializer=Int64())
+        op.keyed_state("blob", Bytes(), namespace_serializer=TimeWindow(), ttl=TtlConfig(60_000)).add(
+            keys, [rng.bytes(8 << 10) for _ in keys], namespaces=[Window(0, 60_000)] * len(keys),
+            ttl_timestamps=np.full(len(keys), 1_000))
+        op.timer_service("window-timers", "event_time", TimeWindow()).add(
+            keys, np.full(len(keys), 59_999), [Window(0, 60_000)] * len(keys))
+        op.broadcast_state("rules", Int64(), Bytes()).add_all(np.arange(64), [rng.bytes(4 << 10) for _ in range(64)])
+    with s3_proxy.counting() as exchanges:
+        subtask = Savepoint.open(location).restore_plan(4).subtask("op", 2)
+        assert subtask.keyed_arrow("blob").num_rows and subtask.timers_arrow("window-timers").num_rows
+        assert len(subtask.broadcast_state("rules")) == 64
+    share = subtask.planned_bytes()
+    data = [e for e in exchanges if e.method == "GET" and "/data/" in e.path]
+    assert all(e.range for e in data) and sum(e.body_bytes for e in data) == share
+    fetched = sum(e.body_bytes for e in exchanges if e.method == "GET")
+    assert fetched / share <= 1.05, (fetched, share)
+
+
+def test_pyarrow_filesystems_are_not_used_for_object_stores():
+    """pyarrow's S3 and GCS clients cannot write conditionally: they must not commit there."""
+    with pytest.raises(InvalidArgumentError, match="ObjectStoreIO"):
+        ArrowIO("s3://bucket/sp")
