@@ -8,11 +8,11 @@ Per Flink version, one JVM restores (harness.restore_and_dump_many):
   type, SPLIT_DISTRIBUTE / UNION / broadcast state) exported at its own parallelism, restored
   at 1 (HashMap backend) and 4 (RocksDB), and exported at 4, restored at 4 (HashMap);
 * the seeds bootstrapped with Spark and exported with Spark, restored at 1 and 4;
-* the round trip, where the import (pyref.flink.import_flink) is in the tree: every corpus
-  case of that version (HashMap backend) imported and exported, restored at its own
-  parallelism; the seeds and keyed-kinds cases also after a pyref rescale (to 3 and 2), and
-  keyed-kinds after a max-parallelism change of its hashed operators (1000 -> 256, on Spark).
-  The default tier does all of it for 2.3.0 and the seeds and keyed-kinds round trips for 1.20.3.
+* the round trip (pyref.flink.import_flink): every corpus case of that version (HashMap
+  backend) imported and exported, restored at its own parallelism; the seeds and keyed-kinds
+  cases also after a pyref rescale (to 3 and 2), and keyed-kinds after a max-parallelism change
+  of its hashed operators (1000 -> 256, on Spark). The default tier does all of it for 2.3.0;
+  for 1.20.3 the seeds and keyed-kinds cases with their rescales and max-parallelism change.
 
 Each restore is compared with the expected truth (truth.restore_differences): every value,
 key group and subtask; list state as Flink redistributes it; every event-time timer fires
@@ -38,8 +38,11 @@ from compat_tests.flink.export_cases import (
     without_states,
     write_export_case,
 )
+from compat_tests.flink.imports import CORPUS, import_options
+from compat_tests.flink.imports import truth as corpus_truth
 from compat_tests.flink.truth import restore_differences
-from pyref.flink import export_savepoint
+from pyref import rescale
+from pyref.flink import export_savepoint, import_flink
 from pyref.testing import SEED_OFFSETS, SEED_TIMERS
 
 pytestmark = pytest.mark.flink
@@ -81,23 +84,16 @@ def spark_seeds(tmp_path_factory):
 
 #: Rescaled round trips: corpus case -> parallelism.
 RESCALED = {"seeds": 3, "keyed-kinds": 2}
-#: The round trips of the default tier's versions (the slow sweep does every case and variant):
-#: 2.3.0 every case, 1.20.3 two, which keeps the default tier's Flink runs short.
+#: The corpus cases whose round trips the default tier's versions restore (the slow sweep: every
+#: case): 2.3.0 every case, 1.20.3 the two with rescaled and max-parallelism variants, which
+#: keeps the default tier's Flink runs short.
 QUICK_TRIPS = {"2.3.0": None, "1.20.3": {"seeds", "keyed-kinds"}}
 #: keyed-kinds' operators keyed by hashable keys (its POJO-keyed one keeps Flink's key groups).
 HASHED = ("keyed-kinds", "long-keys", "tuple-keys")
 
 
 def round_trips(version: str, work, spark) -> list[tuple[str, dict, harness.RestoreRequest]]:
-    """The round-trip restores of a version: (name, expected truth, request); none without the import."""
-    try:
-        from compat_tests.flink.imports import CORPUS, import_options
-        from compat_tests.flink.imports import truth as corpus_truth
-        from pyref.flink import import_flink
-    except ImportError:
-        return []  # the import (issue 11) is not in this tree
-    from pyref import rescale
-
+    """The round-trip restores of a version: (name, expected truth, request)."""
     out = []
 
     def export(source, name: str) -> str:
@@ -115,13 +111,13 @@ def round_trips(version: str, work, spark) -> list[tuple[str, dict, harness.Rest
         import_flink(case / "savepoint", imported, **options)
         out.append((f"round trip {case.name}", truth,
                     harness.RestoreRequest(export(imported, case.name), harness.job_spec_from_truth(truth), 1)))
-        if case.name in RESCALED and only is None:
+        if case.name in RESCALED:
             p = RESCALED[case.name]
             rescale(imported, work / f"{case.name}-p{p}", p)
             spec = harness.job_spec_from_truth(truth, own_parallelism=False)
             out.append((f"round trip {case.name} rescaled to {p}", truth,
                         harness.RestoreRequest(export(work / f"{case.name}-p{p}", f"{case.name}-p{p}"), spec, p)))
-        if case.name == "keyed-kinds" and spark is not None and only is None:
+        if case.name == "keyed-kinds" and spark is not None:
             from pyref.spark import change_max_parallelism
 
             changed = work / f"{case.name}-m256"
@@ -182,9 +178,10 @@ def test_the_corpus_round_trip_restores_the_same_values(restored):
     """Flink savepoint -> import -> (rescale, max-parallelism change) -> export -> Flink: the values
     the corpus's truth says the original held, where they belong."""
     trips = {name: entry for name, entry in restored.items() if name.startswith("round trip")}
-    if not trips:
-        pytest.skip("the import (pyref.flink.import_flink, issue 11) is not in this tree")
-    assert {"round trip seeds", "round trip keyed-kinds"} <= set(trips)
+    assert {"round trip seeds", "round trip keyed-kinds", "round trip seeds rescaled to 3",
+            "round trip keyed-kinds rescaled to 2"} <= set(trips)
+    if "Spark seeds restored at 1" in restored:  # pyspark is here: the max-parallelism change ran too
+        assert "round trip keyed-kinds at max parallelism 256" in trips
     problems = {name: restore_differences(truth, dump) for name, (truth, dump) in trips.items()}
     assert not any(problems.values()), json.dumps(problems, indent=1, ensure_ascii=False)
 
