@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+from collections import Counter
 
 from pyref import Savepoint, TtlConfig
 from pyref.flink.writer.operator_state import OperatorStateExport
@@ -461,3 +462,44 @@ def without_states(truth: dict, states: list[str]) -> dict:
         uid, name = qualified.split("/", 1)
         out["operators"][uid]["keyed_state"].pop(name)
     return out
+
+
+# -- the windows case in Flink's own window operators ------------------------------------------
+
+#: The time-window operators of the corpus's windows job (WindowsJob.restore builds them for a
+#: restore): what each emits for a window that fires, from its "window-contents" state (the
+#: reduced or aggregated value, or how many elements a process function was given).
+WINDOW_OPERATORS = {"tumbling-reduce": "value", "sliding-aggregate": "value", "tumbling-process": "count"}
+
+
+def in_window_operators(truth: dict) -> tuple[dict, dict]:
+    """The job spec restoring ``truth`` (the windows case's) with :data:`WINDOW_OPERATORS` as
+    Flink's window operators, and the truth of the rest of the job: those operators' window
+    state and timers are Flink's own there, seen only through the windows that fire."""
+    from compat_tests.flink.harness import job_spec_from_truth
+
+    spec = job_spec_from_truth(truth)
+    spec["window_operators"] = sorted(WINDOW_OPERATORS)
+    rest = copy.deepcopy(truth)
+    for uid in WINDOW_OPERATORS:
+        rest["operators"][uid]["keyed_state"] = {}
+        rest["operators"][uid]["timers"] = []
+    return spec, rest
+
+
+def fired_window_differences(truth: dict, dump: dict) -> list[str]:
+    """Where the windows Flink's window operators fired after the restore differ from the
+    windows ``truth`` holds: every pending window fires once, with the result its contents give."""
+    problems = []
+    for uid, result in WINDOW_OPERATORS.items():
+        expected = Counter(_text([e["key"], e["namespace"], len(e["value"]) if result == "count" else e["value"]])
+                           for e in truth["operators"][uid]["keyed_state"]["window-contents"]["entries"])
+        fired = Counter(_text([w["key"], w["window"], w["result"]])
+                        for w in dump["operators"].get(uid, {}).get("fired_windows", []))
+        if not expected:
+            problems.append(f"{uid}: the truth holds no pending window")
+        if fired != expected:
+            problems.append(f"{uid}: {sum((expected - fired).values())} windows held but not fired (e.g. "
+                            f"{list(expected - fired)[:2]}), {sum((fired - expected).values())} fired but not held "
+                            f"(e.g. {list(fired - expected)[:2]})")
+    return problems

@@ -11,8 +11,10 @@ Per Flink version, one JVM restores (harness.restore_and_dump_many):
 * the round trip (pyref.flink.import_flink): every corpus case of that version (HashMap
   backend) imported and exported, restored at its own parallelism; the seeds and keyed-kinds
   cases also after a pyref rescale (to 3 and 2), and keyed-kinds after a max-parallelism change
-  of its hashed operators (1000 -> 256, on Spark). The default tier does all of it for 2.3.0;
-  for 1.20.3 the seeds and keyed-kinds cases with their rescales and max-parallelism change.
+  of its hashed operators (1000 -> 256, on Spark); the windows case also into Flink's own
+  window operators (WindowsJob.restore: same assigners, functions and state), whose pending
+  windows fire after the restore. The default tier does all of it for 2.3.0; for 1.20.3 the
+  seeds, keyed-kinds and windows cases with their variants.
 
 Each restore is compared with the expected truth (truth.restore_differences): every value,
 key group and subtask; list state as Flink redistributes it; every event-time timer fires
@@ -34,6 +36,8 @@ from compat_tests.flink import harness, jars
 from compat_tests.flink.export_cases import (
     at_max_parallelism,
     expected_truth,
+    fired_window_differences,
+    in_window_operators,
     job_spec,
     without_states,
     write_export_case,
@@ -85,9 +89,9 @@ def spark_seeds(tmp_path_factory):
 #: Rescaled round trips: corpus case -> parallelism.
 RESCALED = {"seeds": 3, "keyed-kinds": 2}
 #: The corpus cases whose round trips the default tier's versions restore (the slow sweep: every
-#: case): 2.3.0 every case, 1.20.3 the two with rescaled and max-parallelism variants, which
-#: keeps the default tier's Flink runs short.
-QUICK_TRIPS = {"2.3.0": None, "1.20.3": {"seeds", "keyed-kinds"}}
+#: case): 2.3.0 every case, 1.20.3 the two with rescaled and max-parallelism variants and the
+#: windows, which keeps the default tier's Flink runs short.
+QUICK_TRIPS = {"2.3.0": None, "1.20.3": {"seeds", "keyed-kinds", "windows"}}
 #: keyed-kinds' operators keyed by hashable keys (its POJO-keyed one keeps Flink's key groups).
 HASHED = ("keyed-kinds", "long-keys", "tuple-keys")
 
@@ -111,6 +115,10 @@ def round_trips(version: str, work, spark) -> list[tuple[str, dict, harness.Rest
         import_flink(case / "savepoint", imported, **options)
         out.append((f"round trip {case.name}", truth,
                     harness.RestoreRequest(export(imported, case.name), harness.job_spec_from_truth(truth), 1)))
+        if case.name == "windows":
+            spec, rest = in_window_operators(truth)
+            out.append(("round trip windows in Flink's window operators", rest,
+                        harness.RestoreRequest(out[-1][2].savepoint_dir, spec, 1)))
         if case.name in RESCALED:
             p = RESCALED[case.name]
             rescale(imported, work / f"{case.name}-p{p}", p)
@@ -184,6 +192,17 @@ def test_the_corpus_round_trip_restores_the_same_values(restored):
         assert "round trip keyed-kinds at max parallelism 256" in trips
     problems = {name: restore_differences(truth, dump) for name, (truth, dump) in trips.items()}
     assert not any(problems.values()), json.dumps(problems, indent=1, ensure_ascii=False)
+
+
+def test_windows_fire_in_flinks_window_operators_after_the_round_trip(restored, request):
+    """The corpus's windows case imported and exported, restored into Flink's own window operators
+    (tumbling reduce, sliding aggregate with allowed lateness, tumbling process function): at the end
+    of input every pending window fires once, with the result its restored contents give."""
+    version = request.node.callspec.params["restored"]
+    truth_of_case = corpus_truth(CORPUS / version / "hashmap" / "windows")
+    _, dump = restored["round trip windows in Flink's window operators"]
+    problems = fired_window_differences(truth_of_case, dump)
+    assert not problems, problems
 
 
 @pytest.mark.parametrize("source", ["case", "Spark seeds"])
