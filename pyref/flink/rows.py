@@ -20,8 +20,6 @@ __all__ = ["Part", "binary", "lengths", "join_rows", "be_bytes", "varints", "var
            "with_empty_rows", "from_bytes"]
 
 Part = Union[pa.Array, np.ndarray]
-_EMPTY = pa.scalar(b"", pa.binary())
-_LARGE_EMPTY = pa.scalar(b"", pa.large_binary())
 
 
 def binary(block: np.ndarray) -> pa.Array:
@@ -56,11 +54,13 @@ def join_rows(parts: list[Part], rows: int) -> pa.Array:
     columns = [binary(p) if isinstance(p, np.ndarray) else p for p in parts]
     if not columns or rows == 0:
         return pa.array([], pa.binary())
+    # The empty separator is made here, not at import: pa.scalar imports pandas where it is
+    # installed, which the command line must not pay for before it runs an export.
     if sum(c.nbytes for c in columns) >= 2**31:
         columns = [c.cast(pa.large_binary()) for c in columns]
-        return pc.binary_join_element_wise(*columns, _LARGE_EMPTY)
+        return pc.binary_join_element_wise(*columns, pa.scalar(b"", pa.large_binary()))
     columns = [c.cast(pa.binary()) if c.type != pa.binary() else c for c in columns]
-    return pc.binary_join_element_wise(*columns, _EMPTY)
+    return pc.binary_join_element_wise(*columns, pa.scalar(b"", pa.binary()))
 
 
 def be_bytes(values: np.ndarray, width: int) -> np.ndarray:
