@@ -1,5 +1,6 @@
-"""The ``pyref`` command line: inspect, verify, plan, rescale and clean savepoints, and
-import Flink savepoints (``import-flink``; inspect and verify read Flink savepoints too).
+"""The ``pyref`` command line: inspect, verify, plan, rescale and clean savepoints, import
+Flink savepoints (``import-flink``; inspect and verify read Flink savepoints too) and export
+to Flink (``export-flink``).
 
 Exit codes: 0 success; 2 invalid arguments; 3 corrupt savepoint (or a failed
 verify); 4 no savepoint at the path; 5 unsupported format, feature, codec or
@@ -199,6 +200,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .flink.import_cli import add_import_command
 
     add_import_command(sub)
+    # -- pyref -> Flink: export-flink --
+    from .flink.export_cli import add_export_command
+
+    add_export_command(sub)
     return parser
 
 

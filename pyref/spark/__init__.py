@@ -5,6 +5,7 @@ max-parallelism change and serializer migration at scale.
 - :mod:`~pyref.spark.frames`: :func:`read_state`, the same read as ``mapInArrow`` tasks (faster).
 - :mod:`~pyref.spark.writer`: :class:`SavepointBuilder`, bootstrap from DataFrames and edits.
 - :mod:`~pyref.spark.jobs`: :func:`rescale`, :func:`change_max_parallelism`, :func:`migrate_state`.
+- :mod:`~pyref.spark.flink_export`: :func:`export_flink`, a savepoint as a canonical Flink savepoint.
 - :mod:`~pyref.spark.flink`: :func:`import_flink` (a Flink savepoint imported in parallel) and
   :func:`read_flink_state` (a Flink savepoint's states as DataFrames).
 - :mod:`~pyref.spark.cli`: the ``pyref`` subcommands that run them.
@@ -30,6 +31,7 @@ _EXPORTS = {
     "change_max_parallelism": "jobs",
     "migrate_state": "jobs",
     "spark_session": "session",
+    "export_flink": "flink_export",
     "import_flink": "flink",
     "read_flink_state": "flink",
 }

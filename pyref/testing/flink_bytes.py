@@ -10,6 +10,7 @@ import struct
 import cramjam
 
 from pyref.checksum import crc32c
+from pyref.flink.dataoutput import string_value, varint  # noqa: F401  (re-exported for the tests)
 
 P = "org.apache.flink.api.common.typeutils.base."
 LONG = P + "LongSerializer$LongSerializerSnapshot"
@@ -35,24 +36,6 @@ def utf(s: str) -> bytes:
     """``writeUTF`` (plain UTF-8 is modified UTF-8 for text without NUL or astral chars)."""
     raw = s.encode("utf-8")
     return struct.pack(">H", len(raw)) + raw
-
-
-def varint(v: int) -> bytes:
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def string_value(s: str | None) -> bytes:
-    """``StringValue.writeString``."""
-    if s is None:
-        return b"\x00"
-    units = s.encode("utf-16-le")
-    chars = [int.from_bytes(units[i:i + 2], "little") for i in range(0, len(units), 2)]
-    return varint(len(chars) + 1) + b"".join(varint(c) for c in chars)
 
 
 # -- serializer snapshots ---------------------------------------------------
