@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute is used below)
 
 from ._proto.savepoint.v1 import manifest_pb2 as pb
+from .descriptions import BroadcastStateInfo
 from .errors import CorruptSavepointError, InvalidArgumentError
 from .manifest import BROADCAST_COLUMNS
 from .reader import ChunkStore, PartitionedView
@@ -138,6 +139,16 @@ class BroadcastStateView(PartitionedView):
                                               self.value_serializer.decode_array(value)], ["key", "value"])
         for held in keys.values():
             self.check_distinct_keys(pa.concat_arrays(held))
+
+    def _cell_fields(self) -> list[pa.Field]:
+        return [pa.field("key", self.key_serializer.arrow_type()), pa.field("value", self.value_serializer.arrow_type())]
+
+    @property
+    def info(self) -> BroadcastStateInfo:
+        return BroadcastStateInfo.of(self.proto)
+
+    def summary(self) -> str:
+        return self.info.summary()
 
     def arrow_ranges(self, ranges: Sequence[pb.ElementRange]) -> pa.Table:
         """The entries of ``ranges`` decoded to Arrow: key, value."""

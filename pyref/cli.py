@@ -118,25 +118,6 @@ def _print_describe(info: dict) -> None:
             print(f"  coordinator state: {op['coordinator_state_bytes']} bytes")
 
 
-def _plan(sp: Savepoint, parallelism: int | dict[str, int]) -> dict:
-    plan = sp.restore_plan(parallelism)
-    out = {"location": sp.location, "operators": []}
-    for op_id, op_plan in plan.operators.items():
-        # Elements (list state) and entries (broadcast state) per subtask, one count per shared list.
-        counts = {name: op_plan.element_counts(name) for name in op_plan.operator.list_state_names}
-        entries = {name: op_plan.element_counts(name) for name in op_plan.operator.broadcast_state_names}
-        subtasks = []
-        for sub in plan.subtasks(op_id):
-            subtasks.append({"subtask": sub.index, "first_key_group": sub.key_group_range.first,
-                             "last_key_group": sub.key_group_range.last, "planned_bytes": sub.planned_bytes(),
-                             "list_states": {name: per_subtask[sub.index] for name, per_subtask in counts.items()},
-                             "broadcast_states": {name: per_subtask[sub.index]
-                                                  for name, per_subtask in entries.items()}})
-        out["operators"].append({"operator_id": op_id, "from_parallelism": op_plan.operator.parallelism,
-                                 "to_parallelism": op_plan.parallelism, "subtasks": subtasks})
-    return out
-
-
 def _print_plan(info: dict) -> None:
     for op in info["operators"]:
         print(f"operator {op['operator_id']}: parallelism {op['from_parallelism']} -> {op['to_parallelism']}")
@@ -208,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     if args.command in ("inspect", "verify") and is_flink_savepoint(args.path):
         return (inspect_flink if args.command == "inspect" else verify_flink_command)(args.path, args.json)
     if args.command == "inspect":
-        info = describe(Savepoint.open(args.path), subtasks=args.subtasks)
+        info = describe(Savepoint.open(args.path), subtasks=args.subtasks).to_dict()
         print(json.dumps(info, indent=2)) if args.json else _print_describe(info)
         return 0
     if args.command == "verify":
@@ -223,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{'OK' if report.ok else 'FAILED'}: {report.chunks} chunks, {report.values} values checked")
         return 0 if report.ok else CorruptSavepointError.exit_code
     if args.command == "plan":
-        info = _plan(Savepoint.open(args.path), operator_numbers(args, "--parallelism"))
+        info = Savepoint.open(args.path).restore_plan(operator_numbers(args, "--parallelism")).summary().to_dict()
         print(json.dumps(info, indent=2)) if args.json else _print_plan(info)
         return 0
     if args.command == "rescale":

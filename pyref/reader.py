@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +24,7 @@ from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .checksum import crc32c
 from .chunk import decode_chunk
 from .codecs import decompress
+from .descriptions import KIND_NAMES, KeyedStateInfo, ListStateInfo, OperatorInfo, SavepointInfo
 from .errors import (
     ConcurrentWriteError,
     CorruptSavepointError,
@@ -49,11 +50,12 @@ from .redistribution import DistributionMode
 from .serializers import Compatibility, ListOf, Serializer, resolve_compatibility, serializer_from_snapshot
 from .ttl import TtlConfig, TtlValue, split_timestamps
 
+if TYPE_CHECKING:  # pandas is optional: only StateView.to_pandas needs it
+    import pandas
+
 #: The namespace of a state without a namespace serializer (spec/format.md §7.7): pass no namespace.
 VOID_NAMESPACE = type("VoidNamespace", (), {"__repr__": lambda self: "VOID_NAMESPACE"})()
 
-KIND_NAMES = {pb.VALUE: "value", pb.LIST: "list", pb.MAP: "map", pb.REDUCING: "reducing",
-              pb.AGGREGATING: "aggregating"}
 T = TypeVar("T")
 
 #: A scan (:meth:`ChunkStore.scan`) fetches adjacent chunks of a data file by requests of
@@ -278,7 +280,33 @@ def _resolve(label: str, snapshot, new: Serializer | None) -> Serializer:
     return result.serializer
 
 
-class PartitionedView:
+class StateView:
+    """What every state view offers: a one-line ``repr`` (from :meth:`summary`), and all
+    its entries as one Arrow table (:meth:`to_arrow`) or pandas DataFrame (:meth:`to_pandas`)."""
+
+    label: str
+
+    def summary(self) -> str:
+        """What the manifest says of the state, in one line: serializers, counts, sizes."""
+        raise NotImplementedError
+
+    def to_arrow(self) -> pa.Table:
+        raise NotImplementedError
+
+    def to_pandas(self) -> pandas.DataFrame:
+        """:meth:`to_arrow` as a pandas DataFrame (pandas is optional: ``pip install pandas``)."""
+        try:
+            import pandas  # noqa: F401  (Table.to_pandas needs it; the error below says so first)
+        except ImportError:
+            raise InvalidArgumentError("to_pandas() needs pandas, which is not installed (pip install pandas); "
+                                       "to_arrow() gives the same table without it", state=self.label) from None
+        return self.to_arrow().to_pandas()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.label} {self.summary()}>"
+
+
+class PartitionedView(StateView):
     """A state stored as partitions of element ranges over unkeyed chunks: list state
     (spec/format.md §5.3) and, format 1.2, broadcast state (§5.8)."""
 
@@ -343,6 +371,20 @@ class PartitionedView:
                                 pa.array(np.arange(index, index + count, dtype=np.int64)), *cells],
                                names=["subtask", "index", *names])
 
+    def scan_batches(self) -> Iterator[pa.RecordBatch]:
+        raise NotImplementedError
+
+    def _cell_fields(self) -> list[pa.Field]:
+        """The decoded columns after ``subtask, index``."""
+        raise NotImplementedError
+
+    def to_arrow(self) -> pa.Table:
+        """Every partition's rows, decoded: ``subtask, index, ...`` in state order (by
+        subtask, then index), each chunk read once however many partitions share it."""
+        schema = pa.schema([pa.field("subtask", pa.int32()), pa.field("index", pa.int64()), *self._cell_fields()])
+        table = pa.Table.from_batches(list(self.scan_batches()), schema=schema)
+        return table.sort_by([("subtask", "ascending"), ("index", "ascending")])
+
 
 class ListStateView(PartitionedView):
     """One operator list state."""
@@ -374,12 +416,22 @@ class ListStateView(PartitionedView):
         for p, index, (column,) in self.scan_rows():
             yield self._rows_batch(p, index, [self.serializer.decode_array(column)], ["value"])
 
+    def _cell_fields(self) -> list[pa.Field]:
+        return [pa.field("value", self.serializer.arrow_type())]
+
+    @property
+    def info(self) -> ListStateInfo:
+        return ListStateInfo.of(self.proto)
+
+    def summary(self) -> str:
+        return self.info.summary()
+
     def arrow_ranges(self, ranges: Sequence[pb.ElementRange]) -> pa.Array:
         parts = [self.serializer.decode_array(c) for c in self.read_encoded(ranges)]
         return pa.concat_arrays(parts) if parts else pa.array([], type=self.serializer.arrow_type())
 
 
-class KeyGroupedView:
+class KeyGroupedView(StateView):
     """A state stored in key-group chunks ordered by key group: keyed state (spec/format.md
     §5.4) and, format 1.2, timers (§5.7). A key-group range is a slice of the chunk list."""
 
@@ -468,6 +520,13 @@ class KeyedStateView(KeyGroupedView):
     @property
     def namespaced(self) -> bool:
         return self.namespace_serializer is not None
+
+    @property
+    def info(self) -> KeyedStateInfo:
+        return KeyedStateInfo.of(self.proto)
+
+    def summary(self) -> str:
+        return self.info.summary()
 
     def _row_serializers(self) -> list[Serializer]:
         """The serializers of the columns before the value: key, [namespace], [user key]."""
@@ -606,10 +665,11 @@ class KeyedStateView(KeyGroupedView):
         return pa.Table.from_batches(batches)
 
     def to_arrow(self) -> pa.Table:
+        """Every entry, decoded (:meth:`arrow_chunks`), in state order."""
         return self.arrow_chunks(self.proto.chunks)
 
 
-@dataclass
+@dataclass(repr=False)
 class OperatorView:
     """One operator of an open savepoint."""
 
@@ -642,6 +702,14 @@ class OperatorView:
     def writer_assigned_key_groups(self) -> bool:
         """Format 1.2: the writer assigned the key groups; no hash recomputes them (spec/format.md §7.12)."""
         return self.proto.key_groups == pb.KEY_GROUPS_FROM_WRITER
+
+    @property
+    def info(self) -> OperatorInfo:
+        """What the manifest says of the operator and its states (no state bytes read)."""
+        return OperatorInfo.of(self.proto)
+
+    def __repr__(self) -> str:
+        return f"<OperatorView {self.operator_id!r} {self.info.summary()}>"
 
     @property
     def list_state_names(self) -> list[str]:
@@ -737,6 +805,14 @@ class Savepoint:
     @property
     def savepoint_id(self) -> str:
         return self.manifest.savepoint_id
+
+    @property
+    def info(self) -> SavepointInfo:
+        """What the savepoint holds, from its manifest (:func:`pyref.inspection.describe`)."""
+        return SavepointInfo.of(self.manifest, location=self.location, format_version=str(self.version))
+
+    def __repr__(self) -> str:
+        return f"<Savepoint {self.location} {self.info.summary()}>"
 
     @property
     def operators(self) -> list[OperatorView]:

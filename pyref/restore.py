@@ -10,13 +10,15 @@ chunks. A subtask then reads only the chunks it was given.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from ._proto.savepoint.v1 import manifest_pb2 as pb
+from .descriptions import stored_length
 from .errors import InvalidArgumentError
 from .key_groups import KeyGroupRange, check_parallelism, key_group_bounds, key_group_range
 from .reader import KeyedStateView, ListStateView, OperatorView, Savepoint, locate_in_partition, partition_starts
@@ -77,7 +79,39 @@ def resolve_parallelism(savepoint_operators: list[pb.Operator], parallelism: int
     return result
 
 
-@dataclass
+@dataclass(frozen=True)
+class SubtaskSummary:
+    """What one new subtask restores: its key groups, its list elements and broadcast
+    entries per state, and the stored bytes it reads."""
+
+    subtask: int
+    first_key_group: int
+    last_key_group: int
+    planned_bytes: int
+    list_states: dict[str, int]
+    broadcast_states: dict[str, int]
+
+
+@dataclass(frozen=True)
+class OperatorPlanSummary:
+    operator_id: str
+    from_parallelism: int
+    to_parallelism: int
+    subtasks: list[SubtaskSummary]
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    """A restore plan in numbers (``pyref plan``); ``to_dict()`` is its JSON."""
+
+    location: str
+    operators: list[OperatorPlanSummary]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(repr=False)
 class OperatorPlan:
     operator: OperatorView
     parallelism: int
@@ -91,6 +125,20 @@ class OperatorPlan:
             if id(ranges) not in counted:
                 counted[id(ranges)] = sum(r.count for r in ranges)
         return [counted[id(ranges)] for ranges in self.list_ranges[name]]
+
+    def __repr__(self) -> str:
+        return f"<OperatorPlan {self.operator.operator_id!r} parallelism {self.operator.parallelism} -> {self.parallelism}>"
+
+    def summary(self) -> OperatorPlanSummary:
+        """Per new subtask: key groups, list elements and broadcast entries per state (one count per
+        list shared by many subtasks), stored bytes to read."""
+        counts = {name: self.element_counts(name) for name in self.operator.list_state_names}
+        entries = {name: self.element_counts(name) for name in self.operator.broadcast_state_names}
+        firsts, lasts = key_group_bounds(self.operator.max_parallelism, self.parallelism)
+        subtasks = [SubtaskSummary(i, int(firsts[i]), int(lasts[i]), int(self.planned_bytes[i]),
+                                   {name: n[i] for name, n in counts.items()},
+                                   {name: n[i] for name, n in entries.items()}) for i in range(self.parallelism)]
+        return OperatorPlanSummary(self.operator.operator_id, self.operator.parallelism, self.parallelism, subtasks)
 
     def keyed_view(self, name: str) -> KeyedStateView:
         """The keyed state as stored (one view per plan: it indexes the chunks by key group)."""
@@ -120,7 +168,7 @@ class OperatorPlan:
         key_grouped = [*((ks.chunks, self.keyed_view(ks.name)) for ks in op.keyed_states),
                        *((ts.chunks, self.timer_view(ts.name, ts.domain)) for ts in op.timer_services)]
         for chunks, view in key_grouped:
-            stored = np.fromiter((_stored_length(c) for c in chunks), dtype=np.int64, count=len(chunks))
+            stored = np.fromiter((stored_length(c) for c in chunks), dtype=np.int64, count=len(chunks))
             ends = np.concatenate([[0], np.cumsum(stored)])
             groups = view.chunk_key_groups
             total += ends[np.searchsorted(groups, lasts, side="right")] - ends[np.searchsorted(groups, firsts)]
@@ -128,7 +176,7 @@ class OperatorPlan:
             summed: dict[int, int] = {}
             for i, ranges in enumerate(self.list_ranges[st.name]):
                 if id(ranges) not in summed:
-                    summed[id(ranges)] = sum(_stored_length(st.chunks[c]) for c in {r.chunk for r in ranges})
+                    summed[id(ranges)] = sum(stored_length(st.chunks[c]) for c in {r.chunk for r in ranges})
                 total[i] += summed[id(ranges)]
         return total
 
@@ -141,6 +189,15 @@ class RestorePlan:
         for op in savepoint.operators:
             p = wanted[op.operator_id]
             self.operators[op.operator_id] = OperatorPlan(op, p, plan_list_state(op.proto, p))
+
+    def __repr__(self) -> str:
+        changes = sorted({f"{p.operator.parallelism} -> {p.parallelism}" for p in self.operators.values()})
+        return (f"<RestorePlan {self.savepoint.location}: {len(self.operators)} operators, parallelism "
+                f"{', '.join(changes)}>")
+
+    def summary(self) -> PlanSummary:
+        """Who restores what, in numbers: :class:`PlanSummary` (reads no state bytes)."""
+        return PlanSummary(self.savepoint.location, [p.summary() for p in self.operators.values()])
 
     def subtask(self, operator_id: str, index: int) -> SubtaskRestore:
         if operator_id not in self.operators:
@@ -163,6 +220,11 @@ class SubtaskRestore:
         self.index = index
         self.parallelism = plan.parallelism
         self.key_group_range: KeyGroupRange = key_group_range(plan.operator.max_parallelism, plan.parallelism, index)
+
+    def __repr__(self) -> str:
+        r = self.key_group_range
+        return (f"<SubtaskRestore {self.operator_id!r} subtask {self.index} of {self.parallelism}: "
+                f"key groups {r.first}-{r.last}>")
 
     def list_ranges(self, name: str) -> list[pb.ElementRange]:
         if name not in self._plan.list_ranges:
@@ -230,5 +292,3 @@ class SubtaskRestore:
         return int(self._plan.planned_bytes[self.index])
 
 
-def _stored_length(chunk: pb.Chunk) -> int:
-    return chunk.range.length if chunk.WhichOneof("location") == "range" else 0

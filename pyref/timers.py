@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from ._proto.savepoint.v1 import manifest_pb2 as pb
+from .descriptions import DOMAIN_NAMES, TimerServiceInfo
 from .errors import CorruptSavepointError, InvalidArgumentError
 from .keys import as_key_array
 from .manifest import state_label, timer_column_count
@@ -19,8 +20,7 @@ from .serializers import Int64, Serializer, serializer_from_snapshot
 from .writer import _fails_writer, _KeyGroupedState, _values
 
 #: Time domains by name (the values of savepoint.v1.TimeDomain).
-DOMAINS = {"event_time": pb.EVENT_TIME, "processing_time": pb.PROCESSING_TIME}
-DOMAIN_NAMES = {v: k for k, v in DOMAINS.items()}
+DOMAINS = {name: domain for domain, name in DOMAIN_NAMES.items()}
 _TIMESTAMP = Int64()
 
 
@@ -92,6 +92,13 @@ class TimerServiceView(KeyGroupedView):
 
     def _serializers(self) -> list[Serializer]:
         return [self.key_serializer, *([self.namespace_serializer] if self.namespace_serializer else []), _TIMESTAMP]
+
+    @property
+    def info(self) -> TimerServiceInfo:
+        return TimerServiceInfo.of(self.proto)
+
+    def summary(self) -> str:
+        return self.info.summary()
 
     def arrow_batches(self, chunks: Sequence[pb.Chunk]) -> Iterator[pa.RecordBatch]:
         """The distinct timers of each chunk's key group (a timer stored twice is one, §7.9), one batch per

@@ -44,7 +44,7 @@ import pyarrow as pa
 
 from .._proto.savepoint.v1 import manifest_pb2 as pb
 from ..errors import CorruptSavepointError, UnsupportedFormatError
-from ..inspection import serializer_label
+from ..descriptions import serializer_label
 from ..key_groups import compute_key_groups
 from ..reader import Savepoint
 from ..serializers import Nullable, Serializer

@@ -6,6 +6,8 @@ a variable-width child as a u32 length followed by its bytes.
 
 from __future__ import annotations
 
+import collections
+import keyword
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -151,9 +153,21 @@ def _default_names(n: int) -> tuple[str, ...]:
     return tuple(f"f{i}" for i in range(n))
 
 
+def _record_type(names: tuple[str, ...]) -> type[tuple[Any, ...]] | None:
+    """The named tuple class decoded values of a tuple with these field names take, or None
+    (plain tuples) when a name cannot be an attribute (``class``, ``_x``, ``a-b``...)."""
+    if all(n.isidentifier() and not keyword.iskeyword(n) and not n.startswith("_") for n in names):
+        return collections.namedtuple("Record", names)
+    return None
+
+
 @register_builtin
 class Tuple(Serializer):
-    """Fixed sequence of fields, each framed (§3.8). Snapshot version 2 names the fields."""
+    """Fixed sequence of fields, each framed (§3.8). Snapshot version 2 names the fields.
+
+    Values decode to named tuples of the field names (``value.count``, ``value._asdict()``)
+    when the fields are named, to plain tuples when they are positional (f0, f1, ...).
+    Encoding takes any sequence of the fields' values, or a mapping of the field names."""
 
     serializer_id = "tuple"
     version = 2
@@ -181,6 +195,8 @@ class Tuple(Serializer):
             self.names = names
         #: True when the fields carry only the default names f0, f1, ...
         self.positional = self.names == defaults
+        #: Decoded values are named tuples of the field names (plain tuples when positional).
+        self._record = None if self.positional else _record_type(self.names)
         widths = [f.fixed_width for f in self.fields]
         self._fixed = None if None in widths else sum(widths)  # type: ignore[arg-type]
         self._depth = 1 + max(f.depth for f in self.fields)
@@ -218,7 +234,7 @@ class Tuple(Serializer):
                 raise _wrap_invalid(f"tuple field {i} ({self.names[i]})", e) from e
         return bytes(out)
 
-    def _decode_range(self, mv: memoryview, start: int, end: int) -> tuple:
+    def _decode_range(self, mv: memoryview, start: int, end: int) -> tuple[Any, ...]:
         pos = start
         out = []
         for f in self.fields:
@@ -226,7 +242,10 @@ class Tuple(Serializer):
             out.append(v)
         if pos != end:
             raise corrupt(self.serializer_id, f"{end - pos} trailing bytes after the last field", pos)
-        return tuple(out)
+        return self._make(out)
+
+    def _make(self, values: list[Any]) -> tuple[Any, ...]:
+        return tuple(values) if self._record is None else self._record._make(values)  # type: ignore[attr-defined]
 
     def arrow_type(self) -> pa.DataType:
         return pa.struct([pa.field(n, f.arrow_type()) for n, f in zip(self.names, self.fields)])
@@ -238,10 +257,10 @@ class Tuple(Serializer):
         if isinstance(item, Mapping):
             if set(item) != set(self.names):
                 raise self._invalid(item, f"struct fields {sorted(item)} are not {list(self.names)}")
-            return tuple(f._from_arrow_value(item[n]) for n, f in zip(self.names, self.fields))
+            return self._make([f._from_arrow_value(item[n]) for n, f in zip(self.names, self.fields)])
         if item is None:
             return None
-        return tuple(f._from_arrow_value(v) for f, v in zip(self.fields, item))
+        return self._make([f._from_arrow_value(v) for f, v in zip(self.fields, item)])
 
     def snapshot(self):
         snap = super().snapshot()

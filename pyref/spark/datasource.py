@@ -143,7 +143,7 @@ class _MetadataReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         rows = []
-        for op in describe(Savepoint.open(self.path))["operators"]:
+        for op in describe(Savepoint.open(self.path)).to_dict()["operators"]:
             common = {"operator_id": op["operator_id"], "operator_name": op["name"], "parallelism": op["parallelism"],
                       "max_parallelism": op["max_parallelism"], "key_serializer": op["key_serializer"]}
             timers = [{"name": ts["name"], "type": "timers", "kind": ts["domain"], "entries": ts["timers"],

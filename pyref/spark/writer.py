@@ -47,7 +47,8 @@ from ..io import open_io
 from ..key_groups import check_parallelism, compute_key_groups, default_max_parallelism
 from ..keys import as_key_array, key_type_of
 from ..manifest import state_label
-from ..reader import KIND_NAMES, Savepoint
+from ..descriptions import KIND_NAMES
+from ..reader import Savepoint
 from ..redistribution import DistributionMode
 from ..restore import resolve_parallelism
 from ..rewrite import Derivation, check_target, rescaled_operator
