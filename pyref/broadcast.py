@@ -6,6 +6,8 @@ two-column rows with one partition per subtask, and restored by the BROADCAST ru
 
 from __future__ import annotations
 
+from typing import Any
+
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -48,12 +50,12 @@ class BroadcastStateWriter(_BufferedState):
         self._keys: dict[int, set[bytes]] = {}
 
     @_fails_writer
-    def add(self, subtask: int, keys: Sequence | pa.Array, values: Sequence | pa.Array) -> None:
+    def add(self, subtask: int, keys: Sequence[Any] | pa.Array, values: Sequence[Any] | pa.Array) -> None:
         """Add entries to the map of ``subtask``."""
         self._add(check_subtask(subtask, len(self.partitions), self.label), keys, values)
 
     @_fails_writer
-    def add_all(self, keys: Sequence | pa.Array, values: Sequence | pa.Array) -> None:
+    def add_all(self, keys: Sequence[Any] | pa.Array, values: Sequence[Any] | pa.Array) -> None:
         """Add entries to the map of every subtask (the usual broadcast state: one map, everywhere)."""
         self._add(self._shared, keys, values)
 
@@ -156,14 +158,14 @@ class BroadcastStateView(PartitionedView):
         return pa.table({"key": self.key_serializer.decode_array(keys),
                          "value": self.value_serializer.decode_array(values)})
 
-    def map_of(self, ranges: Iterable[pb.ElementRange]) -> dict:
+    def map_of(self, ranges: Iterable[pb.ElementRange]) -> dict[Any, Any]:
         keys, values = self.encoded_entries(list(ranges))
         return {self.key_serializer.decode(k.as_buffer()): self.value_serializer.decode(v.as_buffer())
                 for k, v in zip(keys, values)}
 
-    def partition(self, index: int) -> dict:
+    def partition(self, index: int) -> dict[Any, Any]:
         """The map subtask ``index`` held."""
         return self.map_of(self._check_partition(index))
 
-    def partitions(self) -> Iterator[dict]:
+    def partitions(self) -> Iterator[dict[Any, Any]]:
         return (self.partition(i) for i in range(self.partition_count))

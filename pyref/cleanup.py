@@ -21,6 +21,8 @@ and a savepoint's own files are those its manifest lists with ``base = 0``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 import os
 import time
@@ -58,7 +60,7 @@ class CleanupReport:
     #: Unreferenced but too recent (or of unknown age): left alone.
     kept_recent: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[Any, Any]:
         return asdict(self)
 
 

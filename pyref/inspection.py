@@ -7,6 +7,8 @@ view turns them into rows.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -51,7 +53,7 @@ class VerifyReport:
     def ok(self) -> bool:
         return not self.errors
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[Any, Any]:
         return {"ok": self.ok, "chunks": self.chunks, "values": self.values, "errors": self.errors,
                 "warnings": self.warnings}
 
@@ -108,7 +110,7 @@ def verify(sp: Savepoint) -> VerifyReport:
     return report
 
 
-def _keyed_serializers(op: pb.Operator, ks: pb.KeyedState) -> list:
+def _keyed_serializers(op: pb.Operator, ks: pb.KeyedState) -> list[Any]:
     """The serializers of a keyed state's columns, a TTL state's values as TTL cells (§7.8)."""
     value = serializer_from_snapshot(ks.value_serializer)
     if ks.HasField("ttl"):
@@ -172,7 +174,7 @@ def _verify_chunks(sp: Savepoint, label: str, chunks, columns: int, serializers_
             report.errors.append(str(exc))
 
 
-def _decoded_values(columns: list[pa.BinaryArray], serializers: list | None) -> int:
+def _decoded_values(columns: list[pa.BinaryArray], serializers: list[Any] | None) -> int:
     """Decode every cell of a chunk's columns; the number of cells (0 when they stay opaque)."""
     if serializers is None:
         return 0

@@ -234,7 +234,7 @@ class SubtaskRestore:
     def _list_view(self, name: str, serializer: Serializer | None) -> ListStateView:
         return self._plan.operator.list_state(name, serializer)
 
-    def list_state(self, name: str, serializer: Serializer | None = None) -> Iterator:
+    def list_state(self, name: str, serializer: Serializer | None = None) -> Iterator[Any]:
         """This subtask's elements of a list state, decoded lazily."""
         return self._list_view(name, serializer).iter_ranges(self.list_ranges(name))
 
@@ -249,7 +249,7 @@ class SubtaskRestore:
     def keyed_chunks(self, name: str) -> list[pb.Chunk]:
         return self._keyed_view(name, None).chunks_in(self.key_group_range)
 
-    def keyed_state(self, name: str, value_serializer: Serializer | None = None) -> Iterator[tuple]:
+    def keyed_state(self, name: str, value_serializer: Serializer | None = None) -> Iterator[tuple[Any, ...]]:
         """This subtask's entries of a keyed state, decoded lazily."""
         view = self._keyed_view(name, value_serializer)
         return view.iter_chunks(view.chunks_in(self.key_group_range))
@@ -265,7 +265,7 @@ class SubtaskRestore:
         """Format 1.2: the chunks of this subtask's timers of a service: those of its key groups."""
         return self._timer_view(name, domain).chunks_in(self.key_group_range)
 
-    def timers(self, name: str, domain: str | None = None) -> Iterator[tuple]:
+    def timers(self, name: str, domain: str | None = None) -> Iterator[tuple[Any, ...]]:
         """Format 1.2: this subtask's distinct timers of a service, (key, [namespace], timestamp):
         the timers of its key groups (spec/format.md §7.9)."""
         view = self._timer_view(name, domain)
@@ -279,7 +279,7 @@ class SubtaskRestore:
         """Format 1.2: the rows of the broadcast state's map this subtask restores."""
         return self.list_ranges(name)
 
-    def broadcast_state(self, name: str) -> dict:
+    def broadcast_state(self, name: str) -> dict[Any, Any]:
         """Format 1.2: this subtask's copy of a broadcast map (old partition ``index mod old_p``)."""
         view = self._plan.operator.broadcast_state(name)
         return view.map_of(self.broadcast_ranges(name))

@@ -5,6 +5,8 @@ like keyed state, so that every timer moves with its key on restore and rescale.
 
 from __future__ import annotations
 
+from typing import Any
+
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -52,8 +54,8 @@ class TimerServiceWriter(_KeyGroupedState):
         return service_label(self.operator.operator_id, self.name, self.domain)
 
     @_fails_writer
-    def add(self, keys: Sequence | pa.Array, timestamps: Sequence[int] | pa.Array | np.ndarray,
-            namespaces: Sequence | pa.Array | None = None, *, subtask: int | None = None,
+    def add(self, keys: Sequence[Any] | pa.Array, timestamps: Sequence[int] | pa.Array | np.ndarray,
+            namespaces: Sequence[Any] | pa.Array | None = None, *, subtask: int | None = None,
             key_groups: Sequence[int] | np.ndarray | None = None) -> None:
         """Register timers: ``timestamps[i]`` (ms) for ``keys[i]`` (under ``namespaces[i]``
         when the service has a namespace serializer). ``subtask`` and ``key_groups`` as
@@ -135,14 +137,14 @@ class TimerServiceView(KeyGroupedView):
     def to_arrow(self) -> pa.Table:
         return self.arrow_chunks(self.proto.chunks)
 
-    def iter_chunks(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple]:
+    def iter_chunks(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple[Any, ...]]:
         """Distinct timers, decoded: (key, timestamp) or (key, namespace, timestamp)."""
         for batch in self.arrow_batches(chunks):
             columns = [[s._from_arrow_value(v) for v in batch.column(i + 1).to_pylist()]
                        for i, s in enumerate(self._serializers())]
             yield from zip(*columns)
 
-    def timers(self) -> Iterator[tuple]:
+    def timers(self) -> Iterator[tuple[Any, ...]]:
         return self.iter_chunks(self.proto.chunks)
 
 

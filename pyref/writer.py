@@ -22,6 +22,8 @@ the writer *failed*: a failed writer refuses to commit and can only be aborted.
 
 from __future__ import annotations
 
+from typing import Any, TypeVar, cast
+
 import contextlib
 import functools
 import operator
@@ -82,7 +84,7 @@ class ChunkSink:
         self.files: list[pb.DataFile] = []
         self._out = None
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="pyref-compress") if workers > 1 else None
-        self._in_flight: deque[tuple[pb.Chunk, Future]] = deque()
+        self._in_flight: deque[tuple[pb.Chunk, Future[Any]]] = deque()
         self._limit = 2 * workers
 
     def _compress(self, payload: bytes) -> tuple[bytes, Codec, int]:
@@ -180,13 +182,16 @@ class _Budget:
     used: int = 0
 
 
-def _fails_writer(method: Callable) -> Callable:
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _fails_writer(method: _Method) -> _Method:
     """Make the writer failed when ``method`` raises after it may have changed buffers or
     files. An :class:`InvalidArgumentError` comes from the argument checks, which run
     before anything changes, and leaves the writer open."""
 
     @functools.wraps(method)
-    def guarded(self, *args, **kwargs):
+    def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except InvalidArgumentError:
@@ -195,7 +200,7 @@ def _fails_writer(method: Callable) -> Callable:
             (self if isinstance(self, SavepointWriter) else self._writer)._fail(exc)
             raise
 
-    return guarded
+    return cast(_Method, guarded)
 
 
 def check_text(value: object, what: str) -> str:
@@ -468,7 +473,7 @@ class ListStateWriter(_BufferedState):
         self.partitions = [pb.Partition() for _ in range(operator.parallelism)]
 
     @_fails_writer
-    def add(self, subtask: int, elements: Iterable | pa.Array) -> None:
+    def add(self, subtask: int, elements: Iterable[Any] | pa.Array) -> None:
         """Append elements (Python values or an Arrow array) to ``subtask``'s list."""
         self.add_encoded(subtask, self.serializer.encode_array(_values(elements)))
 
@@ -590,8 +595,8 @@ class KeyedStateWriter(_KeyGroupedState):
         self._stored_value = ListOf(element) if kind == pb.LIST else value_serializer
 
     @_fails_writer
-    def add(self, keys: Sequence | pa.Array, values: Sequence | pa.Array, user_keys: Sequence | pa.Array | None = None,
-            *, namespaces: Sequence | pa.Array | None = None, ttl_timestamps: Sequence | np.ndarray | None = None,
+    def add(self, keys: Sequence[Any] | pa.Array, values: Sequence[Any] | pa.Array, user_keys: Sequence[Any] | pa.Array | None = None,
+            *, namespaces: Sequence[Any] | pa.Array | None = None, ttl_timestamps: Sequence[Any] | np.ndarray | None = None,
             subtask: int | None = None, key_groups: Sequence[int] | np.ndarray | None = None) -> None:
         """Add entries: ``values[i]`` under ``keys[i]`` (and ``user_keys[i]`` for MAP state,
         ``namespaces[i]`` for a namespaced state, ``ttl_timestamps[i]`` for a TTL state: the
@@ -664,7 +669,7 @@ def _take(column: pa.Array, order: np.ndarray) -> pa.Array:
     return column.take(pa.array(order))
 
 
-def _values(values: Sequence | pa.Array) -> Sequence | pa.Array:
+def _values(values: Sequence[Any] | pa.Array) -> Sequence[Any] | pa.Array:
     return values if isinstance(values, (pa.Array, pa.ChunkedArray)) else list(values)
 
 
@@ -696,8 +701,8 @@ class OperatorWriter:
         self.key_type = key_type_of(key_serializer.snapshot()) if hashed else None
         self.list_states: dict[str, ListStateWriter] = {}
         self.keyed_states: dict[str, KeyedStateWriter] = {}
-        self.broadcast_states: dict = {}
-        self.timer_services: dict = {}
+        self.broadcast_states: dict[Any, Any] = {}
+        self.timer_services: dict[Any, Any] = {}
         #: The operator coordinator's state (spec/format.md §7.11), or None.
         self.coordinator_state: bytes | None = None
         self._coordinator_chunk: pb.Chunk | None = None

@@ -31,6 +31,8 @@ opaque (at most twice per place: nullable, then opaque).
 
 from __future__ import annotations
 
+from typing import Any
+
 import contextlib
 import itertools
 import os
@@ -274,7 +276,7 @@ class OperatorImport:
         self.replans: dict[Place, Replan] = {}
         self._stopped: set[str] = set()  # "" when the operator's keys asked: every keyed part stops
 
-    def _guarded(self, name: str, keyed: bool, transcode: Callable[[], tuple | None]) -> tuple | None:
+    def _guarded(self, name: str, keyed: bool, transcode: Callable[[], tuple[Any, ...] | None]) -> tuple[Any, ...] | None:
         """``transcode()``, or None when the state stopped or asks to be planned again."""
         if name in self._stopped or keyed and "" in self._stopped:
             return None
@@ -331,7 +333,7 @@ class ImportReport:
     target: str
     savepoint_id: str
     format_version: str
-    operators: list[dict]
+    operators: list[dict[Any, Any]]
     demotions: list[str] = field(default_factory=list)
     attempts: int = 1
     seconds: float = 0.0
@@ -341,14 +343,14 @@ class ImportReport:
     def rows(self) -> int:
         return sum(s["rows"] for op in self.operators for s in op["states"])
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[Any, Any]:
         return {"source": self.source, "target": self.target, "savepoint_id": self.savepoint_id,
                 "format_version": self.format_version, "rows": self.rows, "new_data_bytes": self.new_data_bytes,
                 "seconds": round(self.seconds, 3), "attempts": self.attempts, "demotions": self.demotions,
                 "operators": self.operators}
 
 
-def operator_summary(imp: OperatorImport) -> dict:
+def operator_summary(imp: OperatorImport) -> dict[Any, Any]:
     """One operator of an :class:`ImportReport`."""
     plan, rows = imp.plan, imp.rows
     states = [{"name": p.name, "type": "list", "kind": p.mode.name, "rows": rows[p.name],

@@ -15,6 +15,8 @@ import pyarrow as pa
 
 from pyref.errors import CorruptSavepointError, InvalidArgumentError
 
+from pyref._proto.savepoint.v1.serializer_pb2 import SerializerSnapshot
+
 from .base import (
     _U32,
     _U32_MAX,
@@ -53,7 +55,7 @@ def _check_child(parent: str, child: Any) -> Serializer:
     return child
 
 
-def _restore_children(snapshot) -> list[Serializer]:
+def _restore_children(snapshot: SerializerSnapshot) -> list[Serializer]:
     return [serializer_from_snapshot(c) for c in snapshot.nested]
 
 
@@ -118,14 +120,14 @@ class Nullable(Serializer):
         return None if item is None else self.inner._from_arrow_value(item)
 
     @classmethod
-    def from_snapshot(cls, snapshot) -> Nullable:
+    def from_snapshot(cls, snapshot: SerializerSnapshot) -> Nullable:
         check_builtin_snapshot(snapshot, nested=1)
         (inner,) = _restore_children(snapshot)
         if isinstance(inner, Nullable):
             raise CorruptSavepointError("nullable snapshot wraps another nullable")
         return cls(inner)
 
-    def resolve_compatibility(self, old_snapshot) -> CompatibilityResult:
+    def resolve_compatibility(self, old_snapshot: SerializerSnapshot) -> CompatibilityResult:
         if old_snapshot.serializer_id == "nullable":
             serializer_from_snapshot(old_snapshot)
             r = self.inner.resolve_compatibility(old_snapshot.nested[0])
@@ -262,13 +264,13 @@ class Tuple(Serializer):
             return None
         return self._make([f._from_arrow_value(v) for f, v in zip(self.fields, item)])
 
-    def snapshot(self):
+    def snapshot(self) -> SerializerSnapshot:
         snap = super().snapshot()
         snap.field_names.extend(self.names)
         return snap
 
     @classmethod
-    def from_snapshot(cls, snapshot) -> Tuple:
+    def from_snapshot(cls, snapshot: SerializerSnapshot) -> Tuple:
         check_builtin_snapshot(snapshot, nested=None, field_names=snapshot.version >= 2)
         n = len(snapshot.nested)
         if n == 0:
@@ -287,7 +289,7 @@ class Tuple(Serializer):
                 raise CorruptSavepointError(f"tuple snapshot field_names must be unique and non-empty: {names!r}")
         return cls(*_restore_children(snapshot), names=names)
 
-    def resolve_compatibility(self, old_snapshot) -> CompatibilityResult:
+    def resolve_compatibility(self, old_snapshot: SerializerSnapshot) -> CompatibilityResult:
         if old_snapshot.serializer_id != "tuple":
             return different_ids(old_snapshot, self)
         old = serializer_from_snapshot(old_snapshot)
@@ -360,7 +362,7 @@ class ListOf(Serializer):
                 raise _wrap_invalid(f"list element {i}", e) from e
         return bytes(out)
 
-    def _decode_range(self, mv: memoryview, start: int, end: int) -> list:
+    def _decode_range(self, mv: memoryview, start: int, end: int) -> list[Any]:
         count = read_u32(mv, start, end, "element count", self.serializer_id)
         pos = start + 4
         check_count(count, min_framed_size(self.element), pos, end, "element count", self.serializer_id)
@@ -382,11 +384,11 @@ class ListOf(Serializer):
         return None if item is None else [self.element._from_arrow_value(v) for v in item]
 
     @classmethod
-    def from_snapshot(cls, snapshot) -> ListOf:
+    def from_snapshot(cls, snapshot: SerializerSnapshot) -> ListOf:
         check_builtin_snapshot(snapshot, nested=1)
         return cls(*_restore_children(snapshot))
 
-    def resolve_compatibility(self, old_snapshot) -> CompatibilityResult:
+    def resolve_compatibility(self, old_snapshot: SerializerSnapshot) -> CompatibilityResult:
         if old_snapshot.serializer_id != "list":
             return different_ids(old_snapshot, self)
         serializer_from_snapshot(old_snapshot)
@@ -479,11 +481,11 @@ class MapOf(Serializer):
                 raise _wrap_invalid(f"map value {i} (key {k!r})", e) from e
         return bytes(out)
 
-    def _decode_range(self, mv: memoryview, start: int, end: int) -> dict:
+    def _decode_range(self, mv: memoryview, start: int, end: int) -> dict[Any, Any]:
         count = read_u32(mv, start, end, "entry count", self.serializer_id)
         pos = start + 4
         check_count(count, self._min_entry, pos, end, "entry count", self.serializer_id)
-        out: dict = {}
+        out: dict[Any, Any] = {}
         for _ in range(count):
             key_pos = pos
             k, pos = read_framed(self.key, mv, pos, end)
@@ -514,14 +516,14 @@ class MapOf(Serializer):
         return out
 
     @classmethod
-    def from_snapshot(cls, snapshot) -> MapOf:
+    def from_snapshot(cls, snapshot: SerializerSnapshot) -> MapOf:
         check_builtin_snapshot(snapshot, nested=2)
         key, value = _restore_children(snapshot)
         if not _key_allowed(key):
             raise CorruptSavepointError(f"map snapshot has a key serializer not allowed for keys: {key!r}")
         return cls(key, value)
 
-    def resolve_compatibility(self, old_snapshot) -> CompatibilityResult:
+    def resolve_compatibility(self, old_snapshot: SerializerSnapshot) -> CompatibilityResult:
         if old_snapshot.serializer_id != "map":
             return different_ids(old_snapshot, self)
         serializer_from_snapshot(old_snapshot)

@@ -32,6 +32,8 @@ the manifest entries they need, and its task reads only those byte ranges.
 
 from __future__ import annotations
 
+from typing import Any
+
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -161,7 +163,7 @@ class _MetadataReader(DataSourceReader):
         yield from pa.Table.from_pylist(rows, schema=_METADATA_SCHEMA).cast(target).to_batches()
 
 
-def _entries(state: dict) -> int | None:
+def _entries(state: dict[Any, Any]) -> int | None:
     for per_partition in ("elements_per_partition", "entries_per_partition"):
         if per_partition in state:
             return sum(state[per_partition])

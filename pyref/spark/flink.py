@@ -28,6 +28,8 @@ Flink savepoint through it when the path holds a Flink ``_metadata``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import itertools
 import os
 import time
@@ -77,8 +79,8 @@ def _handles(plans: list[OperatorPlan]) -> list[tuple[str, int, str]]:
     return tasks
 
 
-def _import_task(job: Job, source: str, options: dict, demotions: dict, batch_bytes: int,
-                 task: tuple[str, int, str]) -> tuple[bytes | None, dict, list[Replan]]:
+def _import_task(job: Job, source: str, options: dict[Any, Any], demotions: dict[Any, Any], batch_bytes: int,
+                 task: tuple[str, int, str]) -> tuple[bytes | None, dict[Any, Any], list[Replan]]:
     """One handle through the core writer, never committed: (the partial manifest, rows
     per state, places to plan again); no manifest when there are places."""
     operator_id, subtask, part = task
