@@ -6,9 +6,8 @@ two-column rows with one partition per subtask, and restored by the BROADCAST ru
 
 from __future__ import annotations
 
-from typing import Any
-
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +19,7 @@ from .errors import CorruptSavepointError, InvalidArgumentError
 from .manifest import BROADCAST_COLUMNS
 from .reader import ChunkStore, PartitionedView
 from .serializers import Serializer, serializer_from_snapshot
-from .writer import _BufferedState, _binary, _fails_writer, _values, check_subtask
+from .writer import OperatorWriter, SavepointWriter, _BufferedState, _binary, _fails_writer, _values, check_subtask
 
 
 def _repeated_key(keys: pa.Array) -> bytes | None:
@@ -39,7 +38,7 @@ class BroadcastStateWriter(_BufferedState):
     buffer budget, to refuse a repeated key when it is added (rule B5): a broadcast map is
     held whole by every subtask that restores it, so it is small next to keyed state."""
 
-    def __init__(self, writer, operator, name: str, key_serializer: Serializer, value_serializer: Serializer) -> None:
+    def __init__(self, writer: SavepointWriter, operator: OperatorWriter, name: str, key_serializer: Serializer, value_serializer: Serializer) -> None:
         super().__init__(writer, operator, name, slots=operator.parallelism + 1)
         self.key_serializer = key_serializer
         self.value_serializer = value_serializer
@@ -64,7 +63,7 @@ class BroadcastStateWriter(_BufferedState):
         """Add already serialized entries (binary arrays) to the map of ``subtask``."""
         self._add_encoded(check_subtask(subtask, len(self.partitions), self.label), [_binary(keys), _binary(values)])
 
-    def _add(self, slot: int, keys, values) -> None:
+    def _add(self, slot: int, keys: Sequence[Any] | pa.Array, values: Sequence[Any] | pa.Array) -> None:
         self._add_encoded(slot, [_binary(self.key_serializer.encode_array(_values(keys))),
                                  _binary(self.value_serializer.encode_array(_values(values)))])
 

@@ -21,12 +21,11 @@ and a savepoint's own files are those its manifest lists with ``base = 0``.
 
 from __future__ import annotations
 
-from typing import Any
-
 import math
 import os
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from .errors import ConcurrentWriteError, InvalidArgumentError
 from .io import (

@@ -212,17 +212,17 @@ def run(args: argparse.Namespace) -> int:
                            overwrite=args.overwrite, base_paths=args.base_paths)
         return print_written(args, manifest)
     if args.command == "clean":
-        report = remove_unreferenced_files(args.path, older_than=args.older_than * 3600, dry_run=args.dry_run)
+        cleaned = remove_unreferenced_files(args.path, older_than=args.older_than * 3600, dry_run=args.dry_run)
         if args.json:
-            print(json.dumps(report.to_dict(), indent=2))
+            print(json.dumps(cleaned.to_dict(), indent=2))
         else:
             verb = "would delete" if args.dry_run else "deleted"
-            for path in report.deleted:
+            for path in cleaned.deleted:
                 print(f"{verb} {path}")
-            for path in report.kept_recent:
+            for path in cleaned.kept_recent:
                 print(f"kept (too recent) {path}")
-            print(f"{verb} {len(report.deleted)} unreferenced files, {report.deleted_bytes} bytes; "
-                  f"kept {len(report.kept_recent)} younger than {args.older_than:g} h")
+            print(f"{verb} {len(cleaned.deleted)} unreferenced files, {cleaned.deleted_bytes} bytes; "
+                  f"kept {len(cleaned.kept_recent)} younger than {args.older_than:g} h")
         return 0
     raise AssertionError(f"unhandled command {args.command}")
 

@@ -32,11 +32,6 @@ def serializer_label(snapshot: serializer_pb2.SerializerSnapshot) -> str:
     return f"{snapshot.serializer_id}{f'<{inner}>' if inner else ''}@v{snapshot.version}"
 
 
-def stored_length(chunk: pb.Chunk) -> int:
-    """Bytes a chunk takes in its data file (0 for an inline chunk: it comes with the manifest)."""
-    return chunk.range.length if chunk.WhichOneof("location") == "range" else 0
-
-
 def _sizes(chunks: Sequence[pb.Chunk]) -> dict[str, int]:
     stored = sum(c.range.length if c.WhichOneof("location") == "range" else len(c.inline_data) for c in chunks)
     return {"chunks": len(chunks), "stored_bytes": stored, "raw_bytes": sum(c.raw_length for c in chunks)}

@@ -7,9 +7,9 @@ view turns them into rows.
 
 from __future__ import annotations
 
-from typing import Any
-
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
@@ -26,7 +26,7 @@ from .manifest import (
     timer_column_count,
 )
 from .reader import Savepoint
-from .serializers import Int64, ListOf, serializer_from_snapshot
+from .serializers import Int64, ListOf, Serializer, serializer_from_snapshot
 from .timers import service_label
 from .ttl import TtlValue
 
@@ -145,7 +145,8 @@ def _verify_broadcast_keys(sp: Savepoint, op: pb.Operator, bs: pb.BroadcastState
             report.errors.append(f"partition {i}: {exc}")
 
 
-def _verify_chunks(sp: Savepoint, label: str, chunks, columns: int, serializers_of, report: VerifyReport) -> None:
+def _verify_chunks(sp: Savepoint, label: str, chunks: Sequence[pb.Chunk], columns: int,
+                   serializers_of: Callable[[], list[Serializer] | None], report: VerifyReport) -> None:
     """Read every chunk; decode every cell with ``serializers_of()`` (None: the cells are opaque).
     The chunks are read in storage order (few large requests on object stores); if any is
     damaged, they are read again one by one, so that the report names each damaged chunk."""

@@ -357,7 +357,8 @@ def _validate_key_group_chunks(m: pb.Manifest, op: pb.Operator, chunks, columns:
 
 
 def _validate_chunk(m: pb.Manifest, chunk: pb.Chunk, columns: int, label: str, corrupt) -> None:
-    if chunk.codec not in (Codec.NONE, Codec.ZSTD):
+    codec = int(chunk.codec)
+    if codec not in (Codec.NONE, Codec.ZSTD):
         raise UnsupportedFormatError(f"chunk uses unknown codec {chunk.codec}", state=label)
     where = chunk.WhichOneof("location")
     if where is None:
@@ -376,9 +377,9 @@ def _validate_chunk(m: pb.Manifest, chunk: pb.Chunk, columns: int, label: str, c
     if not minimum <= chunk.raw_length <= MAX_RAW_LENGTH:
         raise corrupt(f"chunk raw length {chunk.raw_length} cannot hold {chunk.row_count} rows of {columns} columns",
                       label)
-    if chunk.codec == Codec.NONE and stored != chunk.raw_length:
+    if codec == Codec.NONE and stored != chunk.raw_length:
         raise corrupt(f"uncompressed chunk stores {stored} bytes but declares {chunk.raw_length}", label)
-    if chunk.codec == Codec.ZSTD and chunk.raw_length > MAX_ZSTD_RATIO * stored:
+    if codec == Codec.ZSTD and chunk.raw_length > MAX_ZSTD_RATIO * stored:
         raise corrupt(f"zstd chunk of {stored} stored bytes cannot expand to its declared {chunk.raw_length}", label)
 
 

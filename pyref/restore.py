@@ -18,11 +18,10 @@ import numpy as np
 import pyarrow as pa
 
 from ._proto.savepoint.v1 import manifest_pb2 as pb
-from .descriptions import stored_length
 from .errors import InvalidArgumentError
 from .key_groups import KeyGroupRange, check_parallelism, key_group_bounds, key_group_range
 from .reader import KeyedStateView, ListStateView, OperatorView, Savepoint, locate_in_partition, partition_starts
-from .redistribution import redistribute
+from .redistribution import DistributionMode, redistribute
 from .serializers import Serializer
 from .timers import TimerServiceView, find_timer_service
 
@@ -38,10 +37,10 @@ def plan_list_state(operator: pb.Operator, new_parallelism: int) -> dict[str, li
     lists are read-only.
     """
     partitioned = [*operator.list_states, *operator.broadcast_states]
-    states = {}
+    states: dict[str, tuple[DistributionMode, list[int]]] = {}
     for st in partitioned:
         counts = [sum(r.count for r in p.ranges) for p in st.partitions]
-        states[st.name] = (st.mode if isinstance(st, pb.ListState) else pb.BROADCAST, counts)
+        states[st.name] = (DistributionMode(st.mode if isinstance(st, pb.ListState) else pb.BROADCAST), counts)
     slices = redistribute(states, operator.parallelism, new_parallelism)
     plan: dict[str, list[list[pb.ElementRange]]] = {}
     for st in partitioned:
@@ -153,7 +152,7 @@ class OperatorPlan:
         views = self.__dict__.setdefault("_timer_views", {})
         if (service.name, service.domain) not in views:
             op = self.operator
-            views[service.name, service.domain] = TimerServiceView(op._store, op.proto, op.key_serializer, service)
+            views[service.name, service.domain] = TimerServiceView(op._store, op.proto, op._keys(), service)
         return views[service.name, service.domain]
 
     @cached_property
@@ -168,7 +167,7 @@ class OperatorPlan:
         key_grouped = [*((ks.chunks, self.keyed_view(ks.name)) for ks in op.keyed_states),
                        *((ts.chunks, self.timer_view(ts.name, ts.domain)) for ts in op.timer_services)]
         for chunks, view in key_grouped:
-            stored = np.fromiter((stored_length(c) for c in chunks), dtype=np.int64, count=len(chunks))
+            stored = np.fromiter((_stored_length(c) for c in chunks), dtype=np.int64, count=len(chunks))
             ends = np.concatenate([[0], np.cumsum(stored)])
             groups = view.chunk_key_groups
             total += ends[np.searchsorted(groups, lasts, side="right")] - ends[np.searchsorted(groups, firsts)]
@@ -176,7 +175,7 @@ class OperatorPlan:
             summed: dict[int, int] = {}
             for i, ranges in enumerate(self.list_ranges[st.name]):
                 if id(ranges) not in summed:
-                    summed[id(ranges)] = sum(stored_length(st.chunks[c]) for c in {r.chunk for r in ranges})
+                    summed[id(ranges)] = sum(_stored_length(st.chunks[c]) for c in {r.chunk for r in ranges})
                 total[i] += summed[id(ranges)]
         return total
 
@@ -292,3 +291,5 @@ class SubtaskRestore:
         return int(self._plan.planned_bytes[self.index])
 
 
+def _stored_length(chunk: pb.Chunk) -> int:
+    return chunk.range.length if chunk.WhichOneof("location") == "range" else 0

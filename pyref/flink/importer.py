@@ -31,8 +31,6 @@ opaque (at most twice per place: nullable, then opaque).
 
 from __future__ import annotations
 
-from typing import Any
-
 import contextlib
 import itertools
 import os
@@ -40,6 +38,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa

@@ -14,9 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute is used below)
 
-from pyref.errors import CorruptSavepointError, InvalidArgumentError
-
 from pyref._proto.savepoint.v1.serializer_pb2 import SerializerSnapshot
+from pyref.errors import CorruptSavepointError, InvalidArgumentError
 
 from .base import (
     Compatibility,

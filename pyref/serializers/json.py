@@ -7,9 +7,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from pyref.errors import CorruptSavepointError, InvalidArgumentError
-
 from pyref._proto.savepoint.v1.serializer_pb2 import SerializerSnapshot
+from pyref.errors import CorruptSavepointError, InvalidArgumentError
 
 from .base import Serializer, binary_input, check_builtin_snapshot, corrupt, register_builtin
 

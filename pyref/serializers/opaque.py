@@ -13,9 +13,8 @@ from typing import Any
 import pyarrow as pa
 
 from pyref._proto.savepoint.v1 import serializer_pb2
-from pyref.errors import CorruptSavepointError, InvalidArgumentError
-
 from pyref._proto.savepoint.v1.serializer_pb2 import SerializerSnapshot
+from pyref.errors import CorruptSavepointError, InvalidArgumentError
 
 from .base import (
     Compatibility,

@@ -16,9 +16,8 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 
 from pyref._proto.savepoint.v1 import serializer_pb2
-from pyref.errors import CorruptSavepointError, InvalidArgumentError
-
 from pyref._proto.savepoint.v1.serializer_pb2 import SerializerSnapshot
+from pyref.errors import CorruptSavepointError, InvalidArgumentError
 
 from .base import (
     Compatibility,

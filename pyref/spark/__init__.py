@@ -17,6 +17,7 @@ can register its subcommands without importing pyspark.
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "SavepointDataSource": "datasource",
@@ -36,8 +37,18 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
+if TYPE_CHECKING:  # what a type checker sees of the lazy names below (pyspark types included)
+    from .commit import WriteOptions
+    from .datasource import SavepointDataSource, SavepointMetadataDataSource, register
+    from .flink import import_flink, read_flink_state
+    from .frames import read_state
+    from .jobs import change_max_parallelism, migrate_state, rescale
+    from .progress import Progress
+    from .session import spark_session
+    from .writer import SavepointBuilder
 
-def __getattr__(name: str):
+
+def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)

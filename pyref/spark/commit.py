@@ -12,12 +12,11 @@ attempts, or all of them when the build failed.
 
 from __future__ import annotations
 
-from typing import Any
-
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession

@@ -32,9 +32,8 @@ the manifest entries they need, and its task reads only those byte ranges.
 
 from __future__ import annotations
 
-from typing import Any
-
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import SparkSession

@@ -28,13 +28,12 @@ Flink savepoint through it when the path holds a Flink ``_metadata``.
 
 from __future__ import annotations
 
-from typing import Any
-
 import itertools
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from functools import partial
+from typing import Any
 
 import numpy as np
 import pyarrow as pa

@@ -28,14 +28,13 @@ parallel, byte for byte.
 
 from __future__ import annotations
 
-from typing import Any
-
 import os
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
