@@ -146,6 +146,10 @@ class _KeyedRowsView:
         self._prefix = prefix_bytes
         self._max_parallelism = max_parallelism
 
+    @property
+    def _columns(self) -> dict[str, pa.Array]:
+        raise NotImplementedError
+
     def __len__(self) -> int:
         return len(self._rows.keys)
 
@@ -254,10 +258,10 @@ class FlinkKeyedStateView(_KeyedRowsView):
         nulls = columns["value_is_null"].to_numpy(zero_copy_only=False)
         present = np.flatnonzero(~nulls)
         decoded = decode_column(self.cell_type, values.take(pa.array(present)), state=self.name)
-        out: list[Any] = [None] * len(values)
+        by_row: list[Any] = [None] * len(values)
         for row, value in zip(present.tolist(), decoded):
-            out[row] = _unwrap(value, with_ttl)
-        return out
+            by_row[row] = _unwrap(value, with_ttl)
+        return by_row
 
     def items(self, *, with_ttl: bool = False) -> Iterator[tuple[Any, ...]]:
         """Decoded entries: ``(key, value)``; ``(key, user_key, value)`` for MAP
@@ -270,7 +274,7 @@ class FlinkKeyedStateView(_KeyedRowsView):
         parts = [decode_column(self.key_type, columns["key"], state=self.name)]
         if self.has_namespace:
             parts.append(decode_column(self.namespace_type, columns["namespace"], state=self.name))
-        if self.kind == "MAP":
+        if self.user_key_type is not None:  # MAP state
             parts.append(decode_column(self.user_key_type, columns["user_key"], state=self.name))
         parts.append(self._decoded_values(with_ttl))
         return iter(zip(*parts))

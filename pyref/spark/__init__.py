@@ -38,14 +38,19 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # what a type checker sees of the lazy names below (pyspark types included)
-    from .commit import WriteOptions
-    from .datasource import SavepointDataSource, SavepointMetadataDataSource, register
-    from .flink import import_flink, read_flink_state
-    from .frames import read_state
-    from .jobs import change_max_parallelism, migrate_state, rescale
-    from .progress import Progress
-    from .session import spark_session
-    from .writer import SavepointBuilder
+    from .commit import WriteOptions as WriteOptions
+    from .datasource import SavepointDataSource as SavepointDataSource
+    from .datasource import SavepointMetadataDataSource as SavepointMetadataDataSource
+    from .datasource import register as register
+    from .flink import import_flink as import_flink
+    from .flink import read_flink_state as read_flink_state
+    from .frames import read_state as read_state
+    from .jobs import change_max_parallelism as change_max_parallelism
+    from .jobs import migrate_state as migrate_state
+    from .jobs import rescale as rescale
+    from .progress import Progress as Progress
+    from .session import spark_session as spark_session
+    from .writer import SavepointBuilder as SavepointBuilder
 
 
 def __getattr__(name: str) -> Any:
