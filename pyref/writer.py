@@ -761,7 +761,7 @@ class OperatorWriter:
         assert self.key_serializer is not None
         return self.key_serializer
 
-    def timer_service(self, name: str, domain: str, namespace_serializer: Serializer | None = None
+    def timer_service(self, name: str, domain: str | int, namespace_serializer: Serializer | None = None
                       ) -> TimerServiceWriter:
         """Format 1.2: a timer service of ``domain`` "event_time" or "processing_time" (spec/format.md §5.7)."""
         from .timers import TimerServiceWriter  # builds on this module

@@ -14,6 +14,7 @@ from .._proto.savepoint.v1 import serializer_pb2
 from ..cli import BASE_PATHS_HELP, count, operator_numbers, print_written
 from ..errors import InvalidArgumentError, SavepointError
 from ..flink.import_cli import add_import_arguments, import_options, print_import
+from ..flink.importer import ImportReport
 from ..serializers import MAX_NESTING_DEPTH, Serializer, serializer_from_snapshot
 
 _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
@@ -123,7 +124,11 @@ def _spark_import_flink(args: argparse.Namespace) -> int:
         return import_flink(spark, args.source, args.target, overwrite=args.overwrite, progress=not args.json,
                             **options)
 
-    return _run_on_spark(args, job, lambda args, report: print_import(report.to_dict(), args.json) or 0)
+    def report(args: argparse.Namespace, imported: ImportReport) -> int:
+        print_import(imported.to_dict(), args.json)
+        return 0
+
+    return _run_on_spark(args, job, report)
 
 
 def add_spark_commands(subparsers) -> None:

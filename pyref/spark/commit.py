@@ -142,7 +142,7 @@ def _map_chunks_task(job: Job, fn: Callable[..., Any], fragments: Iterable[Fragm
     # A partial manifest: the task's files, and the new chunks (in fragment order) in its one state.
     result = pb.Manifest(data_files=files)
     state = result.operators.add().list_states.add()
-    indices = []
+    indices: list[int] = []
     for chunk_indices, chunks in out:
         indices.extend(chunk_indices)
         state.chunks.extend(chunks)

@@ -130,11 +130,13 @@ def change_max_parallelism(spark: SparkSession, source: Path, target: Path, max_
                     raise InvalidArgumentError(
                         f"operator {operator_id!r}: its writer assigned the key groups, so no key can be given a new "
                         "one here; the max parallelism cannot change (spec/format.md §7.12)")
+                assert sp is not None  # the builder's source: the savepoint being changed
                 source_op = sp.operator(operator_id).proto
                 report.step(f"{operator_id}: max parallelism {op.max_parallelism} -> {new}")
                 op.max_parallelism = new
                 # Keyed states and timer services alike: every row moves to its key's new key group.
-                keyed = [(find_state(source_op, s.name), find_state(op, s.name)) for s in op.keyed_states]
+                keyed: list[tuple[pb.KeyedState | pb.TimerService, pb.KeyedState | pb.TimerService]] = [
+                    (next(k for k in source_op.keyed_states if k.name == s.name), s) for s in op.keyed_states]
                 keyed += [(find_timer_service(source_op, s.name, s.domain), s) for s in list(op.timer_services)]
                 for source_state, state in keyed:
                     stored = sum(stored_length(c) for c in source_state.chunks)

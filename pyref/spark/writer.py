@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -482,7 +482,7 @@ class SavepointBuilder:
         op = self.operator(operator_id)
         mode = DistributionMode.parse(mode)
         self._new_state_name(op, name, replace)
-        state = pb.ListState(name=name, mode=int(mode), element_serializer=serializer.snapshot())
+        state = pb.ListState(name=name, mode=cast(pb.DistributionMode, mode), element_serializer=serializer.snapshot())
         rows = df.select(df[subtask].cast("int").alias("subtask"), df[value].alias("value"),
                          *([df[order_by].alias("order")] if order_by else []))
         rows = rows.repartition(min(self._partitions(), op.parallelism), "subtask")
@@ -506,6 +506,7 @@ class SavepointBuilder:
                                        state=state_label(op, str(name)))
         state, source_state = _part(op, name), _part(source_op, name)
         self.progress.step(f"rewriting chunks of {state_label(source_op, str(name))}")
+        assert self.source is not None  # the state was kept from it
         fragments = chunk_fragments(self.source, source_op, source_state, self.fragment_bytes)
         results = self._guarded(lambda: map_chunks(self.spark, self.job, fragments, fn))
         replace_chunks(self.manifest, state, results)
@@ -518,6 +519,7 @@ class SavepointBuilder:
         if source.WhichOneof("location") != "range":
             op.coordinator_state.CopyFrom(source)  # inline: it is in the manifest already
             return
+        assert self.source is not None  # the coordinator state was kept from it
         stored = self.source.store.read_stored(source, f"{operator_id} (coordinator state)")
         op.coordinator_state.CopyFrom(self._driver_chunk(lambda sink: sink.put_stored(source, stored)))
 
@@ -567,7 +569,7 @@ class SavepointBuilder:
             raise InvalidArgumentError("this build has already committed or aborted")
 
     def _partitions(self) -> int:
-        return self.partitions or int(self.spark.conf.get("spark.sql.shuffle.partitions"))
+        return self.partitions or int(str(self.spark.conf.get("spark.sql.shuffle.partitions")))
 
     def __enter__(self) -> SavepointBuilder:
         return self
