@@ -43,7 +43,8 @@ def read(location: Path) -> dict[str, object]:
     report: VerifyReport = verify(sp)
     return {"hits": hits, "referrer": visit.referrer, "entries": info.entries, "repr": repr(counts),
             "offsets": offsets.to_arrow().column("value").to_pylist(), "key_groups": (groups.first, groups.last),
-            "subtask_3": list(sub.keyed_state("count")), "planned_bytes": summary.operators[0].subtasks[0].planned_bytes,
+            "subtask_3": list(sub.keyed_state("count")),
+            "planned_bytes": summary.operators[0].subtasks[0].planned_bytes,
             "operators": [op.operator_id for op in described.operators], "verified": report.ok}
 
 

@@ -38,7 +38,8 @@ class BroadcastStateWriter(_BufferedState):
     buffer budget, to refuse a repeated key when it is added (rule B5): a broadcast map is
     held whole by every subtask that restores it, so it is small next to keyed state."""
 
-    def __init__(self, writer: SavepointWriter, operator: OperatorWriter, name: str, key_serializer: Serializer, value_serializer: Serializer) -> None:
+    def __init__(self, writer: SavepointWriter, operator: OperatorWriter, name: str, key_serializer: Serializer,
+                 value_serializer: Serializer) -> None:
         super().__init__(writer, operator, name, slots=operator.parallelism + 1)
         self.key_serializer = key_serializer
         self.value_serializer = value_serializer
@@ -142,7 +143,8 @@ class BroadcastStateView(PartitionedView):
             self.check_distinct_keys(pa.concat_arrays(held))
 
     def _cell_fields(self) -> list[pa.Field]:
-        return [pa.field("key", self.key_serializer.arrow_type()), pa.field("value", self.value_serializer.arrow_type())]
+        return [pa.field("key", self.key_serializer.arrow_type()),
+                pa.field("value", self.value_serializer.arrow_type())]
 
     @property
     def info(self) -> BroadcastStateInfo:

@@ -45,6 +45,10 @@ def _plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else many or one + 's'}"
 
 
+def _stored(chunks: int, stored_bytes: int) -> str:
+    return f"{_plural(chunks, 'chunk')}, {stored_bytes} bytes"
+
+
 class _Described:
     """``to_dict()``: the JSON form, a ``type`` after the name where the class has one and
     without the optional fields (:attr:`_OPTIONAL`) that are None."""
@@ -93,8 +97,7 @@ class ListStateInfo(_Described):
     def summary(self) -> str:
         elements = sum(self.elements_per_partition)
         return (f"[{self.mode}] {self.serializer}: {_plural(elements, 'element')} in "
-                f"{_plural(len(self.elements_per_partition), 'partition')}, {_plural(self.chunks, 'chunk')}, "
-                f"{self.stored_bytes} bytes")
+                f"{_plural(len(self.elements_per_partition), 'partition')}, {_stored(self.chunks, self.stored_bytes)}")
 
 
 @dataclass(frozen=True)
@@ -128,8 +131,7 @@ class KeyedStateInfo(_Described):
 
     def summary(self) -> str:
         return (f"[{self.kind}] {self.serializer}: {_plural(self.entries, 'entry', 'entries')} in "
-                f"{_plural(self.key_groups_with_entries, 'key group')}, "
-                f"{_plural(self.chunks, 'chunk')}, {self.stored_bytes} bytes")
+                f"{_plural(self.key_groups_with_entries, 'key group')}, {_stored(self.chunks, self.stored_bytes)}")
 
 
 @dataclass(frozen=True)
@@ -154,8 +156,7 @@ class BroadcastStateInfo(_Described):
     def summary(self) -> str:
         entries = max(self.entries_per_partition, default=0)
         return (f"{self.key_serializer} -> {self.serializer}: up to {entries} entries in each of "
-                f"{_plural(len(self.entries_per_partition), 'partition')}, {_plural(self.chunks, 'chunk')}, "
-                f"{self.stored_bytes} bytes")
+                f"{_plural(len(self.entries_per_partition), 'partition')}, {_stored(self.chunks, self.stored_bytes)}")
 
 
 @dataclass(frozen=True)
@@ -181,8 +182,7 @@ class TimerServiceInfo(_Described):
 
     def summary(self) -> str:
         return (f"[{self.domain}]: {_plural(self.timers, 'timer')} in "
-                f"{_plural(self.key_groups_with_timers, 'key group')}, {_plural(self.chunks, 'chunk')}, "
-                f"{self.stored_bytes} bytes")
+                f"{_plural(self.key_groups_with_timers, 'key group')}, {_stored(self.chunks, self.stored_bytes)}")
 
 
 StateInfo = ListStateInfo | KeyedStateInfo | BroadcastStateInfo

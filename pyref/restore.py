@@ -126,7 +126,8 @@ class OperatorPlan:
         return [counted[id(ranges)] for ranges in self.list_ranges[name]]
 
     def __repr__(self) -> str:
-        return f"<OperatorPlan {self.operator.operator_id!r} parallelism {self.operator.parallelism} -> {self.parallelism}>"
+        return (f"<OperatorPlan {self.operator.operator_id!r} parallelism {self.operator.parallelism} -> "
+                f"{self.parallelism}>")
 
     def summary(self) -> OperatorPlanSummary:
         """Per new subtask: key groups, list elements and broadcast entries per state (one count per

@@ -500,7 +500,8 @@ class ListStateWriter(_BufferedState):
         self.partitions[slot].ranges.append(pb.ElementRange(chunk=len(self.chunks) - 1, count=chunk.row_count))
 
     def to_proto(self) -> pb.ListState:
-        return pb.ListState(name=self.name, mode=cast(pb.DistributionMode, self.mode), element_serializer=self.serializer.snapshot(),
+        return pb.ListState(name=self.name, mode=cast(pb.DistributionMode, self.mode),
+                            element_serializer=self.serializer.snapshot(),
                             chunks=self.chunks, partitions=self.partitions)
 
 
@@ -605,8 +606,9 @@ class KeyedStateWriter(_KeyGroupedState):
         self._stored_value = ListOf(element) if kind == pb.LIST else value_serializer
 
     @_fails_writer
-    def add(self, keys: Sequence[Any] | pa.Array, values: Sequence[Any] | pa.Array, user_keys: Sequence[Any] | pa.Array | None = None,
-            *, namespaces: Sequence[Any] | pa.Array | None = None, ttl_timestamps: Sequence[Any] | np.ndarray | None = None,
+    def add(self, keys: Sequence[Any] | pa.Array, values: Sequence[Any] | pa.Array,
+            user_keys: Sequence[Any] | pa.Array | None = None, *, namespaces: Sequence[Any] | pa.Array | None = None,
+            ttl_timestamps: Sequence[Any] | np.ndarray | None = None,
             subtask: int | None = None, key_groups: Sequence[int] | np.ndarray | None = None) -> None:
         """Add entries: ``values[i]`` under ``keys[i]`` (and ``user_keys[i]`` for MAP state,
         ``namespaces[i]`` for a namespaced state, ``ttl_timestamps[i]`` for a TTL state: the
@@ -829,7 +831,8 @@ class SavepointWriter:
     replaced only by the atomic commit, and its data files are deleted after it.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | SavepointIO, *, overwrite: bool = False, codec: str | Codec = Codec.ZSTD,
+    def __init__(self, path: str | os.PathLike[str] | SavepointIO, *, overwrite: bool = False,
+                 codec: str | Codec = Codec.ZSTD,
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES, buffer_bytes: int = DEFAULT_BUFFER_BYTES,
                  file_bytes: int = DEFAULT_FILE_BYTES, inline_bytes: int = DEFAULT_INLINE_BYTES,
                  file_prefix: str = "", key_bounds: bool = False, sort_keys: bool = False) -> None:

@@ -275,7 +275,8 @@ class OperatorImport:
         self.replans: dict[Place, Replan] = {}
         self._stopped: set[str] = set()  # "" when the operator's keys asked: every keyed part stops
 
-    def _guarded(self, name: str, keyed: bool, transcode: Callable[[], tuple[Any, ...] | None]) -> tuple[Any, ...] | None:
+    def _guarded(self, name: str, keyed: bool,
+                 transcode: Callable[[], tuple[Any, ...] | None]) -> tuple[Any, ...] | None:
         """``transcode()``, or None when the state stopped or asks to be planned again."""
         if name in self._stopped or keyed and "" in self._stopped:
             return None

@@ -99,7 +99,8 @@ def _write_task(job: Job, open_state: Callable[..., Any], feed: Callable[..., An
     yield pa.record_batch([pa.array([partial_manifest.SerializeToString()], pa.binary())], names=["partial"])
 
 
-def write_partials(df: DataFrame, job: Job, open_state: Callable[..., Any], feed: Callable[..., Any]) -> list[pb.Manifest]:
+def write_partials(df: DataFrame, job: Job, open_state: Callable[..., Any],
+                   feed: Callable[..., Any]) -> list[pb.Manifest]:
     """Run a write task on every partition of ``df``: ``open_state(writer)`` adds the
     operator and state to the task's core writer, ``feed(state, batch)`` adds a batch."""
     return _partials(df.mapInArrow(partial(_write_task, job, open_state, feed), _PARTIAL_SCHEMA))
@@ -126,7 +127,8 @@ def _partials(df: DataFrame) -> list[pb.Manifest]:
     return [pb.Manifest.FromString(r.partial) for r in df.collect()]
 
 
-def _map_chunks_task(job: Job, fn: Callable[..., Any], fragments: Iterable[Fragment]) -> Iterator[tuple[list[int], bytes]]:
+def _map_chunks_task(job: Job, fn: Callable[..., Any],
+                     fragments: Iterable[Fragment]) -> Iterator[tuple[list[int], bytes]]:
     sink = job.sink()
     try:
         out = []
