@@ -128,15 +128,15 @@ def _print_plan(info: dict) -> None:
                   f"{'; ' + lists if lists else ''}; reads {s['planned_bytes']} bytes")
 
 
-def print_written(args: argparse.Namespace, manifest) -> int:
+def print_written(args: argparse.Namespace, written: Savepoint) -> int:
     """Report a savepoint a command wrote: where, its id, its own new bytes, its bases."""
-    result = {"target": args.target, "savepoint_id": manifest.savepoint_id,
-              "bases": [b.directory for b in manifest.bases],
-              "new_data_bytes": sum(f.size for f in manifest.data_files if f.base == 0)}
+    info = written.info
+    result = {"target": args.target, "savepoint_id": info.savepoint_id,
+              "bases": [b.directory for b in info.bases], "new_data_bytes": info.data_bytes}
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"wrote {args.target} ({manifest.savepoint_id}); {result['new_data_bytes']} bytes of new data"
+        print(f"wrote {args.target} ({info.savepoint_id}); {result['new_data_bytes']} bytes of new data"
               + (f"; refers to {', '.join(result['bases'])}" if result["bases"] else ""))
     return 0
 
@@ -208,9 +208,9 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(info, indent=2)) if args.json else _print_plan(info)
         return 0
     if args.command == "rescale":
-        manifest = rescale(args.path, args.target, operator_numbers(args, "--parallelism"), copy=args.copy,
-                           overwrite=args.overwrite, base_paths=args.base_paths)
-        return print_written(args, manifest)
+        written = rescale(args.path, args.target, operator_numbers(args, "--parallelism"), copy=args.copy,
+                          overwrite=args.overwrite, base_paths=args.base_paths)
+        return print_written(args, written)
     if args.command == "clean":
         cleaned = remove_unreferenced_files(args.path, older_than=args.older_than * 3600, dry_run=args.dry_run)
         if args.json:

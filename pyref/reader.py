@@ -39,10 +39,12 @@ from .key_groups import KeyGroupRange, compute_key_groups
 from .keys import as_key_array, key_type_of
 from .manifest import (
     COORDINATOR_COLUMNS,
+    FORMAT_MAJOR,
     LIST_COLUMNS,
     FormatVersion,
     decode_manifest,
     keyed_column_count,
+    minor_version_for,
     read_manifest_file,
     state_label,
 )
@@ -813,6 +815,11 @@ class Savepoint:
         self.manifest = manifest
         self.version = version
         self.store = ChunkStore(io, manifest)
+
+    @classmethod
+    def written(cls, io: SavepointIO, manifest: pb.Manifest) -> Savepoint:
+        """The savepoint a writer just committed at ``io``, open without reading it back."""
+        return cls(io, manifest, FormatVersion(FORMAT_MAJOR, minor_version_for(manifest)))
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | SavepointIO) -> Savepoint:

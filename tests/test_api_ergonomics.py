@@ -10,7 +10,7 @@ import sys
 import pyarrow as pa
 import pytest
 
-from pyref import DistributionMode, InvalidArgumentError, Savepoint, SavepointWriter
+from pyref import DistributionMode, InvalidArgumentError, Savepoint, SavepointWriter, migrate_state, rescale
 from pyref.cli import main
 from pyref.descriptions import KeyedStateInfo, ListStateInfo, OperatorInfo, SavepointInfo
 from pyref.inspection import describe
@@ -122,3 +122,14 @@ def test_descriptions_are_dataclasses_whose_dicts_are_the_cli_json(sp_path, caps
     assert [s.first_key_group for s in summary.operators[1].subtasks] == [0, 32, 64, 96]
     assert main(["plan", str(sp_path), "--operator", "counter=4", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == summary.to_dict()
+
+
+def test_writes_return_the_new_savepoint_open(sp_path, tmp_path):
+    """rescale and migrate_state return the savepoint they committed, as open() would give it."""
+    rescaled = rescale(sp_path, tmp_path / "p4", 4)
+    reopened = Savepoint.open(tmp_path / "p4")
+    assert isinstance(rescaled, Savepoint) and rescaled.version == reopened.version
+    assert rescaled.info == reopened.info and rescaled.info.data_bytes == 0 and len(rescaled.info.bases) == 1
+    assert rescaled.operator("counter").parallelism == 4
+    migrated = migrate_state(sp_path, tmp_path / "m", "counter", "count", Int64(), copy=True)
+    assert migrated.info == Savepoint.open(tmp_path / "m").info and not migrated.info.bases

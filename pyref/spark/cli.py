@@ -77,12 +77,12 @@ def _run_on_spark(args: argparse.Namespace, job, report=print_written) -> int:
     owned = SparkSession.getActiveSession() is None  # a session we did not start stays up
     spark = spark_session(args.master, app_name=f"pyref {args.command}")
     try:
-        manifest = job(spark)
+        result = job(spark)
     finally:
         if owned:
             spark.stop()
 
-    return report(args, manifest)
+    return report(args, result)
 
 
 # The handlers check their arguments before anything imports pyspark (via .jobs or .flink): a
