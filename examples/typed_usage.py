@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 
 import pyref
-from pyref import DistributionMode, KeyGroupRange, Savepoint, SavepointWriter, TtlConfig
+from pyref import DistributionMode, KeyGroupRange, Savepoint, SavepointWriter, TtlConfig, VerifyReport, describe, verify
 from pyref.descriptions import KeyedStateInfo, SavepointInfo
-from pyref.inspection import VerifyReport, describe, verify
 from pyref.restore import PlanSummary, SubtaskRestore
 from pyref.serializers import Int64, String, Tuple
 

@@ -44,6 +44,9 @@ def describe(sp: Savepoint, *, subtasks: bool = False) -> SavepointInfo:
 
 @dataclass
 class VerifyReport:
+    """What :func:`verify` checked (chunks, values) and found: errors (damage) and warnings;
+    ``to_dict()`` is ``pyref verify --json``."""
+
     chunks: int = 0
     values: int = 0
     errors: list[str] = field(default_factory=list)
