@@ -146,12 +146,16 @@ class ChunkSink:
     def _file_for(self, length: int) -> OutputFile:
         """The data file to append ``length`` bytes to: the current one, or a new one when they would not fit."""
         if self._out is None or self._out.tell() + length > self.file_bytes:
-            self._close_current()
-            self._out = out = self.io.create(f"data/{self.file_prefix}{uuid.uuid4().hex}.svd")
-            # Listed before its first write, so that an abort after a failed write deletes it.
-            self.files.append(pb.DataFile(path=out.path))
-            out.write(DATA_FILE_MAGIC)
+            return self._roll()
         return self._out
+
+    def _roll(self) -> OutputFile:
+        self._close_current()
+        self._out = out = self.io.create(f"data/{self.file_prefix}{uuid.uuid4().hex}.svd")
+        # Listed before its first write, so that an abort after a failed write deletes it.
+        self.files.append(pb.DataFile(path=out.path))
+        out.write(DATA_FILE_MAGIC)
+        return out
 
     def _close_current(self) -> None:
         if self._out is not None:
