@@ -193,8 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         show_subtasks(Savepoint.open(seeds), 2, check)
         for parallelism in (1, 4):
             target = out / f"seeds-p{parallelism}"
-            manifest = rescale(seeds, target, parallelism, overwrite=True)
-            new_bytes = sum(f.size for f in manifest.data_files if f.base == 0)
+            new_bytes = rescale(seeds, target, parallelism, overwrite=True).info.data_bytes
             print(f"rescaled to parallelism {parallelism}: {target} ({new_bytes} bytes of state copied)")
             check(new_bytes == 0, "rescaling copied no state bytes")
             show_subtasks(verified(target, check), parallelism, check)

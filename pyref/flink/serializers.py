@@ -203,7 +203,7 @@ def at_position(end: int) -> Follow:
     def follow(inp: DataInput) -> bool:
         return inp.pos == end
 
-    follow.position = end  # lets a resynchronisation jump there instead of scanning
+    follow.position = end  # type: ignore[attr-defined]  # lets a resynchronisation jump there, not scan
     return follow
 
 
@@ -377,7 +377,7 @@ def _read_optional_map(inp: DataInput, what: str) -> list[tuple[str, tuple[int, 
     entries = []
     for _ in range(inp.read_count(f"{what} size", 4)):
         name = inp.read_utf(f"{what} entry name")
-        frames = []
+        frames: list[tuple[int, int] | None] = []
         for part in ("key", "value"):
             if inp.read_bool(f"{what} {part} presence"):
                 size = inp.read_count(f"{what} {part} frame length")

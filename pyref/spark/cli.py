@@ -15,6 +15,7 @@ from ..cli import BASE_PATHS_HELP, count, operator_numbers, print_written
 from ..errors import InvalidArgumentError, SavepointError
 from ..flink.export_cli import add_export_arguments, export_options, print_exported
 from ..flink.import_cli import add_import_arguments, import_options, print_import
+from ..flink.importer import ImportReport
 from ..serializers import MAX_NESTING_DEPTH, Serializer, serializer_from_snapshot
 
 _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
@@ -77,12 +78,12 @@ def _run_on_spark(args: argparse.Namespace, job, report=print_written) -> int:
     owned = SparkSession.getActiveSession() is None  # a session we did not start stays up
     spark = spark_session(args.master, app_name=f"pyref {args.command}")
     try:
-        written = job(spark)
+        result = job(spark)
     finally:
         if owned:
             spark.stop()
 
-    return report(args, written)
+    return report(args, result)
 
 
 # The handlers check their arguments before anything imports pyspark (via .jobs or .flink): a
@@ -124,7 +125,11 @@ def _spark_import_flink(args: argparse.Namespace) -> int:
         return import_flink(spark, args.source, args.target, overwrite=args.overwrite, progress=not args.json,
                             **options)
 
-    return _run_on_spark(args, job, lambda args, report: print_import(report.to_dict(), args.json) or 0)
+    def report(args: argparse.Namespace, imported: ImportReport) -> int:
+        print_import(imported.to_dict(), args.json)
+        return 0
+
+    return _run_on_spark(args, job, report)
 
 
 def _spark_export_flink(args: argparse.Namespace) -> int:

@@ -120,5 +120,5 @@ class DiskFullOnce(LocalIO):
             self.room -= len(data)
             write(data)
 
-        out.write = short_then_full
+        out.write = short_then_full  # type: ignore[method-assign]  # this one file fills the disk
         return out

@@ -6,6 +6,7 @@ them. Not a Flink writer: only what the tests need."""
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 import cramjam
 
@@ -105,8 +106,8 @@ def meta_info(name: str, backend_type: int, options: dict[str, str], serializers
     for k, v in options.items():
         out += utf(k) + utf(v)
     out += i32(len(serializers))
-    for k, v in serializers.items():
-        out += utf(k) + proxied(v)
+    for key, snapshot in serializers.items():
+        out += utf(key) + proxied(snapshot)
     return out
 
 
@@ -148,7 +149,7 @@ def keyed_stream(proxy: bytes, groups: dict[int, bytes], compress: bool = False)
 
 
 def operator_stream(list_states: list[tuple[bytes, list[bytes]]],
-                    broadcast: list[tuple[bytes, list[tuple[bytes, bytes]]]] = ()) -> tuple[bytes, list[list[int]]]:
+                    broadcast: Sequence[tuple[bytes, list[tuple[bytes, bytes]]]] = ()) -> tuple[bytes, list[list[int]]]:
     """An operator-state stream (uncompressed): (meta info, elements) per list
     state, then (meta info, entries) per broadcast state; returns the stream
     and each state's offsets in that order."""
