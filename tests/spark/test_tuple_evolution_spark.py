@@ -26,13 +26,13 @@ def test_a_label_gives_defaults_as_json_after_an_equals_sign():
 @pytest.mark.parametrize("serializer", [OLD, Tuple(String(), Int32()), ListOf(Nullable(OLD))], ids=repr)
 def test_the_label_inspect_prints_parses_back_to_the_serializer(serializer):
     """So a user copies the stored label from ``pyref inspect`` and appends the new field."""
-    from pyref.inspection import serializer_label
+    from pyref.descriptions import serializer_label
 
     assert parse_serializer(serializer_label(serializer.snapshot())) == serializer
 
 
 def test_a_field_appended_to_the_inspected_label_is_the_new_serializer():
-    from pyref.inspection import serializer_label
+    from pyref.descriptions import serializer_label
 
     label = serializer_label(OLD.snapshot())
     assert label == "tuple<url:string@v1,n:int32@v1>@v2"
