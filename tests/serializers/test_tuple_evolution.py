@@ -220,7 +220,7 @@ def test_the_readme_workflow_runs_as_written(tmp_path, capsys):
     block = re.search(r"## Schema evolution: adding a field to a tuple state\n.*?```python\n(.*?)```", readme,
                       re.S).group(1)
     exec(compile(block.replace("/savepoints/", f"{tmp_path}/"), "README.md", "exec"), {})
-    assert capsys.readouterr().out.splitlines() == ["('/b', 5, 0)"]
+    assert capsys.readouterr().out.splitlines() == ["Record(url='/b', n=5, ts=0)"]
 
 
 # -- the column path (pyref.serializers.tuple_columns) ---------------------------------------
