@@ -30,7 +30,7 @@ from .manifest import FORMAT_MAJOR, FORMAT_MINOR
 from .reader import Savepoint
 from .redistribution import DistributionMode, ElementSlice, redistribute
 from .restore import RestorePlan
-from .rewrite import migrate_state, rescale
+from .rewrite import flatten, migrate_state, rescale
 from .ttl import TtlConfig
 from .writer import SavepointWriter
 
@@ -55,6 +55,7 @@ __all__ = [
     "assign_to_key_group",
     "compute_key_groups",
     "default_max_parallelism",
+    "flatten",
     "key_group_range",
     "migrate_state",
     "operator_index_for_key_group",

@@ -1,4 +1,4 @@
-"""The ``pyref`` command line: inspect, verify, plan, rescale and clean savepoints, and
+"""The ``pyref`` command line: inspect, verify, plan, rescale, flatten and clean savepoints, and
 import Flink savepoints (``import-flink``; inspect and verify read Flink savepoints too).
 
 Exit codes: 0 success; 2 invalid arguments; 3 corrupt savepoint (or a failed
@@ -29,7 +29,7 @@ from .flink.import_cli import inspect_flink, is_flink_savepoint, verify_flink_co
 from .inspection import describe, verify
 from .io import typed_os_error
 from .reader import Savepoint
-from .rewrite import rescale
+from .rewrite import flatten, rescale
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -42,6 +42,8 @@ class ArgumentParser(argparse.ArgumentParser):
 
 _COUNT = re.compile(r"[0-9]{1,9}")
 _HOURS = re.compile(r"[0-9]{1,9}(\.[0-9]{1,9})?")
+FORCE_HELP = ("with --overwrite: replace the target even if shallow savepoints use it as their base, which breaks "
+              "them (spec/format.md §8.4)")
 BASE_PATHS_HELP = ("a shallow target that is not the source's sibling names its bases by their paths in the store "
                    "(format 1.2 readers; spec/format.md §8.1)")
 
@@ -82,7 +84,9 @@ def _print_describe(info: dict) -> None:
     if info["required_features"] or info["optional_features"]:
         print(f"  features: required {info['required_features']} optional {info['optional_features']}")
     for b in info["bases"]:
-        print(f"  refers to base {b['directory']} ({b['savepoint_id']})")
+        print(f"  refers to base {b['path'] or b['directory']} ({b['savepoint_id']})")
+    for w in info["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
     print(f"  {info['data_files']} data files, {info['data_bytes']} bytes of its own")
     for op in info["operators"]:
         name = f" ({op['name']})" if op["name"] else ""
@@ -181,10 +185,17 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("target")
             p.add_argument("--copy", action="store_true", help="self-contained copy instead of referring to the source")
             p.add_argument("--overwrite", action="store_true", help="replace a savepoint already at the target")
+            p.add_argument("--force", action="store_true", help=FORCE_HELP)
             p.add_argument("--base-paths", action="store_true", help=BASE_PATHS_HELP)
         p.add_argument("-p", "--parallelism", type=count, help="new parallelism of every operator")
         p.add_argument("--operator", action="append", metavar="ID=N", help="new parallelism of one operator")
         p.add_argument("--json", action="store_true")
+    p = sub.add_parser("flatten", help="a self-contained copy: every byte it reads from its bases copied into it")
+    p.add_argument("path")
+    p.add_argument("target")
+    p.add_argument("--overwrite", action="store_true", help="replace a savepoint already at the target")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
+    p.add_argument("--json", action="store_true")
     p = sub.add_parser("clean", help="delete data files no manifest lists, left by interrupted writers")
     p.add_argument("path")
     p.add_argument("--older-than", type=hours, default=DEFAULT_OLDER_THAN / 3600, metavar="HOURS",
@@ -228,8 +239,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "rescale":
         manifest = rescale(args.path, args.target, operator_numbers(args, "--parallelism"), copy=args.copy,
-                           overwrite=args.overwrite, base_paths=args.base_paths)
+                           overwrite=args.overwrite, base_paths=args.base_paths, force=args.force)
         return print_written(args, manifest)
+    if args.command == "flatten":
+        return print_written(args, flatten(args.path, args.target, overwrite=args.overwrite, force=args.force))
     if args.command == "clean":
         report = remove_unreferenced_files(args.path, older_than=args.older_than * 3600, dry_run=args.dry_run)
         if args.json:

@@ -115,10 +115,25 @@ def describe(sp: Savepoint, *, subtasks: bool = False) -> dict:
         "location": sp.location, "savepoint_id": m.savepoint_id, "format_version": str(sp.version),
         "created_by": m.created_by, "created_at_ms": m.created_at_ms,
         "required_features": list(m.required_features), "optional_features": list(m.optional_features),
-        "bases": [{"directory": b.directory, "savepoint_id": b.savepoint_id} for b in m.bases],
+        "bases": [{"directory": b.directory, "path": b.path, "savepoint_id": b.savepoint_id} for b in m.bases],
+        "warnings": _base_warnings(sp),
         "data_files": len(m.data_files), "data_bytes": sum(f.size for f in m.data_files if f.base == 0),
         "operators": operators,
     }
+
+
+def _base_warnings(sp: Savepoint) -> list[str]:
+    """A line for each base that is missing or replaced (its data is gone, spec/format.md §8.2):
+    one manifest read per base, no data file."""
+    warnings = []
+    for k in range(1, len(sp.manifest.bases) + 1):
+        try:
+            sp.store.base_io(k)
+        except StorageError:
+            raise
+        except SavepointError as exc:
+            warnings.append(f"{exc.reason}: its state cannot be read; restore the base or use a flattened copy")
+    return warnings
 
 
 @dataclass
@@ -146,7 +161,20 @@ def verify(sp: Savepoint) -> VerifyReport:
     """
     report = VerifyReport()
     store = sp.store
+    # A missing or replaced base is one error, not one per file and chunk it held (§8.2).
+    unread: set[int] = set()
+    for k in range(1, len(sp.manifest.bases) + 1):
+        try:
+            store.base_io(k)
+        except _NOT_DAMAGE:
+            raise
+        except SavepointError as exc:
+            files = {i for i, f in enumerate(sp.manifest.data_files) if f.base == k}
+            unread |= files
+            report.errors.append(f"{exc} ({len(files)} data files of this base and the chunks in them not read)")
     for i, f in enumerate(sp.manifest.data_files):
+        if i in unread:
+            continue
         try:
             io, rel = store.file_location(i)
             size = io.size(rel)
@@ -168,22 +196,22 @@ def verify(sp: Savepoint) -> VerifyReport:
     for op in sp.manifest.operators:
         for ls in op.list_states:
             _verify_chunks(sp, state_label(op, ls.name), ls.chunks, LIST_COLUMNS, lambda: [
-                serializer_from_snapshot(ls.element_serializer)], report)
+                serializer_from_snapshot(ls.element_serializer)], report, unread)
         for ks in op.keyed_states:
             _verify_chunks(sp, state_label(op, ks.name), ks.chunks, keyed_column_count(ks),
-                           lambda: _keyed_serializers(op, ks), report)
+                           lambda: _keyed_serializers(op, ks), report, unread)
         for ts in op.timer_services:
             _verify_chunks(sp, service_label(op.operator_id, ts.name, ts.domain), ts.chunks, timer_column_count(ts),
                            lambda: [serializer_from_snapshot(op.key_serializer),
                                     *([serializer_from_snapshot(ts.namespace_serializer)]
-                                      if ts.HasField("namespace_serializer") else []), Int64()], report)
+                                      if ts.HasField("namespace_serializer") else []), Int64()], report, unread)
         for bs in op.broadcast_states:
             _verify_chunks(sp, state_label(op, bs.name), bs.chunks, BROADCAST_COLUMNS, lambda: [
-                serializer_from_snapshot(bs.key_serializer), serializer_from_snapshot(bs.value_serializer)], report)
+                serializer_from_snapshot(bs.key_serializer), serializer_from_snapshot(bs.value_serializer)], report, unread)
             _verify_broadcast_keys(sp, op, bs, report)
         if op.HasField("coordinator_state"):
             _verify_chunks(sp, f"{op.operator_id} (coordinator state)", [op.coordinator_state], COORDINATOR_COLUMNS,
-                           lambda: None, report)
+                           lambda: None, report, unread)
     if report.errors:
         store.check_unchanged()  # damage seen because a writer replaced the savepoint meanwhile?
     return report
@@ -224,10 +252,14 @@ def _verify_broadcast_keys(sp: Savepoint, op: pb.Operator, bs: pb.BroadcastState
             report.errors.append(f"partition {i}: {exc}")
 
 
-def _verify_chunks(sp: Savepoint, label: str, chunks, columns: int, serializers_of, report: VerifyReport) -> None:
-    """Read every chunk; decode every cell with ``serializers_of()`` (None: the cells are opaque).
+def _verify_chunks(sp: Savepoint, label: str, chunks, columns: int, serializers_of, report: VerifyReport,
+                   unread: set[int]) -> None:
+    """Read every chunk, except those in the data files ``unread`` (of broken bases, reported
+    once); decode every cell with ``serializers_of()`` (None: the cells are opaque).
     The chunks are read in storage order (few large requests on object stores); if any is
     damaged, they are read again one by one, so that the report names each damaged chunk."""
+    if unread:
+        chunks = [c for c in chunks if c.WhichOneof("location") != "range" or c.range.file not in unread]
     try:
         serializers = serializers_of()
     except SavepointError as exc:
