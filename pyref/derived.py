@@ -43,7 +43,7 @@ def registration(base: SavepointIO, derived: SavepointIO) -> tuple[str, bytes]:
 
 
 def register_derived(derived: SavepointIO, bases: Iterable[SavepointIO]) -> None:
-    """Register ``derived`` in each of ``bases`` before it commits (spec/format.md §8.3 step 5).
+    """Register ``derived`` in each of ``bases`` before it commits (spec/format.md §8.3 step 8).
 
     A registration already there with the right contents stays; one with other contents
     (a registration cut short by a crash) is written again. A base the writer may not

@@ -61,7 +61,7 @@ class Derivation:
         source = self.source
         referenced = [(source.io, source.savepoint_id)]
         referenced += [(source.store.base_io(k), b.savepoint_id) for k, b in enumerate(source.manifest.bases, 1)]
-        # Before anything is written: each base learns that the target will use it (§8.3 step 5).
+        # Before anything is written: each base learns that the target will use it (§8.3 step 8).
         register_derived(target, [io for io, _ in referenced])
         for io, savepoint_id in referenced:
             base = self.manifest.bases.add(directory=io.name, savepoint_id=savepoint_id)

@@ -101,6 +101,22 @@ def test_migrate_int32_to_int64(spark, keyed):
     assert not (keyed.parent / "bad" / "_manifest").exists()
 
 
+def test_spark_flatten_copies_a_shallow_chain(spark, seeds, capsys):
+    """spark-flatten: the chunks of the savepoint and of its bases copied by Spark tasks; the
+    copy reads the same and needs none of them."""
+    assert main(["rescale", str(seeds), str(seeds.parent / "fl4"), "-p", "4"]) == 0
+    capsys.readouterr()
+    assert main(["spark-flatten", str(seeds.parent / "fl4"), str(seeds.parent / "fl-out" / "flat"),
+                 "--master", "local[2]", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["bases"] == []
+    flat = Savepoint.open(seeds.parent / "fl-out" / "flat")
+    assert not flat.manifest.bases and [o.parallelism for o in flat.operators] == [4, 4]
+    shallow = Savepoint.open(seeds.parent / "fl4")
+    for sp in (flat, shallow):
+        assert dict(sp.operator("url-counter").keyed_state("count").items()) == {f"/page/{i}": i for i in range(50)}
+    assert verify(flat).ok
+
+
 def test_cli_runs_the_jobs(spark, seeds, capsys):
     code = main(["change-max-parallelism", str(seeds), str(seeds.parent / "mp"), "-m", "256", "--master", "local[2]",
                  "--json"])
