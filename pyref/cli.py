@@ -5,7 +5,8 @@ Exit codes: 0 success; 2 invalid arguments; 3 corrupt savepoint (or a failed
 verify); 4 no savepoint at the path; 5 unsupported format, feature, codec or
 serializer; 6 incompatible serializer; 7 concurrent writer (another commit, a
 busy commit lock, files deleted by clean, a savepoint replaced while reading);
-8 storage error (I/O error, permission denied, disk full); 1 anything else.
+8 storage error (I/O error, permission denied, disk full); 9 a missing optional
+package (pyspark for the Spark subcommands, obstore for object stores); 1 anything else.
 ``--json`` prints one JSON document on stdout for scripts; every error, argument
 errors included, then goes to stdout too, as ``{"error": ..., "type": ...,
 "exit_code": ...}``.
@@ -23,11 +24,14 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+from . import __version__
 from .cleanup import DEFAULT_OLDER_THAN, remove_unreferenced_files
+from .derived import FORCE_HELP
 from .errors import CorruptSavepointError, InvalidArgumentError, SavepointError
 from .flink.import_cli import inspect_flink, is_flink_savepoint, verify_flink_command
 from .inspection import describe, verify
 from .io import typed_os_error
+from .manifest import FORMAT_MAJOR, FORMAT_MINOR
 from .reader import Savepoint
 from .rewrite import flatten, rescale
 
@@ -42,8 +46,6 @@ class ArgumentParser(argparse.ArgumentParser):
 
 _COUNT = re.compile(r"[0-9]{1,9}")
 _HOURS = re.compile(r"[0-9]{1,9}(\.[0-9]{1,9})?")
-FORCE_HELP = ("with --overwrite: replace the target even if shallow savepoints use it as their base, which breaks "
-              "them (spec/format.md §8.4)")
 BASE_PATHS_HELP = ("a shallow target that is not the source's sibling names its bases by their paths in the store "
                    "(format 1.2 readers; spec/format.md §8.1)")
 
@@ -166,6 +168,8 @@ def print_written(args: argparse.Namespace, manifest) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="pyref", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version",
+                        version=f"pyref {__version__} (savepoint format {FORMAT_MAJOR}.{FORMAT_MINOR})")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("inspect", help="operators, states, modes, serializers, parallelism, sizes, key-group ranges")

@@ -29,6 +29,9 @@ from .manifest import decode_manifest
 from .reader import read_committed
 
 DERIVED_DIR = "_derived"
+#: The command-line flag that replaces a savepoint in use as a base.
+FORCE_HELP = ("with --overwrite: replace the target even if shallow savepoints use it as their base, which breaks "
+              "them (spec/format.md §8.4)")
 #: A registration is a line of JSON; anything longer is not one (and is not read whole).
 MAX_REGISTRATION_BYTES = 4096
 

@@ -11,8 +11,9 @@ import argparse
 import re
 
 from .._proto.savepoint.v1 import serializer_pb2
-from ..cli import BASE_PATHS_HELP, FORCE_HELP, count, operator_numbers, print_written
-from ..errors import InvalidArgumentError, SavepointError
+from ..cli import BASE_PATHS_HELP, count, operator_numbers, print_written
+from ..derived import FORCE_HELP
+from ..errors import InvalidArgumentError, MissingDependencyError, SavepointError
 from ..flink.import_cli import add_import_arguments, import_options, print_import
 from ..serializers import MAX_NESTING_DEPTH, Serializer, serializer_from_snapshot
 
@@ -71,8 +72,8 @@ def _run_on_spark(args: argparse.Namespace, job, report=print_written) -> int:
 
         from .session import spark_session
     except ImportError as exc:
-        raise InvalidArgumentError(f"this command needs pyspark >= 4.0 with pandas "
-                                   f"(pip install 'pyref-savepoint[spark]'): {exc}") from None
+        raise MissingDependencyError(f"pyref {args.command} needs pyspark >= 4.0 with pandas "
+                                     f"(pip install 'pyref-savepoint[spark]'): {exc}") from None
     owned = SparkSession.getActiveSession() is None  # a session we did not start stays up
     spark = spark_session(args.master, app_name=f"pyref {args.command}")
     try:
@@ -126,7 +127,7 @@ def _spark_import_flink(args: argparse.Namespace) -> int:
         from .flink import import_flink
 
         return import_flink(spark, args.source, args.target, overwrite=args.overwrite, progress=not args.json,
-                            **options)
+                            force=args.force, **options)
 
     return _run_on_spark(args, job, lambda args, report: print_import(report.to_dict(), args.json) or 0)
 
@@ -173,6 +174,7 @@ def add_spark_commands(subparsers) -> None:
     add_import_arguments(p)
     p.add_argument("--master", default="local[*]", help="Spark master URL (default: local[*])")
     p.add_argument("--overwrite", action="store_true", help="replace a savepoint already at the target")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_spark_import_flink)
 
