@@ -1,4 +1,4 @@
-"""The ``pyref`` command line: inspect, verify, plan, rescale, flatten and clean savepoints, and
+"""The ``pyref`` command line: inspect, verify, plan, report, rescale, flatten and clean savepoints, and
 import Flink savepoints (``import-flink``; inspect and verify read Flink savepoints too).
 
 Exit codes: 0 success; 2 invalid arguments; 3 corrupt savepoint (or a failed
@@ -30,9 +30,10 @@ from .derived import FORCE_HELP
 from .errors import CorruptSavepointError, InvalidArgumentError, SavepointError
 from .flink.import_cli import inspect_flink, is_flink_savepoint, verify_flink_command
 from .inspection import describe, verify
-from .io import typed_os_error
+from .io import typed_os_error, typed_os_errors
 from .manifest import FORMAT_MAJOR, FORMAT_MINOR
 from .reader import Savepoint
+from .report import render_report
 from .rewrite import flatten, rescale
 
 
@@ -166,6 +167,17 @@ def print_written(args: argparse.Namespace, manifest) -> int:
     return 0
 
 
+def _write_report(args: argparse.Namespace) -> int:
+    if args.parallelism is not None and args.parallelism < 1:
+        raise InvalidArgumentError(f"--parallelism must be at least 1, got {args.parallelism}")
+    page = render_report(Savepoint.open(args.path), args.parallelism)
+    with typed_os_errors("cannot write the report", args.output), open(args.output, "w", encoding="utf-8") as out:
+        out.write(page)
+    result = {"report": os.path.abspath(args.output), "bytes": len(page.encode())}
+    print(json.dumps(result, indent=2) if args.json else f"wrote {result['report']} ({result['bytes']} bytes)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="pyref", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version",
@@ -199,6 +211,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target")
     p.add_argument("--overwrite", action="store_true", help="replace a savepoint already at the target")
     p.add_argument("--force", action="store_true", help=FORCE_HELP)
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("report", help="an HTML page of pictures: key-group sizes, load per subtask, state sizes")
+    p.add_argument("path")
+    p.add_argument("-p", "--parallelism", type=count, help="also draw every operator's load at this parallelism")
+    p.add_argument("-o", "--output", default="report.html", help="the HTML file to write (default %(default)s)")
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("clean", help="delete data files no manifest lists, left by interrupted writers")
     p.add_argument("path")
@@ -247,6 +264,8 @@ def run(args: argparse.Namespace) -> int:
         return print_written(args, manifest)
     if args.command == "flatten":
         return print_written(args, flatten(args.path, args.target, overwrite=args.overwrite, force=args.force))
+    if args.command == "report":
+        return _write_report(args)
     if args.command == "clean":
         report = remove_unreferenced_files(args.path, older_than=args.older_than * 3600, dry_run=args.dry_run)
         if args.json:
