@@ -33,7 +33,7 @@ from .inspection import describe, verify
 from .io import typed_os_error, typed_os_errors
 from .manifest import FORMAT_MAJOR, FORMAT_MINOR
 from .reader import Savepoint
-from .report import render_report
+from .report import render_report, summary
 from .rewrite import flatten, rescale
 
 
@@ -170,11 +170,20 @@ def print_written(args: argparse.Namespace, manifest) -> int:
 def _write_report(args: argparse.Namespace) -> int:
     if args.parallelism is not None and args.parallelism < 1:
         raise InvalidArgumentError(f"--parallelism must be at least 1, got {args.parallelism}")
-    page = render_report(Savepoint.open(args.path), args.parallelism)
+    sp = Savepoint.open(args.path)
+    page = render_report(sp, args.parallelism)
     with typed_os_errors("cannot write the report", args.output), open(args.output, "w", encoding="utf-8") as out:
         out.write(page)
-    result = {"report": os.path.abspath(args.output), "bytes": len(page.encode())}
-    print(json.dumps(result, indent=2) if args.json else f"wrote {result['report']} ({result['bytes']} bytes)")
+    result = {"report": os.path.abspath(args.output), "bytes": len(page.encode()),
+              "operators": summary(sp, args.parallelism)}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"wrote {result['report']} ({result['bytes']} bytes)")
+    for op in result["operators"]:
+        print(f"  {op['operator_id']}: " + "; ".join(
+            f"at parallelism {at['parallelism']} skew {at['skew']:.2f}x, {at['idle_subtasks']} idle subtasks"
+            for at in op["loads"]))
     return 0
 
 

@@ -96,6 +96,8 @@ def _subtasks(index: int, load: SubtaskLoad, label: str) -> str:
     tips = [f"subtask{'s' if la > f else ''} {f}{f'-{la}' if la > f else ''}: {_bytes(int(v))}"
             + (" (idle)" if i else "") for f, la, v, i in zip(firsts, lasts, values, idle)]
     body = _bars(values, attrs, tips, idle=idle)
+    body += [f'<text x="{MARGIN}" y="{HEIGHT - MARGIN + 18}">subtask 0</text>',
+             f'<text x="{WIDTH - 10}" y="{HEIGHT - MARGIN + 18}" text-anchor="end">{load.parallelism - 1}</text>']
     grouped = f", {per_bar} subtasks per bar (each the largest)" if per_bar > 1 else ""
     summary = (f'<p class="summary" id="load-{index}-p{load.parallelism}-summary" data-parallelism="{load.parallelism}" '
                f'data-skew="{load.skew:.3f}" data-idle="{load.idle}">{html.escape(label)}: parallelism '
@@ -131,6 +133,30 @@ def _states(index: int, op: dict) -> str:
             f'<th>stored</th><th>raw</th><th></th></tr>{"".join(rows)}</table>')
 
 
+def subtask_loads(load: KeyGroupLoad, current: int, chosen: int | None) -> list[tuple[str, SubtaskLoad]]:
+    """The loads a report shows, labelled: at the current parallelism, and at ``chosen``
+    (capped at the max parallelism: beyond it, the extra subtasks would hold no key group)."""
+    loads = [("current", load.at(current))]
+    if chosen is not None and chosen != current:
+        capped = min(chosen, load.max_parallelism)
+        loads.append(("chosen" if capped == chosen else f"chosen {chosen}, capped at the max parallelism",
+                      load.at(capped)))
+    return loads
+
+
+def summary(sp: Savepoint, parallelism: int | None = None) -> list[dict]:
+    """The numbers of the report's load charts, for ``--json``: per operator with keyed state
+    or timers, each load's parallelism, largest subtask, skew and idle subtasks."""
+    out = []
+    for op in sp.manifest.operators:
+        if op.keyed_states or op.timer_services:
+            loads = subtask_loads(KeyGroupLoad.of(op), op.parallelism, parallelism)
+            out.append({"operator_id": op.operator_id, "max_parallelism": op.max_parallelism, "loads": [
+                {"label": label, "parallelism": at.parallelism, "largest_bytes": int(at.bytes.max()),
+                 "skew": round(at.skew, 3), "idle_subtasks": at.idle} for label, at in loads]})
+    return out
+
+
 def render_report(sp: Savepoint, parallelism: int | None = None) -> str:
     """The HTML page for ``sp``; ``parallelism`` adds each keyed operator's load at that
     parallelism beside its current one."""
@@ -147,12 +173,7 @@ def render_report(sp: Savepoint, parallelism: int | None = None) -> str:
         if op.keyed_states or op.timer_services:
             load = KeyGroupLoad.of(op)
             parts.append(_histogram(index, load))
-            parts.append(_subtasks(index, load.at(op.parallelism), "current"))
-            if parallelism is not None and parallelism != op.parallelism:
-                # No subtask holds less than one key group: beyond the max parallelism, more would idle forever.
-                chosen = min(parallelism, op.max_parallelism)
-                label = "chosen" if chosen == parallelism else f"chosen {parallelism}, capped at the max parallelism"
-                parts.append(_subtasks(index, load.at(chosen), label))
+            parts += [_subtasks(index, at, label) for label, at in subtask_loads(load, op.parallelism, parallelism)]
         parts.append(_states(index, described))
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>pyref report: {html.escape(info['location'])}</title><style>{_STYLE}</style></head>"

@@ -91,11 +91,17 @@ def test_cli_writes_the_page(tmp_path, capsys):
     write_skewed(tmp_path / "sp")
     out = tmp_path / "r.html"
     assert main(["report", str(tmp_path / "sp"), "-p", "128", "-o", str(out), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"report": str(out), "bytes": out.stat().st_size}
+    result = json.loads(capsys.readouterr().out)
+    assert (result["report"], result["bytes"]) == (str(out), out.stat().st_size)
     page = Elements(out.read_text())
     assert len(page.bars("load-0-p4")) == 4 and len(page.bars("load-0-p128")) == 128
-    assert page.by_id("load-0-p128-summary")["data-idle"] == str(KeyGroupLoad.of(
-        Savepoint.open(tmp_path / "sp").operator("skewed").proto).at(128).idle)
+    load = KeyGroupLoad.of(Savepoint.open(tmp_path / "sp").operator("skewed").proto)
+    (skewed,) = result["operators"]  # the list-state operator has no key-group load
+    assert [(at["parallelism"], at["idle_subtasks"], at["largest_bytes"]) for at in skewed["loads"]] == \
+        [(p, load.at(p).idle, load.at(p).bytes.max()) for p in (4, 128)]
+    assert page.by_id("load-0-p128-summary")["data-idle"] == str(load.at(128).idle)
+    assert main(["report", str(tmp_path / "sp"), "-p", "1000", "-o", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["operators"][0]["loads"][1]["parallelism"] == 128  # capped
     assert "http" not in re.sub(r'xmlns="[^"]*"', "", out.read_text())  # nothing fetched from anywhere
     assert main(["report", str(tmp_path / "sp"), "-p", "0", "-o", str(out), "--json"]) == 2
 

@@ -4,7 +4,8 @@ max-parallelism change and serializer migration at scale.
 - :mod:`~pyref.spark.datasource`: ``spark.read.format("savepoint")`` and ``"savepoint-metadata"``.
 - :mod:`~pyref.spark.frames`: :func:`read_state`, the same read as ``mapInArrow`` tasks (faster).
 - :mod:`~pyref.spark.writer`: :class:`SavepointBuilder`, bootstrap from DataFrames and edits.
-- :mod:`~pyref.spark.jobs`: :func:`rescale`, :func:`change_max_parallelism`, :func:`migrate_state`.
+- :mod:`~pyref.spark.jobs`: :func:`rescale`, :func:`flatten`, :func:`change_max_parallelism`,
+  :func:`migrate_state`.
 - :mod:`~pyref.spark.flink`: :func:`import_flink` (a Flink savepoint imported in parallel) and
   :func:`read_flink_state` (a Flink savepoint's states as DataFrames).
 - :mod:`~pyref.spark.cli`: the ``pyref`` subcommands that run them.
@@ -27,6 +28,7 @@ _EXPORTS = {
     "WriteOptions": "commit",
     "Progress": "progress",
     "rescale": "jobs",
+    "flatten": "jobs",
     "change_max_parallelism": "jobs",
     "migrate_state": "jobs",
     "spark_session": "session",

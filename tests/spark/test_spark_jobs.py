@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from pyref import IncompatibleSerializerError, Savepoint, SavepointWriter
+from pyref import IncompatibleSerializerError, InvalidArgumentError, Savepoint, SavepointWriter
 from pyref.cli import main
 from pyref.inspection import describe, verify
 from pyref.key_groups import assign_to_key_group
@@ -115,6 +115,10 @@ def test_spark_flatten_copies_a_shallow_chain(spark, seeds, capsys):
     for sp in (flat, shallow):
         assert dict(sp.operator("url-counter").keyed_state("count").items()) == {f"/page/{i}": i for i in range(50)}
     assert verify(flat).ok
+    from pyref.spark import flatten
+
+    with pytest.raises(InvalidArgumentError, match="is the base of"):  # fl4 uses seeds
+        flatten(spark, seeds.parent / "fl4", seeds, overwrite=True, progress=False)
 
 
 def test_cli_runs_the_jobs(spark, seeds, capsys):
