@@ -120,6 +120,7 @@ def check_not_a_base(io: SavepointIO, previous: bytes | None, *, force: bool) ->
     users = dependents(io, manifest.savepoint_id)
     if users:
         shown = ", ".join(users[:5]) + (f" and {len(users) - 5} more" if len(users) > 5 else "")
-        raise InvalidArgumentError(f"savepoint {manifest.savepoint_id} here is the base of {shown}: replacing it would delete the "
-                    "data they refer to. Flatten them first (pyref flatten SRC TARGET), or pass force=True "
-                    "(--force) to break them", path=io.location)
+        raise InvalidArgumentError(
+            f"savepoint {manifest.savepoint_id} here is the base of {shown}: replacing it would delete the data they "
+            "refer to. Flatten them first (pyref flatten SRC TARGET), or pass force=True (--force) to break them",
+            path=io.location)

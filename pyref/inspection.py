@@ -122,18 +122,24 @@ def describe(sp: Savepoint, *, subtasks: bool = False) -> dict:
     }
 
 
-def _base_warnings(sp: Savepoint) -> list[str]:
-    """A line for each base that is missing or replaced (its data is gone, spec/format.md §8.2):
-    one manifest read per base, no data file."""
-    warnings = []
+def broken_bases(sp: Savepoint) -> dict[int, SavepointError]:
+    """Each base (1-based index) that is missing, replaced or unreadable (spec/format.md §8.2),
+    with the error a read through it would raise: one manifest read per base, no data file.
+    A failing storage or a savepoint replaced meanwhile is raised instead."""
+    broken = {}
     for k in range(1, len(sp.manifest.bases) + 1):
         try:
             sp.store.base_io(k)
-        except StorageError:
+        except _NOT_DAMAGE:
             raise
         except SavepointError as exc:
-            warnings.append(f"{exc.reason}: its state cannot be read; restore the base or use a flattened copy")
-    return warnings
+            broken[k] = exc
+    return broken
+
+
+def _base_warnings(sp: Savepoint) -> list[str]:
+    return [f"{exc.reason}: its state cannot be read; restore the base or use a flattened copy"
+            for exc in broken_bases(sp).values()]
 
 
 @dataclass
@@ -163,15 +169,10 @@ def verify(sp: Savepoint) -> VerifyReport:
     store = sp.store
     # A missing or replaced base is one error, not one per file and chunk it held (§8.2).
     unread: set[int] = set()
-    for k in range(1, len(sp.manifest.bases) + 1):
-        try:
-            store.base_io(k)
-        except _NOT_DAMAGE:
-            raise
-        except SavepointError as exc:
-            files = {i for i, f in enumerate(sp.manifest.data_files) if f.base == k}
-            unread |= files
-            report.errors.append(f"{exc} ({len(files)} data files of this base and the chunks in them not read)")
+    for k, exc in broken_bases(sp).items():
+        files = {i for i, f in enumerate(sp.manifest.data_files) if f.base == k}
+        unread |= files
+        report.errors.append(f"{exc} ({len(files)} data files of this base and the chunks in them not read)")
     for i, f in enumerate(sp.manifest.data_files):
         if i in unread:
             continue
@@ -207,7 +208,8 @@ def verify(sp: Savepoint) -> VerifyReport:
                                       if ts.HasField("namespace_serializer") else []), Int64()], report, unread)
         for bs in op.broadcast_states:
             _verify_chunks(sp, state_label(op, bs.name), bs.chunks, BROADCAST_COLUMNS, lambda: [
-                serializer_from_snapshot(bs.key_serializer), serializer_from_snapshot(bs.value_serializer)], report, unread)
+                serializer_from_snapshot(bs.key_serializer), serializer_from_snapshot(bs.value_serializer)],
+                report, unread)
             _verify_broadcast_keys(sp, op, bs, report)
         if op.HasField("coordinator_state"):
             _verify_chunks(sp, f"{op.operator_id} (coordinator state)", [op.coordinator_state], COORDINATOR_COLUMNS,

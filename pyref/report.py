@@ -99,11 +99,12 @@ def _subtasks(index: int, load: SubtaskLoad, label: str) -> str:
     body += [f'<text x="{MARGIN}" y="{HEIGHT - MARGIN + 18}">subtask 0</text>',
              f'<text x="{WIDTH - 10}" y="{HEIGHT - MARGIN + 18}" text-anchor="end">{load.parallelism - 1}</text>']
     grouped = f", {per_bar} subtasks per bar (each the largest)" if per_bar > 1 else ""
-    summary = (f'<p class="summary" id="load-{index}-p{load.parallelism}-summary" data-parallelism="{load.parallelism}" '
-               f'data-skew="{load.skew:.3f}" data-idle="{load.idle}">{html.escape(label)}: parallelism '
-               f"{load.parallelism}, largest subtask {_bytes(int(load.bytes.max()))}, skew {load.skew:.2f}x "
-               f"(largest / mean), {load.idle} idle subtask{'' if load.idle == 1 else 's'}{grouped}</p>")
-    return summary + _svg(f"load-{index}-p{load.parallelism}", "load", body,
+    heading = (f'<p class="summary" id="load-{index}-p{load.parallelism}-summary" '
+               f'data-parallelism="{load.parallelism}" data-skew="{load.skew:.3f}" data-idle="{load.idle}">'
+               f"{html.escape(label)}: parallelism {load.parallelism}, largest subtask "
+               f"{_bytes(int(load.bytes.max()))}, skew {load.skew:.2f}x (largest / mean), {load.idle} idle "
+               f"subtask{'' if load.idle == 1 else 's'}{grouped}</p>")
+    return heading + _svg(f"load-{index}-p{load.parallelism}", "load", body,
                           f"{label}: stored bytes each subtask restores at parallelism {load.parallelism}")
 
 
