@@ -5,8 +5,8 @@ that points the loader at the unpacked libraries.
 
     python3 scripts/fetch_chromium.py     # prints the launcher's path; quick once cached
 
-Needs Debian's package lists (``apt-get update``) and network to Debian's mirror, nothing
-else. The cache is ``$PYREF_CHROMIUM_CACHE``, else ``$XDG_CACHE_HOME/pyref/chromium``
+Needs Debian's package lists (it runs ``apt-get update`` when they lack chromium, which
+needs root) and network to Debian's mirror, nothing else. The cache is ``$PYREF_CHROMIUM_CACHE``, else ``$XDG_CACHE_HOME/pyref/chromium``
 (``~/.cache/pyref/chromium``), one directory per Chromium version.
 """
 
@@ -70,8 +70,11 @@ def needed() -> list[str]:
 
 def fetch(cache: pathlib.Path) -> pathlib.Path:
     version = _candidates(["chromium"]).get("chromium")
+    if version is None:  # a fresh machine may have no package lists yet; updating them needs root
+        subprocess.run(["apt-get", "update", "-qq"], capture_output=True)
+        version = _candidates(["chromium"]).get("chromium")
     if version is None:
-        raise SystemExit("fetch_chromium: no chromium package in the apt lists (run apt-get update)")
+        raise SystemExit("fetch_chromium: no chromium package in the apt lists (run apt-get update as root)")
     home = cache / re.sub(r"[^A-Za-z0-9.+-]", "_", version)
     launcher = home / "chromium"
     if launcher.exists():
