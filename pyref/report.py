@@ -98,6 +98,9 @@ def _subtasks(index: int, load: SubtaskLoad, label: str) -> str:
     body = _bars(values, attrs, tips, idle=idle)
     body += [f'<text x="{MARGIN}" y="{HEIGHT - MARGIN + 18}">subtask 0</text>',
              f'<text x="{WIDTH - 10}" y="{HEIGHT - MARGIN + 18}" text-anchor="end">{load.parallelism - 1}</text>']
+    if idle.any():
+        body.append(f'<text x="{WIDTH - 10}" y="{MARGIN - 20}" text-anchor="end">red marks: idle subtasks '
+                    "(no key group with state)</text>")
     grouped = f", {per_bar} subtasks per bar (each the largest)" if per_bar > 1 else ""
     heading = (f'<p class="summary" id="load-{index}-p{load.parallelism}-summary" '
                f'data-parallelism="{load.parallelism}" data-skew="{load.skew:.3f}" data-idle="{load.idle}">'
