@@ -167,12 +167,17 @@ def verify(sp: Savepoint) -> VerifyReport:
     """
     report = VerifyReport()
     store = sp.store
-    # A missing or replaced base is one error, not one per file and chunk it held (§8.2).
+    store.check_before_reading(report.errors)  # serializers and every base (spec/format.md §5.10), all reported
+    # A missing or replaced base is one error, not one per file and chunk it held (§8.2):
+    # its files are skipped, which a warning says.
     unread: set[int] = set()
     for k, exc in broken_bases(sp).items():
+        if str(exc) not in report.errors:  # the check above stops at the first broken base
+            report.errors.append(str(exc))
         files = {i for i, f in enumerate(sp.manifest.data_files) if f.base == k}
         unread |= files
-        report.errors.append(f"{exc} ({len(files)} data files of this base and the chunks in them not read)")
+        report.warnings.append(f"{len(files)} data files of base {sp.manifest.bases[k - 1].directory!r} and the "
+                               "chunks in them not read: the base is broken")
     for i, f in enumerate(sp.manifest.data_files):
         if i in unread:
             continue
