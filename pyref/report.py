@@ -164,7 +164,7 @@ def summary(sp: Savepoint, parallelism: int | None = None) -> list[dict]:
 def render_report(sp: Savepoint, parallelism: int | None = None) -> str:
     """The HTML page for ``sp``; ``parallelism`` adds each keyed operator's load at that
     parallelism beside its current one."""
-    info = describe(sp)
+    info = describe(sp).to_dict()
     parts = [f"<h1>Savepoint {html.escape(info['location'])}</h1>",
              f"<p>id {html.escape(info['savepoint_id'])}, format {html.escape(info['format_version'])}, "
              f"{len(info['operators'])} operators, {_bytes(info['data_bytes'])} of its own data"

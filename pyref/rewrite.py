@@ -102,7 +102,7 @@ class Derivation:
 
 def _derive(source: str | os.PathLike[str], target: str | os.PathLike[str], *, copy: bool, overwrite: bool,
             base_paths: bool, build: Callable[[Savepoint, Derivation], list[pb.Operator]],
-            force: bool = False) -> pb.Manifest:
+            force: bool = False) -> Savepoint:
     src = Savepoint.open(source)
     target_io = open_io(target)
     check_target(src, target_io, copy, base_paths)
@@ -115,7 +115,7 @@ def _derive(source: str | os.PathLike[str], target: str | os.PathLike[str], *, c
         raise
     manifest = derivation.publish(target_io, operators, previous, force=force)
     delete_replaced(target_io, manifest, previous)
-    return manifest
+    return Savepoint.written(target_io, manifest)
 
 
 def check_target(source: Savepoint, target: SavepointIO, copy: bool, base_paths: bool = False) -> None:
@@ -205,8 +205,8 @@ def rescaled_operator(op: pb.Operator, parallelism: int) -> pb.Operator:
 
 
 def rescale(source: str | os.PathLike[str], target: str | os.PathLike[str], parallelism: int | Mapping[str, int], *,
-            copy: bool = False, overwrite: bool = False, base_paths: bool = False, force: bool = False) -> pb.Manifest:
-    """Write the savepoint ``source`` restored at a new parallelism to ``target``.
+            copy: bool = False, overwrite: bool = False, base_paths: bool = False, force: bool = False) -> Savepoint:
+    """Write the savepoint ``source`` restored at a new parallelism to ``target``; returns it, open.
 
     ``parallelism`` is one number for every operator or a map from operator id
     (unlisted operators keep theirs). Shallow by default: no state bytes are
@@ -223,10 +223,10 @@ def rescale(source: str | os.PathLike[str], target: str | os.PathLike[str], para
 
 
 def flatten(source: str | os.PathLike[str], target: str | os.PathLike[str], *, overwrite: bool = False,
-            force: bool = False) -> pb.Manifest:
+            force: bool = False) -> Savepoint:
     """Write a self-contained copy of ``source`` to ``target``, anywhere: every chunk it
     reads, from its own files or its bases', copied byte for byte (no decoding), nothing
-    else changed. The copy outlives the bases (spec/format.md §8.4)."""
+    else changed; returns it, open. The copy outlives the bases (spec/format.md §8.4)."""
 
     def build(src: Savepoint, derivation: Derivation) -> list[pb.Operator]:
         return [_copy_states(op, derivation) for op in src.manifest.operators]
@@ -236,9 +236,9 @@ def flatten(source: str | os.PathLike[str], target: str | os.PathLike[str], *, o
 
 def migrate_state(source: str | os.PathLike[str], target: str | os.PathLike[str], operator_id: str, state: str,
                   serializer: Serializer, *, copy: bool = False, overwrite: bool = False,
-                  base_paths: bool = False, force: bool = False) -> pb.Manifest:
+                  base_paths: bool = False, force: bool = False) -> Savepoint:
     """Write ``source`` to ``target`` with one state's values (list elements, or keyed
-    values) under a new serializer: schema evolution.
+    values) under a new serializer: schema evolution. Returns the new savepoint, open.
 
     The new serializer is resolved against the stored snapshot: as is and
     reconfigured only update the snapshot; after migration the state's chunks are
