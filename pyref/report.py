@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -111,7 +112,7 @@ def _subtasks(index: int, load: SubtaskLoad, label: str) -> str:
                           f"{label}: stored bytes each subtask restores at parallelism {load.parallelism}")
 
 
-def _entries(state: dict) -> int:
+def _entries(state: dict[str, Any]) -> int:
     """Entries of a keyed state, timers of a timer service, elements of a list or broadcast state."""
     for field in ("entries", "timers"):
         if field in state:
@@ -119,7 +120,7 @@ def _entries(state: dict) -> int:
     return sum(state.get("elements_per_partition") or state.get("entries_per_partition") or [])
 
 
-def _states(index: int, op: dict) -> str:
+def _states(index: int, op: dict[str, Any]) -> str:
     states = [*op["states"], *({**t, "type": "timers"} for t in op["timer_services"])]
     if not states:
         return ""
@@ -148,7 +149,7 @@ def subtask_loads(load: KeyGroupLoad, current: int, chosen: int | None) -> list[
     return loads
 
 
-def summary(sp: Savepoint, parallelism: int | None = None) -> list[dict]:
+def summary(sp: Savepoint, parallelism: int | None = None) -> list[dict[str, Any]]:
     """The numbers of the report's load charts, for ``--json``: per operator with keyed state
     or timers, each load's parallelism, largest subtask, skew and idle subtasks."""
     out = []
