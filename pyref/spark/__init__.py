@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # what a type checker sees of the lazy names below (pyspark t
     from .datasource import SavepointMetadataDataSource as SavepointMetadataDataSource
     from .datasource import register as register
     from .flink import import_flink as import_flink
+    from .flink_export import export_flink as export_flink
     from .flink import read_flink_state as read_flink_state
     from .flink_export import export_flink as export_flink
     from .frames import read_state as read_state
