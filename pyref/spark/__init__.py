@@ -49,7 +49,6 @@ if TYPE_CHECKING:  # what a type checker sees of the lazy names below (pyspark t
     from .flink import import_flink as import_flink
     from .flink_export import export_flink as export_flink
     from .flink import read_flink_state as read_flink_state
-    from .flink_export import export_flink as export_flink
     from .frames import read_state as read_state
     from .jobs import change_max_parallelism as change_max_parallelism
     from .jobs import flatten as flatten
