@@ -13,6 +13,7 @@ from .errors import (
     CorruptSavepointError,
     IncompatibleSerializerError,
     InvalidArgumentError,
+    MissingDependencyError,
     SavepointError,
     SavepointNotFoundError,
     StorageError,
@@ -31,7 +32,7 @@ from .manifest import FORMAT_MAJOR, FORMAT_MINOR
 from .reader import Savepoint
 from .redistribution import DistributionMode, ElementSlice, redistribute
 from .restore import RestorePlan
-from .rewrite import migrate_state, rescale
+from .rewrite import flatten, migrate_state, rescale
 from .ttl import TtlConfig
 from .writer import SavepointWriter
 
@@ -45,6 +46,7 @@ __all__ = [
     "IncompatibleSerializerError",
     "InvalidArgumentError",
     "KeyGroupRange",
+    "MissingDependencyError",
     "RestorePlan",
     "Savepoint",
     "SavepointError",
@@ -58,6 +60,7 @@ __all__ = [
     "compute_key_groups",
     "default_max_parallelism",
     "describe",
+    "flatten",
     "key_group_range",
     "migrate_state",
     "operator_index_for_key_group",

@@ -1,12 +1,13 @@
-"""The ``pyref`` command line: inspect, verify, plan, rescale and clean savepoints, import
-Flink savepoints (``import-flink``; inspect and verify read Flink savepoints too) and export
-to Flink (``export-flink``).
+"""The ``pyref`` command line: inspect, verify, plan, report, rescale, flatten and clean savepoints,
+import Flink savepoints (``import-flink``; inspect and verify read Flink savepoints too) and
+export to Flink (``export-flink``).
 
 Exit codes: 0 success; 2 invalid arguments; 3 corrupt savepoint (or a failed
 verify); 4 no savepoint at the path; 5 unsupported format, feature, codec or
 serializer; 6 incompatible serializer; 7 concurrent writer (another commit, a
 busy commit lock, files deleted by clean, a savepoint replaced while reading);
-8 storage error (I/O error, permission denied, disk full); 1 anything else.
+8 storage error (I/O error, permission denied, disk full); 9 a missing optional
+package (pyspark for the Spark subcommands, obstore for object stores); 1 anything else.
 ``--json`` prints one JSON document on stdout for scripts; every error, argument
 errors included, then goes to stdout too, as ``{"error": ..., "type": ...,
 "exit_code": ...}``.
@@ -24,13 +25,17 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+from . import __version__
 from .cleanup import DEFAULT_OLDER_THAN, remove_unreferenced_files
+from .derived import FORCE_HELP
 from .errors import CorruptSavepointError, InvalidArgumentError, SavepointError
 from .flink.import_cli import inspect_flink, is_flink_savepoint, verify_flink_command
 from .inspection import describe, verify
-from .io import typed_os_error
+from .io import typed_os_error, typed_os_errors
+from .manifest import FORMAT_MAJOR, FORMAT_MINOR
 from .reader import Savepoint
-from .rewrite import rescale
+from .report import render_report, summary
+from .rewrite import flatten, rescale
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -83,7 +88,9 @@ def _print_describe(info: dict) -> None:
     if info["required_features"] or info["optional_features"]:
         print(f"  features: required {info['required_features']} optional {info['optional_features']}")
     for b in info["bases"]:
-        print(f"  refers to base {b['directory']} ({b['savepoint_id']})")
+        print(f"  refers to base {b['path'] or b['directory']} ({b['savepoint_id']})")
+    for w in info["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
     print(f"  {info['data_files']} data files, {info['data_bytes']} bytes of its own")
     for op in info["operators"]:
         name = f" ({op['name']})" if op["name"] else ""
@@ -142,8 +149,30 @@ def print_written(args: argparse.Namespace, written: Savepoint) -> int:
     return 0
 
 
+def _write_report(args: argparse.Namespace) -> int:
+    if args.parallelism is not None and args.parallelism < 1:
+        raise InvalidArgumentError(f"--parallelism must be at least 1, got {args.parallelism}")
+    sp = Savepoint.open(args.path)
+    page = render_report(sp, args.parallelism)
+    with typed_os_errors("cannot write the report", args.output), open(args.output, "w", encoding="utf-8") as out:
+        out.write(page)
+    result = {"report": os.path.abspath(args.output), "bytes": len(page.encode()),
+              "operators": summary(sp, args.parallelism)}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"wrote {result['report']} ({result['bytes']} bytes)")
+    for op in result["operators"]:
+        print(f"  {op['operator_id']}: " + "; ".join(
+            f"at parallelism {at['parallelism']} skew {at['skew']:.2f}x, {at['idle_subtasks']} idle subtasks"
+            for at in op["loads"]))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="pyref", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version",
+                        version=f"pyref {__version__} (savepoint format {FORMAT_MAJOR}.{FORMAT_MINOR})")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("inspect", help="operators, states, modes, serializers, parallelism, sizes, key-group ranges")
@@ -163,10 +192,22 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("target")
             p.add_argument("--copy", action="store_true", help="self-contained copy instead of referring to the source")
             p.add_argument("--overwrite", action="store_true", help="replace a savepoint already at the target")
+            p.add_argument("--force", action="store_true", help=FORCE_HELP)
             p.add_argument("--base-paths", action="store_true", help=BASE_PATHS_HELP)
         p.add_argument("-p", "--parallelism", type=count, help="new parallelism of every operator")
         p.add_argument("--operator", action="append", metavar="ID=N", help="new parallelism of one operator")
         p.add_argument("--json", action="store_true")
+    p = sub.add_parser("flatten", help="a self-contained copy: every byte it reads from its bases copied into it")
+    p.add_argument("path")
+    p.add_argument("target")
+    p.add_argument("--overwrite", action="store_true", help="replace a savepoint already at the target")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("report", help="an HTML page of pictures: key-group sizes, load per subtask, state sizes")
+    p.add_argument("path")
+    p.add_argument("-p", "--parallelism", type=count, help="also draw every operator's load at this parallelism")
+    p.add_argument("-o", "--output", default="report.html", help="the HTML file to write (default %(default)s)")
+    p.add_argument("--json", action="store_true")
     p = sub.add_parser("clean", help="delete data files no manifest lists, left by interrupted writers")
     p.add_argument("path")
     p.add_argument("--older-than", type=hours, default=DEFAULT_OLDER_THAN / 3600, metavar="HOURS",
@@ -214,8 +255,12 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "rescale":
         written = rescale(args.path, args.target, operator_numbers(args, "--parallelism"), copy=args.copy,
-                          overwrite=args.overwrite, base_paths=args.base_paths)
+                          overwrite=args.overwrite, base_paths=args.base_paths, force=args.force)
         return print_written(args, written)
+    if args.command == "flatten":
+        return print_written(args, flatten(args.path, args.target, overwrite=args.overwrite, force=args.force))
+    if args.command == "report":
+        return _write_report(args)
     if args.command == "clean":
         cleaned = remove_unreferenced_files(args.path, older_than=args.older_than * 3600, dry_run=args.dry_run)
         if args.json:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -251,6 +251,7 @@ class BaseInfo:
 
     directory: str
     savepoint_id: str
+    path: str = ""  # 1.2: its path in the store, when it is not a sibling (spec/format.md §8.1)
 
 
 @dataclass(frozen=True)
@@ -268,17 +269,20 @@ class SavepointInfo(_Described):
     data_files: int
     data_bytes: int  # of its own data files, not its bases'
     operators: list[OperatorInfo]
+    #: Bases that are missing or replaced (spec/format.md §8.4): their state cannot be read.
+    warnings: list[str] = field(default_factory=list)
 
     @classmethod
-    def of(cls, manifest: pb.Manifest, *, location: str, format_version: str, subtasks: bool = False) -> SavepointInfo:
+    def of(cls, manifest: pb.Manifest, *, location: str, format_version: str, subtasks: bool = False,
+           warnings: list[str] | None = None) -> SavepointInfo:
         m = manifest
         return cls(
             location=location, savepoint_id=m.savepoint_id, format_version=format_version, created_by=m.created_by,
             created_at_ms=m.created_at_ms, required_features=list(m.required_features),
             optional_features=list(m.optional_features),
-            bases=[BaseInfo(b.directory, b.savepoint_id) for b in m.bases], data_files=len(m.data_files),
+            bases=[BaseInfo(b.directory, b.savepoint_id, b.path) for b in m.bases], data_files=len(m.data_files),
             data_bytes=sum(f.size for f in m.data_files if f.base == 0),
-            operators=[OperatorInfo.of(op, subtasks=subtasks) for op in m.operators])
+            operators=[OperatorInfo.of(op, subtasks=subtasks) for op in m.operators], warnings=list(warnings or []))
 
     def summary(self) -> str:
         states = sum(len(op.states) for op in self.operators)

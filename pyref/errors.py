@@ -89,3 +89,10 @@ class StorageError(SavepointError, OSError):
     bytes, which may be intact. Retrying later may succeed."""
 
     exit_code = 8
+
+
+class MissingDependencyError(SavepointError, ImportError):
+    """An optional package a command needs is not installed (pyspark for the Spark
+    commands, obstore for object stores); the message names the extra to install."""
+
+    exit_code = 9

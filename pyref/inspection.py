@@ -39,7 +39,28 @@ def describe(sp: Savepoint, *, subtasks: bool = False) -> SavepointInfo:
     key groups a subtask holds (smallest and largest); with ``subtasks``, also every
     subtask's ``[first, last]`` key groups (O(parallelism) per operator). ``to_dict()`` of
     the result is the JSON of ``pyref inspect --json``."""
-    return SavepointInfo.of(sp.manifest, location=sp.location, format_version=str(sp.version), subtasks=subtasks)
+    return SavepointInfo.of(sp.manifest, location=sp.location, format_version=str(sp.version), subtasks=subtasks,
+                            warnings=_base_warnings(sp))
+
+
+def broken_bases(sp: Savepoint) -> dict[int, SavepointError]:
+    """Each base (1-based index) that is missing, replaced or unreadable (spec/format.md §8.2),
+    with the error a read through it would raise: one manifest read per base, no data file.
+    A failing storage or a savepoint replaced meanwhile is raised instead."""
+    broken = {}
+    for k in range(1, len(sp.manifest.bases) + 1):
+        try:
+            sp.store.base_io(k)
+        except _NOT_DAMAGE:
+            raise
+        except SavepointError as exc:
+            broken[k] = exc
+    return broken
+
+
+def _base_warnings(sp: Savepoint) -> list[str]:
+    return [f"{exc.reason}: its state cannot be read; restore the base or use a flattened copy"
+            for exc in broken_bases(sp).values()]
 
 
 @dataclass
@@ -71,7 +92,19 @@ def verify(sp: Savepoint) -> VerifyReport:
     report = VerifyReport()
     store = sp.store
     store.check_before_reading(report.errors)  # serializers and every base (spec/format.md §5.10), all reported
+    # A missing or replaced base is one error, not one per file and chunk it held (§8.2):
+    # its files are skipped, which a warning says.
+    unread: set[int] = set()
+    for k, exc in broken_bases(sp).items():
+        if str(exc) not in report.errors:  # the check above stops at the first broken base
+            report.errors.append(str(exc))
+        files = {i for i, f in enumerate(sp.manifest.data_files) if f.base == k}
+        unread |= files
+        report.warnings.append(f"{len(files)} data files of base {sp.manifest.bases[k - 1].directory!r} and the "
+                               "chunks in them not read: the base is broken")
     for i, f in enumerate(sp.manifest.data_files):
+        if i in unread:
+            continue
         try:
             io, rel = store.file_location(i)
             size = io.size(rel)
@@ -93,22 +126,23 @@ def verify(sp: Savepoint) -> VerifyReport:
     for op in sp.manifest.operators:
         for ls in op.list_states:
             _verify_chunks(sp, state_label(op, ls.name), ls.chunks, LIST_COLUMNS, lambda: [
-                serializer_from_snapshot(ls.element_serializer)], report)
+                serializer_from_snapshot(ls.element_serializer)], report, unread)
         for ks in op.keyed_states:
             _verify_chunks(sp, state_label(op, ks.name), ks.chunks, keyed_column_count(ks),
-                           lambda: _keyed_serializers(op, ks), report)
+                           lambda: _keyed_serializers(op, ks), report, unread)
         for ts in op.timer_services:
             _verify_chunks(sp, service_label(op.operator_id, ts.name, ts.domain), ts.chunks, timer_column_count(ts),
                            lambda: [serializer_from_snapshot(op.key_serializer),
                                     *([serializer_from_snapshot(ts.namespace_serializer)]
-                                      if ts.HasField("namespace_serializer") else []), Int64()], report)
+                                      if ts.HasField("namespace_serializer") else []), Int64()], report, unread)
         for bs in op.broadcast_states:
             _verify_chunks(sp, state_label(op, bs.name), bs.chunks, BROADCAST_COLUMNS, lambda: [
-                serializer_from_snapshot(bs.key_serializer), serializer_from_snapshot(bs.value_serializer)], report)
+                serializer_from_snapshot(bs.key_serializer), serializer_from_snapshot(bs.value_serializer)],
+                report, unread)
             _verify_broadcast_keys(sp, op, bs, report)
         if op.HasField("coordinator_state"):
             _verify_chunks(sp, f"{op.operator_id} (coordinator state)", [op.coordinator_state], COORDINATOR_COLUMNS,
-                           lambda: None, report)
+                           lambda: None, report, unread)
     if report.errors:
         store.check_unchanged()  # damage seen because a writer replaced the savepoint meanwhile?
     return report
@@ -150,10 +184,14 @@ def _verify_broadcast_keys(sp: Savepoint, op: pb.Operator, bs: pb.BroadcastState
 
 
 def _verify_chunks(sp: Savepoint, label: str, chunks: Sequence[pb.Chunk], columns: int,
-                   serializers_of: Callable[[], list[Serializer] | None], report: VerifyReport) -> None:
-    """Read every chunk; decode every cell with ``serializers_of()`` (None: the cells are opaque).
+                   serializers_of: Callable[[], list[Serializer] | None], report: VerifyReport,
+                   unread: set[int]) -> None:
+    """Read every chunk, except those in the data files ``unread`` (of broken bases, reported
+    once); decode every cell with ``serializers_of()`` (None: the cells are opaque).
     The chunks are read in storage order (few large requests on object stores); if any is
     damaged, they are read again one by one, so that the report names each damaged chunk."""
+    if unread:
+        chunks = [c for c in chunks if c.WhichOneof("location") != "range" or c.range.file not in unread]
     try:
         serializers = serializers_of()
     except SavepointError as exc:

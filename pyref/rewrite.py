@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from . import __version__
 from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .chunk import encode_chunk
+from .derived import register_derived
 from .errors import IncompatibleSerializerError, InvalidArgumentError
 from .io import SavepointIO, is_directory_name, is_safe_relative_path, open_io
 from .manifest import KNOWN_OPTIONAL_FEATURES, LIST_COLUMNS, keyed_column_count, state_label
@@ -60,6 +61,8 @@ class Derivation:
         source = self.source
         referenced = [(source.io, source.savepoint_id)]
         referenced += [(source.store.base_io(k), b.savepoint_id) for k, b in enumerate(source.manifest.bases, 1)]
+        # Before anything is written: each base learns that the target will use it (§8.3 step 8).
+        register_derived(target, [io for io, _ in referenced])
         for io, savepoint_id in referenced:
             base = self.manifest.bases.add(directory=io.name, savepoint_id=savepoint_id)
             if io.parent_key() != target.parent_key():
@@ -83,7 +86,8 @@ class Derivation:
         placed.CopyFrom(chunk)
         return placed
 
-    def publish(self, target: SavepointIO, operators: list[pb.Operator], previous: bytes | None) -> pb.Manifest:
+    def publish(self, target: SavepointIO, operators: list[pb.Operator], previous: bytes | None, *,
+                force: bool = False) -> pb.Manifest:
         try:
             self.manifest.data_files.extend(self.sink.close())
         except BaseException:
@@ -92,23 +96,24 @@ class Derivation:
         self.manifest.operators.extend(operators)
         # Fields from a newer writer may carry invariants this library cannot keep.
         self.manifest.DiscardUnknownFields()
-        publish(target, self.manifest, previous, self.sink.abort)
+        publish(target, self.manifest, previous, self.sink.abort, force=force)
         return self.manifest
 
 
 def _derive(source: str | os.PathLike[str], target: str | os.PathLike[str], *, copy: bool, overwrite: bool,
-            base_paths: bool, build: Callable[[Savepoint, Derivation], list[pb.Operator]]) -> Savepoint:
+            base_paths: bool, build: Callable[[Savepoint, Derivation], list[pb.Operator]],
+            force: bool = False) -> Savepoint:
     src = Savepoint.open(source)
     target_io = open_io(target)
     check_target(src, target_io, copy, base_paths)
-    previous = read_previous(target_io, overwrite)
+    previous = read_previous(target_io, overwrite, force=force)
     derivation = Derivation(src, target_io, copy)
     try:
         operators = build(src, derivation)
     except BaseException:
         derivation.sink.abort()
         raise
-    manifest = derivation.publish(target_io, operators, previous)
+    manifest = derivation.publish(target_io, operators, previous, force=force)
     delete_replaced(target_io, manifest, previous)
     return Savepoint.written(target_io, manifest)
 
@@ -200,25 +205,38 @@ def rescaled_operator(op: pb.Operator, parallelism: int) -> pb.Operator:
 
 
 def rescale(source: str | os.PathLike[str], target: str | os.PathLike[str], parallelism: int | Mapping[str, int], *,
-            copy: bool = False, overwrite: bool = False, base_paths: bool = False) -> Savepoint:
+            copy: bool = False, overwrite: bool = False, base_paths: bool = False, force: bool = False) -> Savepoint:
     """Write the savepoint ``source`` restored at a new parallelism to ``target``; returns it, open.
 
     ``parallelism`` is one number for every operator or a map from operator id
     (unlisted operators keep theirs). Shallow by default: no state bytes are
     written, the target refers to the source's data files, so it is the source's
-    sibling or, with ``base_paths``, anywhere in its store (format 1.2).
+    sibling or, with ``base_paths``, anywhere in its store (format 1.2). ``force``
+    replaces a target that other shallow savepoints use as a base (breaking them).
     """
 
     def build(src: Savepoint, derivation: Derivation) -> list[pb.Operator]:
         wanted = resolve_parallelism(list(src.manifest.operators), parallelism)
         return [_copy_states(rescaled_operator(op, wanted[op.operator_id]), derivation) for op in src.manifest.operators]
 
-    return _derive(source, target, copy=copy, overwrite=overwrite, base_paths=base_paths, build=build)
+    return _derive(source, target, copy=copy, overwrite=overwrite, base_paths=base_paths, build=build, force=force)
+
+
+def flatten(source: str | os.PathLike[str], target: str | os.PathLike[str], *, overwrite: bool = False,
+            force: bool = False) -> Savepoint:
+    """Write a self-contained copy of ``source`` to ``target``, anywhere: every chunk it
+    reads, from its own files or its bases', copied byte for byte (no decoding), nothing
+    else changed; returns it, open. The copy outlives the bases (spec/format.md §8.4)."""
+
+    def build(src: Savepoint, derivation: Derivation) -> list[pb.Operator]:
+        return [_copy_states(op, derivation) for op in src.manifest.operators]
+
+    return _derive(source, target, copy=True, overwrite=overwrite, base_paths=False, build=build, force=force)
 
 
 def migrate_state(source: str | os.PathLike[str], target: str | os.PathLike[str], operator_id: str, state: str,
                   serializer: Serializer, *, copy: bool = False, overwrite: bool = False,
-                  base_paths: bool = False) -> Savepoint:
+                  base_paths: bool = False, force: bool = False) -> Savepoint:
     """Write ``source`` to ``target`` with one state's values (list elements, or keyed
     values) under a new serializer: schema evolution. Returns the new savepoint, open.
 
@@ -256,7 +274,7 @@ def migrate_state(source: str | os.PathLike[str], target: str | os.PathLike[str]
         getattr(target_state, snapshot_field).CopyFrom(result.serializer.snapshot())
         return new
 
-    return _derive(source, target, copy=copy, overwrite=overwrite, base_paths=base_paths, build=build)
+    return _derive(source, target, copy=copy, overwrite=overwrite, base_paths=base_paths, build=build, force=force)
 
 
 def resolve_migration(state: pb.ListState | pb.KeyedState, serializer: Serializer, label: str

@@ -44,6 +44,7 @@ from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .checksum import crc32c
 from .chunk import encode_chunk
 from .codecs import Codec, compress, pays
+from .derived import check_not_a_base
 from .errors import ConcurrentWriteError, CorruptSavepointError, InvalidArgumentError, SavepointError
 from .io import MANIFEST_NAME, UNLOCKED_WRITE_DEADLINE_S, SavepointIO, is_data_file_path, open_io
 from .key_groups import check_parallelism, compute_key_groups, default_max_parallelism, key_group_range
@@ -832,14 +833,16 @@ class SavepointWriter:
             offsets.add(1, [20, 21])
 
     An existing savepoint at ``path`` is refused unless ``overwrite=True``; it is
-    replaced only by the atomic commit, and its data files are deleted after it.
+    replaced only by the atomic commit, and its data files are deleted after it. One
+    that registered shallow savepoints use as their base is refused unless also
+    ``force=True``, which breaks them (spec/format.md §8.4).
     """
 
     def __init__(self, path: str | os.PathLike[str] | SavepointIO, *, overwrite: bool = False,
                  codec: str | Codec = Codec.ZSTD,
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES, buffer_bytes: int = DEFAULT_BUFFER_BYTES,
                  file_bytes: int = DEFAULT_FILE_BYTES, inline_bytes: int = DEFAULT_INLINE_BYTES,
-                 file_prefix: str = "", key_bounds: bool = False, sort_keys: bool = False) -> None:
+                 file_prefix: str = "", key_bounds: bool = False, sort_keys: bool = False, force: bool = False) -> None:
         if chunk_bytes < 1 or buffer_bytes < chunk_bytes:
             raise InvalidArgumentError("need 1 <= chunk_bytes <= buffer_bytes")
         self.io = open_io(path)
@@ -847,7 +850,8 @@ class SavepointWriter:
         # Format 1.1 (spec/format.md §7.6): key bounds per keyed chunk; sorting makes them disjoint.
         self.key_bounds = key_bounds or sort_keys
         self.sort_keys = sort_keys
-        self._previous = read_previous(self.io, overwrite)
+        self._force = force
+        self._previous = read_previous(self.io, overwrite, force=force)
         self._sink = ChunkSink(self.io, codec=Codec.parse(codec), file_bytes=file_bytes, inline_bytes=inline_bytes,
                                file_prefix=file_prefix)
         self._budget = _Budget(buffer_bytes)
@@ -934,7 +938,7 @@ class SavepointWriter:
             self.abort()
             raise
         try:
-            publish(self.io, manifest, self._previous, self.abort)
+            publish(self.io, manifest, self._previous, self.abort, force=self._force)
         finally:
             if self.status == "open":  # not aborted by publish: published, or perhaps published
                 self.status = "in doubt"
@@ -961,8 +965,9 @@ class SavepointWriter:
             self.abort()
 
 
-def read_previous(io: SavepointIO, overwrite: bool) -> bytes | None:
-    """The manifest a new commit will replace; refuses to replace one unless ``overwrite``."""
+def read_previous(io: SavepointIO, overwrite: bool, *, force: bool = False) -> bytes | None:
+    """The manifest a new commit will replace; refuses to replace one unless ``overwrite``,
+    and one that registered savepoints use as a base unless ``force`` (spec/format.md §8.4)."""
     size = io.size(MANIFEST_NAME)
     if size is None:
         return None
@@ -972,15 +977,19 @@ def read_previous(io: SavepointIO, overwrite: bool) -> bytes | None:
     if size > MAX_MANIFEST_BYTES:  # not a manifest: reading it whole could exhaust memory
         raise CorruptSavepointError(f"the _manifest here is {size} bytes, longer than any manifest; remove it first",
                                     path=io.describe(MANIFEST_NAME))
-    return io.read_file(MANIFEST_NAME)
+    previous = io.read_file(MANIFEST_NAME)
+    check_not_a_base(io, previous, force=force)
+    return previous
 
 
-def publish(io: SavepointIO, manifest: pb.Manifest, previous: bytes | None, abort: Callable[[], None]) -> None:
+def publish(io: SavepointIO, manifest: pb.Manifest, previous: bytes | None, abort: Callable[[], None], *,
+            force: bool = False) -> None:
     """Commit ``manifest`` atomically in place of ``previous`` (spec/format.md §10).
 
     ``abort`` (deleting the new data files) runs only when the manifest was certainly
     not published; if the outcome of the manifest write is unknown, the data files
-    stay, at worst as unreferenced leftovers.
+    stay, at worst as unreferenced leftovers. Unless ``force``, a savepoint registered as
+    derived from ``previous`` since the writer started still refuses the commit (§10.2 step 4).
     """
     try:
         declare_features(manifest)  # exactly the features the content uses; they set the label (§9.4)
@@ -994,6 +1003,7 @@ def publish(io: SavepointIO, manifest: pb.Manifest, previous: bytes | None, abor
     try:
         with io.commit_lock():
             check_files_present(io, manifest)
+            check_not_a_base(io, previous, force=force)
             writing = True
             io.commit_manifest(data, previous)
     except BaseException as exc:

@@ -272,6 +272,25 @@ def test_names_with_escapes_resolve_bases(s3_prefix):
     assert seeds_content(target)[1] == SEED_COUNTS
 
 
+def test_a_base_on_s3_is_not_replaced_while_a_shallow_savepoint_uses_it(s3_prefix):
+    """The registration (spec/format.md §8.6) works through the object store: a sibling and a
+    savepoint elsewhere in the bucket (named by path) both protect their base."""
+    source = f"{s3_prefix}/sp"
+    write_seeds(source, inline_bytes=0)
+    rescale(source, f"{s3_prefix}/sp3", 3)
+    rescale(source, f"{s3_prefix}/other/sp2", 2, base_paths=True)
+    before = Savepoint.open(source).savepoint_id
+    with pytest.raises(InvalidArgumentError, match=r"is the base of .*/other/sp2, .*/sp3"):
+        write_seeds(source, inline_bytes=0, overwrite=True)
+    assert Savepoint.open(source).savepoint_id == before
+    assert seeds_content(f"{s3_prefix}/other/sp2")[1] == SEED_COUNTS
+    assert main(["flatten", f"{s3_prefix}/other/sp2", f"{s3_prefix}/flat"]) == 0
+    rescale(source, f"{s3_prefix}/sp3", 3, copy=True, overwrite=True)
+    rescale(source, f"{s3_prefix}/other/sp2", 2, copy=True, overwrite=True)
+    write_seeds(source, inline_bytes=0, overwrite=True)  # no savepoint uses it any more
+    assert seeds_content(f"{s3_prefix}/flat") == SEEDS
+
+
 def incomplete_uploads(s3_server, prefix: str) -> list[str]:
     """Keys of the multipart uploads begun under ``prefix`` and neither completed nor aborted."""
     bucket, key_prefix = prefix.removeprefix("s3://").split("/", 1)

@@ -69,7 +69,7 @@ def test_deleting_the_base_of_a_shallow_savepoint_is_detected(big_seeds, tmp_pat
 
 def test_replacing_the_base_is_detected(big_seeds, tmp_path):
     rescale(big_seeds, tmp_path / "sp4", 4)
-    write_seeds(big_seeds, overwrite=True, inline_bytes=0)
+    write_seeds(big_seeds, overwrite=True, force=True, inline_bytes=0)  # forced past the registration of sp4
     with pytest.raises(CorruptSavepointError, match="was replaced"):
         _offsets(tmp_path / "sp4", 4)
 
@@ -225,7 +225,7 @@ def test_a_shallow_source_with_a_broken_chain_is_refused(big_seeds, tmp_path, da
     if damage == "delete":
         shutil.rmtree(big_seeds)
     else:
-        write_seeds(big_seeds, overwrite=True, inline_bytes=0)
+        write_seeds(big_seeds, overwrite=True, force=True, inline_bytes=0)
     with pytest.raises(CorruptSavepointError, match="missing" if damage == "delete" else "was replaced"):
         rescale(tmp_path / "sp4", tmp_path / "sp2", 2)
     assert not (tmp_path / "sp2").exists()

@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 
+from ..derived import FORCE_HELP
 from ..errors import CorruptSavepointError, InvalidArgumentError
 from ..io import MANIFEST_NAME
 from ..ttl import TtlConfig
@@ -38,6 +39,7 @@ def add_import_command(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("import-flink", help="import a Flink savepoint (canonical format) as a pyref savepoint")
     add_import_arguments(p)
     p.add_argument("--overwrite", action="store_true", help="replace a savepoint already at the target")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_import)
 
@@ -76,7 +78,7 @@ def import_options(args: argparse.Namespace) -> dict:
 
 
 def _import(args: argparse.Namespace) -> int:
-    report = import_flink(args.source, args.target, overwrite=args.overwrite, **import_options(args))
+    report = import_flink(args.source, args.target, overwrite=args.overwrite, force=args.force, **import_options(args))
     print_import(report.to_dict(), args.json)
     return 0
 

@@ -4,7 +4,8 @@ max-parallelism change and serializer migration at scale.
 - :mod:`~pyref.spark.datasource`: ``spark.read.format("savepoint")`` and ``"savepoint-metadata"``.
 - :mod:`~pyref.spark.frames`: :func:`read_state`, the same read as ``mapInArrow`` tasks (faster).
 - :mod:`~pyref.spark.writer`: :class:`SavepointBuilder`, bootstrap from DataFrames and edits.
-- :mod:`~pyref.spark.jobs`: :func:`rescale`, :func:`change_max_parallelism`, :func:`migrate_state`.
+- :mod:`~pyref.spark.jobs`: :func:`rescale`, :func:`flatten`, :func:`change_max_parallelism`,
+  :func:`migrate_state`.
 - :mod:`~pyref.spark.flink_export`: :func:`export_flink`, a savepoint as a canonical Flink savepoint.
 - :mod:`~pyref.spark.flink`: :func:`import_flink` (a Flink savepoint imported in parallel) and
   :func:`read_flink_state` (a Flink savepoint's states as DataFrames).
@@ -29,6 +30,7 @@ _EXPORTS = {
     "WriteOptions": "commit",
     "Progress": "progress",
     "rescale": "jobs",
+    "flatten": "jobs",
     "change_max_parallelism": "jobs",
     "migrate_state": "jobs",
     "spark_session": "session",
@@ -49,6 +51,7 @@ if TYPE_CHECKING:  # what a type checker sees of the lazy names below (pyspark t
     from .flink import read_flink_state as read_flink_state
     from .frames import read_state as read_state
     from .jobs import change_max_parallelism as change_max_parallelism
+    from .jobs import flatten as flatten
     from .jobs import migrate_state as migrate_state
     from .jobs import rescale as rescale
     from .progress import Progress as Progress

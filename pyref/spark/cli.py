@@ -1,5 +1,5 @@
-"""``pyref`` subcommands that run on Spark: spark-rescale, change-max-parallelism, migrate,
-spark-import-flink, spark-export-flink.
+"""``pyref`` subcommands that run on Spark: spark-rescale, spark-flatten, change-max-parallelism,
+migrate, spark-import-flink, spark-export-flink.
 
 Registering them imports nothing of pyspark, so the core CLI works without it;
 a subcommand imports pyspark when it runs.
@@ -14,7 +14,8 @@ from typing import Any
 
 from .._proto.savepoint.v1 import serializer_pb2
 from ..cli import BASE_PATHS_HELP, count, operator_numbers, print_written
-from ..errors import InvalidArgumentError, SavepointError
+from ..derived import FORCE_HELP
+from ..errors import InvalidArgumentError, MissingDependencyError, SavepointError
 from ..flink.export_cli import add_export_arguments, export_options, print_exported
 from ..flink.import_cli import add_import_arguments, import_options, print_import
 from ..flink.importer import ImportReport
@@ -115,8 +116,8 @@ def _run_on_spark(args: argparse.Namespace, job, report=print_written) -> int:
 
         from .session import spark_session
     except ImportError as exc:
-        raise InvalidArgumentError(f"this command needs pyspark >= 4.0 with pandas "
-                                   f"(pip install 'pyref-savepoint[spark]'): {exc}") from None
+        raise MissingDependencyError(f"pyref {args.command} needs pyspark >= 4.0 with pandas "
+                                     f"(pip install 'pyref-savepoint[spark]'): {exc}") from None
     owned = SparkSession.getActiveSession() is None  # a session we did not start stays up
     spark = spark_session(args.master, app_name=f"pyref {args.command}")
     try:
@@ -141,21 +142,26 @@ def _spark_rescale(args: argparse.Namespace) -> int:
     parallelism = operator_numbers(args, "--parallelism")
     return _run_on_spark(args, lambda spark: _jobs().rescale(
         args.path, args.target, parallelism, spark=spark, copy=args.copy, overwrite=args.overwrite,
-        progress=not args.json, base_paths=args.base_paths))
+        progress=not args.json, base_paths=args.base_paths, force=args.force))
+
+
+def _spark_flatten(args: argparse.Namespace) -> int:
+    return _run_on_spark(args, lambda spark: _jobs().flatten(
+        spark, args.path, args.target, overwrite=args.overwrite, progress=not args.json, force=args.force))
 
 
 def _change_max_parallelism(args: argparse.Namespace) -> int:
     wanted = operator_numbers(args, "--max-parallelism")
     return _run_on_spark(args, lambda spark: _jobs().change_max_parallelism(
         spark, args.path, args.target, wanted, copy=args.copy, overwrite=args.overwrite, partitions=args.partitions,
-        progress=not args.json, base_paths=args.base_paths))
+        progress=not args.json, base_paths=args.base_paths, force=args.force))
 
 
 def _migrate(args: argparse.Namespace) -> int:
     serializer = parse_serializer(args.serializer)
     return _run_on_spark(args, lambda spark: _jobs().migrate_state(
         spark, args.path, args.target, args.operator, args.state, serializer, copy=args.copy,
-        overwrite=args.overwrite, progress=not args.json, base_paths=args.base_paths))
+        overwrite=args.overwrite, progress=not args.json, base_paths=args.base_paths, force=args.force))
 
 
 def _spark_import_flink(args: argparse.Namespace) -> int:
@@ -165,7 +171,7 @@ def _spark_import_flink(args: argparse.Namespace) -> int:
         from .flink import import_flink
 
         return import_flink(spark, args.source, args.target, overwrite=args.overwrite, progress=not args.json,
-                            **options)
+                            force=args.force, **options)
 
     def report(args: argparse.Namespace, imported: ImportReport) -> int:
         print_import(imported.to_dict(), args.json)
@@ -191,20 +197,27 @@ def add_spark_commands(subparsers) -> None:
     Each sets ``handler``, which the CLI calls with the parsed arguments.
     """
 
-    def common(p: argparse.ArgumentParser) -> None:
+    def common(p: argparse.ArgumentParser, shallow: bool = True) -> None:
         p.add_argument("path", help="source savepoint")
-        p.add_argument("target", help="new savepoint (a sibling of the source unless --copy)")
+        p.add_argument("target", help="new savepoint (a sibling of the source unless --copy)" if shallow
+                       else "new self-contained savepoint")
         p.add_argument("--master", default="local[*]", help="Spark master URL (default: local[*])")
-        p.add_argument("--copy", action="store_true", help="self-contained copy instead of referring to the source")
         p.add_argument("--overwrite", action="store_true", help="replace a savepoint already at the target")
-        p.add_argument("--base-paths", action="store_true", help=BASE_PATHS_HELP)
+        p.add_argument("--force", action="store_true", help=FORCE_HELP)
         p.add_argument("--json", action="store_true")
+        if shallow:
+            p.add_argument("--copy", action="store_true", help="self-contained copy instead of referring to the source")
+            p.add_argument("--base-paths", action="store_true", help=BASE_PATHS_HELP)
 
     p = subparsers.add_parser("spark-rescale", help="new parallelism (no state bytes copied; --copy copies on Spark)")
     common(p)
     p.add_argument("-p", "--parallelism", type=count, help="new parallelism of every operator")
     p.add_argument("--operator", action="append", metavar="ID=N", help="new parallelism of one operator")
     p.set_defaults(handler=_spark_rescale)
+
+    p = subparsers.add_parser("spark-flatten", help="a self-contained copy of a shallow savepoint, copied on Spark")
+    common(p, shallow=False)
+    p.set_defaults(handler=_spark_flatten)
 
     p = subparsers.add_parser("change-max-parallelism",
                               help="new max parallelism: re-hash every key to its new key group, on Spark")
@@ -220,6 +233,7 @@ def add_spark_commands(subparsers) -> None:
     add_import_arguments(p)
     p.add_argument("--master", default="local[*]", help="Spark master URL (default: local[*])")
     p.add_argument("--overwrite", action="store_true", help="replace a savepoint already at the target")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_spark_import_flink)
 

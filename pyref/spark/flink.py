@@ -136,14 +136,14 @@ def import_flink(spark: SparkSession, source: Path, target: Path, *,
                  uids: Iterable[str] | Mapping[str, str] | None = None, ttl: Mapping[str, TtlConfig] | None = None,
                  ttl_default: TtlConfig | None = None, skip_states: Iterable[str] = (), overwrite: bool = False,
                  options: WriteOptions | None = None, batch_bytes: int = DEFAULT_BATCH_BYTES,
-                 progress: bool = True) -> ImportReport:
+                 progress: bool = True, force: bool = False) -> ImportReport:
     """:func:`pyref.flink.import_flink` on Spark, one task per state handle. ``source``
     must be readable from every executor (a shared file system; local paths with a
-    local master)."""
+    local master). ``force`` replaces a target shallow savepoints use as a base."""
     started = time.monotonic()
     source = os.path.abspath(os.fspath(source))
     io = open_io(os.fspath(target))
-    previous = read_previous(io, overwrite)
+    previous = read_previous(io, overwrite, force=force)
     task_options: dict[str, Any] = {"uids": uids if isinstance(uids, Mapping) or uids is None else list(uids),
                     "ttl": dict(ttl or {}), "ttl_default": ttl_default, "skip_states": list(skip_states)}
     demotions: dict[Place, str] = {}
@@ -172,7 +172,7 @@ def import_flink(spark: SparkSession, source: Path, target: Path, *,
                     next(i for i in imports if i.plan.flink.operator_id == operator_id).rows.update(rows)
                 _sort_key_groups(manifest)
                 report.step("import-flink: committing")
-                publish(io, manifest, previous, lambda: job.delete_unreferenced(io, None))
+                publish(io, manifest, previous, lambda: job.delete_unreferenced(io, None), force=force)
             except BaseException:
                 job.delete_unreferenced(io, None)
                 raise

@@ -58,17 +58,30 @@ Path = str | os.PathLike[str]
 
 
 def rescale(source: Path, target: Path, parallelism: int | Mapping[str, int], *, spark: SparkSession | None = None,
-            copy: bool = False, overwrite: bool = False, progress: bool = True, base_paths: bool = False
-            ) -> Savepoint:
+            copy: bool = False, overwrite: bool = False, progress: bool = True, base_paths: bool = False,
+            force: bool = False) -> Savepoint:
     """A new parallelism per operator (one number, or a map by operator id). Shallow:
     the core's :func:`pyref.rewrite.rescale`, planned on metadata, no state bytes
     read or written. With ``copy=True`` and ``spark``, the chunks are copied to the
     target byte for byte by Spark tasks in parallel."""
     if not copy or spark is None:
-        return core_rescale(source, target, parallelism, copy=copy, overwrite=overwrite, base_paths=base_paths)
+        return core_rescale(source, target, parallelism, copy=copy, overwrite=overwrite, base_paths=base_paths,
+                            force=force)
     with Progress(spark, enabled=progress) as report:
-        with SavepointBuilder(spark, target, source=source, copy=True, overwrite=overwrite, progress=report) as builder:
+        with SavepointBuilder(spark, target, source=source, copy=True, overwrite=overwrite, progress=report,
+                              force=force) as builder:
             builder.rescale(parallelism)
+        return Savepoint.written(builder.io, builder.manifest)
+
+
+def flatten(spark: SparkSession, source: Path, target: Path, *, overwrite: bool = False, progress: bool = True,
+            force: bool = False) -> Savepoint:
+    """A self-contained copy of ``source`` at ``target`` (the core's :func:`pyref.rewrite.flatten`),
+    its chunks and its bases' copied byte for byte by Spark tasks in parallel."""
+    with Progress(spark, enabled=progress) as report:
+        with SavepointBuilder(spark, target, source=source, copy=True, overwrite=overwrite, progress=report,
+                              force=force) as builder:
+            pass  # nothing changes: the commit copies every chunk the source reads
         return Savepoint.written(builder.io, builder.manifest)
 
 
@@ -111,14 +124,15 @@ def _wanted(operators: Mapping[str, pb.Operator], value: int | Mapping[str, int]
 def change_max_parallelism(spark: SparkSession, source: Path, target: Path, max_parallelism: int | Mapping[str, int],
                            *, copy: bool = False, overwrite: bool = False, partitions: int | None = None,
                            options: WriteOptions | None = None, fragment_bytes: int = DEFAULT_FRAGMENT_BYTES,
-                           progress: bool = True, base_paths: bool = False) -> Savepoint:
+                           progress: bool = True, base_paths: bool = False, force: bool = False) -> Savepoint:
     """Write ``source`` to ``target`` with a new max parallelism (one number, or a map
     by operator id): the keyed state of every changed operator is re-hashed and
     rewritten, in ``partitions`` write tasks (default: one per ``fragment_bytes`` of
     stored state, at least Spark's default parallelism)."""
     with Progress(spark, enabled=progress) as report:
         builder = SavepointBuilder(spark, target, source=source, copy=copy, overwrite=overwrite, options=options,
-                                   fragment_bytes=fragment_bytes, progress=report, base_paths=base_paths)
+                                   fragment_bytes=fragment_bytes, progress=report, base_paths=base_paths,
+                                   force=force)
         with builder:
             sp = builder.source
             for operator_id, new in _wanted(builder.operators, max_parallelism).items():
@@ -153,14 +167,15 @@ def _migrate(stored: tuple[Serializer, Serializer], store, op: pb.Operator, stat
 def migrate_state(spark: SparkSession, source: Path, target: Path, operator_id: str, state: str,
                   serializer: Serializer, *, copy: bool = False, overwrite: bool = False,
                   options: WriteOptions | None = None, fragment_bytes: int = DEFAULT_FRAGMENT_BYTES,
-                  progress: bool = True, base_paths: bool = False) -> Savepoint:
+                  progress: bool = True, base_paths: bool = False, force: bool = False) -> Savepoint:
     """Write ``source`` to ``target`` with one state's values under ``serializer``.
     As is or reconfigured: only the snapshot changes. After migration: every chunk
     is decoded with the old serializer and re-encoded with the new, in parallel.
     Incompatible: :class:`~pyref.IncompatibleSerializerError` naming the state."""
     with Progress(spark, enabled=progress) as report:
         builder = SavepointBuilder(spark, target, source=source, copy=copy, overwrite=overwrite, options=options,
-                                   fragment_bytes=fragment_bytes, progress=report, base_paths=base_paths)
+                                   fragment_bytes=fragment_bytes, progress=report, base_paths=base_paths,
+                                   force=force)
         with builder:
             op = builder.operator(operator_id)
             found = find_state(op, state)

@@ -218,7 +218,7 @@ class SavepointBuilder:
                  source: str | os.PathLike[str] | None = None, copy: bool = False, overwrite: bool = False,
                  options: WriteOptions | None = None, partitions: int | None = None,
                  fragment_bytes: int = DEFAULT_FRAGMENT_BYTES, progress: Progress | None = None,
-                 base_paths: bool = False) -> None:
+                 base_paths: bool = False, force: bool = False) -> None:
         self.spark = spark
         self.io = open_io(target)
         self.partitions = partitions
@@ -228,7 +228,8 @@ class SavepointBuilder:
         self.source = Savepoint.open(source) if source is not None else None
         if self.source is not None:
             check_target(self.source, self.io, copy, base_paths)
-        self._previous = read_previous(self.io, overwrite)
+        self._force = force  # replace a target other shallow savepoints use as a base (spec/format.md §8.4)
+        self._previous = read_previous(self.io, overwrite, force=force)
         if self.source is None:
             self.manifest = pb.Manifest(savepoint_id=str(uuid.uuid4()), created_by=f"pyref {__version__} (spark)",
                                         created_at_ms=int(time.time() * 1000))
@@ -544,7 +545,7 @@ class SavepointBuilder:
         self.progress.step(f"committing {self.io.location}")
         try:
             # publish aborts (deletes the build's files) only if the manifest was certainly not written.
-            publish(self.io, manifest, self._previous, self.abort)
+            publish(self.io, manifest, self._previous, self.abort, force=self._force)
         finally:
             self._done = True
         self.job.delete_unreferenced(self.io, manifest)

@@ -23,6 +23,7 @@ from ..errors import (
     ConcurrentWriteError,
     CorruptSavepointError,
     InvalidArgumentError,
+    MissingDependencyError,
     SavepointError,
     SavepointNotFoundError,
     StorageError,
@@ -54,8 +55,8 @@ def _obstore():
         import obstore
         import obstore.store  # noqa: F401  (from_url)
     except ImportError as exc:
-        raise InvalidArgumentError(f"object stores need obstore: pip install 'pyref-savepoint[object-store]' ({exc})") \
-            from None
+        raise MissingDependencyError(
+            f"object stores need obstore: pip install 'pyref-savepoint[object-store]' ({exc})") from None
     return obstore
 
 

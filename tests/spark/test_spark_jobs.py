@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from pyref import IncompatibleSerializerError, Savepoint, SavepointWriter
+from pyref import IncompatibleSerializerError, InvalidArgumentError, Savepoint, SavepointWriter
 from pyref.cli import main
 from pyref.inspection import describe, verify
 from pyref.key_groups import assign_to_key_group
@@ -99,6 +99,26 @@ def test_migrate_int32_to_int64(spark, keyed):
     with pytest.raises(IncompatibleSerializerError, match="counter/count"):
         migrate_state(spark, keyed, keyed.parent / "bad", "counter", "count", String(), progress=False)
     assert not (keyed.parent / "bad" / "_manifest").exists()
+
+
+def test_spark_flatten_copies_a_shallow_chain(spark, seeds, capsys):
+    """spark-flatten: the chunks of the savepoint and of its bases copied by Spark tasks; the
+    copy reads the same and needs none of them."""
+    assert main(["rescale", str(seeds), str(seeds.parent / "fl4"), "-p", "4"]) == 0
+    capsys.readouterr()
+    assert main(["spark-flatten", str(seeds.parent / "fl4"), str(seeds.parent / "fl-out" / "flat"),
+                 "--master", "local[2]", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["bases"] == []
+    flat = Savepoint.open(seeds.parent / "fl-out" / "flat")
+    assert not flat.manifest.bases and [o.parallelism for o in flat.operators] == [4, 4]
+    shallow = Savepoint.open(seeds.parent / "fl4")
+    for sp in (flat, shallow):
+        assert dict(sp.operator("url-counter").keyed_state("count").items()) == {f"/page/{i}": i for i in range(50)}
+    assert verify(flat).ok
+    from pyref.spark import flatten
+
+    with pytest.raises(InvalidArgumentError, match="is the base of"):  # fl4 uses seeds
+        flatten(spark, seeds.parent / "fl4", seeds, overwrite=True, progress=False)
 
 
 def test_cli_runs_the_jobs(spark, seeds, capsys):
