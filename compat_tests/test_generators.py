@@ -14,6 +14,7 @@ from compat_tests import (
     generate_rejects_1_2_bounded_work,
     generate_rejects_bounded_work,
     generate_spec_gaps_manifest,
+    generate_tuple_evolution,
 )
 from compat_tests._build import read_sums
 from compat_tests.conformance import discover, verify_corpora
@@ -124,6 +125,7 @@ def test_generators_make_every_committed_case(tmp_path):
     generate_rejects_1_2_bounded_work.generate(tmp_path / "reject")
     generate_base_paths_1_2.generate(tmp_path / "golden", tmp_path / "reject")
     generate_spec_gaps_manifest.generate(tmp_path / "golden", tmp_path / "reject")
+    generate_tuple_evolution.generate(tmp_path / "golden")
     fresh = {c.name for c in discover(tmp_path)}
     committed = {c.name for c in discover(ROOT)}
     if committed:

@@ -27,8 +27,13 @@ DOMAIN_NAMES = {pb.EVENT_TIME: "event_time", pb.PROCESSING_TIME: "processing_tim
 
 
 def serializer_label(snapshot: serializer_pb2.SerializerSnapshot) -> str:
-    """``tuple<string,int64>@v2`` style: id, children, snapshot version."""
-    inner = ",".join(serializer_label(n) for n in snapshot.nested)
+    """``tuple<url:string@v1,n:int64@v1>@v2`` style: id, children (a named tuple's with
+    their field names), snapshot version; ``pyref migrate --serializer`` parses it back."""
+    names = list(snapshot.field_names)
+    if names == [f"f{i}" for i in range(len(names))]:
+        names = []  # positional: the names are the positions (spec/serializers.md §3.8)
+    children = [serializer_label(n) for n in snapshot.nested]
+    inner = ",".join(f"{name}:{child}" for name, child in zip(names, children)) if names else ",".join(children)
     return f"{snapshot.serializer_id}{f'<{inner}>' if inner else ''}@v{snapshot.version}"
 
 

@@ -311,8 +311,16 @@ def _resolve(label: str, snapshot: SerializerSnapshot, new: Serializer | None) -
             f"serializer {new.serializer_id!r} cannot read state written with {snapshot.serializer_id!r} "
             f"(version {snapshot.version}): {result.reason}", state=label)
     if result.kind is Compatibility.COMPATIBLE_AFTER_MIGRATION:
-        # Stored bytes are in the old layout: decode them with the old serializer.
-        return serializer_from_snapshot(snapshot)
+        # Stored bytes are in the old layout: decode them with the old serializer, unless the
+        # values themselves change (tuple fields added, removed or reordered): those the old
+        # serializer would return in the old shape, so only a migration takes them over.
+        old = serializer_from_snapshot(snapshot)
+        if new.value_converter(old) is not None:
+            raise IncompatibleSerializerError(
+                f"serializer {new!r} cannot read state written with {old!r} without a migration "
+                f"({result.reason}): migrate the savepoint first (pyref migrate, pyref.migrate_state; "
+                "spec/serializers.md §5.3)", state=label)
+        return old
     return result.serializer
 
 

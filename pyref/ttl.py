@@ -10,6 +10,7 @@ the timestamps; expiring values is the restoring engine's business.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,6 +115,10 @@ class TtlValue(Serializer):
     def _from_arrow_value(self, item: dict[Any, Any]) -> tuple[int, Any]:
         return item["ttl_timestamp"], self.inner._from_arrow_value(item["value"])
 
+    def value_converter(self, old: Serializer) -> Callable[[Any], Any] | None:
+        convert = self.inner.value_converter(old.inner) if isinstance(old, TtlValue) else None
+        return None if convert is None else lambda cell: (cell[0], convert(cell[1]))
+
 
 def prefix_timestamps(timestamps: Any, encoded: pa.Array) -> pa.Array:
     """TTL cells from one timestamp per row and the rows' encodings, on whole buffers."""
@@ -171,4 +176,6 @@ def migrate_ttl_cells(old: Serializer, new: Serializer, cells: pa.Array, *, whol
         return prefix_timestamps(stamps, migrate_array(old, new, values))
     migrate_array(old, new, pa.array([], pa.binary()))  # refuses an incompatible pair before any row
     source, target = ListOf(TtlValue(old)), ListOf(TtlValue(new))
-    return binary_from_list([target.encode(source.decode(cell)) for cell in binary_input(cells, "ttl").to_pylist()])
+    convert = target.value_converter(source) or (lambda cells: cells)
+    return binary_from_list([target.encode(convert(source.decode(cell)))
+                             for cell in binary_input(cells, "ttl").to_pylist()])

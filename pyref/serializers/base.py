@@ -14,7 +14,7 @@ import abc
 import enum
 import re
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -246,6 +246,23 @@ def fixed_width_binary(data: np.ndarray, n: int, width: int) -> pa.Array:
     )
 
 
+def byte_ranges(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The bytes ``data[starts[i]:starts[i] + lengths[i]]`` of every i, concatenated, and
+    the offsets (n + 1, int64) of each range in the result: one gather, no Python loop."""
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    index = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(starts - offsets[:-1], lengths)
+    return data[index], offsets
+
+
+def binary_from_ranges(data: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    """A binary array (large_binary beyond 2 GiB) over ``data`` with int64 ``offsets``."""
+    large = int(offsets[-1]) > _I32_MAX
+    return pa.Array.from_buffers(pa.large_binary() if large else pa.binary(), len(offsets) - 1,
+                                 [None, pa.py_buffer(offsets if large else offsets.astype(np.int32)),
+                                  pa.py_buffer(np.ascontiguousarray(data, np.uint8))])
+
+
 def binary_from_list(encoded: list[bytes]) -> pa.Array:
     """A binary array (large_binary beyond 2 GiB) of already encoded values."""
     total = sum(map(len, encoded))
@@ -430,6 +447,21 @@ class Serializer(abc.ABC):
             self,
             f"the {self.serializer_id} serializer's configuration changed",
         )
+
+    def migrate_column(self, old: Serializer, encoded: pa.Array) -> pa.Array | None:
+        """The encodings of a whole column written with ``old`` as this serializer writes
+        them, computed on whole buffers, or None to migrate value by value (decode with
+        ``old``, :meth:`value_converter`, encode). Only called for a pair that resolves as
+        compatible after migration; must refuse corrupt input as decoding does."""
+        return None
+
+    def value_converter(self, old: Serializer) -> Callable[[Any], Any] | None:
+        """How a migration (§5) turns a value decoded with ``old`` into the value this
+        serializer writes, or None when the value stays as it is (int32 -> int64, enum
+        symbols reordered). Only called for a pair that resolves as compatible. Built-in
+        composites convert their children; a tuple whose fields changed maps them by
+        name and fills added fields with their defaults (§5.3)."""
+        return None
 
     # -- identity ---------------------------------------------------------
 
@@ -707,6 +739,10 @@ def migrate_array(old: Serializer, new: Serializer, data: Any) -> pa.Array:
         except pa.ArrowException as e:
             raise IncompatibleSerializerError(f"cannot migrate {old!r} to {target!r}: {e}") from e
         return target.encode_array(converted)
+    column = target.migrate_column(old, arr)
+    if column is not None:
+        return column
+    convert = target.value_converter(old)
     out = []
     for i, b in enumerate(arr.to_pylist()):
         try:
@@ -714,7 +750,7 @@ def migrate_array(old: Serializer, new: Serializer, data: Any) -> pa.Array:
         except CorruptSavepointError as e:
             raise CorruptSavepointError(f"record {i}: {e.reason}") from e
         try:
-            out.append(target.encode(value))
+            out.append(target.encode(value if convert is None else convert(value)))
         except InvalidArgumentError as e:
             raise IncompatibleSerializerError(f"record {i} cannot be migrated: {e.reason}") from e
     return binary_from_list(out)

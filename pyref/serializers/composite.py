@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import collections
 import keyword
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (Array.take below; loaded here, not in the first decode)
 
 from pyref._proto.savepoint.v1.serializer_pb2 import SerializerSnapshot
 from pyref.errors import CorruptSavepointError, InvalidArgumentError
@@ -24,19 +26,26 @@ from .base import (
     Compatibility,
     CompatibilityResult,
     Serializer,
+    binary_from_ranges,
+    binary_input,
+    binary_parts,
+    byte_ranges,
     check_builtin_snapshot,
     check_count,
     combine_children,
     corrupt,
     different_ids,
     is_builtin_id,
+    migrate_array,
     min_framed_size,
     read_framed,
     read_u32,
     register_builtin,
+    resolve_compatibility,
     serializer_from_snapshot,
     write_framed,
 )
+from .tuple_columns import constant_column, join_fields, split_fields
 
 __all__ = ["ListOf", "MapOf", "Nullable", "Tuple"]
 
@@ -60,6 +69,10 @@ def _restore_children(snapshot: SerializerSnapshot) -> list[Serializer]:
 
 def _wrap_invalid(prefix: str, e: InvalidArgumentError) -> InvalidArgumentError:
     return InvalidArgumentError(f"{prefix}: {e.reason}")
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _is_sequence(value: Any) -> bool:
@@ -112,6 +125,29 @@ class Nullable(Serializer):
     def arrow_type(self) -> pa.DataType:
         return self.inner.arrow_type()
 
+    def decode_array(self, arr: pa.Array) -> pa.Array:
+        """On whole buffers when the inner serializer has a vectorised path: the flags are
+        checked at once and the non-null values decoded as one column. Any corrupt record
+        is left to the value-by-value path, whose error names the record and offset."""
+        if not getattr(self.inner, "_vectorised", False):
+            return super().decode_array(arr)
+        arr = binary_input(arr, self.serializer_id)
+        offsets, data = binary_parts(arr)
+        starts, lengths = offsets[:-1].astype(np.int64), np.diff(offsets).astype(np.int64)
+        if (lengths == 0).any():
+            return super().decode_array(arr)  # raises: a record without its null flag
+        flags = data[starts]
+        present = flags == 1
+        if (flags > 1).any() or ((~present) & (lengths != 1)).any():
+            return super().decode_array(arr)  # raises: a bad flag, or bytes after a null
+        try:
+            values = self.inner.decode_array(binary_from_ranges(*byte_ranges(data, starts[present] + 1,
+                                                                             lengths[present] - 1)))
+        except CorruptSavepointError:
+            return super().decode_array(arr)  # raises, numbering the record among all of them
+        index = np.cumsum(present) - 1
+        return values.take(pa.array(index, mask=~present))
+
     def _to_arrow_value(self, value: Any) -> Any:
         return None if value is None else self.inner._to_arrow_value(value)
 
@@ -143,6 +179,10 @@ class Nullable(Serializer):
             f"{old_snapshot.serializer_id} values become nullable; every encoding gains a 0x01 flag byte",
         )
 
+    def value_converter(self, old: Serializer) -> Callable[[Any], Any] | None:
+        convert = self.inner.value_converter(old.inner if isinstance(old, Nullable) else old)
+        return None if convert is None else lambda v: None if v is None else convert(v)
+
     def __repr__(self) -> str:
         return f"Nullable({self.inner!r})"
 
@@ -173,15 +213,16 @@ class Tuple(Serializer):
     serializer_id = "tuple"
     version = 2
 
-    def __init__(self, *fields: Serializer, names: Sequence[str] | None = None) -> None:
+    def __init__(self, *fields: Serializer, names: Sequence[str] | None = None,
+                 defaults: Mapping[str, Any] | None = None) -> None:
         if not fields:
             raise InvalidArgumentError("Tuple needs at least one field")
         if len(fields) > MAX_TUPLE_FIELDS:
             raise InvalidArgumentError(f"Tuple has {len(fields)} fields, more than {MAX_TUPLE_FIELDS}")
         self.fields: tuple[Serializer, ...] = tuple(_check_child("Tuple", f) for f in fields)
-        defaults = _default_names(len(fields))
+        positional_names = _default_names(len(fields))
         if names is None:
-            self.names = defaults
+            self.names = positional_names
         else:
             if isinstance(names, str) or not _is_sequence(names):
                 raise InvalidArgumentError("Tuple names must be a sequence of strings")
@@ -195,12 +236,36 @@ class Tuple(Serializer):
                 raise InvalidArgumentError(f"Tuple field names must be unique, got {names!r}")
             self.names = names
         #: True when the fields carry only the default names f0, f1, ...
-        self.positional = self.names == defaults
+        self.positional = self.names == positional_names
         #: Decoded values are named tuples of the field names (plain tuples when positional).
         self._record = None if self.positional else _record_type(self.names)
+        #: The value a migration gives each field it adds, by field name (§5.3). Not part of
+        #: the snapshot: a default only matters while the migration that adds its field runs.
+        self.defaults: dict[str, Any] = self._checked_defaults(defaults)
         widths = [f.fixed_width for f in self.fields]
         self._fixed = None if None in widths else sum(widths)  # type: ignore[arg-type]
         self._depth = 1 + max(f.depth for f in self.fields)
+
+    def set_defaults(self, defaults: Mapping[str, Any]) -> None:
+        """Give fields the values a migration that adds them writes (§5.3), e.g. after
+        restoring the tuple from a snapshot, which holds no defaults."""
+        self.defaults = {**self.defaults, **self._checked_defaults(defaults)}
+
+    def _checked_defaults(self, defaults: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``defaults`` after checking each names a field and its field can encode it."""
+        if defaults is None:
+            return {}
+        if not isinstance(defaults, Mapping):
+            raise InvalidArgumentError("Tuple defaults must be a mapping from field name to value")
+        unknown = sorted(map(str, set(defaults) - set(self.names)))
+        if unknown:
+            raise InvalidArgumentError(f"Tuple defaults name no field: {unknown}; the fields are {list(self.names)}")
+        for name, value in defaults.items():
+            try:
+                self.fields[self.names.index(name)].encode(value)  # few defaults: index is fine
+            except InvalidArgumentError as e:
+                raise _wrap_invalid(f"default of tuple field {name!r}", e) from e
+        return dict(defaults)
 
     @property
     def fixed_width(self) -> int | None:
@@ -293,12 +358,9 @@ class Tuple(Serializer):
             return different_ids(old_snapshot, self)
         old = serializer_from_snapshot(old_snapshot)
         assert isinstance(old, Tuple)
-        if len(old.fields) != len(self.fields):
-            return CompatibilityResult(
-                _INCOMPATIBLE,
-                self,
-                f"tuple arity changed from {len(old.fields)} to {len(self.fields)} fields",
-            )
+        sources = field_sources(old, self)
+        if sources != list(range(len(old.fields))):
+            return self._resolve_evolution(old, old_snapshot, sources)
         results = [
             (f"field {i} ({self.names[i]})", f.resolve_compatibility(old_snapshot.nested[i]))
             for i, f in enumerate(self.fields)
@@ -321,9 +383,83 @@ class Tuple(Serializer):
             )
         return CompatibilityResult(_AS_IS, self, "same tuple serializer")
 
+    def _resolve_evolution(self, old: Tuple, old_snapshot, sources: list[int | None]) -> CompatibilityResult:
+        """Fields added, removed or reordered (§5.3): after migration when every added field
+        has a default and no kept field is incompatible (every value is rewritten by this
+        serializer, so a kept field that is reconfigured or migrated is rewritten too)."""
+        arity = (f"tuple arity changed from {len(old.fields)} to {len(self.fields)} fields: "
+                 if len(old.fields) != len(self.fields) else "tuple ")
+        added = [self.names[j] for j, i in enumerate(sources) if i is None]
+        undefaulted = [n for n in added if n not in self.defaults]
+        if undefaulted:
+            return CompatibilityResult(_INCOMPATIBLE, self, f"{arity}added field {undefaulted[0]!r} has no default "
+                                       "(give one: Tuple(..., defaults={name: value}))")
+        for j, i in enumerate(sources):
+            if i is None:
+                continue
+            r = self.fields[j].resolve_compatibility(old_snapshot.nested[i])
+            if r.kind is _INCOMPATIBLE:
+                return CompatibilityResult(_INCOMPATIBLE, self, f"tuple field {self.names[j]!r}: {r.reason}")
+        kept = [i for i in sources if i is not None]
+        removed = [n for i, n in enumerate(old.names) if i not in kept]
+        changes = [f"added {added} (defaults {[self.defaults[n] for n in added]!r})"] if added else []
+        changes += [f"removed {removed}"] if removed else []
+        changes += ["reordered"] if kept != sorted(kept) else []
+        return CompatibilityResult(_MIGRATE, self, f"{arity}fields {', '.join(changes)}; every value is rewritten")
+
+    def migrate_column(self, old: Serializer, encoded: pa.Array) -> pa.Array | None:
+        """Fields split into columns, each kept field's column migrated on its own (checked
+        by decoding it, as a removed field's column is), defaults added, joined (§5.3)."""
+        if not isinstance(old, Tuple):
+            return None
+        sources = field_sources(old, self)
+        parts = split_fields(old.fields, old.names, encoded)
+        moved: dict[int, pa.Array] = {}
+        for j, i in enumerate(sources):
+            if i is not None and resolve_compatibility(old.fields[i].snapshot(), self.fields[j]).kind is _MIGRATE:
+                moved[i] = migrate_array(old.fields[i], self.fields[j], parts[i])
+        for i, (field, part) in enumerate(zip(old.fields, parts)):
+            if i not in moved:
+                field.decode_array(part)  # refuses corrupt bytes, which would otherwise be copied or dropped
+        n = len(encoded)
+        columns = [constant_column(f.encode(self.defaults[name]), n) if i is None else moved.get(i, parts[i])
+                   for f, name, i in zip(self.fields, self.names, sources)]
+        return join_fields(self.fields, columns)
+
+    def value_converter(self, old: Serializer) -> Callable[[Any], Any] | None:
+        if not isinstance(old, Tuple):
+            return None
+        sources = field_sources(old, self)
+        converters = [None if i is None else f.value_converter(old.fields[i]) for f, i in zip(self.fields, sources)]
+        if sources == list(range(len(old.fields))) and not any(converters):
+            return None
+        defaults = [self.defaults.get(n) for n in self.names]
+
+        def convert(value: tuple) -> tuple:
+            return tuple(default if i is None else value[i] if c is None else c(value[i])
+                         for i, c, default in zip(sources, converters, defaults))
+
+        return convert
+
     def __repr__(self) -> str:
         inner = ", ".join(map(repr, self.fields))
-        return f"Tuple({inner})" if self.positional else f"Tuple({inner}, names={self.names!r})"
+        names = "" if self.positional else f", names={self.names!r}"
+        defaults = f", defaults={self.defaults!r}" if self.defaults else ""
+        return f"Tuple({inner}{names}{defaults})"
+
+
+def field_sources(old: Tuple, new: Tuple) -> list[int | None]:
+    """For each field of ``new``, the index of the field of ``old`` whose values it takes, or
+    None for a field it adds (§5.3). Fields are matched by name when both tuples are named and
+    either their arity differs or a name is on both sides at different positions; else by
+    position (so equal arity keeps the rule that names are presentation, and a positional
+    tuple, whose names f0, f1, ... are positions, gains or loses trailing fields)."""
+    n = len(old.fields)
+    index = {name: i for i, name in enumerate(old.names)}
+    moved = any(index.get(name, j) != j for j, name in enumerate(new.names))
+    if not old.positional and not new.positional and (n != len(new.fields) or moved):
+        return [index.get(name) for name in new.names]
+    return [j if j < n else None for j in range(len(new.fields))]
 
 
 # --------------------------------------------------------------------------
@@ -395,6 +531,10 @@ class ListOf(Serializer):
         if r.kind is _RECONF:
             return CompatibilityResult(_RECONF, ListOf(r.serializer), f"list element: {r.reason}")
         return CompatibilityResult(r.kind, self, f"list element: {r.reason}")
+
+    def value_converter(self, old: Serializer) -> Callable[[Any], Any] | None:
+        convert = self.element.value_converter(old.element) if isinstance(old, ListOf) else None
+        return None if convert is None else lambda v: [convert(e) for e in v]
 
     def __repr__(self) -> str:
         return f"ListOf({self.element!r})"
@@ -539,6 +679,16 @@ class MapOf(Serializer):
                 _RECONF, MapOf(results[0][1].serializer, results[1][1].serializer), f"map {where}: {r.reason}"
             )
         return CompatibilityResult(kind, self, f"map {where}: {r.reason}")
+
+    def value_converter(self, old: Serializer) -> Callable[[Any], Any] | None:
+        if not isinstance(old, MapOf):
+            return None
+        key, value = self.key.value_converter(old.key), self.value.value_converter(old.value)
+        if key is None and value is None:
+            return None
+        key, value = key or _same, value or _same
+        # Pairs, not a dict: keys that become equal must reach encode, which refuses them (§5.3).
+        return lambda v: [(key(k), value(x)) for k, x in v.items()]
 
     def __repr__(self) -> str:
         return f"MapOf({self.key!r}, {self.value!r})"

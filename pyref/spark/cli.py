@@ -8,7 +8,9 @@ a subcommand imports pyspark when it runs.
 from __future__ import annotations
 
 import argparse
+import json
 import re
+from typing import Any
 
 from .._proto.savepoint.v1 import serializer_pb2
 from ..cli import BASE_PATHS_HELP, count, operator_numbers, print_written
@@ -17,11 +19,18 @@ from ..errors import InvalidArgumentError, MissingDependencyError, SavepointErro
 from ..flink.export_cli import add_export_arguments, export_options, print_exported
 from ..flink.import_cli import add_import_arguments, import_options, print_import
 from ..flink.importer import ImportReport
-from ..serializers import MAX_NESTING_DEPTH, Serializer, serializer_from_snapshot
+from ..serializers import MAX_NESTING_DEPTH, Serializer, Tuple, serializer_from_snapshot
 
 _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 _FIELD_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):")
 _VERSION = re.compile(r"@v(\d+)")
+
+
+#: Spaces between the tokens of a label; those inside a default's JSON string stay.
+_SPACES_OUTSIDE_STRINGS = re.compile(r'("(?:[^"\\]|\\.)*")|\s+')
+#: The defaults of a label's tuples: the path to the tuple (child indexes from the root), and
+#: its defaults by field name.
+Defaults = list[tuple[tuple[int, ...], dict[str, Any]]]
 
 
 def parse_serializer(text: str) -> Serializer:
@@ -29,17 +38,42 @@ def parse_serializer(text: str) -> Serializer:
     ``nullable<int32>``, ``list<string>``, ``map<string,int64>``,
     ``tuple<url:string,n:int64>@v2`` (snapshot version 1 when omitted; tuple
     field names before a colon), or a registered user-defined id such as
-    ``com.example.Point``."""
-    snapshot, rest = _parse_snapshot(text.replace(" ", ""), text, 1)
+    ``com.example.Point``. A tuple field added by a migration takes its default
+    as a JSON literal after ``=``: ``tuple<url:string,n:int64,ts:int64=0>@v2``
+    (spec/serializers.md §5.3)."""
+    defaults: Defaults = []
+    compact = _SPACES_OUTSIDE_STRINGS.sub(lambda m: m.group(1) or "", text)
+    snapshot, rest = _parse_snapshot(compact, text, 1, (), defaults)
     if rest:
         raise InvalidArgumentError(f"unexpected {rest!r} at the end of serializer {text!r}")
     try:
-        return serializer_from_snapshot(snapshot)
+        serializer = serializer_from_snapshot(snapshot)
+        for path, values in defaults:
+            _tuple_at(serializer, path).set_defaults(values)
     except SavepointError as exc:  # e.g. map<string>: a wrong argument, not a corrupt savepoint
         raise InvalidArgumentError(f"serializer {text!r}: {exc.reason}") from None
+    return serializer
 
 
-def _parse_snapshot(text: str, whole: str, depth: int) -> tuple[serializer_pb2.SerializerSnapshot, str]:
+def _tuple_at(serializer: Serializer, path: tuple[int, ...]) -> Tuple:
+    for index in path:
+        serializer = serializer.nested_serializers[index]
+    if not isinstance(serializer, Tuple):
+        raise InvalidArgumentError(f"defaults ('=' after a child) are for the fields of a tuple, not of {serializer!r}")
+    return serializer
+
+
+def _parse_default(text: str, whole: str) -> tuple[Any, str]:
+    """The JSON literal at the start of ``text`` and what follows it."""
+    try:
+        value, end = json.JSONDecoder().raw_decode(text)
+    except json.JSONDecodeError:
+        raise InvalidArgumentError(f"expected a JSON default after '=' at {text!r} in {whole!r}") from None
+    return value, text[end:]
+
+
+def _parse_snapshot(text: str, whole: str, depth: int, path: tuple[int, ...],
+                    defaults: Defaults) -> tuple[serializer_pb2.SerializerSnapshot, str]:
     if depth > MAX_NESTING_DEPTH:
         raise InvalidArgumentError(f"serializer {whole[:80]!r}... nests deeper than {MAX_NESTING_DEPTH} levels")
     match = _ID.match(text)
@@ -49,22 +83,30 @@ def _parse_snapshot(text: str, whole: str, depth: int) -> tuple[serializer_pb2.S
     rest = text[match.end():]
     if rest.startswith("<"):
         rest = rest[1:]
+        field_defaults: dict[str, Any] = {}
         while True:
             name = _FIELD_NAME.match(rest)
             if name:
                 snapshot.field_names.append(name.group(1))
                 rest = rest[name.end():]
-            child, rest = _parse_snapshot(rest, whole, depth + 1)
+            child, rest = _parse_snapshot(rest, whole, depth + 1, (*path, len(snapshot.nested)), defaults)
+            if rest.startswith("="):
+                field = name.group(1) if name else f"f{len(snapshot.nested)}"
+                field_defaults[field], rest = _parse_default(rest[1:], whole)
             snapshot.nested.append(child)
             if rest[:1] not in (",", ">"):
                 raise InvalidArgumentError(f"expected ',' or '>' at {rest!r} in {whole!r}")
             rest, closed = rest[1:], rest[0] == ">"
             if closed:
                 break
+        if field_defaults:
+            defaults.append((path, field_defaults))
     version = _VERSION.match(rest)
     if version:
         snapshot.version = int(version.group(1))
         rest = rest[version.end():]
+    if snapshot.serializer_id == "tuple" and snapshot.version >= 2 and not snapshot.field_names:
+        snapshot.field_names.extend(f"f{i}" for i in range(len(snapshot.nested)))  # positional, as inspect prints it
     return snapshot, rest
 
 
@@ -200,7 +242,8 @@ def add_spark_commands(subparsers) -> None:
     p.add_argument("--operator", required=True, help="operator id")
     p.add_argument("--state", required=True, help="state name")
     p.add_argument("--serializer", required=True,
-                   help="new serializer, as inspect prints them: int64, list<string>, map<string,int64>, ...")
+                   help="new serializer, as inspect prints them: int64, list<string>, map<string,int64>, ...; "
+                        "a tuple field it adds takes a JSON default after '=': tuple<url:string,ts:int64=0>@v2")
     p.set_defaults(handler=_migrate)
 
     p = subparsers.add_parser("spark-export-flink",
