@@ -5,8 +5,14 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from hypothesis import settings
 
 from pyref.testing import write_seeds
+
+# Property tests assert behaviour, never speed (benchmarks measure that): hypothesis's per-example
+# deadline only made them fail on a loaded machine (a first encode_array call took 0.4 s).
+settings.register_profile("pyref", deadline=None)
+settings.load_profile("pyref")
 
 
 @pytest.fixture
