@@ -37,6 +37,7 @@ from .key_groups import KeyGroupRange, compute_key_groups
 from .keys import as_key_array, key_type_of
 from .manifest import (
     COORDINATOR_COLUMNS,
+    DATA_FILE_MAGIC,
     LIST_COLUMNS,
     FormatVersion,
     decode_manifest,
@@ -159,18 +160,34 @@ class ChunkStore:
         """Bytes ``[offset, offset + length)`` of data file ``file``, after checking once
         that the file has the size the manifest records (spec/format.md §6.3)."""
         io, rel = self.file_location(file)
-        if file not in self._checked_sizes:
+        magic = len(DATA_FILE_MAGIC)
+        first_use = file not in self._checked_sizes
+        if first_use:
             size, expected = io.size(rel), self.manifest.data_files[file].size
             if size != expected:
                 raise CorruptSavepointError(
                     "data file is missing" if size is None else f"data file is {size} bytes, manifest says {expected}",
                     path=io.describe(rel), state=state)
             self._check_distinct_file(io, rel, file)
+            if offset != magic:  # a read from byte 8 fetches the magic with the chunk, below
+                self._check_magic(io.read_range(rel, 0, magic), io, rel, state)
             self._checked_sizes.add(file)
-        data = io.read_range(rel, offset, length)
+        if first_use and offset == magic:
+            data = io.read_range(rel, 0, magic + length)
+            self._check_magic(data[:magic], io, rel, state)
+            data = data[magic:]
+        else:
+            data = io.read_range(rel, offset, length)
         with self._lock:
             self.bytes_read += length
         return data
+
+    @staticmethod
+    def _check_magic(head: bytes, io: SavepointIO, rel: str, state: str) -> None:
+        """Every reader checks the data-file magic before it uses a file's bytes (spec/format.md §6.3)."""
+        if head != DATA_FILE_MAGIC:
+            raise CorruptSavepointError(f"data file does not start with the data-file magic (found {bytes(head).hex()})",
+                                        path=io.describe(rel), state=state, byte_range=(0, len(DATA_FILE_MAGIC)))
 
     def _verify(self, chunk: pb.Chunk, stored: bytes, state: str) -> bytes:
         computed = crc32c(stored)
@@ -389,6 +406,7 @@ class KeyGroupedView:
         self.max_parallelism = operator.max_parallelism
         #: Format 1.2: key groups assigned by the writer are taken from the chunks, never computed (§7.12).
         self.writer_assigned_key_groups = operator.key_groups == pb.KEY_GROUPS_FROM_WRITER
+        self.key_type = None if self.writer_assigned_key_groups else key_type_of(operator.key_serializer)
         self._columns = columns
 
     @cached_property
@@ -410,13 +428,36 @@ class KeyGroupedView:
     def read_encoded(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
         chunks = list(chunks)
         for chunk, columns in zip(chunks, self._store.read_many(chunks, self._columns, self.label)):
+            self._check_keys(chunk, columns[0])
             yield chunk.key_group, columns
 
     def scan_encoded(self) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
         """``(key group, columns)`` of every chunk, in storage order (:meth:`ChunkStore.scan`)."""
         chunks = self.proto.chunks
         for i, columns in self._store.scan(chunks, self._columns, self.label):
+            self._check_keys(chunks[i], columns[0])
             yield chunks[i].key_group, columns
+
+    def _check_keys(self, chunk: pb.Chunk, keys: pa.BinaryArray) -> None:
+        """Every key of a chunk lies within its key bounds (spec/format.md §7.6) and, unless the
+        writer assigned the key groups, belongs to its key group (§7.1): readers check both on
+        every read, so that a lookup and a scan never disagree about a misplaced key."""
+        if not len(keys):
+            return
+        where = dict(path=self._store.describe(chunk), state=self.label)
+        if chunk.HasField("key_bounds"):
+            lowest, highest = (v.as_py() for v in pa.compute.min_max(keys).values())
+            if lowest < chunk.key_bounds.min or highest > chunk.key_bounds.max:
+                raise CorruptSavepointError(f"a key of the chunk ({(lowest if lowest < chunk.key_bounds.min else highest).hex()}) "
+                                            f"lies outside its key bounds [{chunk.key_bounds.min.hex()}, "
+                                            f"{chunk.key_bounds.max.hex()}]", **where)
+        if self.key_type is not None:
+            groups = compute_key_groups(self.key_serializer.decode_array(keys), self.max_parallelism, self.key_type)
+            wrong = np.flatnonzero(groups != chunk.key_group)
+            if wrong.size:
+                row = int(wrong[0])
+                raise CorruptSavepointError(f"row {row}: its key belongs to key group {int(groups[row])}, not to the "
+                                            f"chunk's key group {chunk.key_group}", **where)
 
     def scan_key_groups(self) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
         """:meth:`read_key_groups` of every key group, in storage order: a key group comes
@@ -455,7 +496,6 @@ class KeyedStateView(KeyGroupedView):
         self.label = state_label(operator, state.name)
         self.kind = KIND_NAMES[state.kind]
         self.key_serializer = key_serializer
-        self.key_type = None if self.writer_assigned_key_groups else key_type_of(operator.key_serializer)
         self.value_serializer = _resolve(self.label, state.value_serializer, value_serializer)
         self.user_key_serializer = (_resolve(self.label, state.user_key_serializer, user_key_serializer)
                                     if state.kind == pb.MAP else None)
