@@ -503,7 +503,7 @@ class KeyedStateView(KeyGroupedView):
                                      if state.HasField("namespace_serializer") else None)
         self.ttl = TtlConfig.from_proto(state.ttl) if state.HasField("ttl") else None
         element = TtlValue(self.value_serializer) if self.ttl is not None and state.kind == pb.LIST else None
-        self._stored_value = ListOf(element or self.value_serializer) if state.kind == pb.LIST else self.value_serializer
+        self._stored_value = ListOf.of_list_state(element or self.value_serializer) if state.kind == pb.LIST else self.value_serializer
 
     @property
     def namespaced(self) -> bool:

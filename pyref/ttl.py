@@ -170,5 +170,5 @@ def migrate_ttl_cells(old: Serializer, new: Serializer, cells: pa.Array, *, whol
         stamps, values = split_timestamps(cells)
         return prefix_timestamps(stamps, migrate_array(old, new, values))
     migrate_array(old, new, pa.array([], pa.binary()))  # refuses an incompatible pair before any row
-    source, target = ListOf(TtlValue(old)), ListOf(TtlValue(new))
+    source, target = ListOf.of_list_state(TtlValue(old)), ListOf.of_list_state(TtlValue(new))
     return binary_from_list([target.encode(source.decode(cell)) for cell in binary_input(cells, "ttl").to_pylist()])
