@@ -342,6 +342,13 @@ def descriptor_set_breaks() -> list[tuple[str, str, Callable[[], list]]]:
          one(lambda f: f.extension.add(name="e", number=100, type=F.TYPE_INT32, label=1, extendee=".x.M"), "proto2")),
         ("name-not-utf8", "a message name that is not UTF-8 (descriptor.proto is proto2: its strings are bytes)",
          one(_non_utf8_name)),
+        ("package-clashes-with-type", "a package named like a message of another file",
+         lambda: _two_files(lambda x, y: setattr(y, "package", "x.M"))),
+        ("proto3-extension-of-a-message", "a proto3 extension of a proto2 message (proto3 extends only options)",
+         lambda: _two_files(lambda x, y: (setattr(y, "syntax", "proto2"),
+                                          _message(y).extension_range.add(start=100, end=200),
+                                          x.extension.add(name="e", number=100, type=F.TYPE_INT32, label=1,
+                                                          extendee=".y.M")))),
     ]
 
 
@@ -671,7 +678,8 @@ def golden_cases() -> list[Case]:
         _single_state("protobuf-wire-forms", "protobuf values in every wire form a reader accepts (spec/serializers.md "
                       "§3.11.2): wrong wire types and unknown fields kept, packed and unpacked, unknown enum values, "
                       "groups, nesting 100 deep, proto2 strings not checked, missing required fields; and a "
-                      "descriptor set with what §3.11.1 allows (group, alias, map, packed, oneof, extensions, reserved)",
+                      "descriptor set with what §3.11.1 allows (group, alias, map, packed, oneof, extensions, "
+                      "reserved)",
                       _protobuf_keyed, after=_name_protobuf_values),
     ]
 

@@ -447,10 +447,11 @@ class KeyGroupedView:
         where = dict(path=self._store.describe(chunk), state=self.label)
         if chunk.HasField("key_bounds"):
             lowest, highest = (v.as_py() for v in pa.compute.min_max(keys).values())
-            if lowest < chunk.key_bounds.min or highest > chunk.key_bounds.max:
-                raise CorruptSavepointError(f"a key of the chunk ({(lowest if lowest < chunk.key_bounds.min else highest).hex()}) "
-                                            f"lies outside its key bounds [{chunk.key_bounds.min.hex()}, "
-                                            f"{chunk.key_bounds.max.hex()}]", **where)
+            bounds = chunk.key_bounds
+            if lowest < bounds.min or highest > bounds.max:
+                outside = lowest if lowest < bounds.min else highest
+                raise CorruptSavepointError(f"a key of the chunk ({outside.hex()}) lies outside its key bounds "
+                                            f"[{bounds.min.hex()}, {bounds.max.hex()}]", **where)
         if self.key_type is not None:
             groups = compute_key_groups(self.key_serializer.decode_array(keys), self.max_parallelism, self.key_type)
             wrong = np.flatnonzero(groups != chunk.key_group)
@@ -503,7 +504,8 @@ class KeyedStateView(KeyGroupedView):
                                      if state.HasField("namespace_serializer") else None)
         self.ttl = TtlConfig.from_proto(state.ttl) if state.HasField("ttl") else None
         element = TtlValue(self.value_serializer) if self.ttl is not None and state.kind == pb.LIST else None
-        self._stored_value = ListOf.of_list_state(element or self.value_serializer) if state.kind == pb.LIST else self.value_serializer
+        self._stored_value = (ListOf.of_list_state(element or self.value_serializer) if state.kind == pb.LIST
+                              else self.value_serializer)
 
     @property
     def namespaced(self) -> bool:

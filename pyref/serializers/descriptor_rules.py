@@ -36,10 +36,19 @@ def check_descriptor_rules(files: list[descriptor_pb2.FileDescriptorProto],
                     for e in file.enum_type}
     closed_enums |= {f"{name}.{e.name}" for file in files if file.syntax != "proto3"
                      for name, m in _messages(file) for e in m.enum_type}
+    symbols = {name for file in files for name, _ in _messages(file)} | {
+        f"{file.package}.{n}".lstrip(".") for file in files for n in [*(e.name for e in file.enum_type),
+                                                                   *(v.name for v in file.service)]}
     for file in files:
         if not file.name:
             raise _corrupt("a file has an empty name")
+        parts = file.package.split(".") if file.package else []
+        for prefix in (".".join(parts[:i]) for i in range(1, len(parts) + 1)):
+            if prefix in symbols:
+                raise _corrupt(f"package {file.package} of {file.name} clashes with the type {prefix}")
         proto3 = file.syntax == "proto3"
+        if proto3:
+            _check_proto3_extensions(file, pool)
         if any(m.options.map_entry for m in file.message_type):
             raise _corrupt(f"file {file.name} declares a map entry message outside the message that uses it")
         for enum in [*file.enum_type, *(e for _, m in _messages(file) for e in m.enum_type)]:
@@ -55,6 +64,17 @@ def _messages(file: descriptor_pb2.FileDescriptorProto) -> Iterator[tuple[str, d
         name, msg = stack.pop()
         yield name, msg
         stack.extend((f"{name}.{n.name}", n) for n in msg.nested_type)
+
+
+def _check_proto3_extensions(file: descriptor_pb2.FileDescriptorProto, pool: descriptor_pool.DescriptorPool) -> None:
+    """proto3 has extensions only to define options: of descriptor.proto's ``...Options`` messages."""
+    prefix = f"{file.package}." if file.package else ""
+    extensions = [f"{prefix}{x.name}" for x in file.extension]
+    extensions += [f"{name}.{x.name}" for name, msg in _messages(file) for x in msg.extension]
+    for name in extensions:
+        extendee = pool.FindExtensionByName(name).containing_type.full_name
+        if not (extendee.startswith("google.protobuf.") and extendee.endswith("Options")):
+            raise _corrupt(f"proto3 extension {name} extends {extendee}, which is not an options message")
 
 
 def _check_enum(enum: descriptor_pb2.EnumDescriptorProto) -> None:
@@ -84,9 +104,10 @@ def _check_message(name: str, msg: descriptor_pb2.DescriptorProto, pool: descrip
         if any(r.start <= field.number < r.end for r in msg.extension_range):
             raise _corrupt(f"{where} has a number inside an extension range")
         resolved = built.fields_by_name[field.name]
-        if field.type in (_F.TYPE_MESSAGE, _F.TYPE_GROUP) and resolved.message_type is None or \
-                field.type == _F.TYPE_ENUM and resolved.enum_type is None:
-            raise _corrupt(f"{where}: its type {field.type_name!r} is not a {'enum' if field.type == _F.TYPE_ENUM else 'message'}")
+        wants_enum = field.type == _F.TYPE_ENUM
+        if (wants_enum and resolved.enum_type is None
+                or field.type in (_F.TYPE_MESSAGE, _F.TYPE_GROUP) and resolved.message_type is None):
+            raise _corrupt(f"{where}: its type {field.type_name!r} is not a {'enum' if wants_enum else 'message'}")
         if proto3 and resolved.enum_type is not None and resolved.enum_type.full_name in closed_enums:
             raise _corrupt(f"{where} of a proto3 message has the proto2 (closed) enum {resolved.enum_type.full_name}")
         if proto3 and field.type == _F.TYPE_GROUP:
