@@ -440,8 +440,8 @@ class KeyGroupedView:
 
     def _check_keys(self, chunk: pb.Chunk, keys: pa.BinaryArray) -> None:
         """Every key of a chunk lies within its key bounds (spec/format.md §7.6) and, unless the
-        writer assigned the key groups, belongs to its key group (§7.1): readers check both on
-        every read, so that a lookup and a scan never disagree about a misplaced key."""
+        writer assigned the key groups, belongs to its key group (§7.1): readers check both
+        whenever they read a chunk's rows, so every reader gives one answer about the chunk."""
         if not len(keys):
             return
         where = dict(path=self._store.describe(chunk), state=self.label)
