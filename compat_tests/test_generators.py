@@ -8,6 +8,7 @@ from compat_tests import (
     ROOT,
     generate_base_paths_1_2,
     generate_goldens,
+    generate_reader_rules,
     generate_goldens_1_2,
     generate_rejects,
     generate_rejects_1_2,
@@ -97,6 +98,19 @@ def test_base_path_cases_carry_their_store_root(tmp_path):
     assert "| `base-path-savepoint-replaced` |" in (tmp_path / "reject" / "1.2" / "README.md").read_text()
 
 
+def test_reader_rule_cases_go_to_golden_1_0_and_their_own_reject_directory(tmp_path):
+    only = ["json-nesting-limit", "zstd-two-frames", "map-key-unknown-builtin"]
+    made = generate_reader_rules.generate(tmp_path / "golden", tmp_path / "reject", only)
+    assert sorted(made) == sorted(only)
+    assert generate_reader_rules.generate(tmp_path / "golden", tmp_path / "reject", only) == []  # written once
+    assert not verify_corpora(tmp_path, ["golden", "reject"])
+    assert {c.name for c in discover(tmp_path)} == {"golden/1.0/json-nesting-limit",
+                                                    "reject/reader-rules/zstd-two-frames",
+                                                    "reject/reader-rules/map-key-unknown-builtin"}
+    assert "| `zstd-two-frames` |" in (tmp_path / "reject" / "reader-rules" / "README.md").read_text()
+    assert "| `json-nesting-limit` |" in (tmp_path / "golden" / "1.0" / "README.md").read_text()
+
+
 @pytest.mark.slow
 def test_generators_make_every_committed_case(tmp_path):
     """Regenerating everything elsewhere gives the committed case list, and every case
@@ -108,6 +122,7 @@ def test_generators_make_every_committed_case(tmp_path):
     generate_rejects_bounded_work.generate(tmp_path / "reject")
     generate_rejects_1_2_bounded_work.generate(tmp_path / "reject")
     generate_base_paths_1_2.generate(tmp_path / "golden", tmp_path / "reject")
+    generate_reader_rules.generate(tmp_path / "golden", tmp_path / "reject")
     fresh = {c.name for c in discover(tmp_path)}
     committed = {c.name for c in discover(ROOT)}
     if committed:
