@@ -71,6 +71,8 @@ class ChunkStore:
         self.manifest = manifest
         self._bases: dict[int, SavepointIO] = {}
         self._checked_sizes: set[int] = set()
+        #: Per data file, held by its first read (which checks the file) while others wait.
+        self._first_reads: dict[int, threading.Lock] = {}
         self._file_identities: dict[object, int] = {}
         self._lock = threading.Lock()
         #: Stored bytes fetched so far, for read-amplification accounting.
@@ -157,37 +159,40 @@ class ChunkStore:
                                            "open it again", path=io.location)
 
     def _fetch(self, file: int, offset: int, length: int, state: str) -> bytes:
-        """Bytes ``[offset, offset + length)`` of data file ``file``, after checking once
-        that the file has the size the manifest records (spec/format.md §6.3)."""
+        """Bytes ``[offset, offset + length)`` of data file ``file``, after checking once that
+        the file has the size the manifest records and starts with the data-file magic
+        (spec/format.md §6.3). Reads of a file wait for its first read, which checks both."""
         io, rel = self.file_location(file)
-        magic = len(DATA_FILE_MAGIC)
-        first_use = file not in self._checked_sizes
-        if first_use:
-            size, expected = io.size(rel), self.manifest.data_files[file].size
-            if size != expected:
-                raise CorruptSavepointError(
-                    "data file is missing" if size is None else f"data file is {size} bytes, manifest says {expected}",
-                    path=io.describe(rel), state=state)
-            self._check_distinct_file(io, rel, file)
-            if offset != magic:  # a read from byte 8 fetches the magic with the chunk, below
-                self._check_magic(io.read_range(rel, 0, magic), io, rel, state)
-            self._checked_sizes.add(file)
-        if first_use and offset == magic:
-            data = io.read_range(rel, 0, magic + length)
-            self._check_magic(data[:magic], io, rel, state)
-            data = data[magic:]
-        else:
+        with self._lock:
+            first_read = self._first_reads.setdefault(file, threading.Lock())
+        with first_read:
+            data = None if file in self._checked_sizes else self._first_read(io, rel, file, offset, length, state)
+        if data is None:
             data = io.read_range(rel, offset, length)
         with self._lock:
             self.bytes_read += length
         return data
 
-    @staticmethod
-    def _check_magic(head: bytes, io: SavepointIO, rel: str, state: str) -> None:
-        """Every reader checks the data-file magic before it uses a file's bytes (spec/format.md §6.3)."""
+    def _first_read(self, io: SavepointIO, rel: str, file: int, offset: int, length: int, state: str) -> bytes:
+        """The first read of a file: its size, its identity and its magic checked, the magic
+        fetched with the bytes asked for when they start right after it."""
+        size, expected = io.size(rel), self.manifest.data_files[file].size
+        if size != expected:
+            raise CorruptSavepointError(
+                "data file is missing" if size is None else f"data file is {size} bytes, manifest says {expected}",
+                path=io.describe(rel), state=state)
+        self._check_distinct_file(io, rel, file)
+        magic = len(DATA_FILE_MAGIC)
+        if offset == magic:
+            data = io.read_range(rel, 0, magic + length)
+            head, data = data[:magic], data[magic:]
+        else:
+            head, data = io.read_range(rel, 0, magic), io.read_range(rel, offset, length)
         if head != DATA_FILE_MAGIC:
             raise CorruptSavepointError(f"data file does not start with the data-file magic (found {bytes(head).hex()})",
-                                        path=io.describe(rel), state=state, byte_range=(0, len(DATA_FILE_MAGIC)))
+                                        path=io.describe(rel), state=state, byte_range=(0, magic))
+        self._checked_sizes.add(file)
+        return data
 
     def _verify(self, chunk: pb.Chunk, stored: bytes, state: str) -> bytes:
         computed = crc32c(stored)
