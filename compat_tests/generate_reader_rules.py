@@ -370,12 +370,9 @@ def _patch_non_utf8(sp: Savepoint) -> None:
 
 
 def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b, n = n & 0x7F, n >> 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
+    from pyref.testing import varint
+
+    return varint(n)
 
 
 def _tag(number: int, wire_type: int) -> bytes:
