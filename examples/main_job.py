@@ -1,4 +1,5 @@
-"""The main job: the seeds' scenario, bootstrapped with Spark, restored at parallelism 1 and 4.
+"""The main job: the seeds' scenario, bootstrapped with Spark, restored at parallelism 1 and 4,
+by pyref and, exported to Flink, by a real Flink job.
 
 A Kafka source holds the offsets of 4 partitions at parallelism 2 (SPLIT_DISTRIBUTE
 list state), a counter holds a count per URL (keyed state) at parallelism 2, and
@@ -7,8 +8,13 @@ list state), a counter holds a count per URL (keyed state) at parallelism 2, and
 URL's open window. The job bootstraps that savepoint with Spark, verifies it with the
 core, rescales it to parallelism 1 and 4 (shallow: no state bytes copied), prints who
 holds what per subtask, reads the result back with Spark and verifies everything again.
+Last, it exports the bootstrapped savepoint as a canonical Flink savepoint (on Spark),
+starts a real Flink job from it on Flink's local mini cluster at parallelism 1 and 4
+and prints who holds what as Flink sees it (Java 17 needed; Flink's jars are fetched
+from PyPI on first use and cached, see compat_tests/flink/jars.py).
 
-    python examples/main_job.py [--out DIR] [--master URL] [--no-spark]
+    python examples/main_job.py [--out DIR] [--master URL] [--no-spark] [--no-flink]
+                                [--flink-version V]
 
 Exits 0 when every check passes, 1 otherwise.
 """
@@ -19,40 +25,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from pyref import DistributionMode, Savepoint, rescale
+from pyref import Savepoint, rescale
+from pyref.flink import export_savepoint
 from pyref.inspection import verify
-from pyref.serializers import Int64, String, TimeWindow
-from pyref.testing import SEED_COUNTS, SEED_OFFSETS, SEED_TIMERS, SEED_WINDOW_COUNTS, write_seeds
+from pyref.testing import SEED_COUNTS, SEED_OFFSETS, SEED_TIMERS, SEED_WINDOW_COUNTS, write_seeds, write_seeds_with_spark
 
 OFFSETS = dict(enumerate(SEED_OFFSETS))  # Kafka partition offsets held by source subtasks 0 and 1
 COUNTS = SEED_COUNTS  # hits per URL
 WINDOW_COUNTS = SEED_WINDOW_COUNTS  # hits per (URL, one-minute window)
 TIMERS = SEED_TIMERS  # the event-time timer pending for each URL's open window
-
-
-def bootstrap_with_spark(spark, path: Path) -> None:
-    from pyref.spark import SavepointBuilder
-
-    rows = [(subtask, position, offset)
-            for subtask, values in OFFSETS.items() for position, offset in enumerate(values)]
-    offsets = spark.createDataFrame(rows, "subtask int, position int, offset long")
-    counts = spark.createDataFrame(list(COUNTS.items()), "url string, hits long")
-    windowed = spark.createDataFrame(
-        [(url, {"start": w.start, "end": w.end}, hits) for (url, w), hits in WINDOW_COUNTS.items()],
-        "url string, window struct<start: long, end: long>, hits long")
-    timers = spark.createDataFrame([(url, {"start": w.start, "end": w.end}, t) for url, w, t in TIMERS],
-                                   "url string, window struct<start: long, end: long>, fires long")
-    with SavepointBuilder(spark, path, overwrite=True) as b:
-        b.add_operator("kafka-source", parallelism=2)
-        b.add_list_state("kafka-source", "offsets", offsets, Int64(), DistributionMode.SPLIT_DISTRIBUTE,
-                         value="offset", order_by="position")
-        b.add_operator("url-counter", parallelism=2, key_serializer=String())
-        b.add_keyed_state("url-counter", "count", counts, Int64(), key="url", value="hits")
-        b.add_operator("window-counter", parallelism=2, key_serializer=String())
-        b.add_keyed_state("window-counter", "count", windowed, Int64(), namespace_serializer=TimeWindow(), key="url",
-                          namespace="window", value="hits")
-        b.add_timers("window-counter", "window-timers", "event_time", timers, namespace_serializer=TimeWindow(),
-                     key="url", namespace="window", timestamp="fires")
 
 
 def bootstrap_with_core(path: Path) -> None:
@@ -143,11 +124,54 @@ def read_back_with_spark(spark, path: Path, check: Checks) -> None:
           "Spark reads every pending timer")
 
 
+def restore_in_flink(seeds: Path, out: Path, version: str, spark, check: Checks) -> None:
+    """Export the seeds to Flink and let a real Flink job restore them at 1 and 4."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the Flink harness lives in compat_tests/
+    from compat_tests.flink import harness
+    from compat_tests.flink.export_cases import expected_truth, job_spec
+    from compat_tests.flink.truth import restore_differences
+
+    target = out / "seeds-flink"
+    if spark is not None:
+        from pyref.spark import export_flink
+
+        result = export_flink(spark, seeds, target, flink_version=version, overwrite=True, progress=False)
+    else:
+        result = export_savepoint(seeds, target, flink_version=version, overwrite=True)
+    print(f"exported {seeds.name} for Flink {version}: {target} (_metadata version {result.metadata_version}, "
+          f"{result.state_files} state files, {result.inline_handles} inline handles)")
+    truth = expected_truth(seeds)
+    print(f"starting Flink {version} jobs from {target.name} at parallelism 1 and 4 (local mini cluster)")
+    dumps = harness.restore_and_dump_many(
+        version, [harness.RestoreRequest(target, job_spec(truth), p) for p in (1, 4)], download=True)
+    for parallelism, dump in zip((1, 4), dumps):
+        print(f"  Flink at parallelism {parallelism}:")
+        ops = dump["operators"]
+        offsets = ops["kafka-source"]["operator_state"]["offsets"]["subtasks"]
+        for i in range(parallelism):
+            counts = [e for e in ops["url-counter"]["keyed_state"]["count"]["entries"] if e["subtask"] == i]
+            windows = [e for e in ops["window-counter"]["keyed_state"]["count"]["entries"] if e["subtask"] == i]
+            fired = [t for t in ops["window-counter"]["fired_timers"] if t["subtask"] == i]
+            groups = sorted(e["key_group"] for e in counts)
+            print(f"    subtask {i}: offsets {offsets[i]}; {len(counts)} URL counts in key groups "
+                  f"{groups[0]}..{groups[-1]}; {len(windows)} windowed counts; {len(fired)} timers fired")
+        check(restore_differences(truth, dump) == [], f"Flink at {parallelism} read exactly what was exported")
+        check(sorted(o for sub in offsets for o in sub) == sorted(o for v in OFFSETS.values() for o in v),
+              "Flink restored every offset exactly once")
+        if parallelism == 4:
+            check(all(len(sub) == 1 for sub in offsets), "at parallelism 4 each Flink source subtask reads one "
+                                                         "partition (none idle)")
+        check(sorted((t["key"], t["timestamp"]) for t in ops["window-counter"]["fired_timers"])
+              == sorted((url, t) for url, _, t in TIMERS), "every pending timer fired in Flink after the restore")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="./out", help="directory for the savepoints (default ./out)")
     parser.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     parser.add_argument("--no-spark", action="store_true", help="bootstrap and read with the core only")
+    parser.add_argument("--no-flink", action="store_true", help="skip the restore in real Flink (no Java needed)")
+    parser.add_argument("--flink-version", default="2.3.0", help="the Flink release that restores it (default 2.3.0)")
     args = parser.parse_args(argv)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -164,19 +188,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         seeds = out / "seeds"
         print(f"bootstrapping {seeds} with {'Spark ' + args.master if spark else 'the core'}")
-        bootstrap_with_spark(spark, seeds) if spark else bootstrap_with_core(seeds)
+        write_seeds_with_spark(spark, seeds) if spark else bootstrap_with_core(seeds)
         verified(seeds, check)
         show_subtasks(Savepoint.open(seeds), 2, check)
         for parallelism in (1, 4):
             target = out / f"seeds-p{parallelism}"
-            manifest = rescale(seeds, target, parallelism, overwrite=True)
-            new_bytes = sum(f.size for f in manifest.data_files if f.base == 0)
+            new_bytes = rescale(seeds, target, parallelism, overwrite=True).info.data_bytes
             print(f"rescaled to parallelism {parallelism}: {target} ({new_bytes} bytes of state copied)")
             check(new_bytes == 0, "rescaling copied no state bytes")
             show_subtasks(verified(target, check), parallelism, check)
         if spark is not None:
             print(f"reading {out / 'seeds-p4'} back with Spark")
             read_back_with_spark(spark, out / "seeds-p4", check)
+        if not args.no_flink:
+            restore_in_flink(seeds, out, args.flink_version, spark, check)
     finally:
         if owned:
             spark.stop()

@@ -115,12 +115,12 @@ class Tree:
 
     def rescale(self, source: str, target: str, form: int, copy: bool, overwrite: bool, parallelism: int) -> None:
         src = self.model.get(self.real(source))
-        manifest = rescale(self.location(source, 0), self.location(target, form), parallelism, copy=copy,
-                           overwrite=overwrite)
+        written = rescale(self.location(source, 0), self.location(target, form), parallelism, copy=copy,
+                          overwrite=overwrite)
         if src is None:
             raise ModelViolation(f"rescale of {source}, which holds no savepoint, succeeded")
         bases = {} if copy else {self.real(source): src.uid, **src.bases}
-        self._committed(target, form, Entry(manifest.savepoint_id, src.content, bases))
+        self._committed(target, form, Entry(written.savepoint_id, src.content, bases))
 
     def _committed(self, name: str, form: int, entry: Entry) -> None:
         if form == 2:

@@ -26,6 +26,7 @@ from .key_groups import (
     key_group_range,
     operator_index_for_key_group,
 )
+from .inspection import VerifyReport, describe, verify
 from .manifest import FORMAT_MAJOR, FORMAT_MINOR
 from .reader import Savepoint
 from .redistribution import DistributionMode, ElementSlice, redistribute
@@ -52,12 +53,15 @@ __all__ = [
     "StorageError",
     "TtlConfig",
     "UnsupportedFormatError",
+    "VerifyReport",
     "assign_to_key_group",
     "compute_key_groups",
     "default_max_parallelism",
+    "describe",
     "key_group_range",
     "migrate_state",
     "operator_index_for_key_group",
     "redistribute",
     "rescale",
+    "verify",
 ]

@@ -7,17 +7,19 @@ two-column rows with one partition per subtask, and restored by the BROADCAST ru
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute is used below)
 
 from ._proto.savepoint.v1 import manifest_pb2 as pb
+from .descriptions import BroadcastStateInfo
 from .errors import CorruptSavepointError, InvalidArgumentError
 from .manifest import BROADCAST_COLUMNS
 from .reader import ChunkStore, PartitionedView
 from .serializers import Serializer, serializer_from_snapshot
-from .writer import _BufferedState, _binary, _fails_writer, _values, check_subtask
+from .writer import OperatorWriter, SavepointWriter, _BufferedState, _binary, _fails_writer, _values, check_subtask
 
 
 def _repeated_key(keys: pa.Array) -> bytes | None:
@@ -36,7 +38,8 @@ class BroadcastStateWriter(_BufferedState):
     buffer budget, to refuse a repeated key when it is added (rule B5): a broadcast map is
     held whole by every subtask that restores it, so it is small next to keyed state."""
 
-    def __init__(self, writer, operator, name: str, key_serializer: Serializer, value_serializer: Serializer) -> None:
+    def __init__(self, writer: SavepointWriter, operator: OperatorWriter, name: str, key_serializer: Serializer,
+                 value_serializer: Serializer) -> None:
         super().__init__(writer, operator, name, slots=operator.parallelism + 1)
         self.key_serializer = key_serializer
         self.value_serializer = value_serializer
@@ -47,12 +50,12 @@ class BroadcastStateWriter(_BufferedState):
         self._keys: dict[int, set[bytes]] = {}
 
     @_fails_writer
-    def add(self, subtask: int, keys: Sequence | pa.Array, values: Sequence | pa.Array) -> None:
+    def add(self, subtask: int, keys: Sequence[Any] | pa.Array, values: Sequence[Any] | pa.Array) -> None:
         """Add entries to the map of ``subtask``."""
         self._add(check_subtask(subtask, len(self.partitions), self.label), keys, values)
 
     @_fails_writer
-    def add_all(self, keys: Sequence | pa.Array, values: Sequence | pa.Array) -> None:
+    def add_all(self, keys: Sequence[Any] | pa.Array, values: Sequence[Any] | pa.Array) -> None:
         """Add entries to the map of every subtask (the usual broadcast state: one map, everywhere)."""
         self._add(self._shared, keys, values)
 
@@ -61,7 +64,7 @@ class BroadcastStateWriter(_BufferedState):
         """Add already serialized entries (binary arrays) to the map of ``subtask``."""
         self._add_encoded(check_subtask(subtask, len(self.partitions), self.label), [_binary(keys), _binary(values)])
 
-    def _add(self, slot: int, keys, values) -> None:
+    def _add(self, slot: int, keys: Sequence[Any] | pa.Array, values: Sequence[Any] | pa.Array) -> None:
         self._add_encoded(slot, [_binary(self.key_serializer.encode_array(_values(keys))),
                                  _binary(self.value_serializer.encode_array(_values(values)))])
 
@@ -139,20 +142,31 @@ class BroadcastStateView(PartitionedView):
         for held in keys.values():
             self.check_distinct_keys(pa.concat_arrays(held))
 
+    def _cell_fields(self) -> list[pa.Field]:
+        return [pa.field("key", self.key_serializer.arrow_type()),
+                pa.field("value", self.value_serializer.arrow_type())]
+
+    @property
+    def info(self) -> BroadcastStateInfo:
+        return BroadcastStateInfo.of(self.proto)
+
+    def summary(self) -> str:
+        return self.info.summary()
+
     def arrow_ranges(self, ranges: Sequence[pb.ElementRange]) -> pa.Table:
         """The entries of ``ranges`` decoded to Arrow: key, value."""
         keys, values = self.encoded_entries(ranges)
         return pa.table({"key": self.key_serializer.decode_array(keys),
                          "value": self.value_serializer.decode_array(values)})
 
-    def map_of(self, ranges: Iterable[pb.ElementRange]) -> dict:
+    def map_of(self, ranges: Iterable[pb.ElementRange]) -> dict[Any, Any]:
         keys, values = self.encoded_entries(list(ranges))
         return {self.key_serializer.decode(k.as_buffer()): self.value_serializer.decode(v.as_buffer())
                 for k, v in zip(keys, values)}
 
-    def partition(self, index: int) -> dict:
+    def partition(self, index: int) -> dict[Any, Any]:
         """The map subtask ``index`` held."""
         return self.map_of(self._check_partition(index))
 
-    def partitions(self) -> Iterator[dict]:
+    def partitions(self) -> Iterator[dict[Any, Any]]:
         return (self.partition(i) for i in range(self.partition_count))

@@ -25,6 +25,7 @@ import math
 import os
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from .errors import ConcurrentWriteError, InvalidArgumentError
 from .io import (
@@ -58,7 +59,7 @@ class CleanupReport:
     #: Unreferenced but too recent (or of unknown age): left alone.
     kept_recent: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[Any, Any]:
         return asdict(self)
 
 

@@ -1,5 +1,6 @@
-"""The ``pyref`` command line: inspect, verify, plan, rescale and clean savepoints, and
-import Flink savepoints (``import-flink``; inspect and verify read Flink savepoints too).
+"""The ``pyref`` command line: inspect, verify, plan, rescale and clean savepoints, import
+Flink savepoints (``import-flink``; inspect and verify read Flink savepoints too) and export
+to Flink (``export-flink``).
 
 Exit codes: 0 success; 2 invalid arguments; 3 corrupt savepoint (or a failed
 verify); 4 no savepoint at the path; 5 unsupported format, feature, codec or
@@ -118,25 +119,6 @@ def _print_describe(info: dict) -> None:
             print(f"  coordinator state: {op['coordinator_state_bytes']} bytes")
 
 
-def _plan(sp: Savepoint, parallelism: int | dict[str, int]) -> dict:
-    plan = sp.restore_plan(parallelism)
-    out = {"location": sp.location, "operators": []}
-    for op_id, op_plan in plan.operators.items():
-        # Elements (list state) and entries (broadcast state) per subtask, one count per shared list.
-        counts = {name: op_plan.element_counts(name) for name in op_plan.operator.list_state_names}
-        entries = {name: op_plan.element_counts(name) for name in op_plan.operator.broadcast_state_names}
-        subtasks = []
-        for sub in plan.subtasks(op_id):
-            subtasks.append({"subtask": sub.index, "first_key_group": sub.key_group_range.first,
-                             "last_key_group": sub.key_group_range.last, "planned_bytes": sub.planned_bytes(),
-                             "list_states": {name: per_subtask[sub.index] for name, per_subtask in counts.items()},
-                             "broadcast_states": {name: per_subtask[sub.index]
-                                                  for name, per_subtask in entries.items()}})
-        out["operators"].append({"operator_id": op_id, "from_parallelism": op_plan.operator.parallelism,
-                                 "to_parallelism": op_plan.parallelism, "subtasks": subtasks})
-    return out
-
-
 def _print_plan(info: dict) -> None:
     for op in info["operators"]:
         print(f"operator {op['operator_id']}: parallelism {op['from_parallelism']} -> {op['to_parallelism']}")
@@ -147,15 +129,15 @@ def _print_plan(info: dict) -> None:
                   f"{'; ' + lists if lists else ''}; reads {s['planned_bytes']} bytes")
 
 
-def print_written(args: argparse.Namespace, manifest) -> int:
+def print_written(args: argparse.Namespace, written: Savepoint) -> int:
     """Report a savepoint a command wrote: where, its id, its own new bytes, its bases."""
-    result = {"target": args.target, "savepoint_id": manifest.savepoint_id,
-              "bases": [b.directory for b in manifest.bases],
-              "new_data_bytes": sum(f.size for f in manifest.data_files if f.base == 0)}
+    info = written.info
+    result = {"target": args.target, "savepoint_id": info.savepoint_id,
+              "bases": [b.directory for b in info.bases], "new_data_bytes": info.data_bytes}
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"wrote {args.target} ({manifest.savepoint_id}); {result['new_data_bytes']} bytes of new data"
+        print(f"wrote {args.target} ({info.savepoint_id}); {result['new_data_bytes']} bytes of new data"
               + (f"; refers to {', '.join(result['bases'])}" if result["bases"] else ""))
     return 0
 
@@ -199,6 +181,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .flink.import_cli import add_import_command
 
     add_import_command(sub)
+    # -- pyref -> Flink: export-flink --
+    from .flink.export_cli import add_export_command
+
+    add_export_command(sub)
     return parser
 
 
@@ -208,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
     if args.command in ("inspect", "verify") and is_flink_savepoint(args.path):
         return (inspect_flink if args.command == "inspect" else verify_flink_command)(args.path, args.json)
     if args.command == "inspect":
-        info = describe(Savepoint.open(args.path), subtasks=args.subtasks)
+        info = describe(Savepoint.open(args.path), subtasks=args.subtasks).to_dict()
         print(json.dumps(info, indent=2)) if args.json else _print_describe(info)
         return 0
     if args.command == "verify":
@@ -223,25 +209,25 @@ def run(args: argparse.Namespace) -> int:
             print(f"{'OK' if report.ok else 'FAILED'}: {report.chunks} chunks, {report.values} values checked")
         return 0 if report.ok else CorruptSavepointError.exit_code
     if args.command == "plan":
-        info = _plan(Savepoint.open(args.path), operator_numbers(args, "--parallelism"))
+        info = Savepoint.open(args.path).restore_plan(operator_numbers(args, "--parallelism")).summary().to_dict()
         print(json.dumps(info, indent=2)) if args.json else _print_plan(info)
         return 0
     if args.command == "rescale":
-        manifest = rescale(args.path, args.target, operator_numbers(args, "--parallelism"), copy=args.copy,
-                           overwrite=args.overwrite, base_paths=args.base_paths)
-        return print_written(args, manifest)
+        written = rescale(args.path, args.target, operator_numbers(args, "--parallelism"), copy=args.copy,
+                          overwrite=args.overwrite, base_paths=args.base_paths)
+        return print_written(args, written)
     if args.command == "clean":
-        report = remove_unreferenced_files(args.path, older_than=args.older_than * 3600, dry_run=args.dry_run)
+        cleaned = remove_unreferenced_files(args.path, older_than=args.older_than * 3600, dry_run=args.dry_run)
         if args.json:
-            print(json.dumps(report.to_dict(), indent=2))
+            print(json.dumps(cleaned.to_dict(), indent=2))
         else:
             verb = "would delete" if args.dry_run else "deleted"
-            for path in report.deleted:
+            for path in cleaned.deleted:
                 print(f"{verb} {path}")
-            for path in report.kept_recent:
+            for path in cleaned.kept_recent:
                 print(f"kept (too recent) {path}")
-            print(f"{verb} {len(report.deleted)} unreferenced files, {report.deleted_bytes} bytes; "
-                  f"kept {len(report.kept_recent)} younger than {args.older_than:g} h")
+            print(f"{verb} {len(cleaned.deleted)} unreferenced files, {cleaned.deleted_bytes} bytes; "
+                  f"kept {len(cleaned.kept_recent)} younger than {args.older_than:g} h")
         return 0
     raise AssertionError(f"unhandled command {args.command}")
 

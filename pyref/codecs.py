@@ -7,6 +7,7 @@ library to install, audit or keep in step.
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 import pyarrow as pa
 
@@ -69,7 +70,7 @@ def decompress(codec: int, stored: bytes, raw_length: int, *, path: str | None =
     The output buffer is sized by the manifest's declared ``raw_length``, which the
     caller has already bounded, so a decompression bomb cannot grow past it.
     """
-    where = dict(path=path, state=state, byte_range=byte_range)
+    where: dict[str, Any] = dict(path=path, state=state, byte_range=byte_range)
     if codec == Codec.NONE:
         if len(stored) != raw_length:
             raise CorruptSavepointError(

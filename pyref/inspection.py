@@ -1,20 +1,21 @@
 """What a savepoint holds (``describe``) and whether all of it reads (``verify``).
 
-Both return plain dicts and lists, ready for ``json.dumps``: the CLI prints them,
-the Spark metadata view turns them into rows.
+Both return dataclasses (:class:`~pyref.descriptions.SavepointInfo`, :class:`VerifyReport`)
+whose ``to_dict()`` is ready for ``json.dumps``: the CLI prints them, the Spark metadata
+view turns them into rows.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from ._proto.savepoint.v1 import manifest_pb2 as pb
-from ._proto.savepoint.v1 import serializer_pb2
+from .descriptions import SavepointInfo
 from .errors import ConcurrentWriteError, SavepointError, StorageError
-from .key_groups import key_group_bounds
 from .manifest import (
     BROADCAST_COLUMNS,
     COORDINATOR_COLUMNS,
@@ -24,105 +25,28 @@ from .manifest import (
     state_label,
     timer_column_count,
 )
-from .reader import KIND_NAMES, Savepoint
-from .serializers import Int64, ListOf, serializer_from_snapshot
-from .timers import DOMAIN_NAMES, service_label
-from .ttl import TtlConfig, TtlValue
+from .reader import Savepoint
+from .serializers import Int64, ListOf, Serializer, serializer_from_snapshot
+from .timers import service_label
+from .ttl import TtlValue
 
 #: Errors that are not statements about the savepoint's bytes: verify raises them.
 _NOT_DAMAGE = (StorageError, ConcurrentWriteError)
-MODE_NAMES = {pb.SPLIT_DISTRIBUTE: "SPLIT_DISTRIBUTE", pb.UNION: "UNION", pb.BROADCAST: "BROADCAST"}
 
 
-def serializer_label(snapshot: serializer_pb2.SerializerSnapshot) -> str:
-    """``tuple<string,int64>@v2`` style: id, children, snapshot version."""
-    inner = ",".join(serializer_label(n) for n in snapshot.nested)
-    return f"{snapshot.serializer_id}{f'<{inner}>' if inner else ''}@v{snapshot.version}"
-
-
-def _chunk_bytes(chunks) -> tuple[int, int, int]:
-    stored = sum(c.range.length if c.WhichOneof("location") == "range" else len(c.inline_data) for c in chunks)
-    return len(chunks), stored, sum(c.raw_length for c in chunks)
-
-
-def describe(sp: Savepoint, *, subtasks: bool = False) -> dict:
+def describe(sp: Savepoint, *, subtasks: bool = False) -> SavepointInfo:
     """What the savepoint holds, O(manifest) in time and size: per operator, the number of
     key groups a subtask holds (smallest and largest); with ``subtasks``, also every
-    subtask's ``[first, last]`` key groups (O(parallelism) per operator)."""
-    m = sp.manifest
-    operators = []
-    for op in m.operators:
-        states = []
-        for ls in op.list_states:
-            n, stored, raw = _chunk_bytes(ls.chunks)
-            states.append({
-                "name": ls.name, "type": "list", "mode": MODE_NAMES[ls.mode],
-                "serializer": serializer_label(ls.element_serializer),
-                "elements_per_partition": [sum(r.count for r in p.ranges) for p in ls.partitions],
-                "chunks": n, "stored_bytes": stored, "raw_bytes": raw,
-            })
-        for ks in op.keyed_states:
-            n, stored, raw = _chunk_bytes(ks.chunks)
-            entry = {
-                "name": ks.name, "type": "keyed", "kind": KIND_NAMES[ks.kind],
-                "serializer": serializer_label(ks.value_serializer),
-                "entries": sum(c.row_count for c in ks.chunks),
-                "key_groups_with_entries": len({c.key_group for c in ks.chunks}),
-                "chunks": n, "stored_bytes": stored, "raw_bytes": raw,
-            }
-            if ks.kind == pb.MAP:
-                entry["user_key_serializer"] = serializer_label(ks.user_key_serializer)
-            if ks.HasField("namespace_serializer"):
-                entry["namespace_serializer"] = serializer_label(ks.namespace_serializer)
-            if ks.HasField("ttl"):
-                entry["ttl"] = vars(TtlConfig.from_proto(ks.ttl))
-            states.append(entry)
-        for bs in op.broadcast_states:
-            n, stored, raw = _chunk_bytes(bs.chunks)
-            states.append({
-                "name": bs.name, "type": "broadcast", "serializer": serializer_label(bs.value_serializer),
-                "key_serializer": serializer_label(bs.key_serializer),
-                "entries_per_partition": [sum(r.count for r in p.ranges) for p in bs.partitions],
-                "chunks": n, "stored_bytes": stored, "raw_bytes": raw,
-            })
-        timers = []
-        for ts in op.timer_services:
-            n, stored, raw = _chunk_bytes(ts.chunks)
-            timers.append({
-                "name": ts.name, "domain": DOMAIN_NAMES[ts.domain], "timers": sum(c.row_count for c in ts.chunks),
-                "namespace_serializer": (serializer_label(ts.namespace_serializer)
-                                         if ts.HasField("namespace_serializer") else None),
-                "key_groups_with_timers": len({c.key_group for c in ts.chunks}),
-                "chunks": n, "stored_bytes": stored, "raw_bytes": raw,
-            })
-        firsts, lasts = key_group_bounds(op.max_parallelism, op.parallelism)
-        sizes = lasts - firsts + 1
-        operator = {
-            "operator_id": op.operator_id, "name": op.name, "uid": op.uid, "parallelism": op.parallelism,
-            "max_parallelism": op.max_parallelism,
-            "key_serializer": serializer_label(op.key_serializer) if op.HasField("key_serializer") else None,
-            "key_groups": "writer" if op.key_groups == pb.KEY_GROUPS_FROM_WRITER else "hashed",
-            # A one-cell payload is 16 bytes of row count, column count and two offsets, then the cell (§7).
-            "coordinator_state_bytes": (op.coordinator_state.raw_length - 16 if op.HasField("coordinator_state")
-                                        else None),
-            "key_groups_per_subtask": {"min": int(sizes.min()), "max": int(sizes.max())},
-            "states": states, "timer_services": timers,
-        }
-        if subtasks:
-            operator["subtask_key_groups"] = np.stack([firsts, lasts], axis=1).tolist()
-        operators.append(operator)
-    return {
-        "location": sp.location, "savepoint_id": m.savepoint_id, "format_version": str(sp.version),
-        "created_by": m.created_by, "created_at_ms": m.created_at_ms,
-        "required_features": list(m.required_features), "optional_features": list(m.optional_features),
-        "bases": [{"directory": b.directory, "savepoint_id": b.savepoint_id} for b in m.bases],
-        "data_files": len(m.data_files), "data_bytes": sum(f.size for f in m.data_files if f.base == 0),
-        "operators": operators,
-    }
+    subtask's ``[first, last]`` key groups (O(parallelism) per operator). ``to_dict()`` of
+    the result is the JSON of ``pyref inspect --json``."""
+    return SavepointInfo.of(sp.manifest, location=sp.location, format_version=str(sp.version), subtasks=subtasks)
 
 
 @dataclass
 class VerifyReport:
+    """What :func:`verify` checked (chunks, values) and found: errors (damage) and warnings;
+    ``to_dict()`` is ``pyref verify --json``."""
+
     chunks: int = 0
     values: int = 0
     errors: list[str] = field(default_factory=list)
@@ -132,7 +56,7 @@ class VerifyReport:
     def ok(self) -> bool:
         return not self.errors
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[Any, Any]:
         return {"ok": self.ok, "chunks": self.chunks, "values": self.values, "errors": self.errors,
                 "warnings": self.warnings}
 
@@ -190,7 +114,7 @@ def verify(sp: Savepoint) -> VerifyReport:
     return report
 
 
-def _keyed_serializers(op: pb.Operator, ks: pb.KeyedState) -> list:
+def _keyed_serializers(op: pb.Operator, ks: pb.KeyedState) -> list[Any]:
     """The serializers of a keyed state's columns, a TTL state's values as TTL cells (§7.8)."""
     value = serializer_from_snapshot(ks.value_serializer)
     if ks.HasField("ttl"):
@@ -225,7 +149,8 @@ def _verify_broadcast_keys(sp: Savepoint, op: pb.Operator, bs: pb.BroadcastState
             report.errors.append(f"partition {i}: {exc}")
 
 
-def _verify_chunks(sp: Savepoint, label: str, chunks, columns: int, serializers_of, report: VerifyReport) -> None:
+def _verify_chunks(sp: Savepoint, label: str, chunks: Sequence[pb.Chunk], columns: int,
+                   serializers_of: Callable[[], list[Serializer] | None], report: VerifyReport) -> None:
     """Read every chunk; decode every cell with ``serializers_of()`` (None: the cells are opaque).
     The chunks are read in storage order (few large requests on object stores); if any is
     damaged, they are read again one by one, so that the report names each damaged chunk."""
@@ -254,7 +179,7 @@ def _verify_chunks(sp: Savepoint, label: str, chunks, columns: int, serializers_
             report.errors.append(str(exc))
 
 
-def _decoded_values(columns: list[pa.BinaryArray], serializers: list | None) -> int:
+def _decoded_values(columns: list[pa.BinaryArray], serializers: list[Any] | None) -> int:
     """Decode every cell of a chunk's columns; the number of cells (0 when they stay opaque)."""
     if serializers is None:
         return 0

@@ -587,7 +587,7 @@ class KeyGroupRange:
     def __contains__(self, key_group: object) -> bool:
         if isinstance(key_group, bool) or not hasattr(key_group, "__index__"):
             return False
-        return self.first <= operator.index(key_group) <= self.last  # type: ignore[call-overload]
+        return self.first <= operator.index(key_group) <= self.last
 
     def intersection(self, other: KeyGroupRange) -> KeyGroupRange:
         """The key groups in both ranges (possibly the empty range)."""

@@ -211,7 +211,8 @@ def _raise_unknown_values(m: pb.Manifest, path: str) -> None:
     """Raise the *unsupported* error of the first enum value this reader does not know
     (rules C1, L1, K1, K7, O6, T2), if the manifest has one."""
     for op in m.operators:
-        known = [(op.key_groups, (pb.KEY_GROUPS_HASHED, pb.KEY_GROUPS_FROM_WRITER), "key-group assignment", None)]
+        known: list[tuple[int, tuple[int, ...], str, str | None]] = [
+            (op.key_groups, (pb.KEY_GROUPS_HASHED, pb.KEY_GROUPS_FROM_WRITER), "key-group assignment", None)]
         known += [(ls.mode, (0, pb.SPLIT_DISTRIBUTE, pb.UNION, pb.BROADCAST), "distribution mode",
                    state_label(op, ls.name)) for ls in op.list_states]
         for ks in op.keyed_states:
@@ -222,12 +223,12 @@ def _raise_unknown_values(m: pb.Manifest, path: str) -> None:
                           (ks.ttl.visibility, (0, *VISIBILITIES.values()), "TTL visibility", label)]
         known += [(ts.domain, (0, pb.EVENT_TIME, pb.PROCESSING_TIME), "time domain",
                    state_label(op, f"{ts.name} (timers)")) for ts in op.timer_services]
-        for value, values, what, label in known:
+        for value, values, what, where in known:
             if value not in values:
                 raise UnsupportedFormatError(f"operator {op.operator_id!r}: unknown {what} {value}", path=path,
-                                             state=label)
+                                             state=where)
     for label, chunk in labelled_chunks(m):
-        if chunk.codec not in (Codec.NONE, Codec.ZSTD):
+        if int(chunk.codec) not in (Codec.NONE, Codec.ZSTD):
             raise UnsupportedFormatError(f"chunk uses unknown codec {chunk.codec}", path=path, state=label)
 
 
@@ -399,7 +400,8 @@ def _validate_key_group_chunks(m: pb.Manifest, op: pb.Operator, chunks, columns:
 
 
 def _validate_chunk(m: pb.Manifest, chunk: pb.Chunk, columns: int, label: str, corrupt) -> None:
-    if chunk.codec not in (Codec.NONE, Codec.ZSTD):
+    codec = int(chunk.codec)
+    if codec not in (Codec.NONE, Codec.ZSTD):
         raise UnsupportedFormatError(f"chunk uses unknown codec {chunk.codec}", state=label)
     where = chunk.WhichOneof("location")
     if where is None:
@@ -418,9 +420,9 @@ def _validate_chunk(m: pb.Manifest, chunk: pb.Chunk, columns: int, label: str, c
     if not minimum <= chunk.raw_length <= MAX_RAW_LENGTH:
         raise corrupt(f"chunk raw length {chunk.raw_length} cannot hold {chunk.row_count} rows of {columns} columns",
                       label)
-    if chunk.codec == Codec.NONE and stored != chunk.raw_length:
+    if codec == Codec.NONE and stored != chunk.raw_length:
         raise corrupt(f"uncompressed chunk stores {stored} bytes but declares {chunk.raw_length}", label)
-    if chunk.codec == Codec.ZSTD and chunk.raw_length > MAX_ZSTD_RATIO * stored:
+    if codec == Codec.ZSTD and chunk.raw_length > MAX_ZSTD_RATIO * stored:
         raise corrupt(f"zstd chunk of {stored} stored bytes cannot expand to its declared {chunk.raw_length}", label)
 
 

@@ -11,19 +11,21 @@ import bisect
 import collections
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute is used below; it is not imported by "import pyarrow")
 
 from ._proto.savepoint.v1 import manifest_pb2 as pb
+from ._proto.savepoint.v1.serializer_pb2 import SerializerSnapshot
 from .checksum import crc32c
 from .chunk import decode_chunk
 from .codecs import decompress
+from .descriptions import KIND_NAMES, KeyedStateInfo, ListStateInfo, OperatorInfo, SavepointInfo
 from .errors import (
     ConcurrentWriteError,
     CorruptSavepointError,
@@ -39,10 +41,12 @@ from .keys import as_key_array, key_type_of
 from .manifest import (
     COORDINATOR_COLUMNS,
     DATA_FILE_MAGIC,
+    FORMAT_MAJOR,
     LIST_COLUMNS,
     FormatVersion,
     decode_manifest,
     keyed_column_count,
+    minor_version_for,
     read_manifest_file,
     state_label,
 )
@@ -52,11 +56,20 @@ from .redistribution import DistributionMode
 from .serializers import Compatibility, ListOf, Serializer, resolve_compatibility, serializer_from_snapshot
 from .ttl import TtlConfig, TtlValue, split_timestamps
 
+if TYPE_CHECKING:
+    import pandas  # optional: only StateView.to_pandas needs it
+
+    from .broadcast import BroadcastStateView
+    from .restore import RestorePlan
+    from .timers import TimerServiceView
+
+
+class _Named(Protocol):
+    name: str
+
 #: The namespace of a state without a namespace serializer (spec/format.md §7.7): pass no namespace.
 VOID_NAMESPACE = type("VoidNamespace", (), {"__repr__": lambda self: "VOID_NAMESPACE"})()
 
-KIND_NAMES = {pb.VALUE: "value", pb.LIST: "list", pb.MAP: "map", pb.REDUCING: "reducing",
-              pb.AGGREGATING: "aggregating"}
 T = TypeVar("T")
 
 #: A scan (:meth:`ChunkStore.scan`) fetches adjacent chunks of a data file by requests of
@@ -310,7 +323,7 @@ class ChunkStore:
         return f"{io.describe(rel)}@{chunk.range.offset}"
 
 
-def _resolve(label: str, snapshot, new: Serializer | None) -> Serializer:
+def _resolve(label: str, snapshot: SerializerSnapshot, new: Serializer | None) -> Serializer:
     """The serializer to decode stored bytes with, given the caller's new serializer."""
     if new is None:
         return serializer_from_snapshot(snapshot)
@@ -325,11 +338,38 @@ def _resolve(label: str, snapshot, new: Serializer | None) -> Serializer:
     return result.serializer
 
 
-class PartitionedView:
+class StateView:
+    """What every state view offers: a one-line ``repr`` (from :meth:`summary`), and all
+    its entries as one Arrow table (:meth:`to_arrow`) or pandas DataFrame (:meth:`to_pandas`)."""
+
+    label: str
+
+    def summary(self) -> str:
+        """What the manifest says of the state, in one line: serializers, counts, sizes."""
+        raise NotImplementedError
+
+    def to_arrow(self) -> pa.Table:
+        raise NotImplementedError
+
+    def to_pandas(self) -> pandas.DataFrame:
+        """:meth:`to_arrow` as a pandas DataFrame (pandas is optional: ``pip install pandas``)."""
+        try:
+            import pandas  # noqa: F401  (Table.to_pandas needs it; the error below says so first)
+        except ImportError:
+            raise InvalidArgumentError("to_pandas() needs pandas, which is not installed (pip install pandas); "
+                                       "to_arrow() gives the same table without it", state=self.label) from None
+        return self.to_arrow().to_pandas()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.label} {self.summary()}>"
+
+
+class PartitionedView(StateView):
     """A state stored as partitions of element ranges over unkeyed chunks: list state
     (spec/format.md §5.3) and, format 1.2, broadcast state (§5.8)."""
 
-    def __init__(self, store: ChunkStore, operator: pb.Operator, state, columns: int) -> None:
+    def __init__(self, store: ChunkStore, operator: pb.Operator, state: pb.ListState | pb.BroadcastState,
+                 columns: int) -> None:
         self._store = store
         self.proto = state
         self.name = state.name
@@ -347,7 +387,8 @@ class PartitionedView:
     def _check_partition(self, index: int) -> Sequence[pb.ElementRange]:
         if not 0 <= index < self.partition_count:
             raise InvalidArgumentError(f"partition {index} of {self.partition_count}", state=self.label)
-        return self.proto.partitions[index].ranges
+        ranges: Sequence[pb.ElementRange] = self.proto.partitions[index].ranges
+        return ranges
 
     def read_rows(self, ranges: Sequence[pb.ElementRange]) -> Iterator[list[pa.BinaryArray]]:
         """Serialized rows of ``ranges``, one list of Arrow column slices per range;
@@ -390,6 +431,20 @@ class PartitionedView:
                                 pa.array(np.arange(index, index + count, dtype=np.int64)), *cells],
                                names=["subtask", "index", *names])
 
+    def scan_batches(self) -> Iterator[pa.RecordBatch]:
+        raise NotImplementedError
+
+    def _cell_fields(self) -> list[pa.Field]:
+        """The decoded columns after ``subtask, index``."""
+        raise NotImplementedError
+
+    def to_arrow(self) -> pa.Table:
+        """Every partition's rows, decoded: ``subtask, index, ...`` in state order (by
+        subtask, then index), each chunk read once however many partitions share it."""
+        schema = pa.schema([pa.field("subtask", pa.int32()), pa.field("index", pa.int64()), *self._cell_fields()])
+        table = pa.Table.from_batches(list(self.scan_batches()), schema=schema)
+        return table.sort_by([("subtask", "ascending"), ("index", "ascending")])
+
 
 class ListStateView(PartitionedView):
     """One operator list state."""
@@ -405,13 +460,13 @@ class ListStateView(PartitionedView):
         for (column,) in self.read_rows(ranges):
             yield column
 
-    def iter_ranges(self, ranges: Sequence[pb.ElementRange]) -> Iterator:
+    def iter_ranges(self, ranges: Sequence[pb.ElementRange]) -> Iterator[Any]:
         decode = self.serializer.decode
         for column in self.read_encoded(ranges):
             for i in range(len(column)):
                 yield decode(column[i].as_buffer())
 
-    def partition(self, index: int) -> Iterator:
+    def partition(self, index: int) -> Iterator[Any]:
         """Lazily decoded elements of partition ``index``."""
         return self.iter_ranges(self._check_partition(index))
 
@@ -421,16 +476,27 @@ class ListStateView(PartitionedView):
         for p, index, (column,) in self.scan_rows():
             yield self._rows_batch(p, index, [self.serializer.decode_array(column)], ["value"])
 
+    def _cell_fields(self) -> list[pa.Field]:
+        return [pa.field("value", self.serializer.arrow_type())]
+
+    @property
+    def info(self) -> ListStateInfo:
+        return ListStateInfo.of(self.proto)
+
+    def summary(self) -> str:
+        return self.info.summary()
+
     def arrow_ranges(self, ranges: Sequence[pb.ElementRange]) -> pa.Array:
         parts = [self.serializer.decode_array(c) for c in self.read_encoded(ranges)]
         return pa.concat_arrays(parts) if parts else pa.array([], type=self.serializer.arrow_type())
 
 
-class KeyGroupedView:
+class KeyGroupedView(StateView):
     """A state stored in key-group chunks ordered by key group: keyed state (spec/format.md
     §5.4) and, format 1.2, timers (§5.7). A key-group range is a slice of the chunk list."""
 
-    def __init__(self, store: ChunkStore, operator: pb.Operator, state, columns: int) -> None:
+    def __init__(self, store: ChunkStore, operator: pb.Operator, state: pb.KeyedState | pb.TimerService,
+                 columns: int) -> None:
         self._store = store
         self.proto = state
         self.max_parallelism = operator.max_parallelism
@@ -453,7 +519,8 @@ class KeyGroupedView:
     @property
     def key_groups(self) -> list[int]:
         """Key groups that hold entries."""
-        return np.unique(self.chunk_key_groups).tolist()
+        groups: list[int] = np.unique(self.chunk_key_groups).tolist()
+        return groups
 
     def read_encoded(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
         chunks = list(chunks)
@@ -505,7 +572,7 @@ class KeyGroupedView:
 
     def read_key_groups(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
         """The columns of each key group's chunks (consecutive in ``chunks``) concatenated."""
-        group, parts = None, []
+        group, parts = 0, list[list[pa.BinaryArray]]()
         for chunk_group, columns in self.read_encoded(chunks):
             if parts and chunk_group != group:
                 yield group, [pa.concat_arrays(c) for c in zip(*parts)]
@@ -541,9 +608,16 @@ class KeyedStateView(KeyGroupedView):
     def namespaced(self) -> bool:
         return self.namespace_serializer is not None
 
+    @property
+    def info(self) -> KeyedStateInfo:
+        return KeyedStateInfo.of(self.proto)
+
+    def summary(self) -> str:
+        return self.info.summary()
+
     def _row_serializers(self) -> list[Serializer]:
         """The serializers of the columns before the value: key, [namespace], [user key]."""
-        return [self.key_serializer, *([self.namespace_serializer] if self.namespaced else []),
+        return [self.key_serializer, *([self.namespace_serializer] if self.namespace_serializer is not None else []),
                 *([self.user_key_serializer] if self.user_key_serializer is not None else [])]
 
     def _split_values(self, column: pa.Array) -> tuple[pa.Array, np.ndarray | None]:
@@ -553,7 +627,7 @@ class KeyedStateView(KeyGroupedView):
         stamps, values = split_timestamps(column, self.label)
         return values, stamps
 
-    def iter_chunks(self, chunks: Sequence[pb.Chunk], *, with_ttl: bool = False) -> Iterator[tuple]:
+    def iter_chunks(self, chunks: Sequence[pb.Chunk], *, with_ttl: bool = False) -> Iterator[tuple[Any, ...]]:
         """Lazily decoded entries: (key, [namespace], [user_key], value), with the namespace in a
         namespaced state and the user key in MAP state; ``with_ttl`` appends the last-access
         timestamp (for LIST state, the list of the elements' timestamps)."""
@@ -569,17 +643,18 @@ class KeyedStateView(KeyGroupedView):
                     row += [value, *([int(stamps[i])] if with_ttl and stamps is not None else [])]
                 yield tuple(row)
 
-    def items(self, *, with_ttl: bool = False) -> Iterator[tuple]:
+    def items(self, *, with_ttl: bool = False) -> Iterator[tuple[Any, ...]]:
         return self.iter_chunks(self.proto.chunks, with_ttl=with_ttl)
 
-    def key_group_of(self, key) -> int:
+    def key_group_of(self, key: Any) -> int:
         if self.writer_assigned_key_groups:
             raise InvalidArgumentError("the writer assigned this operator's key groups; no hash computes them "
                                        "(spec/format.md §7.12)", state=self.label)
+        assert self.key_type is not None  # hashed key groups: the operator's keys have a key type
         keys = as_key_array([key], self.key_serializer)
         return int(compute_key_groups(keys, self.max_parallelism, self.key_type)[0])
 
-    def _lookup_chunks(self, key, wanted: bytes, key_group: int | None) -> list[pb.Chunk]:
+    def _lookup_chunks(self, key: Any, wanted: bytes, key_group: int | None) -> list[pb.Chunk]:
         if self.writer_assigned_key_groups and key_group is None:
             return list(self.proto.chunks)  # no hash: every chunk may hold the key
         group = self.key_group_of(key) if key_group is None or not self.writer_assigned_key_groups else key_group
@@ -589,8 +664,8 @@ class KeyedStateView(KeyGroupedView):
         return [c for c in self.chunks_in(KeyGroupRange(group, group))
                 if not c.HasField("key_bounds") or c.key_bounds.min <= wanted <= c.key_bounds.max]
 
-    def get(self, key, default=None, *, namespace=VOID_NAMESPACE, key_group: int | None = None,
-            with_ttl: bool = False):
+    def get(self, key: Any, default: Any = None, *, namespace: Any = VOID_NAMESPACE, key_group: int | None = None,
+            with_ttl: bool = False) -> Any:
         """The state of one key (value, list, or dict for MAP), reading only its key group's chunks.
 
         A namespaced state needs ``namespace`` (spec/format.md §7.7). With writer-assigned key
@@ -602,10 +677,11 @@ class KeyedStateView(KeyGroupedView):
             raise InvalidArgumentError("a namespaced state needs namespace=..., and only it takes one",
                                        state=self.label)
         wanted = self.key_serializer.encode(key)
-        wanted_namespace = self.namespace_serializer.encode(namespace) if self.namespaced else None
+        wanted_namespace = (self.namespace_serializer.encode(namespace) if self.namespace_serializer is not None
+                            else None)
         # Rows of the key, in stored order; the last row of a (user) key wins (spec/format.md §7.1).
         # Keys, namespaces and user keys are told apart by their bytes, the same in every language.
-        latest: dict[bytes, tuple] = {}
+        latest: dict[bytes, tuple[Any, int | None]] = {}
         for _, columns in self.read_encoded(self._lookup_chunks(key, wanted, key_group)):
             matches = pa.compute.equal(columns[0], pa.scalar(wanted, pa.binary()))
             if wanted_namespace is not None:
@@ -625,7 +701,7 @@ class KeyedStateView(KeyGroupedView):
             return decoded[b""]
         return {self.user_key_serializer.decode(k): v for k, v in decoded.items()}
 
-    def _decode_value(self, cell, stamp: int | None, with_ttl: bool):
+    def _decode_value(self, cell: Any, stamp: int | None, with_ttl: bool) -> Any:
         value = self._stored_value.decode(cell)
         if self.ttl is not None and self.kind == "list":
             return value if with_ttl else [v for _, v in value]
@@ -678,10 +754,11 @@ class KeyedStateView(KeyGroupedView):
         return pa.Table.from_batches(batches)
 
     def to_arrow(self) -> pa.Table:
+        """Every entry, decoded (:meth:`arrow_chunks`), in state order."""
         return self.arrow_chunks(self.proto.chunks)
 
 
-@dataclass
+@dataclass(repr=False)
 class OperatorView:
     """One operator of an open savepoint."""
 
@@ -716,6 +793,14 @@ class OperatorView:
         return self.proto.key_groups == pb.KEY_GROUPS_FROM_WRITER
 
     @property
+    def info(self) -> OperatorInfo:
+        """What the manifest says of the operator and its states (no state bytes read)."""
+        return OperatorInfo.of(self.proto)
+
+    def __repr__(self) -> str:
+        return f"<OperatorView {self.operator_id!r} {self.info.summary()}>"
+
+    @property
     def list_state_names(self) -> list[str]:
         return [s.name for s in self.proto.list_states]
 
@@ -731,7 +816,13 @@ class OperatorView:
     def key_serializer(self) -> Serializer | None:
         return serializer_from_snapshot(self.proto.key_serializer) if self.proto.HasField("key_serializer") else None
 
-    def _find(self, states, name: str):
+    def _keys(self) -> Serializer:
+        """The key serializer, which an operator with keyed state or timers has (rule O4)."""
+        if self.key_serializer is None:
+            raise InvalidArgumentError(f"operator {self.operator_id!r} has no keys (no key serializer)")
+        return self.key_serializer
+
+    def _find(self, states: Iterable[_Named], name: str) -> Any:
         for s in states:
             if s.name == name:
                 return s
@@ -745,10 +836,10 @@ class OperatorView:
     def keyed_state(self, name: str, value_serializer: Serializer | None = None,
                     user_key_serializer: Serializer | None = None) -> KeyedStateView:
         self._store.check_before_reading()
-        return KeyedStateView(self._store, self.proto, self.key_serializer, self._find(self.proto.keyed_states, name),
+        return KeyedStateView(self._store, self.proto, self._keys(), self._find(self.proto.keyed_states, name),
                               value_serializer, user_key_serializer)
 
-    def broadcast_state(self, name: str):
+    def broadcast_state(self, name: str) -> BroadcastStateView:
         """Format 1.2: a broadcast map state (spec/format.md §5.8)."""
         from .broadcast import BroadcastStateView  # builds on this module
 
@@ -756,20 +847,20 @@ class OperatorView:
         return BroadcastStateView(self._store, self.proto, self._find(self.proto.broadcast_states, name))
 
     @property
-    def timer_services(self) -> list:
+    def timer_services(self) -> list[TimerServiceView]:
         """Format 1.2: the operator's timer services (spec/format.md §5.7)."""
         from .timers import TimerServiceView  # builds on this module
 
         self._store.check_before_reading()
-        return [TimerServiceView(self._store, self.proto, self.key_serializer, s) for s in self.proto.timer_services]
+        return [TimerServiceView(self._store, self.proto, self._keys(), s) for s in self.proto.timer_services]
 
-    def timer_service(self, name: str, domain: str | None = None):
+    def timer_service(self, name: str, domain: str | None = None) -> TimerServiceView:
         """Format 1.2: the timer service ``name`` (of ``domain``, "event_time" or "processing_time",
         needed only when both domains have a service of that name)."""
         from .timers import TimerServiceView, find_timer_service
 
         self._store.check_before_reading()
-        return TimerServiceView(self._store, self.proto, self.key_serializer,
+        return TimerServiceView(self._store, self.proto, self._keys(),
                                 find_timer_service(self.proto, name, domain))
 
     @cached_property
@@ -781,7 +872,8 @@ class OperatorView:
             return None
         (column,) = self._store.read_columns(self.proto.coordinator_state, COORDINATOR_COLUMNS,
                                              f"{self.operator_id} (coordinator state)")
-        return column[0].as_py()
+        state: bytes = column[0].as_py()
+        return state
 
 
 def read_committed(io: SavepointIO) -> tuple[bytes, pb.Manifest, FormatVersion]:
@@ -803,6 +895,11 @@ class Savepoint:
         self.store = ChunkStore(io, manifest)
 
     @classmethod
+    def written(cls, io: SavepointIO, manifest: pb.Manifest) -> Savepoint:
+        """The savepoint a writer just committed at ``io``, open without reading it back."""
+        return cls(io, manifest, FormatVersion(FORMAT_MAJOR, minor_version_for(manifest)))
+
+    @classmethod
     def open(cls, path: str | os.PathLike[str] | SavepointIO) -> Savepoint:
         io = open_io(path)
         _, manifest, version = read_committed(io)
@@ -817,6 +914,14 @@ class Savepoint:
         return self.manifest.savepoint_id
 
     @property
+    def info(self) -> SavepointInfo:
+        """What the savepoint holds, from its manifest (:func:`pyref.inspection.describe`)."""
+        return SavepointInfo.of(self.manifest, location=self.location, format_version=str(self.version))
+
+    def __repr__(self) -> str:
+        return f"<Savepoint {self.location} {self.info.summary()}>"
+
+    @property
     def operators(self) -> list[OperatorView]:
         return [OperatorView(self.store, op) for op in self.manifest.operators]
 
@@ -826,7 +931,7 @@ class Savepoint:
                 return OperatorView(self.store, op)
         raise InvalidArgumentError(f"savepoint has no operator {operator_id!r}", path=self.location)
 
-    def restore_plan(self, parallelism: int | dict[str, int]):
+    def restore_plan(self, parallelism: int | Mapping[str, int]) -> RestorePlan:
         """Which key groups and list elements each subtask restores at a new parallelism."""
         from .restore import RestorePlan
 

@@ -10,8 +10,9 @@ chunks. A subtask then reads only the chunks it was given.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +21,7 @@ from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .errors import InvalidArgumentError
 from .key_groups import KeyGroupRange, check_parallelism, key_group_bounds, key_group_range
 from .reader import KeyedStateView, ListStateView, OperatorView, Savepoint, locate_in_partition, partition_starts
-from .redistribution import redistribute
+from .redistribution import DistributionMode, redistribute
 from .serializers import Serializer
 from .timers import TimerServiceView, find_timer_service
 
@@ -36,10 +37,10 @@ def plan_list_state(operator: pb.Operator, new_parallelism: int) -> dict[str, li
     lists are read-only.
     """
     partitioned = [*operator.list_states, *operator.broadcast_states]
-    states = {}
+    states: dict[str, tuple[DistributionMode, list[int]]] = {}
     for st in partitioned:
         counts = [sum(r.count for r in p.ranges) for p in st.partitions]
-        states[st.name] = (st.mode if isinstance(st, pb.ListState) else pb.BROADCAST, counts)
+        states[st.name] = (DistributionMode(st.mode if isinstance(st, pb.ListState) else pb.BROADCAST), counts)
     slices = redistribute(states, operator.parallelism, new_parallelism)
     plan: dict[str, list[list[pb.ElementRange]]] = {}
     for st in partitioned:
@@ -77,7 +78,39 @@ def resolve_parallelism(savepoint_operators: list[pb.Operator], parallelism: int
     return result
 
 
-@dataclass
+@dataclass(frozen=True)
+class SubtaskSummary:
+    """What one new subtask restores: its key groups, its list elements and broadcast
+    entries per state, and the stored bytes it reads."""
+
+    subtask: int
+    first_key_group: int
+    last_key_group: int
+    planned_bytes: int
+    list_states: dict[str, int]
+    broadcast_states: dict[str, int]
+
+
+@dataclass(frozen=True)
+class OperatorPlanSummary:
+    operator_id: str
+    from_parallelism: int
+    to_parallelism: int
+    subtasks: list[SubtaskSummary]
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    """A restore plan in numbers (``pyref plan``); ``to_dict()`` is its JSON."""
+
+    location: str
+    operators: list[OperatorPlanSummary]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(repr=False)
 class OperatorPlan:
     operator: OperatorView
     parallelism: int
@@ -92,6 +125,21 @@ class OperatorPlan:
                 counted[id(ranges)] = sum(r.count for r in ranges)
         return [counted[id(ranges)] for ranges in self.list_ranges[name]]
 
+    def __repr__(self) -> str:
+        return (f"<OperatorPlan {self.operator.operator_id!r} parallelism {self.operator.parallelism} -> "
+                f"{self.parallelism}>")
+
+    def summary(self) -> OperatorPlanSummary:
+        """Per new subtask: key groups, list elements and broadcast entries per state (one count per
+        list shared by many subtasks), stored bytes to read."""
+        counts = {name: self.element_counts(name) for name in self.operator.list_state_names}
+        entries = {name: self.element_counts(name) for name in self.operator.broadcast_state_names}
+        firsts, lasts = key_group_bounds(self.operator.max_parallelism, self.parallelism)
+        subtasks = [SubtaskSummary(i, int(firsts[i]), int(lasts[i]), int(self.planned_bytes[i]),
+                                   {name: n[i] for name, n in counts.items()},
+                                   {name: n[i] for name, n in entries.items()}) for i in range(self.parallelism)]
+        return OperatorPlanSummary(self.operator.operator_id, self.operator.parallelism, self.parallelism, subtasks)
+
     def keyed_view(self, name: str) -> KeyedStateView:
         """The keyed state as stored (one view per plan: it indexes the chunks by key group)."""
         views = self.__dict__.setdefault("_keyed_views", {})
@@ -105,7 +153,7 @@ class OperatorPlan:
         views = self.__dict__.setdefault("_timer_views", {})
         if (service.name, service.domain) not in views:
             op = self.operator
-            views[service.name, service.domain] = TimerServiceView(op._store, op.proto, op.key_serializer, service)
+            views[service.name, service.domain] = TimerServiceView(op._store, op.proto, op._keys(), service)
         return views[service.name, service.domain]
 
     @cached_property
@@ -143,6 +191,15 @@ class RestorePlan:
             p = wanted[op.operator_id]
             self.operators[op.operator_id] = OperatorPlan(op, p, plan_list_state(op.proto, p))
 
+    def __repr__(self) -> str:
+        changes = sorted({f"{p.operator.parallelism} -> {p.parallelism}" for p in self.operators.values()})
+        return (f"<RestorePlan {self.savepoint.location}: {len(self.operators)} operators, parallelism "
+                f"{', '.join(changes)}>")
+
+    def summary(self) -> PlanSummary:
+        """Who restores what, in numbers: :class:`PlanSummary` (reads no state bytes)."""
+        return PlanSummary(self.savepoint.location, [p.summary() for p in self.operators.values()])
+
     def subtask(self, operator_id: str, index: int) -> SubtaskRestore:
         if operator_id not in self.operators:
             raise InvalidArgumentError(f"savepoint has no operator {operator_id!r}")
@@ -165,6 +222,11 @@ class SubtaskRestore:
         self.parallelism = plan.parallelism
         self.key_group_range: KeyGroupRange = key_group_range(plan.operator.max_parallelism, plan.parallelism, index)
 
+    def __repr__(self) -> str:
+        r = self.key_group_range
+        return (f"<SubtaskRestore {self.operator_id!r} subtask {self.index} of {self.parallelism}: "
+                f"key groups {r.first}-{r.last}>")
+
     def list_ranges(self, name: str) -> list[pb.ElementRange]:
         if name not in self._plan.list_ranges:
             raise InvalidArgumentError("no such list or broadcast state", state=f"{self.operator_id}/{name}")
@@ -173,7 +235,7 @@ class SubtaskRestore:
     def _list_view(self, name: str, serializer: Serializer | None) -> ListStateView:
         return self._plan.operator.list_state(name, serializer)
 
-    def list_state(self, name: str, serializer: Serializer | None = None) -> Iterator:
+    def list_state(self, name: str, serializer: Serializer | None = None) -> Iterator[Any]:
         """This subtask's elements of a list state, decoded lazily."""
         return self._list_view(name, serializer).iter_ranges(self.list_ranges(name))
 
@@ -188,7 +250,7 @@ class SubtaskRestore:
     def keyed_chunks(self, name: str) -> list[pb.Chunk]:
         return self._keyed_view(name, None).chunks_in(self.key_group_range)
 
-    def keyed_state(self, name: str, value_serializer: Serializer | None = None) -> Iterator[tuple]:
+    def keyed_state(self, name: str, value_serializer: Serializer | None = None) -> Iterator[tuple[Any, ...]]:
         """This subtask's entries of a keyed state, decoded lazily."""
         view = self._keyed_view(name, value_serializer)
         return view.iter_chunks(view.chunks_in(self.key_group_range))
@@ -204,7 +266,7 @@ class SubtaskRestore:
         """Format 1.2: the chunks of this subtask's timers of a service: those of its key groups."""
         return self._timer_view(name, domain).chunks_in(self.key_group_range)
 
-    def timers(self, name: str, domain: str | None = None) -> Iterator[tuple]:
+    def timers(self, name: str, domain: str | None = None) -> Iterator[tuple[Any, ...]]:
         """Format 1.2: this subtask's distinct timers of a service, (key, [namespace], timestamp):
         the timers of its key groups (spec/format.md §7.9)."""
         view = self._timer_view(name, domain)
@@ -218,7 +280,7 @@ class SubtaskRestore:
         """Format 1.2: the rows of the broadcast state's map this subtask restores."""
         return self.list_ranges(name)
 
-    def broadcast_state(self, name: str) -> dict:
+    def broadcast_state(self, name: str) -> dict[Any, Any]:
         """Format 1.2: this subtask's copy of a broadcast map (old partition ``index mod old_p``)."""
         view = self._plan.operator.broadcast_state(name)
         return view.map_of(self.broadcast_ranges(name))

@@ -97,7 +97,7 @@ class Derivation:
 
 
 def _derive(source: str | os.PathLike[str], target: str | os.PathLike[str], *, copy: bool, overwrite: bool,
-            base_paths: bool, build: Callable[[Savepoint, Derivation], list[pb.Operator]]) -> pb.Manifest:
+            base_paths: bool, build: Callable[[Savepoint, Derivation], list[pb.Operator]]) -> Savepoint:
     src = Savepoint.open(source)
     target_io = open_io(target)
     check_target(src, target_io, copy, base_paths)
@@ -110,7 +110,7 @@ def _derive(source: str | os.PathLike[str], target: str | os.PathLike[str], *, c
         raise
     manifest = derivation.publish(target_io, operators, previous)
     delete_replaced(target_io, manifest, previous)
-    return manifest
+    return Savepoint.written(target_io, manifest)
 
 
 def check_target(source: Savepoint, target: SavepointIO, copy: bool, base_paths: bool = False) -> None:
@@ -200,8 +200,8 @@ def rescaled_operator(op: pb.Operator, parallelism: int) -> pb.Operator:
 
 
 def rescale(source: str | os.PathLike[str], target: str | os.PathLike[str], parallelism: int | Mapping[str, int], *,
-            copy: bool = False, overwrite: bool = False, base_paths: bool = False) -> pb.Manifest:
-    """Write the savepoint ``source`` restored at a new parallelism to ``target``.
+            copy: bool = False, overwrite: bool = False, base_paths: bool = False) -> Savepoint:
+    """Write the savepoint ``source`` restored at a new parallelism to ``target``; returns it, open.
 
     ``parallelism`` is one number for every operator or a map from operator id
     (unlisted operators keep theirs). Shallow by default: no state bytes are
@@ -218,9 +218,9 @@ def rescale(source: str | os.PathLike[str], target: str | os.PathLike[str], para
 
 def migrate_state(source: str | os.PathLike[str], target: str | os.PathLike[str], operator_id: str, state: str,
                   serializer: Serializer, *, copy: bool = False, overwrite: bool = False,
-                  base_paths: bool = False) -> pb.Manifest:
+                  base_paths: bool = False) -> Savepoint:
     """Write ``source`` to ``target`` with one state's values (list elements, or keyed
-    values) under a new serializer: schema evolution.
+    values) under a new serializer: schema evolution. Returns the new savepoint, open.
 
     The new serializer is resolved against the stored snapshot: as is and
     reconfigured only update the snapshot; after migration the state's chunks are

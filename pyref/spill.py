@@ -29,7 +29,6 @@ import pyarrow as pa
 class _SpilledRun:
     columns: list[tuple[int, int]]  # per column: file position of its offsets, of its bytes
     row_starts_at: int  # file position of the first row of each slot
-    bounds: np.ndarray | None = None  # first row of each batch (set by :meth:`SpillFile.batches`)
 
 
 class SpillFile:
@@ -86,12 +85,10 @@ class SpillFile:
             boundaries.append((first, stop))
             first = stop + int(np.searchsorted(ends[stop:], ends[stop - 1], side="right"))
         edges = np.array([b for pair in boundaries for b in pair], dtype=np.int64)
-        for run in self._runs:
-            row_starts = np.frombuffer(self._read(run.row_starts_at, 8 * (self.slots + 1)), dtype="<i8")
-            run.bounds = row_starts[edges]
+        bounds = [np.frombuffer(self._read(run.row_starts_at, 8 * (self.slots + 1)), dtype="<i8")[edges]
+                  for run in self._runs]
         for k, (first, stop) in enumerate(boundaries):
-            rows = [(i, int(r.bounds[2 * k]), int(r.bounds[2 * k + 1])) for i, r in enumerate(self._runs)
-                    if r.bounds[2 * k + 1] > r.bounds[2 * k]]
+            rows = [(i, int(b[2 * k]), int(b[2 * k + 1])) for i, b in enumerate(bounds) if b[2 * k + 1] > b[2 * k]]
             yield first, stop, rows, int(self._costs[first:stop].sum())
 
     def read(self, run: int, first_row: int, stop_row: int, first_slot: int, stop_slot: int

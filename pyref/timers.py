@@ -6,41 +6,42 @@ like keyed state, so that every timer moves with its key on restore and rescale.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
 
 from ._proto.savepoint.v1 import manifest_pb2 as pb
+from .descriptions import DOMAIN_NAMES, TimerServiceInfo
 from .errors import CorruptSavepointError, InvalidArgumentError
 from .keys import as_key_array
 from .manifest import state_label, timer_column_count
 from .reader import ChunkStore, KeyGroupedView
 from .serializers import Int64, Serializer, serializer_from_snapshot
-from .writer import _fails_writer, _KeyGroupedState, _values
+from .writer import OperatorWriter, SavepointWriter, _fails_writer, _KeyGroupedState, _values
 
 #: Time domains by name (the values of savepoint.v1.TimeDomain).
-DOMAINS = {"event_time": pb.EVENT_TIME, "processing_time": pb.PROCESSING_TIME}
-DOMAIN_NAMES = {v: k for k, v in DOMAINS.items()}
+DOMAINS = {name: domain for domain, name in DOMAIN_NAMES.items()}
 _TIMESTAMP = Int64()
 
 
-def domain_of(domain: str | int) -> int:
+def domain_of(domain: str | int) -> pb.TimeDomain:
     """A time domain given by name ("event_time", "processing_time") or enum value."""
     if domain in DOMAIN_NAMES:
-        return int(domain)
+        return cast(pb.TimeDomain, int(domain))
     if domain not in DOMAINS:
         raise InvalidArgumentError(f"time domain is one of {sorted(DOMAINS)}, got {domain!r}")
     return DOMAINS[domain]
 
 
 def service_label(operator_id: str, name: str, domain: int) -> str:
-    return f"{operator_id}/{name} ({DOMAIN_NAMES.get(domain, domain)} timers)"
+    return f"{operator_id}/{name} ({DOMAIN_NAMES.get(cast(pb.TimeDomain, domain), domain)} timers)"
 
 
 class TimerServiceWriter(_KeyGroupedState):
     """Adds the timers of one timer service, grouped into key-group chunks."""
 
-    def __init__(self, writer, operator, name: str, domain: str | int,
+    def __init__(self, writer: SavepointWriter, operator: OperatorWriter, name: str, domain: str | int,
                  namespace_serializer: Serializer | None = None) -> None:
         super().__init__(writer, operator, name)
         self.domain = domain_of(domain)
@@ -52,8 +53,8 @@ class TimerServiceWriter(_KeyGroupedState):
         return service_label(self.operator.operator_id, self.name, self.domain)
 
     @_fails_writer
-    def add(self, keys: Sequence | pa.Array, timestamps: Sequence[int] | pa.Array | np.ndarray,
-            namespaces: Sequence | pa.Array | None = None, *, subtask: int | None = None,
+    def add(self, keys: Sequence[Any] | pa.Array, timestamps: Sequence[int] | pa.Array | np.ndarray,
+            namespaces: Sequence[Any] | pa.Array | None = None, *, subtask: int | None = None,
             key_groups: Sequence[int] | np.ndarray | None = None) -> None:
         """Register timers: ``timestamps[i]`` (ms) for ``keys[i]`` (under ``namespaces[i]``
         when the service has a namespace serializer). ``subtask`` and ``key_groups`` as
@@ -62,10 +63,10 @@ class TimerServiceWriter(_KeyGroupedState):
         if (namespaces is None) != (self.namespace_serializer is None):
             raise InvalidArgumentError("namespaces are required for a timer service with a namespace serializer "
                                        "and only for it", state=self.label)
-        key_array = as_key_array(keys, op.key_serializer)
+        key_array = as_key_array(keys, op.keys())
         stamps = timestamps if isinstance(timestamps, (pa.Array, pa.ChunkedArray)) else np.asarray(timestamps, np.int64)
-        columns = [op.key_serializer.encode_array(key_array)]
-        if namespaces is not None:
+        columns = [op.keys().encode_array(key_array)]
+        if self.namespace_serializer is not None and namespaces is not None:
             columns.append(self.namespace_serializer.encode_array(_values(namespaces)))
         columns.append(_TIMESTAMP.encode_array(pa.array(stamps, pa.int64())))
         self.add_encoded(columns, self._key_groups(key_array, key_groups, subtask))
@@ -92,6 +93,13 @@ class TimerServiceView(KeyGroupedView):
 
     def _serializers(self) -> list[Serializer]:
         return [self.key_serializer, *([self.namespace_serializer] if self.namespace_serializer else []), _TIMESTAMP]
+
+    @property
+    def info(self) -> TimerServiceInfo:
+        return TimerServiceInfo.of(self.proto)
+
+    def summary(self) -> str:
+        return self.info.summary()
 
     def arrow_batches(self, chunks: Sequence[pb.Chunk]) -> Iterator[pa.RecordBatch]:
         """The distinct timers of each chunk's key group (a timer stored twice is one, §7.9), one batch per
@@ -128,14 +136,14 @@ class TimerServiceView(KeyGroupedView):
     def to_arrow(self) -> pa.Table:
         return self.arrow_chunks(self.proto.chunks)
 
-    def iter_chunks(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple]:
+    def iter_chunks(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple[Any, ...]]:
         """Distinct timers, decoded: (key, timestamp) or (key, namespace, timestamp)."""
         for batch in self.arrow_batches(chunks):
             columns = [[s._from_arrow_value(v) for v in batch.column(i + 1).to_pylist()]
                        for i, s in enumerate(self._serializers())]
             yield from zip(*columns)
 
-    def timers(self) -> Iterator[tuple]:
+    def timers(self) -> Iterator[tuple[Any, ...]]:
         return self.iter_chunks(self.proto.chunks)
 
 

@@ -108,10 +108,10 @@ class TtlValue(Serializer):
     def arrow_type(self) -> pa.DataType:
         return pa.struct([("ttl_timestamp", pa.int64()), ("value", self.inner.arrow_type())])
 
-    def _to_arrow_value(self, value: tuple[int, Any]) -> dict:
+    def _to_arrow_value(self, value: tuple[int, Any]) -> dict[Any, Any]:
         return {"ttl_timestamp": value[0], "value": self.inner._to_arrow_value(value[1])}
 
-    def _from_arrow_value(self, item: dict) -> tuple[int, Any]:
+    def _from_arrow_value(self, item: dict[Any, Any]) -> tuple[int, Any]:
         return item["ttl_timestamp"], self.inner._from_arrow_value(item["value"])
 
 

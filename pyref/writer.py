@@ -25,12 +25,15 @@ from __future__ import annotations
 import contextlib
 import functools
 import operator
+import os
 import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -50,6 +53,11 @@ from .parallel import WORKERS, ordered_map
 from .redistribution import DistributionMode
 from .serializers import ListOf, Serializer
 from .spill import SpillFile
+from .storage.base import OutputFile
+
+if TYPE_CHECKING:
+    from .broadcast import BroadcastStateWriter
+    from .timers import TimerServiceWriter
 from .ttl import TtlConfig, TtlValue, prefix_timestamps
 
 DEFAULT_CHUNK_BYTES = 1 << 20
@@ -80,9 +88,9 @@ class ChunkSink:
         self.file_bytes = file_bytes
         self.inline_bytes = inline_bytes
         self.files: list[pb.DataFile] = []
-        self._out = None
+        self._out: OutputFile | None = None
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="pyref-compress") if workers > 1 else None
-        self._in_flight: deque[tuple[pb.Chunk, Future]] = deque()
+        self._in_flight: deque[tuple[pb.Chunk, Future[Any]]] = deque()
         self._limit = 2 * workers
 
     def _compress(self, payload: bytes) -> tuple[bytes, Codec, int]:
@@ -111,17 +119,16 @@ class ChunkSink:
             self._complete_one()
 
     def _store(self, chunk: pb.Chunk, stored: bytes, codec: Codec, crc: int) -> None:
-        chunk.codec = codec
+        chunk.codec = cast(pb.Codec, codec)  # pyref's Codec has the proto enum's values
         chunk.crc32c = crc
         if len(stored) <= self.inline_bytes:
             chunk.inline_data = stored
             return
-        if self._out is None or self._out.tell() + len(stored) > self.file_bytes:
-            self._roll()
+        out = self._file_for(len(stored))
         chunk.range.file = len(self.files) - 1
-        chunk.range.offset = self._out.tell()
+        chunk.range.offset = out.tell()
         chunk.range.length = len(stored)
-        self._out.write(stored)
+        out.write(stored)
 
     def put_stored(self, chunk: pb.Chunk, stored: bytes) -> pb.Chunk:
         """Store an existing chunk's stored bytes unchanged (copying between savepoints)."""
@@ -130,19 +137,25 @@ class ChunkSink:
         if chunk.WhichOneof("location") == "inline_data":
             return copy
         self.flush()
-        if self._out is None or self._out.tell() + len(stored) > self.file_bytes:
-            self._roll()
+        out = self._file_for(len(stored))
         copy.range.file = len(self.files) - 1
-        copy.range.offset = self._out.tell()
-        self._out.write(stored)
+        copy.range.offset = out.tell()
+        out.write(stored)
         return copy
 
-    def _roll(self) -> None:
+    def _file_for(self, length: int) -> OutputFile:
+        """The data file to append ``length`` bytes to: the current one, or a new one when they would not fit."""
+        if self._out is None or self._out.tell() + length > self.file_bytes:
+            return self._roll()
+        return self._out
+
+    def _roll(self) -> OutputFile:
         self._close_current()
-        self._out = self.io.create(f"data/{self.file_prefix}{uuid.uuid4().hex}.svd")
+        self._out = out = self.io.create(f"data/{self.file_prefix}{uuid.uuid4().hex}.svd")
         # Listed before its first write, so that an abort after a failed write deletes it.
-        self.files.append(pb.DataFile(path=self._out.path))
-        self._out.write(DATA_FILE_MAGIC)
+        self.files.append(pb.DataFile(path=out.path))
+        out.write(DATA_FILE_MAGIC)
+        return out
 
     def _close_current(self) -> None:
         if self._out is not None:
@@ -180,13 +193,16 @@ class _Budget:
     used: int = 0
 
 
-def _fails_writer(method: Callable) -> Callable:
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _fails_writer(method: _Method) -> _Method:
     """Make the writer failed when ``method`` raises after it may have changed buffers or
     files. An :class:`InvalidArgumentError` comes from the argument checks, which run
     before anything changes, and leaves the writer open."""
 
     @functools.wraps(method)
-    def guarded(self, *args, **kwargs):
+    def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except InvalidArgumentError:
@@ -195,7 +211,7 @@ def _fails_writer(method: Callable) -> Callable:
             (self if isinstance(self, SavepointWriter) else self._writer)._fail(exc)
             raise
 
-    return guarded
+    return cast(_Method, guarded)
 
 
 def check_text(value: object, what: str) -> str:
@@ -214,7 +230,7 @@ def check_subtask(subtask: object, parallelism: int, label: str) -> int:
     if isinstance(subtask, bool):
         raise InvalidArgumentError(f"subtask must be an int, got {subtask!r}", state=label)
     try:
-        index = operator.index(subtask)
+        index = operator.index(subtask)  # type: ignore[arg-type]  # anything else is the TypeError below
     except TypeError:
         raise InvalidArgumentError(f"subtask must be an int, got {subtask!r}", state=label) from None
     if not 0 <= index < parallelism:
@@ -395,6 +411,7 @@ class _BufferedState:
         """Write every spilled row as chunks: slots in order, each slot's rows in the order
         they came (run after run), about half a budget's worth of rows in memory at a time."""
         spill, self._spill = self._spill, None
+        assert spill is not None  # called once something was spilled
         try:
             limit = max(1, self._writer._budget.limit // 2)
             for first, stop, rows, cost in spill.batches(limit):
@@ -468,7 +485,7 @@ class ListStateWriter(_BufferedState):
         self.partitions = [pb.Partition() for _ in range(operator.parallelism)]
 
     @_fails_writer
-    def add(self, subtask: int, elements: Iterable | pa.Array) -> None:
+    def add(self, subtask: int, elements: Iterable[Any] | pa.Array) -> None:
         """Append elements (Python values or an Arrow array) to ``subtask``'s list."""
         self.add_encoded(subtask, self.serializer.encode_array(_values(elements)))
 
@@ -487,7 +504,8 @@ class ListStateWriter(_BufferedState):
         self.partitions[slot].ranges.append(pb.ElementRange(chunk=len(self.chunks) - 1, count=chunk.row_count))
 
     def to_proto(self) -> pb.ListState:
-        return pb.ListState(name=self.name, mode=int(self.mode), element_serializer=self.serializer.snapshot(),
+        return pb.ListState(name=self.name, mode=cast(pb.DistributionMode, self.mode),
+                            element_serializer=self.serializer.snapshot(),
                             chunks=self.chunks, partitions=self.partitions)
 
 
@@ -501,7 +519,8 @@ class _KeyGroupedState(_BufferedState):
     def __init__(self, writer: SavepointWriter, operator: OperatorWriter, name: str) -> None:
         super().__init__(writer, operator, name, slots=operator.max_parallelism)
 
-    def _key_groups(self, key_array: pa.Array, key_groups, subtask: int | None) -> np.ndarray:
+    def _key_groups(self, key_array: pa.Array, key_groups: Sequence[int] | np.ndarray | None,
+                    subtask: int | None) -> np.ndarray:
         """The key group of every key: hashed (spec/key-groups.md §5), or given by the caller
         when the operator's key groups are assigned by its writer (spec/format.md §7.12)."""
         op = self.operator
@@ -516,6 +535,7 @@ class _KeyGroupedState(_BufferedState):
             raise InvalidArgumentError("key_groups are given only for an operator whose writer assigns them "
                                        "(add_operator(..., key_groups='writer'))", state=self.label)
         else:
+            assert op.key_type is not None  # hashed key groups
             groups = compute_key_groups(key_array, op.max_parallelism, op.key_type)
         if subtask is not None:
             subtask = check_subtask(subtask, op.parallelism, self.label)
@@ -574,7 +594,7 @@ KEYED_KINDS = {"value": pb.VALUE, "list": pb.LIST, "map": pb.MAP, "reducing": pb
 class KeyedStateWriter(_KeyGroupedState):
     """Adds entries of one keyed state, grouped into key-group chunks."""
 
-    def __init__(self, writer: SavepointWriter, operator: OperatorWriter, name: str, kind: int,
+    def __init__(self, writer: SavepointWriter, operator: OperatorWriter, name: str, kind: pb.KeyedStateKind,
                  value_serializer: Serializer, user_key_serializer: Serializer | None,
                  namespace_serializer: Serializer | None = None, ttl: TtlConfig | None = None) -> None:
         super().__init__(writer, operator, name)
@@ -590,8 +610,9 @@ class KeyedStateWriter(_KeyGroupedState):
         self._stored_value = ListOf.of_list_state(element) if kind == pb.LIST else value_serializer
 
     @_fails_writer
-    def add(self, keys: Sequence | pa.Array, values: Sequence | pa.Array, user_keys: Sequence | pa.Array | None = None,
-            *, namespaces: Sequence | pa.Array | None = None, ttl_timestamps: Sequence | np.ndarray | None = None,
+    def add(self, keys: Sequence[Any] | pa.Array, values: Sequence[Any] | pa.Array,
+            user_keys: Sequence[Any] | pa.Array | None = None, *, namespaces: Sequence[Any] | pa.Array | None = None,
+            ttl_timestamps: Sequence[Any] | np.ndarray | None = None,
             subtask: int | None = None, key_groups: Sequence[int] | np.ndarray | None = None) -> None:
         """Add entries: ``values[i]`` under ``keys[i]`` (and ``user_keys[i]`` for MAP state,
         ``namespaces[i]`` for a namespaced state, ``ttl_timestamps[i]`` for a TTL state: the
@@ -603,7 +624,7 @@ class KeyedStateWriter(_KeyGroupedState):
         groups its writer assigns (spec/format.md §7.12).
         """
         op = self.operator
-        key_array = as_key_array(keys, op.key_serializer)
+        key_array = as_key_array(keys, op.keys())
         if (user_keys is None) != (self.kind != pb.MAP):
             raise InvalidArgumentError("user_keys are required for MAP state and only for it", state=self.label)
         if (namespaces is None) != (self.namespace_serializer is None):
@@ -612,17 +633,19 @@ class KeyedStateWriter(_KeyGroupedState):
         if (ttl_timestamps is None) != (self.ttl is None):
             raise InvalidArgumentError("ttl_timestamps are required for a state with a TTL and only for it",
                                        state=self.label)
-        columns = [op.key_serializer.encode_array(key_array)]
-        if namespaces is not None:
+        columns = [op.keys().encode_array(key_array)]
+        if self.namespace_serializer is not None and namespaces is not None:
             columns.append(self.namespace_serializer.encode_array(_values(namespaces)))
-        if user_keys is not None:
+        if self.user_key_serializer is not None and user_keys is not None:
             columns.append(self.user_key_serializer.encode_array(_values(user_keys)))
         columns.append(self._encode_values(values, ttl_timestamps))
         self.add_encoded(columns, self._key_groups(key_array, key_groups, subtask))
 
-    def _encode_values(self, values, ttl_timestamps) -> pa.Array:
+    def _encode_values(self, values: Sequence[Any] | pa.Array,
+                       ttl_timestamps: Sequence[Any] | np.ndarray | None) -> pa.Array:
         if self.ttl is None:
             return self._stored_value.encode_array(_values(values))
+        assert ttl_timestamps is not None  # checked by add: a TTL state takes them
         if self.kind != pb.LIST:
             return prefix_timestamps(ttl_timestamps, self.value_serializer.encode_array(_values(values)))
         values = values.to_pylist() if isinstance(values, (pa.Array, pa.ChunkedArray)) else list(values)
@@ -664,7 +687,7 @@ def _take(column: pa.Array, order: np.ndarray) -> pa.Array:
     return column.take(pa.array(order))
 
 
-def _values(values: Sequence | pa.Array) -> Sequence | pa.Array:
+def _values(values: Sequence[Any] | pa.Array) -> Sequence[Any] | pa.Array:
     return values if isinstance(values, (pa.Array, pa.ChunkedArray)) else list(values)
 
 
@@ -693,11 +716,11 @@ class OperatorWriter:
             raise InvalidArgumentError(f"key_groups is 'hashed' or 'writer', got {key_groups!r}")
         self.writer_assigned_key_groups = key_groups == "writer"
         hashed = key_serializer is not None and not self.writer_assigned_key_groups
-        self.key_type = key_type_of(key_serializer.snapshot()) if hashed else None
+        self.key_type = key_type_of(key_serializer.snapshot()) if key_serializer is not None and hashed else None
         self.list_states: dict[str, ListStateWriter] = {}
         self.keyed_states: dict[str, KeyedStateWriter] = {}
-        self.broadcast_states: dict = {}
-        self.timer_services: dict = {}
+        self.broadcast_states: dict[Any, Any] = {}
+        self.timer_services: dict[Any, Any] = {}
         #: The operator coordinator's state (spec/format.md §7.11), or None.
         self.coordinator_state: bytes | None = None
         self._coordinator_chunk: pb.Chunk | None = None
@@ -739,7 +762,13 @@ class OperatorWriter:
         self.keyed_states[name] = state
         return state
 
-    def timer_service(self, name: str, domain: str, namespace_serializer: Serializer | None = None):
+    def keys(self) -> Serializer:
+        """The key serializer, which every operator with keyed state or timers has (checked as they are added)."""
+        assert self.key_serializer is not None
+        return self.key_serializer
+
+    def timer_service(self, name: str, domain: str | int, namespace_serializer: Serializer | None = None
+                      ) -> TimerServiceWriter:
         """Format 1.2: a timer service of ``domain`` "event_time" or "processing_time" (spec/format.md §5.7)."""
         from .timers import TimerServiceWriter  # builds on this module
 
@@ -753,7 +782,8 @@ class OperatorWriter:
         self.timer_services[(name, service.domain)] = service
         return service
 
-    def broadcast_state(self, name: str, key_serializer: Serializer, value_serializer: Serializer):
+    def broadcast_state(self, name: str, key_serializer: Serializer, value_serializer: Serializer
+                        ) -> BroadcastStateWriter:
         """Format 1.2: a broadcast map state, of which every subtask holds a copy (spec/format.md §5.8)."""
         from .broadcast import BroadcastStateWriter  # builds on this module
 
@@ -780,9 +810,10 @@ class OperatorWriter:
                          timer_services=[s.to_proto() for s in self.timer_services.values()],
                          broadcast_states=[s.to_proto() for s in self.broadcast_states.values()],
                          uid=self.uid, engine_operator_id=self.engine_operator_id,
-                         key_groups=pb.KEY_GROUPS_FROM_WRITER if self.writer_assigned_key_groups else 0)
+                         key_groups=pb.KEY_GROUPS_FROM_WRITER if self.writer_assigned_key_groups
+                         else pb.KEY_GROUPS_HASHED)
         if self.keyed_states or self.timer_services:
-            op.key_serializer.CopyFrom(self.key_serializer.snapshot())
+            op.key_serializer.CopyFrom(self.keys().snapshot())
         if self._coordinator_chunk is not None:
             op.coordinator_state.CopyFrom(self._coordinator_chunk)
         return op
@@ -804,7 +835,8 @@ class SavepointWriter:
     replaced only by the atomic commit, and its data files are deleted after it.
     """
 
-    def __init__(self, path: str, *, overwrite: bool = False, codec: str | Codec = Codec.ZSTD,
+    def __init__(self, path: str | os.PathLike[str] | SavepointIO, *, overwrite: bool = False,
+                 codec: str | Codec = Codec.ZSTD,
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES, buffer_bytes: int = DEFAULT_BUFFER_BYTES,
                  file_bytes: int = DEFAULT_FILE_BYTES, inline_bytes: int = DEFAULT_INLINE_BYTES,
                  file_prefix: str = "", key_bounds: bool = False, sort_keys: bool = False) -> None:
@@ -921,7 +953,8 @@ class SavepointWriter:
     def __enter__(self) -> SavepointWriter:
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         if exc_type is None:
             self.commit()
         else:

@@ -30,7 +30,7 @@ def test_a_target_in_another_directory_names_its_base_by_path(tmp_path):
     write_seeds(source, inline_bytes=0)
     with pytest.raises(InvalidArgumentError, match="sibling.*--base-paths"):
         rescale(source, target, 4)
-    manifest = rescale(source, target, 4, base_paths=True)
+    manifest = rescale(source, target, 4, base_paths=True).manifest
     assert [(b.directory, b.path) for b in manifest.bases] == [("sp", str(source).lstrip("/"))]
     assert FEATURE_BASE_PATHS in manifest.required_features
     data = (target / MANIFEST_NAME).read_bytes()
@@ -42,7 +42,7 @@ def test_a_target_in_another_directory_names_its_base_by_path(tmp_path):
 
 def test_a_sibling_target_still_names_its_base_by_directory_alone(tmp_path):
     write_seeds(tmp_path / "sp", inline_bytes=0)
-    manifest = rescale(tmp_path / "sp", tmp_path / "sp4", 4, base_paths=True)
+    manifest = rescale(tmp_path / "sp", tmp_path / "sp4", 4, base_paths=True).manifest
     assert [(b.directory, b.path) for b in manifest.bases] == [("sp", "")]
     assert FEATURE_BASE_PATHS not in manifest.required_features
 
@@ -50,12 +50,12 @@ def test_a_sibling_target_still_names_its_base_by_directory_alone(tmp_path):
 def test_a_chain_across_directories_flattens_sibling_bases_into_paths(tmp_path):
     write_seeds(tmp_path / "a" / "sp", inline_bytes=0)
     rescale(tmp_path / "a" / "sp", tmp_path / "a" / "sp3", 3)  # its base "sp" is a sibling in a/
-    manifest = rescale(tmp_path / "a" / "sp3", tmp_path / "b" / "sp1", 1, base_paths=True)
+    manifest = rescale(tmp_path / "a" / "sp3", tmp_path / "b" / "sp1", 1, base_paths=True).manifest
     assert [(b.directory, b.path) for b in manifest.bases] == [
         ("sp3", str(tmp_path / "a" / "sp3").lstrip("/")), ("sp", str(tmp_path / "a" / "sp").lstrip("/"))]
     assert offsets(tmp_path / "b" / "sp1", 1) == [[100, 101, 200, 201]]
     # A sibling of the new one, derived from it, keeps the paths and names it by directory.
-    manifest = rescale(tmp_path / "b" / "sp1", tmp_path / "b" / "sp2", 2)
+    manifest = rescale(tmp_path / "b" / "sp1", tmp_path / "b" / "sp2", 2).manifest
     assert [b.path for b in manifest.bases] == ["", str(tmp_path / "a" / "sp3").lstrip("/"),
                                                 str(tmp_path / "a" / "sp").lstrip("/")]
     assert counts(tmp_path / "b" / "sp2") == SEED_COUNTS
@@ -97,7 +97,7 @@ def test_a_base_path_resolves_in_the_savepoints_own_store(s3_prefix):
     """On S3 the path is a key prefix of the same bucket, reached with the same client."""
     source, target = f"{s3_prefix}/2024-05-01/sp", f"{s3_prefix}/2024-05-02/sp4"
     write_seeds(source, inline_bytes=0)
-    manifest = rescale(source, target, 4, base_paths=True)
+    manifest = rescale(source, target, 4, base_paths=True).manifest
     assert manifest.bases[0].path == source.split("/", 3)[3]
     assert offsets(target, 4) == [[100], [101], [200], [201]] and counts(target) == SEED_COUNTS
 
@@ -146,7 +146,7 @@ def test_a_store_root_confines_local_base_paths_and_moves_with_them(tmp_path):
     root = tmp_path / "store"
     write_seeds(root / "2024-05-01" / "sp", inline_bytes=0)
     manifest = rescale(LocalIO(root / "2024-05-01" / "sp", store_root=root),
-                       LocalIO(root / "2024-05-02" / "sp4", store_root=root), 4, base_paths=True)
+                       LocalIO(root / "2024-05-02" / "sp4", store_root=root), 4, base_paths=True).manifest
     assert [(b.directory, b.path) for b in manifest.bases] == [("sp", "2024-05-01/sp")]
     moved = tmp_path / "moved"
     root.rename(moved)

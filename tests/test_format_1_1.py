@@ -63,7 +63,7 @@ def test_derived_savepoints_keep_bounds_and_drop_unknown_features(tmp_path):
     m, _ = decode_manifest((tmp_path / "sp" / "_manifest").read_bytes(), path="x")
     assert m.optional_features == ["chunk-key-bounds"]
     rescaled = rescale(tmp_path / "sp", tmp_path / "sp1", 1)
-    assert list(rescaled.optional_features) == ["chunk-key-bounds"]
+    assert rescaled.info.optional_features == ["chunk-key-bounds"] and str(rescaled.version) == "1.1"
     migrated = migrate_state(tmp_path / "sp", tmp_path / "sp64", "op", "count", Int64())
-    assert all(c.HasField("key_bounds") for c in migrated.operators[0].keyed_states[0].chunks)
+    assert all(c.HasField("key_bounds") for c in migrated.manifest.operators[0].keyed_states[0].chunks)
     assert Savepoint.open(tmp_path / "sp64").operator("op").keyed_state("count").get("k199") == 199

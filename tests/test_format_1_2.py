@@ -298,10 +298,10 @@ def test_describe_and_verify_cover_every_part(windowed):
     sp = Savepoint.open(windowed)
     report = verify(sp)
     assert report.ok and report.chunks >= len(manifest_of(windowed).operators[0].timer_services[0].chunks)
-    op = describe(sp)["operators"][0]
-    assert (op["uid"], op["key_groups"], op["coordinator_state_bytes"]) == ("windowed-count", "hashed", 10)
-    assert op["timer_services"][0]["timers"] == 29
-    assert {s["name"]: s["type"] for s in op["states"]}["rules"] == "broadcast"
+    op = describe(sp).operators[0]
+    assert (op.uid, op.key_groups, op.coordinator_state_bytes) == ("windowed-count", "hashed", 10)
+    assert op.timer_services[0].timers == 29
+    assert {s.name: s.to_dict()["type"] for s in op.states}["rules"] == "broadcast"
 
 
 

@@ -92,8 +92,8 @@ def test_a_1_2_savepoint_on_s3(s3_prefix, s3_proxy):
     assert all(groups.first <= counts.key_group_of(url) <= groups.last for groups, timers in restored
                for url, _, _ in timers)
     target = f"{s3_prefix}/2024-05-02/sp3"
-    manifest = rescale(location, target, 3, base_paths=True)
-    assert "base-paths" in manifest.required_features and "timers" in manifest.required_features
+    features = rescale(location, target, 3, base_paths=True).info.required_features
+    assert "base-paths" in features and "timers" in features
     assert windowed_content(target) == (SEED_WINDOW_COUNTS, sorted(SEED_TIMERS))
     data_gets = [e for e in s3_proxy.log if e.method == "GET" and "/data/" in e.path]
     assert data_gets and all(e.range for e in data_gets)

@@ -20,3 +20,5 @@ def test_library_example_runs(tmp_path):
     assert lines[0] == "[200]"
     assert lines[1].startswith("KeyGroupRange(first=96, last=127)")
     assert lines[2] == "3"
+    assert lines[3] == ("<KeyedStateView url-counter/count [value] int64@v1: 2 entries in 2 key groups, 2 chunks, "
+                        "68 bytes>")

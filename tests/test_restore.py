@@ -92,8 +92,9 @@ def test_union_and_broadcast_plans_share_one_list_per_distinct_share(tmp_path, m
         [*range(20), *range(1, 21)])] * 2
     assert plan.operators["op"].element_counts("union") == [40] * 500
     calls.clear()
-    manifest = rescale(tmp_path / "sp", tmp_path / "sp2", 500)  # keeps UNION partitions as written
-    assert len(calls) <= 20 + 20 and len(manifest.operators[0].list_states[0].partitions) == 20
+    rescaled = rescale(tmp_path / "sp", tmp_path / "sp2", 500)  # keeps UNION partitions as written
+    assert len(calls) <= 20 + 20 and rescaled.operators[0].list_state(rescaled.operators[0].list_state_names[0]
+                                                                       ).partition_count == 20
 
 
 def test_planned_bytes_index_the_chunks_once_for_all_subtasks(tmp_path, monkeypatch):

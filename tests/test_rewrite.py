@@ -36,7 +36,7 @@ def big_seeds(tmp_path):
 
 
 def test_shallow_rescale_writes_no_state_bytes(big_seeds, tmp_path):
-    manifest = rescale(big_seeds, tmp_path / "sp4", 4)
+    manifest = rescale(big_seeds, tmp_path / "sp4", 4).manifest
     assert not (tmp_path / "sp4" / "data").exists()
     assert [b.directory for b in manifest.bases] == ["sp"]
     assert "external-bases" in manifest.required_features
@@ -55,7 +55,7 @@ def test_rescaled_savepoint_is_what_flink_would_snapshot_after_restoring(big_see
 
 def test_chained_shallow_rescales_flatten_their_bases(big_seeds, tmp_path):
     rescale(big_seeds, tmp_path / "sp4", 4)
-    manifest = rescale(tmp_path / "sp4", tmp_path / "sp3", 3)
+    manifest = rescale(tmp_path / "sp4", tmp_path / "sp3", 3).manifest
     assert sorted(b.directory for b in manifest.bases) == ["sp", "sp4"]
     assert sorted(x for s in _offsets(tmp_path / "sp3", 3) for x in s) == [100, 101, 200, 201]
 
@@ -75,7 +75,7 @@ def test_replacing_the_base_is_detected(big_seeds, tmp_path):
 
 
 def test_copy_rescale_is_self_contained(big_seeds, tmp_path):
-    manifest = rescale(big_seeds, tmp_path / "elsewhere" / "sp4", 4, copy=True)
+    manifest = rescale(big_seeds, tmp_path / "elsewhere" / "sp4", 4, copy=True).manifest
     assert not manifest.bases and not manifest.required_features
     shutil.rmtree(big_seeds)
     assert _offsets(tmp_path / "elsewhere" / "sp4", 4) == [[100], [101], [200], [201]]
@@ -100,7 +100,7 @@ def test_broadcast_copies_of_removed_subtasks_are_dropped(tmp_path):
         st = w.add_operator("op", parallelism=3).list_state("rules", String(), DistributionMode.BROADCAST)
         for i in range(3):
             st.add(i, ["r1", "r2"])
-    manifest = rescale(tmp_path / "sp", tmp_path / "sp1", 1)
+    manifest = rescale(tmp_path / "sp", tmp_path / "sp1", 1).manifest
     state = manifest.operators[0].list_states[0]
     assert len(state.chunks) == 1 and len(state.partitions) == 1
 
@@ -110,7 +110,7 @@ def test_union_state_is_stored_once_whatever_the_parallelism(tmp_path):
         st = w.add_operator("op", parallelism=2).list_state("watermarks", Int64(), DistributionMode.UNION)
         st.add(0, [1])
         st.add(1, [2, 3])
-    manifest = rescale(tmp_path / "sp", tmp_path / "sp100", 100)
+    manifest = rescale(tmp_path / "sp", tmp_path / "sp100", 100).manifest
     state = manifest.operators[0].list_states[0]
     assert len(state.partitions) == 2 and sum(len(p.ranges) for p in state.partitions) == 2
     plan = Savepoint.open(tmp_path / "sp100").restore_plan(100)
@@ -122,7 +122,7 @@ def test_migrate_int32_to_int64_rewrites_the_state(tmp_path):
         op = w.add_operator("op", parallelism=2, key_serializer=String())
         op.keyed_state("count", Int32()).add(["a", "b"], [1, -2])
         op.keyed_state("other", Int32()).add(["a"], [7])
-    manifest = migrate_state(tmp_path / "sp", tmp_path / "sp-v2", "op", "count", Int64())
+    manifest = migrate_state(tmp_path / "sp", tmp_path / "sp-v2", "op", "count", Int64()).manifest
     states = {s.name: s for s in manifest.operators[0].keyed_states}
     assert states["count"].value_serializer.serializer_id == "int64"
     assert states["other"].value_serializer.serializer_id == "int32"
@@ -210,7 +210,7 @@ def test_a_source_named_through_a_link_into_another_directory(tmp_path):
     with pytest.raises(InvalidArgumentError, match="sibling"):
         rescale(tmp_path / "links" / "cur", tmp_path / "links" / "sp4", 4)
     assert not (tmp_path / "links" / "sp4").exists()
-    manifest = rescale(tmp_path / "links" / "cur", tmp_path / "sps" / "sp4", 4)  # beside what the link names
+    manifest = rescale(tmp_path / "links" / "cur", tmp_path / "sps" / "sp4", 4).manifest  # beside what the link names
     assert [b.directory for b in manifest.bases] == ["sp"]
     os.symlink(tmp_path / "sps" / "sp4", tmp_path / "links" / "sp4")
     assert _offsets(tmp_path / "links" / "sp4", 4) == [[100], [101], [200], [201]]

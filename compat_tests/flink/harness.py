@@ -13,8 +13,11 @@ Public API::
 
 A job spec is ``{"operators": [{"uid", "key_type", "operator_state": {name: {"mode", "type",
 "key_type"?}}, "keyed_state": {name: {"kind", "type", "user_key_type"?, "namespace", "ttl",
-"function"?}}, "timer_services": {name: {"namespace"}}, "parallelism"?, "max_parallelism"?}]}``:
-the operators of a truth.json without their contents (see corpus/README.md).
+"function"?}}, "timer_services": {name: {"namespace"}}, "parallelism"?, "max_parallelism"?}],
+"window_operators"?: [uid, ...]}``: the operators of a truth.json without their contents (see
+corpus/README.md). The uids listed in ``window_operators`` (of the corpus's windows job) restore
+into Flink's own window operators instead, which list under ``fired_windows`` each window that
+fires after the restore (key, window, result).
 """
 
 from __future__ import annotations

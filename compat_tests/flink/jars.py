@@ -15,12 +15,14 @@ used instead of downloading it; the archive is still checked against the index.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import pathlib
 import shutil
 import tarfile
 import tempfile
+import time
 import urllib.request
 import zipfile
 from dataclasses import dataclass
@@ -36,6 +38,8 @@ KEPT_JARS = ("flink-dist-", "log4j-")
 #: Written last into a version's directory: its presence means the extraction completed.
 MANIFEST = "pyref-flink.json"
 TIMEOUT = 60.0
+#: Seconds to wait before each new attempt of a request that failed (a network blip is not a missing release).
+RETRY_DELAYS = (5.0, 20.0, 60.0)
 
 
 class FlinkJarsUnavailable(RuntimeError):
@@ -64,14 +68,28 @@ def cached_lib(version: str) -> pathlib.Path | None:
     return lib if (lib.parent / MANIFEST).exists() and any(lib.glob("flink-dist-*.jar")) else None
 
 
+def _retried(attempt, what: str):
+    """``attempt()``, tried again after each of :data:`RETRY_DELAYS` when the network or the
+    transfer fails; :class:`FlinkJarsUnavailable` naming ``what`` when every attempt failed."""
+    for delay in (*RETRY_DELAYS, None):
+        try:
+            return attempt()
+        except (OSError, http.client.HTTPException, FlinkJarsUnavailable) as e:
+            if delay is None:
+                raise FlinkJarsUnavailable(f"{what} failed {len(RETRY_DELAYS) + 1} times, last: {e}") from e
+            print(f"pyref-flink: {what} failed ({e}); trying again in {delay:g} s", flush=True)
+            time.sleep(delay)
+
+
 def find_release(version: str, index_url: str = INDEX_URL) -> Release:
     """The file of ``version`` on the simple index: the wheel if there is one, else the sdist."""
     request = urllib.request.Request(index_url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-    try:
+
+    def read_index():
         with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
-            index = json.load(response)
-    except OSError as e:
-        raise FlinkJarsUnavailable(f"cannot read the package index {index_url}: {e}") from e
+            return json.load(response)
+
+    index = _retried(read_index, f"reading the package index {index_url}")
     candidates = []
     for f in index.get("files", []):
         name = f["filename"]
@@ -98,16 +116,19 @@ def _local_archive(release: Release) -> pathlib.Path | None:
 
 
 def _download(release: Release, target: pathlib.Path) -> None:
-    h = hashlib.sha256()
-    try:
+    """Fetch the release's file, checked against the index's sha256 (a cut transfer is tried again)."""
+
+    def attempt() -> None:
+        h = hashlib.sha256()
         with urllib.request.urlopen(release.url, timeout=TIMEOUT) as response, open(target, "wb") as out:
             for block in iter(lambda: response.read(1 << 20), b""):
                 h.update(block)
                 out.write(block)
-    except OSError as e:
-        raise FlinkJarsUnavailable(f"cannot download {release.url}: {e}") from e
-    if h.hexdigest() != release.sha256:
-        raise FlinkJarsUnavailable(f"{release.filename}: sha256 {h.hexdigest()} is not the index's {release.sha256}")
+        if h.hexdigest() != release.sha256:
+            raise FlinkJarsUnavailable(f"{release.filename}: sha256 {h.hexdigest()} is not the index's "
+                                       f"{release.sha256}")
+
+    _retried(attempt, f"downloading {release.url}")
 
 
 def _kept(name: str) -> str | None:

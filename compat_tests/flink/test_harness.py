@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import tarfile
+import urllib.request
 import zipfile
 
 import pytest
@@ -72,6 +73,33 @@ def test_ensure_lib_refuses_an_archive_whose_sha256_is_not_the_index(tmp_path, m
     with pytest.raises(jars.FlinkJarsUnavailable, match="sha256"):
         jars.ensure_lib("9.9.9")
     assert jars.cached_lib("9.9.9") is None
+
+
+def test_a_download_the_network_cuts_is_tried_again_then_named(tmp_path, monkeypatch):
+    """A blip costs a retry, not the run; a network that stays down is FlinkJarsUnavailable, nothing cached."""
+    filename = "apache_flink_libraries-9.9.9-py2.py3-none-any.whl"
+    fake_wheel(tmp_path / filename)
+    digest = hashlib.sha256((tmp_path / filename).read_bytes()).hexdigest()
+    monkeypatch.setenv("PYREF_FLINK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(jars, "RETRY_DELAYS", (0.0, 0.0))
+    monkeypatch.setattr(jars, "find_release",
+                        lambda v: jars.Release(v, filename, (tmp_path / filename).as_uri(), digest))
+    real, calls, failures = urllib.request.urlopen, [], [1]
+
+    def flaky(url, timeout):
+        calls.append(url)
+        if len(calls) <= failures[0]:
+            raise ConnectionResetError("connection reset by peer")
+        return real(url, timeout=timeout)
+
+    monkeypatch.setattr(jars.urllib.request, "urlopen", flaky)
+    assert (jars.ensure_lib("9.9.9") / "flink-dist-9.9.9.jar").read_bytes() == b"dist"
+    assert len(calls) == 2
+    calls.clear()
+    failures[0] = 99
+    with pytest.raises(jars.FlinkJarsUnavailable, match="failed 3 times, last: connection reset"):
+        jars.ensure_lib("9.9.8")
+    assert len(calls) == 3 and jars.cached_lib("9.9.8") is None
 
 
 def test_ensure_lib_without_download_names_the_missing_cache(tmp_path, monkeypatch):

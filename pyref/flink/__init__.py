@@ -21,6 +21,11 @@ their bytes are), :mod:`.compression` (snappy framing), :mod:`.serializers`
 :mod:`.operator_state` (operator streams), :mod:`.values` (value decoders),
 :mod:`.columns` (Arrow columns), :mod:`.state_views`, :mod:`.savepoint` and
 :mod:`.restore` (the public views).
+
+The other direction, pyref -> Flink: :func:`export_savepoint` writes a canonical
+Flink savepoint (:mod:`.writer`, with :mod:`.to_flink` mapping serializers,
+:mod:`.transcode` and :mod:`.rows` turning pyref's encodings into Flink's, and
+:mod:`.dataoutput` writing Java's ``DataOutput``).
 """
 
 from .handles import DistributionMode
@@ -28,18 +33,21 @@ from .importer import ImportReport, import_flink
 from .savepoint import FlinkOperator, FlinkSavepoint, operator_id_of_uid
 from .serializers import FlinkType
 from .values import GLOBAL_WINDOW, Row, TimeWindow, Timer, TtlValue
+from .writer import ExportResult, export_savepoint
 
 __all__ = [
     "GLOBAL_WINDOW",
     "DistributionMode",
+    "ExportResult",
     "FlinkOperator",
     "FlinkSavepoint",
     "FlinkType",
+    "ImportReport",
     "Row",
     "TimeWindow",
     "Timer",
     "TtlValue",
-    "ImportReport",
+    "export_savepoint",
     "import_flink",
     "operator_id_of_uid",
 ]

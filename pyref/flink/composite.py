@@ -183,7 +183,9 @@ def split_list_values(values: pa.BinaryArray, element: FlinkType, state: str) ->
                 raise CorruptSavepointError("LIST elements are not separated by ','", state=state)
         return rows, gather_spans(data, starts, np.full(len(rows), w, np.int64))
     raw = data.tobytes()
-    rows_out, starts, ends = [], [], []
+    rows_out: list[int] = []
+    element_starts: list[int] = []
+    ends: list[int] = []
     for i in range(n):
         inp = DataInput(raw, int(offsets[i]), int(offsets[i + 1]), state=state)
         while True:
@@ -191,11 +193,11 @@ def split_list_values(values: pa.BinaryArray, element: FlinkType, state: str) ->
             _skip(codec, inp, f"LIST elements of {element.describe()} cannot be told apart: the type has no "
                   "stored length; read the whole list value bytes instead", state)
             rows_out.append(i)
-            starts.append(start)
+            element_starts.append(start)
             ends.append(inp.pos)
             if inp.at_end():
                 break
             if inp.read_ubyte("list delimiter") != LIST_DELIMITER:
                 raise inp.corrupt("LIST elements are not separated by ','", inp.pos - 1, 1)
-    starts_a = np.array(starts, np.int64)
+    starts_a = np.array(element_starts, np.int64)
     return np.array(rows_out, np.int64), gather_spans(data, starts_a, np.array(ends, np.int64) - starts_a)

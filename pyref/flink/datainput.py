@@ -9,6 +9,7 @@ byte range that was wanted.
 
 from __future__ import annotations
 
+import mmap
 import struct
 
 from ..errors import CorruptSavepointError
@@ -45,7 +46,7 @@ class DataInput:
 
     __slots__ = ("data", "pos", "end", "base", "path", "state", "scan_budget")
 
-    def __init__(self, data: bytes | memoryview, pos: int = 0, end: int | None = None, *,
+    def __init__(self, data: bytes | memoryview | mmap.mmap, pos: int = 0, end: int | None = None, *,
                  base: int = 0, path: str | None = None, state: str | None = None) -> None:
         self.data = data
         self.pos = pos

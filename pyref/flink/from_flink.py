@@ -170,7 +170,7 @@ class Mapped:
 
     def cells(self, cells: Spans, rows: np.ndarray, where: str) -> pa.BinaryArray:
         """Rows ``rows`` of ``cells`` one at a time (the slow path)."""
-        raw = memoryview(cells.buffer)  # Python ints when indexed, as DataInput expects
+        raw = cells.buffer.data  # a memoryview: Python ints when indexed, as DataInput expects
         out = []
         for start, length in zip(cells.starts[rows].tolist(), cells.lengths[rows].tolist()):
             inp = DataInput(raw, start, start + length, state=where)
@@ -186,6 +186,8 @@ class _Fixed(Mapped):
     def __init__(self, flink: FlinkType, serializer: Serializer, swap: tuple[int, ...]) -> None:
         super().__init__(flink, serializer)
         self.swap = swap
+
+    swap: tuple[int, ...]
 
     def cell(self, inp: DataInput) -> bytes:
         width = sum(self.swap)
@@ -270,7 +272,7 @@ class _String(Mapped):
         body = cells.cut(prefix, np.where(fast, lengths - prefix, 0))
         slow = np.flatnonzero(~fast & ~null)
         if slow.size:  # non-ASCII (or unusual) cells: decoded one by one (none is null)
-            raw = memoryview(buf)
+            raw = buf.data
             texts = []
             for start, length in zip(starts[slow].tolist(), lengths[slow].tolist()):
                 inp = DataInput(raw, start, start + length, state=where)
@@ -368,12 +370,14 @@ class _Tuple(Mapped):
     def __init__(self, flink: FlinkType, fields: list[Mapped]) -> None:
         super().__init__(flink, Tuple(*(f.serializer for f in fields)))
         self.fields = fields
-        if all(f.swap is not None for f in fields):
-            self.swap = tuple(w for f in fields for w in f.swap)
+        swaps = [f.swap for f in fields]
+        if all(swap is not None for swap in swaps):
+            self.swap = tuple(w for swap in swaps if swap is not None for w in swap)
 
     def check(self, block: np.ndarray, where: str) -> None:
         at = 0
         for f in self.fields:
+            assert f.swap is not None  # checked only when every field is fixed-width
             width = sum(f.swap)
             f.check(block[:, at:at + width], where)
             at += width

@@ -125,6 +125,11 @@ class OperatorPlan:
     def has_keyed(self) -> bool:
         return bool(self.keyed or self.timers)
 
+    def keys(self) -> Mapped:
+        """How the keys import: planned for every operator with keyed state or timers."""
+        assert self.key is not None
+        return self.key
+
 
 @dataclass
 class _Planner:
@@ -181,15 +186,16 @@ class _Planner:
                 op.lists.append(ListPlan(name, _MODES[view.mode], self.mapped(view.element_type,
                                                                               Place(op.operator_id, name, "element"))))
         for name in flink.broadcast_state_names:
-            view = flink.broadcast_state(name)
+            broadcast = flink.broadcast_state(name)
             if not self.skipped(op, name):
                 op.broadcasts.append(BroadcastPlan(
-                    name, self.mapped(view.key_type, Place(op.operator_id, name, "broadcast_key")),
-                    self.mapped(view.value_type, Place(op.operator_id, name, "broadcast_value"))))
+                    name, self.mapped(broadcast.key_type, Place(op.operator_id, name, "broadcast_key")),
+                    self.mapped(broadcast.value_type, Place(op.operator_id, name, "broadcast_value"))))
         flink_key, infos = flink.keyed_meta()
         for name, info in sorted(infos.items()):
             self.keyed_state(op, info) if info.backend_type != "PRIORITY_QUEUE" else self.timer_queue(op, info)
         if op.has_keyed:
+            assert flink_key is not None  # a keyed stream's head holds the key serializer
             op.key_type = flink_key
             op.key = self.mapped(flink_key, Place(op.operator_id, "", "key"))
             op.hash_type = key_type(op.key)
@@ -239,6 +245,7 @@ class _Planner:
         if prefix is None or timer.kind != "timer":
             return self.refuse(op, info.name, f"a priority queue state of {timer.describe()} that is not a timer "
                                "service's")
+        assert rest is not None  # a prefix was found in it
         service = rest[len(prefix):]
         namespace_type = timer.children[1]
         namespace = (None if namespace_type.kind == "void-namespace"
@@ -312,17 +319,17 @@ def parse_ttl(text: str) -> TtlConfig:
     parts = text.split(":")
     if len(parts) > 3:
         raise InvalidArgumentError(f"a TTL is DURATION[:update][:visibility], got {text!r}")
-    config = {"ttl_ms": parse_duration_ms(parts[0])}
+    options: dict[str, str] = {}
     for part in parts[1:]:
         name = _snake(part)
         if name in UPDATE_TYPES:
-            config["update_type"] = name
+            options["update_type"] = name
         elif name in VISIBILITIES:
-            config["visibility"] = name
+            options["visibility"] = name
         else:
             raise InvalidArgumentError(f"unknown TTL option {part!r}: update is one of {sorted(UPDATE_TYPES)}, "
                                        f"visibility one of {sorted(VISIBILITIES)}")
-    return TtlConfig(**config)
+    return TtlConfig(parse_duration_ms(parts[0]), **options)
 
 
 def _snake(name: str) -> str:

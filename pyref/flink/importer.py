@@ -38,13 +38,14 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from .._proto.savepoint.v1 import manifest_pb2 as pb
 from ..errors import CorruptSavepointError, UnsupportedFormatError
-from ..inspection import serializer_label
+from ..descriptions import serializer_label
 from ..key_groups import compute_key_groups
 from ..reader import Savepoint
 from ..serializers import Nullable, Serializer
@@ -185,9 +186,9 @@ class OperatorColumns:
     def _keys(self, keys: pa.BinaryArray, key_groups: np.ndarray, state: str) -> pa.BinaryArray:
         """The keys as pyref encodes them; with hashed key groups, each one's key group
         recomputed and compared with the one Flink stored it under."""
-        encoded = self._column(self.plan.key, keys, "", "key")
+        encoded = self._column(self.plan.keys(), keys, "", "key")
         if self.plan.hash_type is not None:
-            decoded = self.plan.key.serializer.decode_array(encoded)
+            decoded = self.plan.keys().serializer.decode_array(encoded)
             expected = compute_key_groups(decoded, self.plan.flink.max_parallelism, self.plan.hash_type)
             bad = np.flatnonzero(expected != key_groups)
             if bad.size:
@@ -253,7 +254,7 @@ class OperatorImport:
         flink = plan.flink
         self.writer: OperatorWriter = writer.add_operator(
             plan.operator_id, flink.parallelism, max_parallelism=flink.max_parallelism,
-            key_serializer=plan.key.serializer if plan.has_keyed else None, name=flink.flink_name or "",
+            key_serializer=plan.keys().serializer if plan.has_keyed else None, name=flink.flink_name or "",
             uid=plan.uid, engine_operator_id=plan.engine_operator_id, key_groups=plan.key_groups)
         self.lists = {p.name: self.writer.list_state(p.name, p.element.serializer, p.mode) for p in plan.lists}
         self.broadcasts = {p.name: self.writer.broadcast_state(p.name, p.key.serializer, p.value.serializer)
@@ -274,7 +275,8 @@ class OperatorImport:
         self.replans: dict[Place, Replan] = {}
         self._stopped: set[str] = set()  # "" when the operator's keys asked: every keyed part stops
 
-    def _guarded(self, name: str, keyed: bool, transcode: Callable[[], tuple | None]) -> tuple | None:
+    def _guarded(self, name: str, keyed: bool,
+                 transcode: Callable[[], tuple[Any, ...] | None]) -> tuple[Any, ...] | None:
         """``transcode()``, or None when the state stopped or asks to be planned again."""
         if name in self._stopped or keyed and "" in self._stopped:
             return None
@@ -297,13 +299,13 @@ class OperatorImport:
                 if found is not None:
                     self.lists[p.name].add_encoded(subtask, *found)
                     self.rows[p.name] += len(elements)
-        for p in self.plan.broadcasts:
-            entries = stream.broadcast.get(p.name)
+        for b in self.plan.broadcasts:
+            entries = stream.broadcast.get(b.name)
             if entries is not None and len(entries[0]):
-                found = self._guarded(p.name, False, lambda: self.columns.broadcast_entries(p, *entries))
+                found = self._guarded(b.name, False, lambda: self.columns.broadcast_entries(b, *entries))
                 if found is not None:
-                    self.broadcasts[p.name].add_encoded(subtask, *found)
-                    self.rows[p.name] += len(entries[0])
+                    self.broadcasts[b.name].add_encoded(subtask, *found)
+                    self.rows[b.name] += len(entries[0])
 
     def keyed_batch(self, batch: KeyedSubtask) -> None:
         """Every keyed state and timer service's rows of a run of key groups."""
@@ -312,11 +314,11 @@ class OperatorImport:
             if found is not None:
                 self.keyed[p.name].add_encoded(*found)
                 self.rows[p.name] += len(found[1])
-        for p in self.plan.timers:
-            found = self._guarded(p.queue, True, lambda: self.columns.timers(p, batch))
+        for t in self.plan.timers:
+            found = self._guarded(t.queue, True, lambda: self.columns.timers(t, batch))
             if found is not None:
-                self.timers[p.queue].add_encoded(*found)
-                self.rows[p.queue] += len(found[1])
+                self.timers[t.queue].add_encoded(*found)
+                self.rows[t.queue] += len(found[1])
 
 
 def _lengths(column: pa.BinaryArray) -> np.ndarray:
@@ -331,7 +333,7 @@ class ImportReport:
     target: str
     savepoint_id: str
     format_version: str
-    operators: list[dict]
+    operators: list[dict[Any, Any]]
     demotions: list[str] = field(default_factory=list)
     attempts: int = 1
     seconds: float = 0.0
@@ -341,14 +343,14 @@ class ImportReport:
     def rows(self) -> int:
         return sum(s["rows"] for op in self.operators for s in op["states"])
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[Any, Any]:
         return {"source": self.source, "target": self.target, "savepoint_id": self.savepoint_id,
                 "format_version": self.format_version, "rows": self.rows, "new_data_bytes": self.new_data_bytes,
                 "seconds": round(self.seconds, 3), "attempts": self.attempts, "demotions": self.demotions,
                 "operators": self.operators}
 
 
-def operator_summary(imp: OperatorImport) -> dict:
+def operator_summary(imp: OperatorImport) -> dict[Any, Any]:
     """One operator of an :class:`ImportReport`."""
     plan, rows = imp.plan, imp.rows
     states = [{"name": p.name, "type": "list", "kind": p.mode.name, "rows": rows[p.name],
@@ -366,7 +368,7 @@ def operator_summary(imp: OperatorImport) -> dict:
     return {"operator_id": plan.operator_id, "flink_operator_id": plan.flink.operator_id, "uid": plan.uid,
             "name": plan.flink.flink_name, "parallelism": plan.flink.parallelism,
             "max_parallelism": plan.flink.max_parallelism, "key_groups": plan.key_groups if plan.has_keyed else None,
-            "key_serializer": serializer_label(plan.key.serializer.snapshot()) if plan.has_keyed else None,
+            "key_serializer": serializer_label(plan.keys().serializer.snapshot()) if plan.has_keyed else None,
             "coordinator_state_bytes": len(plan.flink.coordinator_state or b"") or None,
             "states": states, "skipped": plan.skipped}
 
@@ -417,6 +419,7 @@ def import_flink(source: str | os.PathLike[str], target: str | os.PathLike[str],
                 continue
             manifest = writer.commit()
             return build_report(sp, target, manifest, imports, demotions, attempt, time.monotonic() - started)
+    raise AssertionError("itertools.count() ended")
 
 
 def build_report(sp: FlinkSavepoint, target, manifest: pb.Manifest, imports: list[OperatorImport],

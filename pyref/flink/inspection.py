@@ -14,6 +14,7 @@ Boolean keys and Tuples of them); errors are collected per state, not raised.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import InvalidArgumentError, SavepointError, UnsupportedFormatError
 from ..inspection import VerifyReport
@@ -35,16 +36,16 @@ def _stored(handle) -> int:
 
 def _operator(op: FlinkOperator) -> dict:
     subtasks = op.state.subtasks
-    states = []
+    states: list[dict[str, Any]] = []
     for name in op.list_state_names:
         view = op.list_state(name)
         states.append({"name": name, "type": "list", "mode": view.mode.name, "flink_type": view.element_type.describe(),
                        "elements_per_subtask": view.element_counts()})
     for name in op.broadcast_state_names:
-        view = op.broadcast_state(name)
+        broadcast = op.broadcast_state(name)
         states.append({"name": name, "type": "broadcast", "mode": "BROADCAST",
-                       "flink_type": f"{view.key_type.describe()} -> {view.value_type.describe()}",
-                       "entries_per_subtask": view.element_counts()})
+                       "flink_type": f"{broadcast.key_type.describe()} -> {broadcast.value_type.describe()}",
+                       "entries_per_subtask": broadcast.element_counts()})
     try:
         key_type, infos = op.keyed_meta()
         refused = None
@@ -131,8 +132,8 @@ def _verify_operator_state(op: FlinkOperator, report: FlinkVerifyReport) -> None
             _note(report, exc, f"{op.name}/{name}")
     for name in names[1]:
         try:
-            view = op.broadcast_state(name)
-            report.values += 2 * sum(len(view.items(i)) for i in range(len(view.partitions)))
+            broadcast = op.broadcast_state(name)
+            report.values += 2 * sum(len(broadcast.items(i)) for i in range(len(broadcast.partitions)))
         except SavepointError as exc:
             _note(report, exc, f"{op.name}/{name}")
 
@@ -152,6 +153,7 @@ def _verify_keyed_state(op: FlinkOperator, report: FlinkVerifyReport) -> None:
                     continue
                 label = f"{op.name}/{name}"
                 try:
+                    view: FlinkTimerView | FlinkKeyedStateView
                     if name in timers:
                         timer = info.serializers["VALUE_SERIALIZER"]
                         view = FlinkTimerView(name, "", timer.children[0], timer.children[1], rows,

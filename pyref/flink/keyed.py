@@ -237,7 +237,7 @@ class _Lanes:
 
     def walk_one(self, lane: int) -> None:
         """One lane to its end with scalar reads (for the last few lanes)."""
-        data = memoryview(self.buf)
+        data = self.buf.data
         pos, end = int(self.pos[lane]), int(self.ends[lane])
         state = int(self.state[lane])
         need_state = bool(self.need_state[lane])
@@ -348,6 +348,7 @@ def section_bounds(offsets: dict[int, int], length: int, name: str, start: int =
 def _section(buffer, start: int, bounds: tuple[int, int, int], compressed: bool, name: str, handle_index: int,
              state: str | None) -> KeyGroupSection:
     key_group, offset, stop = bounds
+    data: bytes | memoryview
     if compressed:
         data = decode_framed(buffer, start + offset, start + stop, path=name, state=state)
     else:

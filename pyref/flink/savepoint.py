@@ -128,7 +128,8 @@ class FlinkOperator:
     def keyed_meta(self) -> tuple[FlinkType | None, dict[str, StateMetaInfo]]:
         """The key type and every keyed state's meta info (timer queues included), from the
         head of each subtask's keyed stream only: no key group is read."""
-        key_type, infos = None, {}
+        key_type: FlinkType | None = None
+        infos: dict[str, StateMetaInfo] = {}
         for sub in self.state.subtasks:
             handle = sub.managed_keyed_state
             if isinstance(handle, RefusedHandle):
@@ -246,6 +247,7 @@ class FlinkOperator:
         if name not in states or states[name][0].backend_type == "PRIORITY_QUEUE":
             raise InvalidArgumentError(f"operator {self.name} has no keyed state {name!r}", state=name)
         info, rows = states[name]
+        assert key_type is not None  # a keyed stream's head holds the key serializer
         kind, serializers = info.options.get("KEYED_STATE_TYPE", info.backend_type), info.serializers
         if info.backend_type == "KEY_VALUE_V2":
             raise UnsupportedFormatError("keyed state of the asynchronous state API (KEY_VALUE_V2)", state=name)

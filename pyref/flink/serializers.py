@@ -203,7 +203,7 @@ def at_position(end: int) -> Follow:
     def follow(inp: DataInput) -> bool:
         return inp.pos == end
 
-    follow.position = end  # lets a resynchronisation jump there instead of scanning
+    follow.position = end  # type: ignore[attr-defined]  # lets a resynchronisation jump there, not scan
     return follow
 
 
@@ -377,7 +377,7 @@ def _read_optional_map(inp: DataInput, what: str) -> list[tuple[str, tuple[int, 
     entries = []
     for _ in range(inp.read_count(f"{what} size", 4)):
         name = inp.read_utf(f"{what} entry name")
-        frames = []
+        frames: list[tuple[int, int] | None] = []
         for part in ("key", "value"):
             if inp.read_bool(f"{what} {part} presence"):
                 size = inp.read_count(f"{what} {part} frame length")
@@ -435,3 +435,13 @@ def _read_kryo(inp: DataInput, version: int) -> dict | None:
         inp.read_utf("Kryo default class")
         inp.read_utf("Kryo default serializer class")
     return dict(kind="kryo", type_name=type_class)
+
+
+def snapshot_class(kind: str) -> str | None:
+    """The class of Flink's own serializer snapshot for values of ``kind`` (``int64``,
+    ``list``, ``tuple``...), the one the tables above list first: what a writer of
+    Flink snapshots names (Flink's boxed types before their ``Value`` twins)."""
+    for class_name, (simple_kind, _) in _SIMPLE.items():
+        if simple_kind == kind:
+            return class_name
+    return next((class_name for class_name, composite in _COMPOSITE.items() if composite == kind), None)

@@ -61,11 +61,11 @@ class FlinkListStateView:
     def element_counts(self) -> list[int]:
         return [len(p) for p in self.partitions]
 
-    def partition(self, index: int) -> list:
+    def partition(self, index: int) -> list[Any]:
         """Decoded elements of the partition of subtask ``index``."""
         return decode_column(self.element_type, self.partitions[index], state=self.name)
 
-    def elements(self) -> list:
+    def elements(self) -> list[Any]:
         """Every element, partitions in subtask order."""
         return [e for i in range(len(self.partitions)) for e in self.partition(i)]
 
@@ -90,12 +90,12 @@ class FlinkBroadcastStateView:
     def element_counts(self) -> list[int]:
         return [len(k) for k, _ in self.partitions]
 
-    def items(self, subtask: int = 0) -> list[tuple]:
+    def items(self, subtask: int = 0) -> list[tuple[Any, ...]]:
         keys, values = self.partitions[subtask]
         return list(zip(decode_column(self.key_type, keys, state=self.name),
                         decode_column(self.value_type, values, state=self.name)))
 
-    def to_dict(self, subtask: int = 0) -> dict:
+    def to_dict(self, subtask: int = 0) -> dict[Any, Any]:
         return {freeze(k): v for k, v in self.items(subtask)}
 
     def get(self, key: Any, default: Any = None, *, subtask: int = 0) -> Any:
@@ -127,7 +127,7 @@ def _pyref_key_type(type_: FlinkType):
 _ARROW_KEY_TYPES = {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(), "boolean": pa.bool_()}
 
 
-def _key_column(keys: list, key_type) -> pa.Array:
+def _key_column(keys: list[Any], key_type) -> pa.Array:
     """Decoded keys as the Arrow column :func:`compute_key_groups` hashes."""
     if isinstance(key_type, tuple):
         fields = [_key_column([k[i] for k in keys], t) for i, t in enumerate(key_type)]
@@ -145,6 +145,10 @@ class _KeyedRowsView:
         self._rows = rows
         self._prefix = prefix_bytes
         self._max_parallelism = max_parallelism
+
+    @property
+    def _columns(self) -> dict[str, pa.Array]:
+        raise NotImplementedError
 
     def __len__(self) -> int:
         return len(self._rows.keys)
@@ -233,7 +237,7 @@ class FlinkKeyedStateView(_KeyedRowsView):
             raise InvalidArgumentError(f"{self.name} is a {self.kind} state, not a LIST state", state=self.name)
         return split_list_values(self._columns["value"], self.cell_type, self.name)
 
-    def _decoded_values(self, with_ttl: bool) -> list:
+    def _decoded_values(self, with_ttl: bool) -> list[Any]:
         columns = self._columns
         if self.kind == "LIST" and self.cell_type.is_opaque:
             # Flink stores no element lengths: a list of an opaque type stays the
@@ -242,7 +246,7 @@ class FlinkKeyedStateView(_KeyedRowsView):
         if self.kind == "LIST":
             rows, elements = self.list_elements()
             decoded = decode_column(self.cell_type, elements, state=self.name)
-            out: list[list] = [[] for _ in range(len(self))]
+            out: list[list[Any]] = [[] for _ in range(len(self))]
             for row, element in zip(rows.tolist(), decoded):
                 out[row].append(_unwrap(element, with_ttl))
             return out
@@ -254,12 +258,12 @@ class FlinkKeyedStateView(_KeyedRowsView):
         nulls = columns["value_is_null"].to_numpy(zero_copy_only=False)
         present = np.flatnonzero(~nulls)
         decoded = decode_column(self.cell_type, values.take(pa.array(present)), state=self.name)
-        out: list = [None] * len(values)
+        by_row: list[Any] = [None] * len(values)
         for row, value in zip(present.tolist(), decoded):
-            out[row] = _unwrap(value, with_ttl)
-        return out
+            by_row[row] = _unwrap(value, with_ttl)
+        return by_row
 
-    def items(self, *, with_ttl: bool = False) -> Iterator[tuple]:
+    def items(self, *, with_ttl: bool = False) -> Iterator[tuple[Any, ...]]:
         """Decoded entries: ``(key, value)``; ``(key, user_key, value)`` for MAP
         (one per map entry); the namespace follows the key when the state has
         one. ``with_ttl`` gives TTL cells as :class:`TtlValue`. A LIST value is
@@ -270,14 +274,14 @@ class FlinkKeyedStateView(_KeyedRowsView):
         parts = [decode_column(self.key_type, columns["key"], state=self.name)]
         if self.has_namespace:
             parts.append(decode_column(self.namespace_type, columns["namespace"], state=self.name))
-        if self.kind == "MAP":
+        if self.user_key_type is not None:  # MAP state
             parts.append(decode_column(self.user_key_type, columns["user_key"], state=self.name))
         parts.append(self._decoded_values(with_ttl))
         return iter(zip(*parts))
 
     @cached_property
-    def _index(self) -> dict:
-        index: dict = {}
+    def _index(self) -> dict[Any, Any]:
+        index: dict[Any, Any] = {}
         for item in self.items():
             key, rest = item[0], item[1:]
             namespace = rest[0] if self.has_namespace else None
@@ -322,7 +326,7 @@ class FlinkTimerView(_KeyedRowsView):
         """``subtask``, ``key_group``, ``key``, ``namespace`` (raw bytes) and ``timestamp`` (int64 ms)."""
         return self._table(self._columns)
 
-    def items(self) -> Iterator[tuple]:
+    def items(self) -> Iterator[tuple[Any, ...]]:
         """Decoded ``(key, namespace, timestamp)`` of every timer."""
         columns = self._columns
         keys = decode_column(self.key_type, columns["key"])

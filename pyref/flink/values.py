@@ -115,7 +115,7 @@ class Codec:
     __slots__ = ("type", "read", "skip", "width")
 
     def __init__(self, type_: FlinkType, read: Callable[[DataInput], Any],
-                 skip: Callable[[DataInput], None] | None = None, width: int | None = None) -> None:
+                 skip: Callable[[DataInput], Any] | None = None, width: int | None = None) -> None:
         self.type = type_
         self.read = read
         self.width = width
@@ -124,7 +124,7 @@ class Codec:
         self.skip = skip
 
 
-def _fixed(type_: FlinkType, fmt: str, convert: Callable[[Any], Any] | None = None) -> Codec:
+def _fixed(type_: FlinkType, fmt: str, convert: Callable[..., Any] | None = None) -> Codec:
     s = struct.Struct(">" + fmt)
 
     def read(inp: DataInput) -> Any:
@@ -269,7 +269,8 @@ def _map(type_: FlinkType, key: Codec, value: Codec) -> Codec:
 
 
 def _sequence(type_: FlinkType, fields: list[Codec], build: Callable[[list], Any]) -> Codec:
-    width = sum(f.width for f in fields) if all(f.width is not None for f in fields) else None
+    widths = [f.width for f in fields]
+    width = sum(w for w in widths if w is not None) if None not in widths else None
 
     def read(inp: DataInput) -> Any:
         return build([f.read(inp) for f in fields])
@@ -319,7 +320,7 @@ def _row(type_: FlinkType, fields: list[Codec]) -> Codec:
         kind = 0
         if offset:  # the first two mask bits are the RowKind's byte value, low bit first
             kind = (mask >> (mask_bytes * 8 - 1) & 1) | (mask >> (mask_bytes * 8 - 2) & 1) << 1
-        out = []
+        out: list[Any] = []
         for i, f in enumerate(fields):
             if mask >> (mask_bytes * 8 - 1 - offset - i) & 1:
                 out.append(None)
@@ -533,7 +534,7 @@ def _ascii_string_column(offsets: np.ndarray, data: np.ndarray) -> list | None:
     starts = offsets[:-1].astype(np.int64) - offsets[0] + 1
     ends = offsets[1:].astype(np.int64) - offsets[0]
     joined = bytes(block).decode("ascii")
-    out = [joined[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
+    out: list[str | None] = [joined[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
     if nulls.any():
         for i in np.flatnonzero(nulls).tolist():
             out[i] = None

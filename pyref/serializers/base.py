@@ -356,7 +356,7 @@ class Serializer(abc.ABC):
                 f"got {type(values).__name__}"
             )
         else:
-            items = values
+            items = list(values)
         out = []
         for i, v in enumerate(items):
             try:

@@ -6,11 +6,14 @@ a variable-width child as a u32 length followed by its bytes.
 
 from __future__ import annotations
 
+import collections
+import keyword
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 
+from pyref._proto.savepoint.v1.serializer_pb2 import SerializerSnapshot
 from pyref.errors import CorruptSavepointError, InvalidArgumentError
 
 from .base import (
@@ -51,7 +54,7 @@ def _check_child(parent: str, child: Any) -> Serializer:
     return child
 
 
-def _restore_children(snapshot) -> list[Serializer]:
+def _restore_children(snapshot: SerializerSnapshot) -> list[Serializer]:
     return [serializer_from_snapshot(c) for c in snapshot.nested]
 
 
@@ -116,14 +119,14 @@ class Nullable(Serializer):
         return None if item is None else self.inner._from_arrow_value(item)
 
     @classmethod
-    def from_snapshot(cls, snapshot) -> Nullable:
+    def from_snapshot(cls, snapshot: SerializerSnapshot) -> Nullable:
         check_builtin_snapshot(snapshot, nested=1)
         (inner,) = _restore_children(snapshot)
         if isinstance(inner, Nullable):
             raise CorruptSavepointError("nullable snapshot wraps another nullable")
         return cls(inner)
 
-    def resolve_compatibility(self, old_snapshot) -> CompatibilityResult:
+    def resolve_compatibility(self, old_snapshot: SerializerSnapshot) -> CompatibilityResult:
         if old_snapshot.serializer_id == "nullable":
             serializer_from_snapshot(old_snapshot)
             r = self.inner.resolve_compatibility(old_snapshot.nested[0])
@@ -151,9 +154,21 @@ def _default_names(n: int) -> tuple[str, ...]:
     return tuple(f"f{i}" for i in range(n))
 
 
+def _record_type(names: tuple[str, ...]) -> type[tuple[Any, ...]] | None:
+    """The named tuple class decoded values of a tuple with these field names take, or None
+    (plain tuples) when a name cannot be an attribute (``class``, ``_x``, ``a-b``...)."""
+    if all(n.isidentifier() and not keyword.iskeyword(n) and not n.startswith("_") for n in names):
+        return collections.namedtuple("Record", names)
+    return None
+
+
 @register_builtin
 class Tuple(Serializer):
-    """Fixed sequence of fields, each framed (§3.8). Snapshot version 2 names the fields."""
+    """Fixed sequence of fields, each framed (§3.8). Snapshot version 2 names the fields.
+
+    Values decode to named tuples of the field names (``value.count``, ``value._asdict()``)
+    when the fields are named, to plain tuples when they are positional (f0, f1, ...).
+    Encoding takes any sequence of the fields' values, or a mapping of the field names."""
 
     serializer_id = "tuple"
     version = 2
@@ -181,6 +196,8 @@ class Tuple(Serializer):
             self.names = names
         #: True when the fields carry only the default names f0, f1, ...
         self.positional = self.names == defaults
+        #: Decoded values are named tuples of the field names (plain tuples when positional).
+        self._record = None if self.positional else _record_type(self.names)
         widths = [f.fixed_width for f in self.fields]
         self._fixed = None if None in widths else sum(widths)  # type: ignore[arg-type]
         self._depth = 1 + max(f.depth for f in self.fields)
@@ -218,7 +235,7 @@ class Tuple(Serializer):
                 raise _wrap_invalid(f"tuple field {i} ({self.names[i]})", e) from e
         return bytes(out)
 
-    def _decode_range(self, mv: memoryview, start: int, end: int) -> tuple:
+    def _decode_range(self, mv: memoryview, start: int, end: int) -> tuple[Any, ...]:
         pos = start
         out = []
         for f in self.fields:
@@ -226,7 +243,10 @@ class Tuple(Serializer):
             out.append(v)
         if pos != end:
             raise corrupt(self.serializer_id, f"{end - pos} trailing bytes after the last field", pos)
-        return tuple(out)
+        return self._make(out)
+
+    def _make(self, values: list[Any]) -> tuple[Any, ...]:
+        return tuple(values) if self._record is None else self._record._make(values)  # type: ignore[attr-defined]
 
     def arrow_type(self) -> pa.DataType:
         return pa.struct([pa.field(n, f.arrow_type()) for n, f in zip(self.names, self.fields)])
@@ -238,18 +258,18 @@ class Tuple(Serializer):
         if isinstance(item, Mapping):
             if set(item) != set(self.names):
                 raise self._invalid(item, f"struct fields {sorted(item)} are not {list(self.names)}")
-            return tuple(f._from_arrow_value(item[n]) for n, f in zip(self.names, self.fields))
+            return self._make([f._from_arrow_value(item[n]) for n, f in zip(self.names, self.fields)])
         if item is None:
             return None
-        return tuple(f._from_arrow_value(v) for f, v in zip(self.fields, item))
+        return self._make([f._from_arrow_value(v) for f, v in zip(self.fields, item)])
 
-    def snapshot(self):
+    def snapshot(self) -> SerializerSnapshot:
         snap = super().snapshot()
         snap.field_names.extend(self.names)
         return snap
 
     @classmethod
-    def from_snapshot(cls, snapshot) -> Tuple:
+    def from_snapshot(cls, snapshot: SerializerSnapshot) -> Tuple:
         check_builtin_snapshot(snapshot, nested=None, field_names=snapshot.version >= 2)
         n = len(snapshot.nested)
         if n == 0:
@@ -268,7 +288,7 @@ class Tuple(Serializer):
                 raise CorruptSavepointError(f"tuple snapshot field_names must be unique and non-empty: {names!r}")
         return cls(*_restore_children(snapshot), names=names)
 
-    def resolve_compatibility(self, old_snapshot) -> CompatibilityResult:
+    def resolve_compatibility(self, old_snapshot: SerializerSnapshot) -> CompatibilityResult:
         if old_snapshot.serializer_id != "tuple":
             return different_ids(old_snapshot, self)
         old = serializer_from_snapshot(old_snapshot)
@@ -352,7 +372,7 @@ class ListOf(Serializer):
                 raise _wrap_invalid(f"list element {i}", e) from e
         return bytes(out)
 
-    def _decode_range(self, mv: memoryview, start: int, end: int) -> list:
+    def _decode_range(self, mv: memoryview, start: int, end: int) -> list[Any]:
         count = read_u32(mv, start, end, "element count", self.serializer_id)
         pos = start + 4
         check_count(count, min_framed_size(self.element), pos, end, "element count", self.serializer_id)
@@ -374,11 +394,11 @@ class ListOf(Serializer):
         return None if item is None else [self.element._from_arrow_value(v) for v in item]
 
     @classmethod
-    def from_snapshot(cls, snapshot) -> ListOf:
+    def from_snapshot(cls, snapshot: SerializerSnapshot) -> ListOf:
         check_builtin_snapshot(snapshot, nested=1)
         return cls(*_restore_children(snapshot))
 
-    def resolve_compatibility(self, old_snapshot) -> CompatibilityResult:
+    def resolve_compatibility(self, old_snapshot: SerializerSnapshot) -> CompatibilityResult:
         if old_snapshot.serializer_id != "list":
             return different_ids(old_snapshot, self)
         serializer_from_snapshot(old_snapshot)
@@ -471,11 +491,11 @@ class MapOf(Serializer):
                 raise _wrap_invalid(f"map value {i} (key {k!r})", e) from e
         return bytes(out)
 
-    def _decode_range(self, mv: memoryview, start: int, end: int) -> dict:
+    def _decode_range(self, mv: memoryview, start: int, end: int) -> dict[Any, Any]:
         count = read_u32(mv, start, end, "entry count", self.serializer_id)
         pos = start + 4
         check_count(count, self._min_entry, pos, end, "entry count", self.serializer_id)
-        out: dict = {}
+        out: dict[Any, Any] = {}
         for _ in range(count):
             key_pos = pos
             k, pos = read_framed(self.key, mv, pos, end)
@@ -506,14 +526,14 @@ class MapOf(Serializer):
         return out
 
     @classmethod
-    def from_snapshot(cls, snapshot) -> MapOf:
+    def from_snapshot(cls, snapshot: SerializerSnapshot) -> MapOf:
         check_builtin_snapshot(snapshot, nested=2)
         key, value = _restore_children(snapshot)
         if not _key_allowed(key):
             raise CorruptSavepointError(f"map snapshot has a key serializer not allowed for keys: {key!r}")
         return cls(key, value)
 
-    def resolve_compatibility(self, old_snapshot) -> CompatibilityResult:
+    def resolve_compatibility(self, old_snapshot: SerializerSnapshot) -> CompatibilityResult:
         if old_snapshot.serializer_id != "map":
             return different_ids(old_snapshot, self)
         serializer_from_snapshot(old_snapshot)

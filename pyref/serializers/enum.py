@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute is used below)
 
+from pyref._proto.savepoint.v1.serializer_pb2 import SerializerSnapshot
 from pyref.errors import CorruptSavepointError, InvalidArgumentError
 
 from .base import (
@@ -107,25 +108,26 @@ class Enum(Serializer):
                                         f"the {len(self.symbols)} symbols")
         return pa.array(self.symbols, pa.string()).take(pa.array(ordinals.astype(np.int32)))
 
-    def snapshot(self):
+    def snapshot(self) -> SerializerSnapshot:
         snap = super().snapshot()
         snap.symbols.extend(self.symbols)
         return snap
 
     @classmethod
-    def from_snapshot(cls, snapshot) -> Enum:
+    def from_snapshot(cls, snapshot: SerializerSnapshot) -> Enum:
         check_builtin_snapshot(snapshot, symbols=True)
         problem = _symbol_problem(list(snapshot.symbols))
         if problem:
             raise CorruptSavepointError(f"enum snapshot: {problem}")
         return cls(list(snapshot.symbols))
 
-    def resolve_compatibility(self, old_snapshot) -> CompatibilityResult:
+    def resolve_compatibility(self, old_snapshot: SerializerSnapshot) -> CompatibilityResult:
         """Appended symbols: as is. Reordered (every old symbol kept): after migration, the
         ordinals are rewritten by symbol name. A removed symbol: incompatible (§5.1)."""
         if old_snapshot.serializer_id != self.serializer_id:
             return different_ids(old_snapshot, self)
         old = serializer_from_snapshot(old_snapshot)
+        assert isinstance(old, Enum)
         if self.symbols[:len(old.symbols)] == old.symbols:
             added = len(self.symbols) - len(old.symbols)
             return CompatibilityResult(Compatibility.COMPATIBLE_AS_IS, self,

@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from pyref._proto.savepoint.v1.serializer_pb2 import SerializerSnapshot
 from pyref.errors import CorruptSavepointError, InvalidArgumentError
 
 from .base import Serializer, binary_input, check_builtin_snapshot, corrupt, register_builtin
@@ -114,6 +115,6 @@ class Json(Serializer):
         return arr.cast(pa.large_string() if pa.types.is_large_binary(arr.type) else pa.string())
 
     @classmethod
-    def from_snapshot(cls, snapshot) -> Json:
+    def from_snapshot(cls, snapshot: SerializerSnapshot) -> Json:
         check_builtin_snapshot(snapshot)
         return cls()

@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from pyref._proto.savepoint.v1 import serializer_pb2
+from pyref._proto.savepoint.v1.serializer_pb2 import SerializerSnapshot
 from pyref.errors import CorruptSavepointError, InvalidArgumentError
 
 from .base import (
@@ -66,18 +67,19 @@ class Opaque(Serializer):
         return snap
 
     @classmethod
-    def from_snapshot(cls, snapshot) -> Opaque:
+    def from_snapshot(cls, snapshot: SerializerSnapshot) -> Opaque:
         check_builtin_snapshot(snapshot)
         engine = snapshot.engine
         if not snapshot.HasField("engine") or not engine.engine or not engine.class_name:
             raise CorruptSavepointError("opaque snapshot must carry the engine's serializer (engine and class name)")
         return cls(engine.engine, engine.class_name, engine.snapshot)
 
-    def resolve_compatibility(self, old_snapshot) -> CompatibilityResult:
+    def resolve_compatibility(self, old_snapshot: SerializerSnapshot) -> CompatibilityResult:
         """Only the identical engine serializer reads the bytes: same engine, class and snapshot bytes."""
         if old_snapshot.serializer_id != self.serializer_id:
             return different_ids(old_snapshot, self)
         old = serializer_from_snapshot(old_snapshot)
+        assert isinstance(old, Opaque)
         if old == self:
             return CompatibilityResult(Compatibility.COMPATIBLE_AS_IS, self, "same engine serializer")
         return CompatibilityResult(Compatibility.INCOMPATIBLE, self,

@@ -8,11 +8,13 @@ numpy views: no Python code runs per record.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from pyref._proto.savepoint.v1.serializer_pb2 import SerializerSnapshot
 from pyref.errors import CorruptSavepointError, InvalidArgumentError
 
 from .base import (
@@ -69,11 +71,11 @@ class _Primitive(Serializer):
         return self._arrow
 
     @classmethod
-    def from_snapshot(cls, snapshot):
+    def from_snapshot(cls, snapshot: SerializerSnapshot) -> Serializer:
         check_builtin_snapshot(snapshot)
         return cls()
 
-    def _cast_input(self, values: Any, accept) -> pa.Array:
+    def _cast_input(self, values: Any, accept: Callable[[pa.DataType], bool]) -> pa.Array:
         arr = _arrow_input(self, values)
         if not (accept(arr.type) or (pa.types.is_null(arr.type) and len(arr) == 0)):
             raise InvalidArgumentError(
@@ -171,7 +173,7 @@ class Int64(_Integer):
     _arrow = pa.int64()
     _min, _max = -(2**63), 2**63 - 1
 
-    def resolve_compatibility(self, old_snapshot) -> CompatibilityResult:
+    def resolve_compatibility(self, old_snapshot: SerializerSnapshot) -> CompatibilityResult:
         if old_snapshot.serializer_id == "int32":
             serializer_from_snapshot(old_snapshot)  # validates the old snapshot
             return CompatibilityResult(
@@ -385,7 +387,7 @@ class Float32(Float64):
     serializer_id = "float32"
     version = 1
     _width = 4
-    _dtype = np.dtype("<f4")
+    _dtype = np.dtype("<f4")  # type: ignore[assignment]  # Float64's, one width narrower
     _struct = struct.Struct("<f")
     _arrow = pa.float32()
 
@@ -395,7 +397,7 @@ class Float32(Float64):
         except OverflowError as e:  # finite doubles beyond the binary32 range
             raise self._invalid(value, str(e)) from e
 
-    def _cast_input(self, values: Any, accept) -> pa.Array:
+    def _cast_input(self, values: Any, accept: Callable[[pa.DataType], bool]) -> pa.Array:
         arr = _arrow_input(self, values)
         if not (accept(arr.type) or (pa.types.is_null(arr.type) and len(arr) == 0)):
             raise InvalidArgumentError(f"{self.serializer_id} serializer cannot encode values of Arrow type {arr.type}")

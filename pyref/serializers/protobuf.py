@@ -16,6 +16,7 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 
 from pyref._proto.savepoint.v1 import serializer_pb2
+from pyref._proto.savepoint.v1.serializer_pb2 import SerializerSnapshot
 from pyref.errors import CorruptSavepointError, InvalidArgumentError
 
 from .descriptor_rules import check_descriptor_rules
@@ -228,7 +229,7 @@ class Protobuf(Serializer):
     def _from_arrow_value(self, item: Any) -> Any:
         if isinstance(item, (bytes, bytearray)):
             try:
-                return self.decode(item)
+                return self.decode(bytes(item))
             except CorruptSavepointError as e:
                 raise InvalidArgumentError(e.reason) from e
         return item
@@ -251,14 +252,14 @@ class Protobuf(Serializer):
         return snap
 
     @classmethod
-    def from_snapshot(cls, snapshot) -> Protobuf:
+    def from_snapshot(cls, snapshot: SerializerSnapshot) -> Protobuf:
         check_builtin_snapshot(snapshot, protobuf=True)
         cfg = snapshot.protobuf
         if not cfg.message_name:
             raise CorruptSavepointError("protobuf snapshot has no message_name")
         return cls.from_descriptor_set(cfg.file_descriptor_set, cfg.message_name)
 
-    def resolve_compatibility(self, old_snapshot) -> CompatibilityResult:
+    def resolve_compatibility(self, old_snapshot: SerializerSnapshot) -> CompatibilityResult:
         if old_snapshot.serializer_id != "protobuf":
             return different_ids(old_snapshot, self)
         old = serializer_from_snapshot(old_snapshot)
@@ -294,8 +295,9 @@ def _compare_messages(old: _descriptor.Descriptor, new: _descriptor.Descriptor) 
             ot, nt = _TYPE_NAMES[of.type], _TYPE_NAMES[nf.type]
             where = f"protobuf field number {number} of {path} ({of.name} -> {nf.name})"
             if _is_repeated(of) != _is_repeated(nf):
-                card = lambda f: "repeated" if _is_repeated(f) else "singular"  # noqa: E731
-                return f"{where} changed cardinality from {card(of)} to {card(nf)}"
+                cardinality = {True: "repeated", False: "singular"}
+                return (f"{where} changed cardinality from {cardinality[_is_repeated(of)]} to "
+                        f"{cardinality[_is_repeated(nf)]}")
             if _WIRE_GROUP[ot] != _WIRE_GROUP[nt]:
                 return f"{where} changed type from {ot} to {nt}, which is not wire compatible"
             if ot in ("message", "group"):

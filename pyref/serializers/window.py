@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 
+from pyref._proto.savepoint.v1.serializer_pb2 import SerializerSnapshot
 from pyref.errors import CorruptSavepointError, InvalidArgumentError
 
 from .base import (
@@ -72,7 +73,7 @@ class TimeWindow(Serializer):
     def arrow_type(self) -> pa.DataType:
         return pa.struct([("start", pa.int64()), ("end", pa.int64())])
 
-    def _to_arrow_value(self, value: Window) -> dict:
+    def _to_arrow_value(self, value: Window) -> dict[Any, Any]:
         return {"start": value.start, "end": value.end}
 
     def _from_arrow_value(self, item: Any) -> Window:
@@ -96,7 +97,7 @@ class TimeWindow(Serializer):
         return pa.StructArray.from_arrays([pa.array(rows["start"]), pa.array(rows["end"])], names=["start", "end"])
 
     @classmethod
-    def from_snapshot(cls, snapshot) -> TimeWindow:
+    def from_snapshot(cls, snapshot: SerializerSnapshot) -> TimeWindow:
         check_builtin_snapshot(snapshot)
         return cls()
 
@@ -144,6 +145,6 @@ class GlobalWindow(Serializer):
         return pa.nulls(len(arr))
 
     @classmethod
-    def from_snapshot(cls, snapshot) -> GlobalWindow:
+    def from_snapshot(cls, snapshot: SerializerSnapshot) -> GlobalWindow:
         check_builtin_snapshot(snapshot)
         return cls()

@@ -5,6 +5,7 @@ max-parallelism change and serializer migration at scale.
 - :mod:`~pyref.spark.frames`: :func:`read_state`, the same read as ``mapInArrow`` tasks (faster).
 - :mod:`~pyref.spark.writer`: :class:`SavepointBuilder`, bootstrap from DataFrames and edits.
 - :mod:`~pyref.spark.jobs`: :func:`rescale`, :func:`change_max_parallelism`, :func:`migrate_state`.
+- :mod:`~pyref.spark.flink_export`: :func:`export_flink`, a savepoint as a canonical Flink savepoint.
 - :mod:`~pyref.spark.flink`: :func:`import_flink` (a Flink savepoint imported in parallel) and
   :func:`read_flink_state` (a Flink savepoint's states as DataFrames).
 - :mod:`~pyref.spark.cli`: the ``pyref`` subcommands that run them.
@@ -17,6 +18,7 @@ can register its subcommands without importing pyspark.
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "SavepointDataSource": "datasource",
@@ -30,14 +32,31 @@ _EXPORTS = {
     "change_max_parallelism": "jobs",
     "migrate_state": "jobs",
     "spark_session": "session",
+    "export_flink": "flink_export",
     "import_flink": "flink",
     "read_flink_state": "flink",
 }
 
 __all__ = sorted(_EXPORTS)
 
+if TYPE_CHECKING:  # what a type checker sees of the lazy names below (pyspark types included)
+    from .commit import WriteOptions as WriteOptions
+    from .datasource import SavepointDataSource as SavepointDataSource
+    from .datasource import SavepointMetadataDataSource as SavepointMetadataDataSource
+    from .datasource import register as register
+    from .flink import import_flink as import_flink
+    from .flink_export import export_flink as export_flink
+    from .flink import read_flink_state as read_flink_state
+    from .frames import read_state as read_state
+    from .jobs import change_max_parallelism as change_max_parallelism
+    from .jobs import migrate_state as migrate_state
+    from .jobs import rescale as rescale
+    from .progress import Progress as Progress
+    from .session import spark_session as spark_session
+    from .writer import SavepointBuilder as SavepointBuilder
 
-def __getattr__(name: str):
+
+def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)

@@ -1,5 +1,5 @@
 """``pyref`` subcommands that run on Spark: spark-rescale, change-max-parallelism, migrate,
-spark-import-flink.
+spark-import-flink, spark-export-flink.
 
 Registering them imports nothing of pyspark, so the core CLI works without it;
 a subcommand imports pyspark when it runs.
@@ -13,7 +13,9 @@ import re
 from .._proto.savepoint.v1 import serializer_pb2
 from ..cli import BASE_PATHS_HELP, count, operator_numbers, print_written
 from ..errors import InvalidArgumentError, SavepointError
+from ..flink.export_cli import add_export_arguments, export_options, print_exported
 from ..flink.import_cli import add_import_arguments, import_options, print_import
+from ..flink.importer import ImportReport
 from ..serializers import MAX_NESTING_DEPTH, Serializer, serializer_from_snapshot
 
 _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
@@ -76,12 +78,12 @@ def _run_on_spark(args: argparse.Namespace, job, report=print_written) -> int:
     owned = SparkSession.getActiveSession() is None  # a session we did not start stays up
     spark = spark_session(args.master, app_name=f"pyref {args.command}")
     try:
-        manifest = job(spark)
+        result = job(spark)
     finally:
         if owned:
             spark.stop()
 
-    return report(args, manifest)
+    return report(args, result)
 
 
 # The handlers check their arguments before anything imports pyspark (via .jobs or .flink): a
@@ -123,7 +125,22 @@ def _spark_import_flink(args: argparse.Namespace) -> int:
         return import_flink(spark, args.source, args.target, overwrite=args.overwrite, progress=not args.json,
                             **options)
 
-    return _run_on_spark(args, job, lambda args, report: print_import(report.to_dict(), args.json) or 0)
+    def report(args: argparse.Namespace, imported: ImportReport) -> int:
+        print_import(imported.to_dict(), args.json)
+        return 0
+
+    return _run_on_spark(args, job, report)
+
+
+def _spark_export_flink(args: argparse.Namespace) -> int:
+    options = export_options(args)
+
+    def job(spark):
+        from .flink_export import export_flink
+
+        return export_flink(spark, args.path, args.target, progress=not args.json, **options)
+
+    return _run_on_spark(args, job, print_exported)
 
 
 def add_spark_commands(subparsers) -> None:
@@ -171,3 +188,9 @@ def add_spark_commands(subparsers) -> None:
     p.add_argument("--serializer", required=True,
                    help="new serializer, as inspect prints them: int64, list<string>, map<string,int64>, ...")
     p.set_defaults(handler=_migrate)
+
+    p = subparsers.add_parser("spark-export-flink",
+                              help="write the savepoint as a canonical Flink savepoint, one Spark task per state handle")
+    add_export_arguments(p)
+    p.add_argument("--master", default="local[*]", help="Spark master URL (default: local[*])")
+    p.set_defaults(handler=_spark_export_flink)

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -84,7 +85,7 @@ _PARTIAL_SCHEMA = "partial binary"
 _FEED_BYTES = 16 << 20
 
 
-def _write_task(job: Job, open_state: Callable, feed: Callable, batches: Iterator[pa.RecordBatch]
+def _write_task(job: Job, open_state: Callable[..., Any], feed: Callable[..., Any], batches: Iterator[pa.RecordBatch]
                 ) -> Iterator[pa.RecordBatch]:
     writer = job.writer()
     try:
@@ -98,7 +99,8 @@ def _write_task(job: Job, open_state: Callable, feed: Callable, batches: Iterato
     yield pa.record_batch([pa.array([partial_manifest.SerializeToString()], pa.binary())], names=["partial"])
 
 
-def write_partials(df: DataFrame, job: Job, open_state: Callable, feed: Callable) -> list[pb.Manifest]:
+def write_partials(df: DataFrame, job: Job, open_state: Callable[..., Any],
+                   feed: Callable[..., Any]) -> list[pb.Manifest]:
     """Run a write task on every partition of ``df``: ``open_state(writer)`` adds the
     operator and state to the task's core writer, ``feed(state, batch)`` adds a batch."""
     return _partials(df.mapInArrow(partial(_write_task, job, open_state, feed), _PARTIAL_SCHEMA))
@@ -112,8 +114,8 @@ class FragmentRows:
     read: Callable[[Fragment], Iterator[pa.RecordBatch]]
 
 
-def write_fragment_partials(spark: SparkSession, job: Job, fragments: Sequence[Fragment], read: Callable,
-                            open_state: Callable, feed: Callable) -> list[pb.Manifest]:
+def write_fragment_partials(spark: SparkSession, job: Job, fragments: Sequence[Fragment], read: Callable[..., Any],
+                            open_state: Callable[..., Any], feed: Callable[..., Any]) -> list[pb.Manifest]:
     """As :func:`write_partials`, each task's input being ``read(fragment)`` of its own
     fragment, in the same Python worker: a rewrite with no shuffle and no Arrow
     round trip through the JVM."""
@@ -125,7 +127,8 @@ def _partials(df: DataFrame) -> list[pb.Manifest]:
     return [pb.Manifest.FromString(r.partial) for r in df.collect()]
 
 
-def _map_chunks_task(job: Job, fn: Callable, fragments: Iterable[Fragment]) -> Iterator[tuple[list[int], bytes]]:
+def _map_chunks_task(job: Job, fn: Callable[..., Any],
+                     fragments: Iterable[Fragment]) -> Iterator[tuple[list[int], bytes]]:
     sink = job.sink()
     try:
         out = []
@@ -141,7 +144,7 @@ def _map_chunks_task(job: Job, fn: Callable, fragments: Iterable[Fragment]) -> I
     # A partial manifest: the task's files, and the new chunks (in fragment order) in its one state.
     result = pb.Manifest(data_files=files)
     state = result.operators.add().list_states.add()
-    indices = []
+    indices: list[int] = []
     for chunk_indices, chunks in out:
         indices.extend(chunk_indices)
         state.chunks.extend(chunks)
@@ -149,7 +152,7 @@ def _map_chunks_task(job: Job, fn: Callable, fragments: Iterable[Fragment]) -> I
 
 
 def map_chunks(spark: SparkSession, job: Job, fragments: Sequence[Fragment],
-               fn: Callable) -> list[tuple[list[int], pb.Manifest]]:
+               fn: Callable[..., Any]) -> list[tuple[list[int], pb.Manifest]]:
     """Run ``fn(store, operator, state, chunk, sink) -> new chunk`` on every chunk of
     ``fragments``, one fragment per task; returns (chunk indices, partial manifest) per task."""
     if not fragments:

@@ -33,6 +33,7 @@ the manifest entries they need, and its task reads only those byte ranges.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
@@ -143,7 +144,7 @@ class _MetadataReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         rows = []
-        for op in describe(Savepoint.open(self.path))["operators"]:
+        for op in describe(Savepoint.open(self.path)).to_dict()["operators"]:
             common = {"operator_id": op["operator_id"], "operator_name": op["name"], "parallelism": op["parallelism"],
                       "max_parallelism": op["max_parallelism"], "key_serializer": op["key_serializer"]}
             timers = [{"name": ts["name"], "type": "timers", "kind": ts["domain"], "entries": ts["timers"],
@@ -161,7 +162,7 @@ class _MetadataReader(DataSourceReader):
         yield from pa.Table.from_pylist(rows, schema=_METADATA_SCHEMA).cast(target).to_batches()
 
 
-def _entries(state: dict) -> int | None:
+def _entries(state: dict[Any, Any]) -> int | None:
     for per_partition in ("elements_per_partition", "entries_per_partition"):
         if per_partition in state:
             return sum(state[per_partition])

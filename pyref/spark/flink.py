@@ -33,6 +33,7 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from functools import partial
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -77,8 +78,8 @@ def _handles(plans: list[OperatorPlan]) -> list[tuple[str, int, str]]:
     return tasks
 
 
-def _import_task(job: Job, source: str, options: dict, demotions: dict, batch_bytes: int,
-                 task: tuple[str, int, str]) -> tuple[bytes | None, dict, list[Replan]]:
+def _import_task(job: Job, source: str, options: dict[Any, Any], demotions: dict[Any, Any], batch_bytes: int,
+                 task: tuple[str, int, str]) -> tuple[bytes | None, dict[Any, Any], list[Replan]]:
     """One handle through the core writer, never committed: (the partial manifest, rows
     per state, places to plan again); no manifest when there are places."""
     operator_id, subtask, part = task
@@ -143,7 +144,7 @@ def import_flink(spark: SparkSession, source: Path, target: Path, *,
     source = os.path.abspath(os.fspath(source))
     io = open_io(os.fspath(target))
     previous = read_previous(io, overwrite)
-    task_options = {"uids": uids if isinstance(uids, Mapping) or uids is None else list(uids),
+    task_options: dict[str, Any] = {"uids": uids if isinstance(uids, Mapping) or uids is None else list(uids),
                     "ttl": dict(ttl or {}), "ttl_default": ttl_default, "skip_states": list(skip_states)}
     demotions: dict[Place, str] = {}
     with Progress(spark, enabled=progress) as report, FlinkSavepoint.open(source, uids=task_options["uids"]) as sp:
@@ -178,6 +179,7 @@ def import_flink(spark: SparkSession, source: Path, target: Path, *,
             delete_replaced(io, manifest, previous)
             job.delete_unreferenced(io, manifest)  # files of retried task attempts
             return build_report(sp, target, manifest, imports, demotions, attempt, time.monotonic() - started)
+    raise AssertionError("itertools.count() ended")
 
 
 # -- reading -----------------------------------------------------------------------------
@@ -192,6 +194,7 @@ def _target(sp: FlinkSavepoint, operator: str, state: str | None, timer_service:
     if state is not None:
         return op.operator_id, state
     _, infos = op.keyed_meta()
+    assert timer_service is not None  # checked above: the state or a timer service
     queues = [TIMER_PREFIX + prefix + timer_service for prefix, name in TIMER_DOMAINS.items()
               if domain in (None, name.replace("-", "_")) and TIMER_PREFIX + prefix + timer_service in infos]
     if len(queues) != 1:
@@ -241,7 +244,7 @@ def _keyed_rows(plan: OperatorPlan, subtask: int, raw: bool, batch) -> pa.Record
 def _timer_batch(plan: OperatorPlan, encoded: list[pa.Array], groups: np.ndarray) -> pa.RecordBatch:
     """key_group, key, [namespace], timestamp."""
     p = plan.timers[0]
-    arrays = [plan.key.serializer.decode_array(encoded[0])]
+    arrays = [plan.keys().serializer.decode_array(encoded[0])]
     if p.namespace is not None:
         arrays.append(p.namespace.serializer.decode_array(encoded[1]))
     arrays.append(Int64().decode_array(encoded[-1]))
@@ -252,7 +255,7 @@ def _timer_batch(plan: OperatorPlan, encoded: list[pa.Array], groups: np.ndarray
 def _keyed_batch(plan: OperatorPlan, encoded: list[pa.Array], groups: np.ndarray) -> pa.RecordBatch:
     """key_group, key, [namespace], [user_key], value, [ttl_timestamp]."""
     p = plan.keyed[0]
-    serializers = [plan.key.serializer, *([p.namespace.serializer] if p.namespace else []),
+    serializers = [plan.keys().serializer, *([p.namespace.serializer] if p.namespace else []),
                    *([p.user_key.serializer] if p.user_key else [])]
     arrays = [s.decode_array(c) for s, c in zip(serializers, encoded)]
     names = ["key", *(["namespace"] if p.namespace else []), *(["user_key"] if p.user_key else []), "value"]
@@ -290,9 +293,9 @@ def _operator_batch(plan: OperatorPlan, name: str, subtask: int, raw: bool) -> p
         entries = stream.broadcast.get(name) if stream is not None else None
         if entries is None or not len(entries[0]):
             return None
-        p = plan.broadcasts[0]
+        b = plan.broadcasts[0]
         values = list(entries) if raw else [s.decode_array(c) for s, c in zip(
-            (p.key.serializer, p.value.serializer), columns.broadcast_entries(p, *entries))]
+            (b.key.serializer, b.value.serializer), columns.broadcast_entries(b, *entries))]
         names = ["key", "value"]
     n = len(values[0])
     return pa.record_batch([_subtask_column(n, subtask), pa.array(np.arange(n, dtype=np.int64)), *values],
@@ -356,7 +359,7 @@ def _empty_schema(plan: OperatorPlan, name: str, raw: bool) -> pa.Schema:
     if plan.timers:
         decoded = _timer_batch(plan, [empty] * (2 + (plan.timers[0].namespace is not None)), np.zeros(0, np.int64))
     else:
-        p = plan.keyed[0]
-        decoded = _keyed_batch(plan, [empty] * (2 + (p.namespace is not None) + (p.user_key is not None)),
+        k = plan.keyed[0]
+        decoded = _keyed_batch(plan, [empty] * (2 + (k.namespace is not None) + (k.user_key is not None)),
                                np.zeros(0, np.int64))
     return decoded.schema.append(pa.field("subtask", pa.int32()))

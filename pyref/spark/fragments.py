@@ -48,10 +48,10 @@ class Run(NamedTuple):
     ``chunk`` (fragment-local index), which are elements ``index ..`` of ``subtask``."""
 
     subtask: int
-    index: int
+    index: int  # type: ignore[assignment]  # a field, named like tuple.index
     chunk: int
     first: int
-    count: int
+    count: int  # type: ignore[assignment]  # a field, named like tuple.count
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,8 @@ def find_state(op: pb.Operator, name: str) -> pb.ListState | pb.KeyedState | pb.
 
 def part_of(op: pb.Operator) -> State:
     """The one state or timer service a fragment's operator holds."""
-    (part,) = [*op.list_states, *op.keyed_states, *op.timer_services, *op.broadcast_states]
+    parts: list[State] = [*op.list_states, *op.keyed_states, *op.timer_services, *op.broadcast_states]
+    (part,) = parts
     return part
 
 
@@ -273,6 +274,7 @@ def keyed_batches(fragment: Fragment, *, raw: bool, target_parallelism: int | No
     state = part_of(op)
     timers = isinstance(state, pb.TimerService)
     chunks = list(state.chunks)
+    batches: Iterator[pa.RecordBatch]
     if raw:
         names = timer_names(state) if timers else keyed_names(state)
         columns = store.read_many(chunks, len(names) - 1,
@@ -311,7 +313,8 @@ def list_batches(fragment: Fragment, *, raw: bool) -> Iterator[pa.RecordBatch]:
     # Consecutive runs of one chunk share a single read, and a chunk that comes back later is not read again.
     distinct = [r.chunk for i, r in enumerate(runs) if i == 0 or runs[i - 1].chunk != r.chunk]
     columns = store.read_indexed(state.chunks, distinct, width, state_label(op, state.name))
-    current, read = None, None
+    current: int | None = None
+    read: list[pa.Array] = []
     held: dict[int, list[pa.Array]] = {}
     for r in runs:
         if r.chunk != current:
@@ -381,7 +384,7 @@ class StateScan:
             raise InvalidArgumentError(f"options 'operator' and 'state' (or 'timer_service') are required; this "
                                        f"savepoint has {names}", path=sp.location)
         op = sp.operator(operator).proto
-        found = find_timer_service(op, timer_service, domain) if timer_service else find_state(op, state)
+        found = find_timer_service(op, timer_service, domain) if timer_service else find_state(op, str(state))
         if found is None:
             raise InvalidArgumentError("no such state", state=f"{operator}/{state}", path=sp.location)
         if target_parallelism is not None:

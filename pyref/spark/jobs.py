@@ -59,7 +59,7 @@ Path = str | os.PathLike[str]
 
 def rescale(source: Path, target: Path, parallelism: int | Mapping[str, int], *, spark: SparkSession | None = None,
             copy: bool = False, overwrite: bool = False, progress: bool = True, base_paths: bool = False
-            ) -> pb.Manifest:
+            ) -> Savepoint:
     """A new parallelism per operator (one number, or a map by operator id). Shallow:
     the core's :func:`pyref.rewrite.rescale`, planned on metadata, no state bytes
     read or written. With ``copy=True`` and ``spark``, the chunks are copied to the
@@ -69,7 +69,7 @@ def rescale(source: Path, target: Path, parallelism: int | Mapping[str, int], *,
     with Progress(spark, enabled=progress) as report:
         with SavepointBuilder(spark, target, source=source, copy=True, overwrite=overwrite, progress=report) as builder:
             builder.rescale(parallelism)
-        return builder.manifest
+        return Savepoint.written(builder.io, builder.manifest)
 
 
 def rehashed(key_serializer: Serializer, max_parallelism: int, fragment: Fragment) -> Iterator[pa.RecordBatch]:
@@ -111,7 +111,7 @@ def _wanted(operators: Mapping[str, pb.Operator], value: int | Mapping[str, int]
 def change_max_parallelism(spark: SparkSession, source: Path, target: Path, max_parallelism: int | Mapping[str, int],
                            *, copy: bool = False, overwrite: bool = False, partitions: int | None = None,
                            options: WriteOptions | None = None, fragment_bytes: int = DEFAULT_FRAGMENT_BYTES,
-                           progress: bool = True, base_paths: bool = False) -> pb.Manifest:
+                           progress: bool = True, base_paths: bool = False) -> Savepoint:
     """Write ``source`` to ``target`` with a new max parallelism (one number, or a map
     by operator id): the keyed state of every changed operator is re-hashed and
     rewritten, in ``partitions`` write tasks (default: one per ``fragment_bytes`` of
@@ -130,18 +130,20 @@ def change_max_parallelism(spark: SparkSession, source: Path, target: Path, max_
                     raise InvalidArgumentError(
                         f"operator {operator_id!r}: its writer assigned the key groups, so no key can be given a new "
                         "one here; the max parallelism cannot change (spec/format.md §7.12)")
+                assert sp is not None  # the builder's source: the savepoint being changed
                 source_op = sp.operator(operator_id).proto
                 report.step(f"{operator_id}: max parallelism {op.max_parallelism} -> {new}")
                 op.max_parallelism = new
                 # Keyed states and timer services alike: every row moves to its key's new key group.
-                keyed = [(find_state(source_op, s.name), find_state(op, s.name)) for s in op.keyed_states]
+                keyed: list[tuple[pb.KeyedState | pb.TimerService, pb.KeyedState | pb.TimerService]] = [
+                    (next(k for k in source_op.keyed_states if k.name == s.name), s) for s in op.keyed_states]
                 keyed += [(find_timer_service(source_op, s.name, s.domain), s) for s in list(op.timer_services)]
                 for source_state, state in keyed:
                     stored = sum(stored_length(c) for c in source_state.chunks)
                     tasks = partitions or max(spark.sparkContext.defaultParallelism, math.ceil(stored / fragment_bytes))
                     entries = rehashed_entries(spark, sp, source_op, source_state, new, tasks, fragment_bytes)
                     builder.write_encoded_keyed_state(operator_id, state, entries, tasks)
-        return builder.manifest
+        return Savepoint.written(builder.io, builder.manifest)
 
 
 def _migrate(stored: tuple[Serializer, Serializer], store, op: pb.Operator, state, chunk: pb.Chunk, sink) -> pb.Chunk:
@@ -151,7 +153,7 @@ def _migrate(stored: tuple[Serializer, Serializer], store, op: pb.Operator, stat
 def migrate_state(spark: SparkSession, source: Path, target: Path, operator_id: str, state: str,
                   serializer: Serializer, *, copy: bool = False, overwrite: bool = False,
                   options: WriteOptions | None = None, fragment_bytes: int = DEFAULT_FRAGMENT_BYTES,
-                  progress: bool = True, base_paths: bool = False) -> pb.Manifest:
+                  progress: bool = True, base_paths: bool = False) -> Savepoint:
     """Write ``source`` to ``target`` with one state's values under ``serializer``.
     As is or reconfigured: only the snapshot changes. After migration: every chunk
     is decoded with the old serializer and re-encoded with the new, in parallel.
@@ -170,4 +172,4 @@ def migrate_state(spark: SparkSession, source: Path, target: Path, operator_id: 
                 builder.map_source_chunks(operator_id, state, partial(_migrate, stored))
             field = "element_serializer" if isinstance(found, pb.ListState) else "value_serializer"
             getattr(found, field).CopyFrom(result.serializer.snapshot())
-        return builder.manifest
+        return Savepoint.written(builder.io, builder.manifest)

@@ -58,4 +58,4 @@ class Progress:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        self.spark.sparkContext.setJobDescription(None)
+        self.spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]  # None clears it

@@ -34,6 +34,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -47,7 +48,8 @@ from ..io import open_io
 from ..key_groups import check_parallelism, compute_key_groups, default_max_parallelism
 from ..keys import as_key_array, key_type_of
 from ..manifest import state_label
-from ..reader import KIND_NAMES, Savepoint
+from ..descriptions import KIND_NAMES
+from ..reader import Savepoint
 from ..redistribution import DistributionMode
 from ..restore import resolve_parallelism
 from ..rewrite import Derivation, check_target, rescaled_operator
@@ -237,7 +239,7 @@ class SavepointBuilder:
         # Parts still holding the source's chunks, by (operator id, part) as built: the source
         # operator they came from. A part is a state's name, ("timers", name, domain) for a
         # timer service, or "coordinator" (format 1.2). With copy=True they are copied at commit.
-        self._kept: dict[tuple[str, str | tuple], pb.Operator] = {}
+        self._kept: dict[tuple[str, str | tuple[Any, ...]], pb.Operator] = {}
         for op in self.source.manifest.operators if self.source is not None else []:
             self.operators[op.operator_id] = _clone(op)
             self._kept.update({(op.operator_id, part): op for part in _parts(op)})
@@ -357,7 +359,7 @@ class SavepointBuilder:
             state.ttl.CopyFrom(ttl.to_proto())
         op.keyed_states.append(state)
 
-    def _keyed_rows(self, op: pb.Operator, df: DataFrame, columns: list, key_group: str) -> DataFrame:
+    def _keyed_rows(self, op: pb.Operator, df: DataFrame, columns: list[Any], key_group: str) -> DataFrame:
         """``columns`` of ``df`` after a key_group column: hashed by executors, or (writer-assigned
         key groups, spec/format.md §7.12) the caller's ``key_group`` column."""
         if op.key_groups == pb.KEY_GROUPS_FROM_WRITER:
@@ -422,7 +424,7 @@ class SavepointBuilder:
         payload = encode_chunk([pa.array([bytes(state)], pa.binary())])
         op.coordinator_state.CopyFrom(self._driver_chunk(lambda sink: sink.put(payload, 1)))
 
-    def _driver_chunk(self, store: Callable) -> pb.Chunk:
+    def _driver_chunk(self, store: Callable[..., Any]) -> pb.Chunk:
         """A chunk the driver writes itself (``store(sink)`` puts it), placed in the target."""
         sink = self.job.sink()
         try:
@@ -464,8 +466,8 @@ class SavepointBuilder:
             self._run_keyed(op, state, rows, open_state, _feed_encoded_keyed, partitions)
         (op.timer_services if timers else op.keyed_states).append(state)
 
-    def _run_keyed(self, op: pb.Operator, state: pb.KeyedState, df: DataFrame, open_state: Callable,
-                   feed: Callable, partitions: int | None = None) -> None:
+    def _run_keyed(self, op: pb.Operator, state: pb.KeyedState, df: DataFrame, open_state: Callable[..., Any],
+                   feed: Callable[..., Any], partitions: int | None = None) -> None:
         partitions = min(partitions or self._partitions(), op.max_parallelism)
         self.progress.step(f"writing keyed state {state_label(op, state.name)} ({partitions} tasks)")
         shuffled = df.repartition(partitions, "key_group")
@@ -480,7 +482,7 @@ class SavepointBuilder:
         op = self.operator(operator_id)
         mode = DistributionMode.parse(mode)
         self._new_state_name(op, name, replace)
-        state = pb.ListState(name=name, mode=int(mode), element_serializer=serializer.snapshot())
+        state = pb.ListState(name=name, mode=cast(pb.DistributionMode, mode), element_serializer=serializer.snapshot())
         rows = df.select(df[subtask].cast("int").alias("subtask"), df[value].alias("value"),
                          *([df[order_by].alias("order")] if order_by else []))
         rows = rows.repartition(min(self._partitions(), op.parallelism), "subtask")
@@ -492,7 +494,7 @@ class SavepointBuilder:
         merge_list(self.manifest, state, partials, op.parallelism)
         op.list_states.append(state)
 
-    def map_source_chunks(self, operator_id: str, name: str | tuple, fn: Callable) -> None:
+    def map_source_chunks(self, operator_id: str, name: str | tuple[Any, ...], fn: Callable[..., Any]) -> None:
         """Replace every chunk of a state kept from the source with ``fn(store,
         operator, state, chunk, sink) -> chunk`` run in parallel (row counts and
         key groups must stay: list partitions refer to rows of chunks). ``name`` is a
@@ -504,6 +506,7 @@ class SavepointBuilder:
                                        state=state_label(op, str(name)))
         state, source_state = _part(op, name), _part(source_op, name)
         self.progress.step(f"rewriting chunks of {state_label(source_op, str(name))}")
+        assert self.source is not None  # the state was kept from it
         fragments = chunk_fragments(self.source, source_op, source_state, self.fragment_bytes)
         results = self._guarded(lambda: map_chunks(self.spark, self.job, fragments, fn))
         replace_chunks(self.manifest, state, results)
@@ -516,6 +519,7 @@ class SavepointBuilder:
         if source.WhichOneof("location") != "range":
             op.coordinator_state.CopyFrom(source)  # inline: it is in the manifest already
             return
+        assert self.source is not None  # the coordinator state was kept from it
         stored = self.source.store.read_stored(source, f"{operator_id} (coordinator state)")
         op.coordinator_state.CopyFrom(self._driver_chunk(lambda sink: sink.put_stored(source, stored)))
 
@@ -553,7 +557,7 @@ class SavepointBuilder:
             self._done = True
             self.job.delete_unreferenced(self.io, None)
 
-    def _guarded(self, step: Callable):
+    def _guarded(self, step: Callable[..., Any]):
         try:
             return step()
         except BaseException:
@@ -565,7 +569,7 @@ class SavepointBuilder:
             raise InvalidArgumentError("this build has already committed or aborted")
 
     def _partitions(self) -> int:
-        return self.partitions or int(self.spark.conf.get("spark.sql.shuffle.partitions"))
+        return self.partitions or int(str(self.spark.conf.get("spark.sql.shuffle.partitions")))
 
     def __enter__(self) -> SavepointBuilder:
         return self
@@ -583,14 +587,14 @@ def _clone(message):
     return copy
 
 
-def _parts(op: pb.Operator) -> list[str | tuple]:
+def _parts(op: pb.Operator) -> list[str | tuple[Any, ...]]:
     """The parts of an operator that hold chunks, as the builder names them."""
     return [*(s.name for s in [*op.list_states, *op.keyed_states, *op.broadcast_states]),
             *(("timers", s.name, s.domain) for s in op.timer_services),
             *(["coordinator"] if op.HasField("coordinator_state") else [])]
 
 
-def _part(op: pb.Operator, part: str | tuple):
+def _part(op: pb.Operator, part: str | tuple[Any, ...]):
     """The state or (a ("timers", name, domain) part) timer service of the operator."""
     if isinstance(part, tuple):
         return find_timer_service(op, part[1], part[2])

@@ -222,6 +222,7 @@ class ObjectStoreIO(UrlSavepointIO):
             if self._current_manifest() != expected:
                 raise ConcurrentWriteError("the savepoint changed since this writer started; nothing was committed",
                                            path=self.describe(MANIFEST_NAME))
+        assert self._seen_manifest is not None  # _current_manifest() read it
         _, version = self._seen_manifest
         if not version:
             raise StorageError("the store gave the manifest no ETag or version, so it cannot be replaced "

@@ -38,22 +38,54 @@ def write_seeds(path: str | os.PathLike[str], *, parallelism: int = 2, windowed:
     ``windowed`` (format 1.2) adds a window counter: hits per URL in tumbling one-minute
     windows (keyed state under time-window namespaces, :data:`SEED_WINDOW_COUNTS`) and
     the event-time timer pending for each URL's open window (:data:`SEED_TIMERS`)."""
+    with SavepointWriter(os.fspath(path), **writer_options) as w:
+        add_seeds(w, parallelism=parallelism, windowed=windowed)
+
+
+def add_seeds(w: SavepointWriter, *, parallelism: int = 2, windowed: bool = False) -> None:
+    """The operators of :func:`write_seeds`, added to an open writer (beside others)."""
     if parallelism < len(SEED_OFFSETS):
         raise ValueError(f"the seeds' offsets need parallelism >= {len(SEED_OFFSETS)}")
-    with SavepointWriter(os.fspath(path), **writer_options) as w:
-        source = w.add_operator("kafka-source", parallelism=parallelism)
-        offsets = source.list_state("offsets", Int64(), DistributionMode.SPLIT_DISTRIBUTE)
-        for subtask, values in enumerate(SEED_OFFSETS):
-            offsets.add(subtask, values)
-        counter = w.add_operator("url-counter", parallelism=parallelism, key_serializer=String())
-        counter.keyed_state("count", Int64()).add(list(SEED_COUNTS), list(SEED_COUNTS.values()))
-        if windowed:
-            windows = w.add_operator("window-counter", parallelism=parallelism, key_serializer=String())
-            counts = windows.keyed_state("count", Int64(), namespace_serializer=TimeWindow())
-            counts.add([url for url, _ in SEED_WINDOW_COUNTS], list(SEED_WINDOW_COUNTS.values()),
-                       namespaces=[window for _, window in SEED_WINDOW_COUNTS])
-            windows.timer_service("window-timers", "event_time", TimeWindow()).add(
-                [url for url, _, _ in SEED_TIMERS], [t for _, _, t in SEED_TIMERS], [w for _, w, _ in SEED_TIMERS])
+    source = w.add_operator("kafka-source", parallelism=parallelism)
+    offsets = source.list_state("offsets", Int64(), DistributionMode.SPLIT_DISTRIBUTE)
+    for subtask, values in enumerate(SEED_OFFSETS):
+        offsets.add(subtask, values)
+    counter = w.add_operator("url-counter", parallelism=parallelism, key_serializer=String())
+    counter.keyed_state("count", Int64()).add(list(SEED_COUNTS), list(SEED_COUNTS.values()))
+    if windowed:
+        windows = w.add_operator("window-counter", parallelism=parallelism, key_serializer=String())
+        counts = windows.keyed_state("count", Int64(), namespace_serializer=TimeWindow())
+        counts.add([url for url, _ in SEED_WINDOW_COUNTS], list(SEED_WINDOW_COUNTS.values()),
+                   namespaces=[window for _, window in SEED_WINDOW_COUNTS])
+        windows.timer_service("window-timers", "event_time", TimeWindow()).add(
+            [url for url, _, _ in SEED_TIMERS], [t for _, _, t in SEED_TIMERS], [w for _, w, _ in SEED_TIMERS])
+
+
+def write_seeds_with_spark(spark, path: str | os.PathLike[str]) -> None:
+    """:func:`write_seeds` with ``windowed=True``, bootstrapped from DataFrames with
+    :class:`pyref.spark.SavepointBuilder` (the main job's Spark path)."""
+    from ..spark import SavepointBuilder
+
+    rows = [(subtask, position, offset)
+            for subtask, values in enumerate(SEED_OFFSETS) for position, offset in enumerate(values)]
+    offsets = spark.createDataFrame(rows, "subtask int, position int, offset long")
+    counts = spark.createDataFrame(list(SEED_COUNTS.items()), "url string, hits long")
+    windowed = spark.createDataFrame(
+        [(url, {"start": w.start, "end": w.end}, hits) for (url, w), hits in SEED_WINDOW_COUNTS.items()],
+        "url string, window struct<start: long, end: long>, hits long")
+    timers = spark.createDataFrame([(url, {"start": w.start, "end": w.end}, t) for url, w, t in SEED_TIMERS],
+                                   "url string, window struct<start: long, end: long>, fires long")
+    with SavepointBuilder(spark, os.fspath(path), overwrite=True) as b:
+        b.add_operator("kafka-source", parallelism=2)
+        b.add_list_state("kafka-source", "offsets", offsets, Int64(), DistributionMode.SPLIT_DISTRIBUTE,
+                         value="offset", order_by="position")
+        b.add_operator("url-counter", parallelism=2, key_serializer=String())
+        b.add_keyed_state("url-counter", "count", counts, Int64(), key="url", value="hits")
+        b.add_operator("window-counter", parallelism=2, key_serializer=String())
+        b.add_keyed_state("window-counter", "count", windowed, Int64(), namespace_serializer=TimeWindow(), key="url",
+                          namespace="window", value="hits")
+        b.add_timers("window-counter", "window-timers", "event_time", timers, namespace_serializer=TimeWindow(),
+                     key="url", namespace="window", timestamp="fires")
 
 
 def varint(n: int) -> bytes:
@@ -88,5 +120,5 @@ class DiskFullOnce(LocalIO):
             self.room -= len(data)
             write(data)
 
-        out.write = short_then_full
+        out.write = short_then_full  # type: ignore[method-assign]  # this one file fills the disk
         return out

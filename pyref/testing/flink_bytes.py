@@ -6,10 +6,12 @@ them. Not a Flink writer: only what the tests need."""
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 import cramjam
 
 from pyref.checksum import crc32c
+from pyref.flink.dataoutput import string_value, varint  # noqa: F401  (re-exported for the tests)
 
 P = "org.apache.flink.api.common.typeutils.base."
 LONG = P + "LongSerializer$LongSerializerSnapshot"
@@ -35,24 +37,6 @@ def utf(s: str) -> bytes:
     """``writeUTF`` (plain UTF-8 is modified UTF-8 for text without NUL or astral chars)."""
     raw = s.encode("utf-8")
     return struct.pack(">H", len(raw)) + raw
-
-
-def varint(v: int) -> bytes:
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def string_value(s: str | None) -> bytes:
-    """``StringValue.writeString``."""
-    if s is None:
-        return b"\x00"
-    units = s.encode("utf-16-le")
-    chars = [int.from_bytes(units[i:i + 2], "little") for i in range(0, len(units), 2)]
-    return varint(len(chars) + 1) + b"".join(varint(c) for c in chars)
 
 
 # -- serializer snapshots ---------------------------------------------------
@@ -122,8 +106,8 @@ def meta_info(name: str, backend_type: int, options: dict[str, str], serializers
     for k, v in options.items():
         out += utf(k) + utf(v)
     out += i32(len(serializers))
-    for k, v in serializers.items():
-        out += utf(k) + proxied(v)
+    for key, snapshot in serializers.items():
+        out += utf(key) + proxied(snapshot)
     return out
 
 
@@ -165,7 +149,7 @@ def keyed_stream(proxy: bytes, groups: dict[int, bytes], compress: bool = False)
 
 
 def operator_stream(list_states: list[tuple[bytes, list[bytes]]],
-                    broadcast: list[tuple[bytes, list[tuple[bytes, bytes]]]] = ()) -> tuple[bytes, list[list[int]]]:
+                    broadcast: Sequence[tuple[bytes, list[tuple[bytes, bytes]]]] = ()) -> tuple[bytes, list[list[int]]]:
     """An operator-state stream (uncompressed): (meta info, elements) per list
     state, then (meta info, entries) per broadcast state; returns the stream
     and each state's offsets in that order."""

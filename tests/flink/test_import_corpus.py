@@ -25,7 +25,7 @@ from pyref import Savepoint, rescale
 from pyref.flink import FlinkSavepoint
 from pyref.flink.import_plan import KINDS
 from pyref.flink.importer import import_flink
-from pyref.inspection import MODE_NAMES
+from pyref.descriptions import MODE_NAMES
 from pyref.key_groups import operator_index_for_key_group
 
 POJO = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import pathlib
 import subprocess
 import sys
@@ -26,7 +27,7 @@ def test_cli_registers_spark_commands_without_importing_pyspark():
 
 
 def test_main_job_core_only(tmp_path, capsys):
-    assert _main_job().main(["--no-spark", "--out", str(tmp_path)]) == 0
+    assert _main_job().main(["--no-spark", "--no-flink", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "OK: every check passed" in out
     # The format 1.2 part of the seeds: windowed counts and pending timers follow their keys.
@@ -35,7 +36,24 @@ def test_main_job_core_only(tmp_path, capsys):
 
 @pytest.mark.spark
 def test_main_job_on_spark(spark, tmp_path, capsys):
-    assert _main_job().main(["--out", str(tmp_path), "--master", "local[2]"]) == 0
+    assert _main_job().main(["--out", str(tmp_path), "--master", "local[2]", "--no-flink"]) == 0
     out = capsys.readouterr().out
     assert "with Spark" in out and "OK: every check passed" in out
     assert spark.range(1).count() == 1  # the job left the shared session running
+
+
+@pytest.mark.flink
+def test_main_job_ends_in_real_flink(tmp_path, capsys):
+    """The main job's last step: its seeds exported and restored by real Flink at 1 and 4 (the core
+    bootstraps here; compat_tests/flink/test_flink_export.py restores Spark's)."""
+    from compat_tests.flink import harness
+
+    version = "2.3.0"
+    reason = harness.flink_available(version, download=os.environ.get("PYREF_FLINK_DOWNLOAD") == "1")
+    if reason:
+        pytest.skip(reason)
+    assert _main_job().main(["--no-spark", "--out", str(tmp_path), "--flink-version", version]) == 0
+    out = capsys.readouterr().out
+    assert "OK: every check passed" in out
+    assert "[ok] at parallelism 4 each Flink source subtask reads one partition (none idle)" in out
+    assert out.count("[ok] Flink at") == 2 and "subtask 3: offsets [201]" in out

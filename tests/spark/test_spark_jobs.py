@@ -39,7 +39,7 @@ def test_change_parallelism_writes_no_state_bytes(spark, keyed, tmp_path_factory
     target = keyed.parent / "p5"
     rescale(keyed, target, {"counter": 5})
     info = describe(Savepoint.open(target))
-    assert info["data_bytes"] == 0 and not (target / "data").exists()
+    assert info.data_bytes == 0 and not (target / "data").exists()
     plan = Savepoint.open(keyed).restore_plan({"counter": 5})
     sp = Savepoint.open(target)
     assert sp.operator("counter").parallelism == 5

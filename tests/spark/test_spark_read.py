@@ -131,13 +131,13 @@ def test_list_state_without_target_is_as_stored(read, mixed):
 
 def test_metadata_view_lists_every_state(spark, mixed, seeds):
     rows = {r.state: r for r in spark.read.format("savepoint-metadata").load(str(mixed)).collect()}
-    info = describe(Savepoint.open(mixed))["operators"][0]
-    assert set(rows) == {s["name"] for s in info["states"]}
+    info = describe(Savepoint.open(mixed)).operators[0]
+    assert set(rows) == {s.name for s in info.states}
     value = rows["value"]
     assert (value.operator_id, value.parallelism, value.max_parallelism, value.key_serializer, value.state_type,
             value.kind, value.serializer, value.entries) == ("op", 3, 128, "int64@v1", "keyed", "value", "string@v1",
                                                              400)
-    assert value.chunks == next(s["chunks"] for s in info["states"] if s["name"] == "value") > 1
+    assert value.chunks == next(s.chunks for s in info.states if s.name == "value") > 1
     assert rows["union"].mode == "UNION" and rows["union"].entries == 7 + 8 + 9
     assert rows["map"].user_key_serializer == "string@v1"
     seeds_rows = spark.read.format("savepoint-metadata").load(str(seeds)).collect()

@@ -216,11 +216,13 @@ final class Truth {
         if (part.has("timers")) {
             ((ArrayNode) o.get("timers")).addAll((ArrayNode) part.get("timers"));
         }
-        if (part.has("fired_timers")) {
-            if (!o.has("fired_timers")) {
-                o.putArray("fired_timers");
+        for (String list : new String[] {"fired_timers", "fired_windows"}) {
+            if (part.has(list)) {
+                if (!o.has(list)) {
+                    o.putArray(list);
+                }
+                ((ArrayNode) o.get(list)).addAll((ArrayNode) part.get(list));
             }
-            ((ArrayNode) o.get("fired_timers")).addAll((ArrayNode) part.get("fired_timers"));
         }
         if (part.has("coordinator")) {
             o.set("coordinator", part.get("coordinator"));

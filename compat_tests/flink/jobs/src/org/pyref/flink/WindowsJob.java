@@ -78,6 +78,70 @@ final class WindowsJob {
         windowTruth(readings(0), b.maxParallelism);
     }
 
+    /**
+     * The time-window operator ``uid`` of this job as a restore job builds it over ``source`` (which
+     * carries no records): the same key type, assigner, function and so the same window state and
+     * timers, with a {@link Fired} window function (the state does not depend on it) that records
+     * each window firing after the restore.
+     */
+    @SuppressWarnings("unchecked")
+    static SingleOutputStreamOperator<String> restore(DataStream<Event> source, String uid, int parallelism) {
+        SingleOutputStreamOperator<String> out;
+        switch (uid) {
+            case "tumbling-reduce":
+                TypeInformation<Tuple2<String, Long>> pairType = Types.of("Tuple2<String,Long>");
+                out = source.map(e -> Tuple2.of(e.key, e.num)).returns(pairType).uid("pyref-restore-pairs")
+                        .setParallelism(parallelism)
+                        .keyBy(t -> t.f0, Types.<String>of("String"))
+                        .window(Compat.tumbling(TUMBLING))
+                        .reduce((ReduceFunction<Tuple2<String, Long>>) Functions.reduce("sum-f1"),
+                                new Fired<Tuple2<String, Long>, String>(uid, false), Types.<String>of("String"));
+                break;
+            case "sliding-aggregate":
+                out = Compat.allowedLateness(source.keyBy(WindowsJob::sensor, Types.<Long>of("Long"))
+                                .window(Compat.sliding(SLIDING, SLIDE)), LATENESS)
+                        .aggregate(new CountSum(), new Fired<Tuple2<Long, Long>, Long>(uid, false));
+                break;
+            case "tumbling-process":
+                out = source.keyBy(e -> Tuple2.of(e.key, (int) (e.num % 2)),
+                                Types.<Tuple2<String, Integer>>of("Tuple2<String,Integer>"))
+                        .window(Compat.tumbling(PROCESS_WINDOW))
+                        .process(new Fired<Event, Tuple2<String, Integer>>(uid, true));
+                break;
+            default:
+                throw new IllegalArgumentException("no window operator " + uid + " in the windows job");
+        }
+        return out.uid(uid).setParallelism(parallelism);
+    }
+
+    /** A window function that records what fires: key, window and the result (for contents kept as a list: how many). */
+    static final class Fired<T, K> extends ProcessWindowFunction<T, String, K, TimeWindow> {
+        private final String uid;
+        private final boolean count;
+
+        Fired(String uid, boolean count) {
+            this.uid = uid;
+            this.count = count;
+        }
+
+        @Override
+        public void process(K key, Context ctx, Iterable<T> contents, Collector<String> out) {
+            long n = 0;
+            T last = null;
+            for (T c : contents) {
+                n++;
+                last = c;
+            }
+            ObjectNode fired = Json.object();
+            fired.set("key", Json.value(key));
+            fired.putObject("window").put("start", ctx.window().getStart()).put("end", ctx.window().getEnd());
+            fired.set("result", count ? Json.value(n) : Json.value(last));
+            ObjectNode part = Truth.part(uid, Compat.subtask(getRuntimeContext()));
+            part.putArray("fired_windows").add(fired);
+            Truth.put(Truth.RESTORED, part);
+        }
+    }
+
     static long sensor(Event e) {
         return e.num / 100;
     }
