@@ -495,6 +495,9 @@ class KeyGroupedView(StateView):
     """A state stored in key-group chunks ordered by key group: keyed state (spec/format.md
     §5.4) and, format 1.2, timers (§5.7). A key-group range is a slice of the chunk list."""
 
+    #: The operator's key serializer, set by each kind of view.
+    key_serializer: Serializer
+
     def __init__(self, store: ChunkStore, operator: pb.Operator, state: pb.KeyedState | pb.TimerService,
                  columns: int) -> None:
         self._store = store
@@ -541,21 +544,21 @@ class KeyGroupedView(StateView):
         whenever they read a chunk's rows, so every reader gives one answer about the chunk."""
         if not len(keys):
             return
-        where = dict(path=self._store.describe(chunk), state=self.label)
+        path, state = self._store.describe(chunk), self.label
         if chunk.HasField("key_bounds"):
             lowest, highest = (v.as_py() for v in pa.compute.min_max(keys).values())
             bounds = chunk.key_bounds
             if lowest < bounds.min or highest > bounds.max:
                 outside = lowest if lowest < bounds.min else highest
                 raise CorruptSavepointError(f"a key of the chunk ({outside.hex()}) lies outside its key bounds "
-                                            f"[{bounds.min.hex()}, {bounds.max.hex()}]", **where)
+                                            f"[{bounds.min.hex()}, {bounds.max.hex()}]", path=path, state=state)
         if self.key_type is not None:
             groups = compute_key_groups(self.key_serializer.decode_array(keys), self.max_parallelism, self.key_type)
             wrong = np.flatnonzero(groups != chunk.key_group)
             if wrong.size:
                 row = int(wrong[0])
                 raise CorruptSavepointError(f"row {row}: its key belongs to key group {int(groups[row])}, not to the "
-                                            f"chunk's key group {chunk.key_group}", **where)
+                                            f"chunk's key group {chunk.key_group}", path=path, state=state)
 
     def scan_key_groups(self) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
         """:meth:`read_key_groups` of every key group, in storage order: a key group comes

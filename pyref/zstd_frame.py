@@ -12,6 +12,7 @@ block of up to 128 KiB, never per byte of content.
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from .errors import CorruptSavepointError
 
@@ -26,7 +27,7 @@ _DICT_ID_BYTES = (0, 1, 2, 4)
 _RLE_BLOCK, _RESERVED_BLOCK = 1, 3
 
 
-def check_single_frame(stored: bytes | memoryview, **where) -> None:
+def check_single_frame(stored: bytes | memoryview, **where: Any) -> None:
     """Raise :class:`CorruptSavepointError` unless ``stored`` is exactly one Zstandard frame
     (no skippable frame, nothing after it) that needs no dictionary and a window of at most
     :data:`MAX_WINDOW_SIZE` bytes. Content and checksum are the decompressor's to check."""
@@ -53,7 +54,7 @@ def check_single_frame(stored: bytes | memoryview, **where) -> None:
                                     "a chunk is exactly one frame (no second or skippable frame)", **where)
 
 
-def _header(stored: bytes | memoryview, **where) -> tuple[int, int]:
+def _header(stored: bytes | memoryview, **where: Any) -> tuple[int, int]:
     """(offset of the first block, window size) of the frame header at the start of ``stored``."""
     if len(stored) < 5:
         raise CorruptSavepointError("zstd chunk is shorter than a frame header", **where)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from google.protobuf import descriptor_pb2, descriptor_pool
+from google.protobuf.descriptor import Descriptor
 
 from pyref.errors import CorruptSavepointError
 
@@ -133,7 +134,7 @@ def _check_oneofs_consecutive(name: str, msg: descriptor_pb2.DescriptorProto) ->
 
 
 def _check_map_entry(name: str, entry: descriptor_pb2.DescriptorProto, parent: descriptor_pb2.DescriptorProto,
-                     built_parent) -> None:
+                     built_parent: Descriptor) -> None:
     """As protoc generates them: key = 1 of a key type, value = 2, both optional, nothing else,
     and used only by repeated fields named so that the entry's name is theirs in CamelCase + Entry."""
     keys = [f for f in entry.field if f.number == 1 and f.name == "key" and f.label == _F.LABEL_OPTIONAL]
