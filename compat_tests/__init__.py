@@ -10,8 +10,9 @@
   ``compat_tests.generate_rejects_1_2_bounded_work``, and
   ``compat_tests.generate_base_paths_1_2`` (bases named by path), and
   ``compat_tests.generate_spec_gaps_manifest`` (the manifest rules of issue 13), and
-  ``compat_tests.generate_tuple_evolution`` (migration cases): the generators of the
-  committed corpora (they never overwrite a case).
+  ``compat_tests.generate_tuple_evolution`` (migration cases), and
+  ``compat_tests.generate_reader_rules`` (reader rules issue 13 made exact): the
+  generators of the committed corpora (they never overwrite a case).
 """
 
 import pathlib

@@ -421,7 +421,7 @@ def _ttl_list_json(element, cell: bytes) -> tuple[list, list]:
     from pyref.ttl import TtlValue
 
     ttl_element = TtlValue(element)
-    ListOf(ttl_element).decode(cell)  # validates the whole cell first
+    ListOf.of_list_state(ttl_element).decode(cell)  # validates the whole cell first
     mv = memoryview(cell)
     (count,) = struct.unpack_from("<I", mv, 0)
     values, stamps, pos = [], [], 4
@@ -438,7 +438,7 @@ def _read_value(view, cell: bytes) -> tuple[Any, Any]:
     from pyref.serializers import ListOf
 
     if view.ttl is None:
-        return json_from_bytes(ListOf(view.value_serializer) if view.kind == "list" else view.value_serializer,
+        return json_from_bytes(ListOf.of_list_state(view.value_serializer) if view.kind == "list" else view.value_serializer,
                                cell), None
     if view.kind == "list":
         return _ttl_list_json(view.value_serializer, cell)
@@ -665,7 +665,7 @@ class OperatorModel:
 def _model_rows(op: OperatorModel, ks: KeyedModel) -> list[Row]:
     from pyref.serializers import ListOf
 
-    value_serializer = ListOf(ks.value_serializer) if ks.kind == "list" else ks.value_serializer
+    value_serializer = ListOf.of_list_state(ks.value_serializer) if ks.kind == "list" else ks.value_serializer
     groups = op.key_groups_of([r[0] for r in ks.rows], ks.key_groups)
     rows = []
     for i, row in enumerate(ks.rows):

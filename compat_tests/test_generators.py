@@ -9,6 +9,7 @@ from compat_tests import (
     generate_base_paths_1_2,
     generate_goldens,
     generate_goldens_1_2,
+    generate_reader_rules,
     generate_rejects,
     generate_rejects_1_2,
     generate_rejects_1_2_bounded_work,
@@ -113,6 +114,19 @@ def test_manifest_rule_cases_are_filed_by_label_and_written_once(tmp_path):
     assert "| `location-is-a-file` |" in (tmp_path / "reject" / "manifest-rules" / "README.md").read_text()
 
 
+def test_reader_rule_cases_go_to_golden_1_0_and_their_own_reject_directory(tmp_path):
+    only = ["json-nesting-limit", "zstd-two-frames", "map-key-unknown-builtin"]
+    made = generate_reader_rules.generate(tmp_path / "golden", tmp_path / "reject", only)
+    assert sorted(made) == sorted(only)
+    assert generate_reader_rules.generate(tmp_path / "golden", tmp_path / "reject", only) == []  # written once
+    assert not verify_corpora(tmp_path, ["golden", "reject"])
+    assert {c.name for c in discover(tmp_path)} == {"golden/1.0/json-nesting-limit",
+                                                    "reject/reader-rules/zstd-two-frames",
+                                                    "reject/reader-rules/map-key-unknown-builtin"}
+    assert "| `zstd-two-frames` |" in (tmp_path / "reject" / "reader-rules" / "README.md").read_text()
+    assert "| `json-nesting-limit` |" in (tmp_path / "golden" / "1.0" / "README.md").read_text()
+
+
 @pytest.mark.slow
 def test_generators_make_every_committed_case(tmp_path):
     """Regenerating everything elsewhere gives the committed case list, and every case
@@ -126,6 +140,7 @@ def test_generators_make_every_committed_case(tmp_path):
     generate_base_paths_1_2.generate(tmp_path / "golden", tmp_path / "reject")
     generate_spec_gaps_manifest.generate(tmp_path / "golden", tmp_path / "reject")
     generate_tuple_evolution.generate(tmp_path / "golden")
+    generate_reader_rules.generate(tmp_path / "golden", tmp_path / "reject")
     fresh = {c.name for c in discover(tmp_path)}
     committed = {c.name for c in discover(ROOT)}
     if committed:

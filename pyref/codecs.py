@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from .errors import CorruptSavepointError, InvalidArgumentError, UnsupportedFormatError
+from .zstd_frame import check_single_frame
 
 #: Largest raw (uncompressed) chunk payload the format allows: chunk offsets are u32
 #: and Arrow binary offsets are int32 (spec/format.md §7).
@@ -81,7 +82,8 @@ def decompress(codec: int, stored: bytes, raw_length: int, *, path: str | None =
         if raw_length > MAX_ZSTD_RATIO * len(stored):
             raise CorruptSavepointError(f"declared raw length {raw_length} is more than zstd can expand "
                                         f"{len(stored)} stored bytes to", **where)
-        try:
+        check_single_frame(stored, **where)
+        try:  # the frame's content checksum, when it has one, is checked here (spec/format.md §7.3)
             return pa.Codec("zstd").decompress(stored, decompressed_size=raw_length, asbytes=True)
         except (OSError, pa.ArrowException) as exc:
             raise CorruptSavepointError(f"zstd chunk does not decompress to {raw_length} bytes: {exc}", **where) from None

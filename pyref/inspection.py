@@ -156,7 +156,7 @@ def _keyed_serializers(op: pb.Operator, ks: pb.KeyedState) -> list[Any]:
     return [serializer_from_snapshot(op.key_serializer),
             *([serializer_from_snapshot(ks.namespace_serializer)] if ks.HasField("namespace_serializer") else []),
             *([serializer_from_snapshot(ks.user_key_serializer)] if ks.kind == pb.MAP else []),
-            ListOf(value) if ks.kind == pb.LIST else value]
+            ListOf.of_list_state(value) if ks.kind == pb.LIST else value]
 
 
 def _verify_broadcast_keys(sp: Savepoint, op: pb.Operator, bs: pb.BroadcastState, report: VerifyReport) -> None:

@@ -40,6 +40,7 @@ from .key_groups import KeyGroupRange, compute_key_groups
 from .keys import as_key_array, key_type_of
 from .manifest import (
     COORDINATOR_COLUMNS,
+    DATA_FILE_MAGIC,
     FORMAT_MAJOR,
     LIST_COLUMNS,
     FormatVersion,
@@ -85,6 +86,8 @@ class ChunkStore:
         self.manifest = manifest
         self._bases: dict[int, SavepointIO] = {}
         self._checked_sizes: set[int] = set()
+        #: Per data file, held by its first read (which checks the file) while others wait.
+        self._first_reads: dict[int, threading.Lock] = {}
         self._file_identities: dict[object, int] = {}
         self._lock = threading.Lock()
         self._checked_before_reading = False
@@ -193,21 +196,40 @@ class ChunkStore:
                                            "open it again", path=io.location)
 
     def _fetch(self, file: int, offset: int, length: int, state: str) -> bytes:
-        """Bytes ``[offset, offset + length)`` of data file ``file``, after checking once
-        that the file has the size the manifest records (spec/format.md §6.3)."""
+        """Bytes ``[offset, offset + length)`` of data file ``file``, after checking once that
+        the file has the size the manifest records and starts with the data-file magic
+        (spec/format.md §6.3). Reads of a file wait for its first read, which checks both."""
         self.check_before_reading()
         io, rel = self.file_location(file)
-        if file not in self._checked_sizes:
-            size, expected = io.size(rel), self.manifest.data_files[file].size
-            if size != expected:
-                raise CorruptSavepointError(
-                    "data file is missing" if size is None else f"data file is {size} bytes, manifest says {expected}",
-                    path=io.describe(rel), state=state)
-            self._check_distinct_file(io, rel, file)
-            self._checked_sizes.add(file)
-        data = io.read_range(rel, offset, length)
+        with self._lock:
+            first_read = self._first_reads.setdefault(file, threading.Lock())
+        with first_read:
+            data = None if file in self._checked_sizes else self._first_read(io, rel, file, offset, length, state)
+        if data is None:
+            data = io.read_range(rel, offset, length)
         with self._lock:
             self.bytes_read += length
+        return data
+
+    def _first_read(self, io: SavepointIO, rel: str, file: int, offset: int, length: int, state: str) -> bytes:
+        """The first read of a file: its size, its identity and its magic checked, the magic
+        fetched with the bytes asked for when they start right after it."""
+        size, expected = io.size(rel), self.manifest.data_files[file].size
+        if size != expected:
+            raise CorruptSavepointError(
+                "data file is missing" if size is None else f"data file is {size} bytes, manifest says {expected}",
+                path=io.describe(rel), state=state)
+        self._check_distinct_file(io, rel, file)
+        magic = len(DATA_FILE_MAGIC)
+        if offset == magic:
+            data = io.read_range(rel, 0, magic + length)
+            head, data = data[:magic], data[magic:]
+        else:
+            head, data = io.read_range(rel, 0, magic), io.read_range(rel, offset, length)
+        if head != DATA_FILE_MAGIC:
+            raise CorruptSavepointError(f"data file does not start with the data-file magic (found {bytes(head).hex()})",
+                                        path=io.describe(rel), state=state, byte_range=(0, magic))
+        self._checked_sizes.add(file)
         return data
 
     def _verify(self, chunk: pb.Chunk, stored: bytes, state: str) -> bytes:
@@ -481,6 +503,9 @@ class KeyGroupedView(StateView):
     """A state stored in key-group chunks ordered by key group: keyed state (spec/format.md
     §5.4) and, format 1.2, timers (§5.7). A key-group range is a slice of the chunk list."""
 
+    #: The operator's key serializer, set by each kind of view.
+    key_serializer: Serializer
+
     def __init__(self, store: ChunkStore, operator: pb.Operator, state: pb.KeyedState | pb.TimerService,
                  columns: int) -> None:
         self._store = store
@@ -488,6 +513,7 @@ class KeyGroupedView(StateView):
         self.max_parallelism = operator.max_parallelism
         #: Format 1.2: key groups assigned by the writer are taken from the chunks, never computed (§7.12).
         self.writer_assigned_key_groups = operator.key_groups == pb.KEY_GROUPS_FROM_WRITER
+        self.key_type = None if self.writer_assigned_key_groups else key_type_of(operator.key_serializer)
         self._columns = columns
 
     @cached_property
@@ -510,13 +536,37 @@ class KeyGroupedView(StateView):
     def read_encoded(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
         chunks = list(chunks)
         for chunk, columns in zip(chunks, self._store.read_many(chunks, self._columns, self.label)):
+            self._check_keys(chunk, columns[0])
             yield chunk.key_group, columns
 
     def scan_encoded(self) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
         """``(key group, columns)`` of every chunk, in storage order (:meth:`ChunkStore.scan`)."""
         chunks = self.proto.chunks
         for i, columns in self._store.scan(chunks, self._columns, self.label):
+            self._check_keys(chunks[i], columns[0])
             yield chunks[i].key_group, columns
+
+    def _check_keys(self, chunk: pb.Chunk, keys: pa.BinaryArray) -> None:
+        """Every key of a chunk lies within its key bounds (spec/format.md §7.6) and, unless the
+        writer assigned the key groups, belongs to its key group (§7.1): readers check both
+        whenever they read a chunk's rows, so every reader gives one answer about the chunk."""
+        if not len(keys):
+            return
+        path, state = self._store.describe(chunk), self.label
+        if chunk.HasField("key_bounds"):
+            lowest, highest = (v.as_py() for v in pa.compute.min_max(keys).values())
+            bounds = chunk.key_bounds
+            if lowest < bounds.min or highest > bounds.max:
+                outside = lowest if lowest < bounds.min else highest
+                raise CorruptSavepointError(f"a key of the chunk ({outside.hex()}) lies outside its key bounds "
+                                            f"[{bounds.min.hex()}, {bounds.max.hex()}]", path=path, state=state)
+        if self.key_type is not None:
+            groups = compute_key_groups(self.key_serializer.decode_array(keys), self.max_parallelism, self.key_type)
+            wrong = np.flatnonzero(groups != chunk.key_group)
+            if wrong.size:
+                row = int(wrong[0])
+                raise CorruptSavepointError(f"row {row}: its key belongs to key group {int(groups[row])}, not to the "
+                                            f"chunk's key group {chunk.key_group}", path=path, state=state)
 
     def scan_key_groups(self) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
         """:meth:`read_key_groups` of every key group, in storage order: a key group comes
@@ -555,7 +605,6 @@ class KeyedStateView(KeyGroupedView):
         self.label = state_label(operator, state.name)
         self.kind = KIND_NAMES[state.kind]
         self.key_serializer = key_serializer
-        self.key_type = None if self.writer_assigned_key_groups else key_type_of(operator.key_serializer)
         self.value_serializer = _resolve(self.label, state.value_serializer, value_serializer)
         self.user_key_serializer = (_resolve(self.label, state.user_key_serializer, user_key_serializer)
                                     if state.kind == pb.MAP else None)
@@ -563,7 +612,8 @@ class KeyedStateView(KeyGroupedView):
                                      if state.HasField("namespace_serializer") else None)
         self.ttl = TtlConfig.from_proto(state.ttl) if state.HasField("ttl") else None
         element = TtlValue(self.value_serializer) if self.ttl is not None and state.kind == pb.LIST else None
-        self._stored_value = ListOf(element or self.value_serializer) if state.kind == pb.LIST else self.value_serializer
+        self._stored_value = (ListOf.of_list_state(element or self.value_serializer) if state.kind == pb.LIST
+                              else self.value_serializer)
 
     @property
     def namespaced(self) -> bool:

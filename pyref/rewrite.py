@@ -294,7 +294,7 @@ def resolve_migration(state: pb.ListState | pb.KeyedState, serializer: Serialize
         return result, None
     old, new = serializer_from_snapshot(old_snapshot), result.serializer
     if not is_list and state.kind == pb.LIST and not state.HasField("ttl"):  # each key's whole list is one value
-        old, new = ListOf(old), ListOf(new)
+        old, new = ListOf.of_list_state(old), ListOf.of_list_state(new)
     return result, (old, new)
 
 

@@ -175,7 +175,7 @@ def migrate_ttl_cells(old: Serializer, new: Serializer, cells: pa.Array, *, whol
         stamps, values = split_timestamps(cells)
         return prefix_timestamps(stamps, migrate_array(old, new, values))
     migrate_array(old, new, pa.array([], pa.binary()))  # refuses an incompatible pair before any row
-    source, target = ListOf(TtlValue(old)), ListOf(TtlValue(new))
+    source, target = ListOf.of_list_state(TtlValue(old)), ListOf.of_list_state(TtlValue(new))
     convert = target.value_converter(source) or (lambda cells: cells)
     return binary_from_list([target.encode(convert(source.decode(cell)))
                              for cell in binary_input(cells, "ttl").to_pylist()])

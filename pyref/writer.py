@@ -608,7 +608,7 @@ class KeyedStateWriter(_KeyGroupedState):
         # LIST state stores each key's whole list as one value (spec/format.md §7.1); with a
         # TTL, each element (and every other value) is a TTL cell (§7.8).
         element = TtlValue(value_serializer) if ttl is not None else value_serializer
-        self._stored_value = ListOf(element) if kind == pb.LIST else value_serializer
+        self._stored_value = ListOf.of_list_state(element) if kind == pb.LIST else value_serializer
 
     @_fails_writer
     def add(self, keys: Sequence[Any] | pa.Array, values: Sequence[Any] | pa.Array,

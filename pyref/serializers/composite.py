@@ -476,6 +476,17 @@ class ListOf(Serializer):
         self.element = _check_child("ListOf", element)
         self._depth = element.depth + 1
 
+    @classmethod
+    def of_list_state(cls, element: Serializer) -> ListOf:
+        """The serializer of a LIST state's value column, ``list(element)`` (spec/format.md §7.1).
+        The manifest stores only ``element``, and the depth limit is on stored snapshot trees
+        (spec/serializers.md §7): this implied list may be one level deeper than the limit."""
+        if element.depth < MAX_NESTING_DEPTH:
+            return cls(element)
+        implied = cls.__new__(cls)
+        implied.element, implied._depth = element, element.depth + 1
+        return implied
+
     @property
     def nested_serializers(self) -> tuple[Serializer, ...]:
         return (self.element,)

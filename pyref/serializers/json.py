@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pyarrow as pa
@@ -12,7 +13,32 @@ from pyref.errors import CorruptSavepointError, InvalidArgumentError
 
 from .base import Serializer, binary_input, check_builtin_snapshot, corrupt, register_builtin
 
-__all__ = ["Json"]
+__all__ = ["Json", "MAX_JSON_DEPTH"]
+
+#: Deepest nesting of arrays and objects a JSON value may have (spec §3.12): ``[]`` is
+#: depth 1. One number every reader accepts and refuses alike, far below any parser's
+#: own recursion limit, which differs between languages and Python versions.
+MAX_JSON_DEPTH = 64
+#: A JSON string (its brackets are text, not nesting), or one bracket.
+_STRING_OR_BRACKET = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def nested_too_deep(text: bytes) -> bool:
+    """Whether ``text`` nests arrays and objects deeper than :data:`MAX_JSON_DEPTH`, counted
+    without recursion; brackets inside strings do not count. Only a value with more than
+    that many opening brackets at all is scanned."""
+    if text.count(b"[") + text.count(b"{") <= MAX_JSON_DEPTH:
+        return False
+    depth = 0
+    for m in _STRING_OR_BRACKET.finditer(text):
+        token = m.group()
+        if token in (b"[", b"{"):
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                return True
+        elif token in (b"]", b"}"):
+            depth -= 1
+    return False
 
 
 def _reject_constant(name: str) -> Any:
@@ -40,15 +66,21 @@ class Json(Serializer):
         except (TypeError, ValueError, RecursionError) as e:
             raise self._invalid(value, str(e)) from e
         try:
-            return text.encode("utf-8")
+            data = text.encode("utf-8")
         except UnicodeEncodeError as e:
             raise self._invalid(value, f"not encodable as UTF-8 ({e.reason})") from e
+        if nested_too_deep(data):
+            raise self._invalid(value, f"nested deeper than {MAX_JSON_DEPTH} levels of arrays and objects")
+        return data
 
     def _decode_range(self, mv: memoryview, start: int, end: int) -> Any:
         try:
             text = str(mv[start:end], "utf-8")
         except UnicodeDecodeError as e:
             raise corrupt(self.serializer_id, f"invalid UTF-8 ({e.reason})", start + e.start) from None
+        if nested_too_deep(bytes(mv[start:end])):
+            raise corrupt(self.serializer_id, f"JSON nested deeper than {MAX_JSON_DEPTH} levels of arrays and "
+                          "objects", start)
         try:
             return json.loads(text, parse_constant=_reject_constant)
         except json.JSONDecodeError as e:

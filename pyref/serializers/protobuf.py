@@ -19,6 +19,7 @@ from pyref._proto.savepoint.v1 import serializer_pb2
 from pyref._proto.savepoint.v1.serializer_pb2 import SerializerSnapshot
 from pyref.errors import CorruptSavepointError, InvalidArgumentError
 
+from .descriptor_rules import check_descriptor_rules
 from .base import (
     Compatibility,
     CompatibilityResult,
@@ -150,6 +151,7 @@ def _load_message_class(fds: descriptor_pb2.FileDescriptorSet, message_name: str
             pool.Add(f)
     except (TypeError, ValueError, KeyError) as e:
         raise CorruptSavepointError(f"protobuf descriptor set does not build: {e}") from e
+    check_descriptor_rules(order, pool)
     try:
         desc = pool.FindMessageTypeByName(message_name)
     except KeyError:

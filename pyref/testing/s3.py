@@ -133,6 +133,10 @@ class FaultProxy:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
+        #: Exchanges being served: a client may have every byte of a response before the
+        #: proxy logs it, so :meth:`counting` waits for them.
+        self._served = threading.Condition(self._lock)
+        self._in_flight = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -162,6 +166,17 @@ class FaultProxy:
         with self._lock:
             self.log.append(exchange)
 
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        with self._lock:
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._served:
+                self._in_flight -= 1
+                self._served.notify_all()
+
     def fetched(self, path: str = "", method: str = "GET") -> int:
         """Body bytes of the successful responses to ``method`` requests whose path contains ``path``."""
         with self._lock:
@@ -174,7 +189,8 @@ class FaultProxy:
             start = len(self.log)
         seen: list[Exchange] = []
         yield seen
-        with self._lock:
+        with self._served:
+            self._served.wait_for(lambda: not self._in_flight, timeout=30)
             seen.extend(self.log[start:])
 
 
@@ -193,6 +209,10 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             pass
 
         def _forward(self) -> None:
+            with proxy.serving():
+                self._serve()
+
+        def _serve(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
             fault = proxy.fault_for(self.command, self.path)

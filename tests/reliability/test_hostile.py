@@ -364,12 +364,13 @@ def test_unknown_serializer_ids_load_no_code(small):
     assert "not registered" in str(err)
 
 
-def test_the_data_file_magic_is_checked_by_verify(small):
+def test_the_data_file_magic_is_checked_by_reads_and_verify(small):
     from pyref import Savepoint
     from pyref.inspection import verify
 
     (name,) = data_files(small)
     with open(name, "r+b") as f:
         f.write(b"\0" * len(DATA_FILE_MAGIC))
-    read_all(small)  # reads never use those bytes (spec/security.md)
+    err = bounded(read_all, small)  # every read checks it before using the file (spec/format.md §6.3)
+    assert isinstance(err, CorruptSavepointError) and "magic" in str(err)
     assert any("magic" in e for e in verify(Savepoint.open(small)).errors)

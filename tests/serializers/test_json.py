@@ -76,7 +76,9 @@ def test_nested_and_nullable():
         (b"\"\xff\"", "invalid UTF-8 (invalid start byte) at offset 1"),
         ("\ufeff1".encode(), "invalid JSON"),  # byte order mark
         ("\"é\" é".encode(), "at offset 5"),  # offsets count bytes, not characters
-        (b"[" * 100_000, "invalid JSON"),  # too deep for the parser
+        (b"[" * 100_000, "nested deeper than 64 levels"),  # refused before the parser recurses (§3.12)
+        (b"[" * 65 + b"]" * 65, "nested deeper than 64 levels"),
+        (b'{"a":' * 65 + b"1" + b"}" * 65, "nested deeper than 64 levels"),
     ],
 )
 
@@ -85,6 +87,28 @@ def test_corrupt(data, fragment):
         Json().decode(data)
     assert fragment in str(e.value)
     assert str(e.value).startswith("json: ")
+
+
+def test_nesting_limit_is_exact():
+    """64 levels of arrays and objects read, 65 do not (spec/serializers.md §3.12); brackets in
+    strings are text, not nesting. Writers refuse what readers would."""
+    deepest = b'{"a":' * 32 + b"[" * 32 + b'"[[[{{{\\"["' + b"]" * 32 + b"}" * 32
+    value = Json().decode(deepest)
+    for _ in range(32):
+        value = value["a"]
+    for _ in range(31):
+        value = value[0]
+    assert value == ['[[[{{{"[']
+    assert Json().decode(Json().encode(_nested_lists(64))) == _nested_lists(64)
+    with pytest.raises(InvalidArgumentError, match="deeper than 64"):
+        Json().encode(_nested_lists(65))
+
+
+def _nested_lists(depth: int) -> list:
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
 
 
 def test_corrupt_array_names_the_record():
