@@ -383,7 +383,7 @@ class Tuple(Serializer):
             )
         return CompatibilityResult(_AS_IS, self, "same tuple serializer")
 
-    def _resolve_evolution(self, old: Tuple, old_snapshot, sources: list[int | None]) -> CompatibilityResult:
+    def _resolve_evolution(self, old: Tuple, old_snapshot: SerializerSnapshot, sources: list[int | None]) -> CompatibilityResult:
         """Fields added, removed or reordered (§5.3): after migration when every added field
         has a default and no kept field is incompatible (every value is rewritten by this
         serializer, so a kept field that is reconfigured or migrated is rewritten too)."""
@@ -435,7 +435,7 @@ class Tuple(Serializer):
             return None
         defaults = [self.defaults.get(n) for n in self.names]
 
-        def convert(value: tuple) -> tuple:
+        def convert(value: tuple[Any, ...]) -> tuple[Any, ...]:
             return tuple(default if i is None else value[i] if c is None else c(value[i])
                          for i, c, default in zip(sources, converters, defaults))
 
