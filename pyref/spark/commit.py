@@ -125,27 +125,21 @@ def _partials(df: DataFrame) -> list[pb.Manifest]:
     return [pb.Manifest.FromString(r.partial) for r in df.collect()]
 
 
-def _map_chunks_task(job: Job, fn: Callable, fragments: Iterable[Fragment]) -> Iterator[tuple[list[int], bytes]]:
+def _map_chunks_task(job: Job, fn: Callable, fragment: Fragment) -> Iterator[pa.RecordBatch]:
     sink = job.sink()
     try:
-        out = []
-        for fragment in fragments:
-            store, op = fragment.open()
-            state = part_of(op)
-            chunks = [fn(store, op, state, chunk, sink) for chunk in state.chunks]
-            out.append((fragment.chunk_indices, chunks))
+        store, op = fragment.open()
+        state = part_of(op)
+        chunks = [fn(store, op, state, chunk, sink) for chunk in state.chunks]
         files = sink.close()  # completes every chunk (codec, CRC, location)
     except BaseException:
         sink.abort()
         raise
     # A partial manifest: the task's files, and the new chunks (in fragment order) in its one state.
     result = pb.Manifest(data_files=files)
-    state = result.operators.add().list_states.add()
-    indices = []
-    for chunk_indices, chunks in out:
-        indices.extend(chunk_indices)
-        state.chunks.extend(chunks)
-    yield indices, result.SerializeToString()
+    result.operators.add().list_states.add().chunks.extend(chunks)
+    yield pa.record_batch([pa.array([list(fragment.chunk_indices)], pa.list_(pa.int64())),
+                           pa.array([result.SerializeToString()], pa.binary())], names=["indices", "partial"])
 
 
 def map_chunks(spark: SparkSession, job: Job, fragments: Sequence[Fragment],
@@ -154,9 +148,9 @@ def map_chunks(spark: SparkSession, job: Job, fragments: Sequence[Fragment],
     ``fragments``, one fragment per task; returns (chunk indices, partial manifest) per task."""
     if not fragments:
         return []
-    rdd = spark.sparkContext.parallelize(list(fragments), len(fragments))
-    results = rdd.mapPartitions(partial(_map_chunks_task, job, fn)).collect()
-    return [(indices, pb.Manifest.FromString(data)) for indices, data in results]
+    results = fragment_tasks(spark, fragments, partial(_map_chunks_task, job, fn),
+                             "indices array<bigint>, partial binary").collect()
+    return [(list(r.indices), pb.Manifest.FromString(r.partial)) for r in results]
 
 
 # --------------------------------------------------------------------------

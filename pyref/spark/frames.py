@@ -22,6 +22,7 @@ from functools import partial
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from ..errors import InvalidArgumentError
@@ -41,13 +42,23 @@ def _run(read: FragmentReader, consume: BatchConsumer | None, rows: Iterator[pa.
     return batches if consume is None else consume(batches)
 
 
+def one_row_per_task(spark: SparkSession, rows: Sequence[tuple], schema: str) -> DataFrame:
+    """``rows`` (of the DDL ``schema``) as a DataFrame with each row in a partition of its own,
+    so that a task each handles them; the same plan on classic Spark and Spark Connect (no
+    SparkContext): a range with one id per partition, joined to the numbered rows broadcast
+    (a broadcast join keeps the range's partitions)."""
+    tasks = max(len(rows), 1)
+    numbered = spark.createDataFrame([(i, *row) for i, row in enumerate(rows)], f"task bigint, {schema}")
+    ids = spark.range(0, tasks, 1, tasks).withColumnRenamed("id", "task")
+    return ids.join(F.broadcast(numbered), "task").drop("task")
+
+
 def fragment_tasks(spark: SparkSession, fragments: Sequence[Fragment], read: FragmentReader,
                    schema: StructType | str, consume: BatchConsumer | None = None) -> DataFrame:
     """The batches ``read`` makes of each fragment, in a Spark task of its own (one
-    partition per fragment), passed through ``consume`` in that task if given. Each
-    task receives its own fragment only, as a row."""
-    rows = spark.sparkContext.parallelize([f.as_row() for f in fragments], max(len(fragments), 1))
-    return spark.createDataFrame(rows, FRAGMENT_SCHEMA).mapInArrow(partial(_run, read, consume), schema)
+    partition per fragment), passed through ``consume`` in that task if given."""
+    rows = one_row_per_task(spark, [f.as_row() for f in fragments], FRAGMENT_SCHEMA)
+    return rows.mapInArrow(partial(_run, read, consume), schema)
 
 
 def _spark_rows(raw: bool, target_parallelism: int | None, schema: StructType,
