@@ -55,7 +55,8 @@ def spark_schema(schema: pa.Schema) -> StructType:
 
 #: Options of ``format("savepoint")`` reads, as documented (Spark matches option names
 #: without regard to case); the snake_case names of pyref 1.x are accepted too.
-READ_OPTIONS = ("path", "operator", "state", "timerService", "domain", "raw", "targetParallelism", "fragmentBytes")
+READ_OPTIONS = ("path", "operator", "state", "timerService", "domain", "raw", "targetParallelism", "fragmentBytes",
+                "pushFilters")
 
 
 def option_values(options, valid: Sequence[str], what: str) -> dict[str, str]:
@@ -113,6 +114,7 @@ class _Options:
         self.raw = bool_option(values, "raw")
         self.target_parallelism = int_option(values, "targetParallelism")
         self.fragment_bytes = int_option(values, "fragmentBytes", DEFAULT_FRAGMENT_BYTES)
+        self.push_filters = bool_option(values, "pushFilters")
 
     def plan(self, selection: Selection | None = None) -> StateScan:
         return StateScan.plan(self.path, self.operator, self.state, raw=self.raw,
@@ -133,7 +135,7 @@ class SavepointDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         options = _Options(self.options)
         check_user_schema(schema, spark_schema(options.plan().schema))
-        return SavepointReader(options, schema)
+        return (FilteringSavepointReader if options.push_filters else SavepointReader)(options, schema)
 
 
 def check_user_schema(given: StructType, actual: StructType) -> None:
@@ -145,27 +147,12 @@ def check_user_schema(given: StructType, actual: StructType) -> None:
 
 
 class SavepointReader(DataSourceReader):
-    """Reads one state's fragments; takes Spark's filters on ``key`` (= and IN), ``key_group``
-    (=, IN, <, <=, >, >=) and ``subtask`` (= and IN) to plan only the chunks that may hold
-    their rows (:class:`~pyref.spark.fragments.Selection`)."""
+    """Reads one state's fragments (those its :class:`~pyref.spark.fragments.Selection` keeps)."""
 
     def __init__(self, options: _Options, schema: StructType) -> None:
         self.options = options
         self.schema = schema
         self.selection = Selection()
-
-    def pushFilters(self, filters: list) -> Iterator:
-        scan = self.options.plan()
-        names = set(scan.schema.names)
-        key_type = scan.schema.field("key").type if "key" in names else None
-        keyed = "key_group" in names and not self.options.raw and not scan.writer_assigned_key_groups
-        for f in filters:
-            narrowed = _narrowed(self.selection, f, names, keyed and key_type is not None
-                                 and not pa.types.is_struct(key_type), scan.max_parallelism)
-            if narrowed is None:
-                yield f  # Spark evaluates it
-            else:
-                self.selection = narrowed
 
     def partitions(self) -> list[InputPartition]:
         return [InputPartition(f) for f in self.options.plan(self.selection).fragments]
@@ -183,6 +170,26 @@ class SavepointReader(DataSourceReader):
 # Spark's filters by class name: pyspark 4.0 has no filter classes (nor pushdown) to import.
 _COMPARISONS = {"GreaterThan": operator.gt, "GreaterThanOrEqual": operator.ge, "LessThan": operator.lt,
                 "LessThanOrEqual": operator.le}
+
+
+class FilteringSavepointReader(SavepointReader):
+    """With ``pushFilters`` = ``true``: takes Spark's filters on ``key`` (= and IN), ``key_group``
+    (=, IN, <, <=, >, >=) and ``subtask`` (= and IN) to plan only the chunks that may hold
+    their rows. Opt-in: pyspark (4.1 to at least 4.3.0) keeps a pushed-down scan's partitions
+    on the relation, so a later query of the same DataFrame without filters reads them too."""
+
+    def pushFilters(self, filters: list) -> Iterator:
+        scan = self.options.plan()
+        names = set(scan.schema.names)
+        key_type = scan.schema.field("key").type if "key" in names else None
+        keyed = "key_group" in names and not self.options.raw and not scan.writer_assigned_key_groups
+        for f in filters:
+            narrowed = _narrowed(self.selection, f, names, keyed and key_type is not None
+                                 and not pa.types.is_struct(key_type), scan.max_parallelism)
+            if narrowed is None:
+                yield f  # Spark evaluates it
+            else:
+                self.selection = narrowed
 
 
 def _values(f) -> tuple | None:
@@ -291,6 +298,9 @@ def _entries(state: dict) -> int | None:
 
 
 def register(spark: SparkSession) -> None:
-    """Make ``format("savepoint")`` and ``format("savepoint-metadata")`` available on ``spark``."""
+    """Make ``format("savepoint")`` and ``format("savepoint-metadata")`` available on ``spark``,
+    and turn on Spark's filter pushdown to Python data sources (pyspark >= 4.1), without which
+    Spark refuses a reader that takes filters (the setting is unknown to, and ignored by, 4.0)."""
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(SavepointDataSource)
     spark.dataSource.register(SavepointMetadataDataSource)

@@ -17,7 +17,7 @@ this where throughput matters.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 
 import pyarrow as pa
@@ -27,7 +27,7 @@ from pyspark.sql.types import StructType
 
 from ..errors import InvalidArgumentError
 from .datasource import as_spark_batches, spark_schema
-from .fragments import DEFAULT_FRAGMENT_BYTES, FRAGMENT_SCHEMA, Fragment, StateScan, fragment_batches
+from .fragments import DEFAULT_FRAGMENT_BYTES, FRAGMENT_SCHEMA, Fragment, Selection, StateScan, fragment_batches
 
 #: Reads one fragment as Arrow batches, in a Spark task.
 FragmentReader = Callable[[Fragment], Iterator[pa.RecordBatch]]
@@ -61,18 +61,24 @@ def fragment_tasks(spark: SparkSession, fragments: Sequence[Fragment], read: Fra
     return rows.mapInArrow(partial(_run, read, consume), schema)
 
 
-def _spark_rows(raw: bool, target_parallelism: int | None, schema: StructType,
+def _spark_rows(raw: bool, target_parallelism: int | None, schema: StructType, selection: Selection,
                 fragment: Fragment) -> Iterator[pa.RecordBatch]:
-    return as_spark_batches(fragment_batches(fragment, raw=raw, target_parallelism=target_parallelism), schema)
+    batches = fragment_batches(fragment, raw=raw, target_parallelism=target_parallelism)
+    return as_spark_batches((selection.rows(b) for b in batches), schema)
 
 
 def read_state(spark: SparkSession, path: str | os.PathLike[str], operator: str, state: str | None = None, *,
                raw: bool = False, target_parallelism: int | None = None, fragment_bytes: int = DEFAULT_FRAGMENT_BYTES,
-               timer_service: str | None = None, domain: str | None = None) -> DataFrame:
+               timer_service: str | None = None, domain: str | None = None, keys: Sequence | None = None,
+               key_groups: Iterable[int] | None = None, subtasks: Iterable[int] | None = None) -> DataFrame:
     """One state of the savepoint at ``path`` as a DataFrame, or (format 1.2, ``timer_service``
     instead of ``state``) one timer service's timers: the rows and columns of
     ``spark.read.format("savepoint")`` with the options of the same names. A Flink savepoint
-    (a directory with a Flink ``_metadata``) is read by :func:`pyref.spark.flink.read_flink_state`."""
+    (a directory with a Flink ``_metadata``) is read by :func:`pyref.spark.flink.read_flink_state`.
+
+    ``keys``, ``key_groups`` and ``subtasks`` keep only those rows, and plan only the chunks
+    (list runs) that can hold them: a lookup of a few keys reads their key groups' chunks
+    (and of those, with format 1.1 key bounds, only the ones whose bounds hold a key)."""
     from ..flink.import_cli import is_flink_savepoint
 
     if is_flink_savepoint(os.fspath(path)):
@@ -81,7 +87,14 @@ def read_state(spark: SparkSession, path: str | os.PathLike[str], operator: str,
         from .flink import read_flink_state
 
         return read_flink_state(spark, path, operator, state, timer_service=timer_service, domain=domain, raw=raw)
+    selection = Selection(None if keys is None else tuple(keys),
+                          None if key_groups is None else frozenset(int(g) for g in key_groups),
+                          None if subtasks is None else frozenset(int(s) for s in subtasks))
+    if keys is not None and raw:
+        raise InvalidArgumentError("keys select decoded keys; read raw=True without them")
     scan = StateScan.plan(os.fspath(path), operator, state, raw=raw, target_parallelism=target_parallelism,
-                          fragment_bytes=fragment_bytes, timer_service=timer_service, domain=domain)
+                          fragment_bytes=fragment_bytes, timer_service=timer_service, domain=domain,
+                          selection=selection)
     schema = spark_schema(scan.schema)
-    return fragment_tasks(spark, scan.fragments, partial(_spark_rows, raw, target_parallelism, schema), schema)
+    return fragment_tasks(spark, scan.fragments, partial(_spark_rows, raw, target_parallelism, schema, selection),
+                          schema)
