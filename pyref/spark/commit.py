@@ -84,8 +84,9 @@ _PARTIAL_SCHEMA = "partial binary"
 _FEED_BYTES = 16 << 20
 
 
-def _write_task(job: Job, open_state: Callable, feed: Callable, batches: Iterator[pa.RecordBatch]
-                ) -> Iterator[pa.RecordBatch]:
+def write_partial(job: Job, open_state: Callable, feed: Callable, batches: Iterator[pa.RecordBatch]) -> bytes:
+    """A task's share of one state through the core writer, never committed: its partial
+    manifest, serialized."""
     writer = job.writer()
     try:
         state = open_state(writer)
@@ -95,7 +96,13 @@ def _write_task(job: Job, open_state: Callable, feed: Callable, batches: Iterato
     except BaseException:
         writer.abort()  # best effort; the driver deletes whatever is left
         raise
-    yield pa.record_batch([pa.array([partial_manifest.SerializeToString()], pa.binary())], names=["partial"])
+    return partial_manifest.SerializeToString()
+
+
+def _write_task(job: Job, open_state: Callable, feed: Callable, batches: Iterator[pa.RecordBatch]
+                ) -> Iterator[pa.RecordBatch]:
+    written = write_partial(job, open_state, feed, batches)
+    yield pa.record_batch([pa.array([written], pa.binary())], names=["partial"])
 
 
 def write_partials(df: DataFrame, job: Job, open_state: Callable, feed: Callable) -> list[pb.Manifest]:

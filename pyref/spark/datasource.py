@@ -38,7 +38,7 @@ from dataclasses import replace
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter, InputPartition
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
@@ -136,6 +136,13 @@ class SavepointDataSource(DataSource):
         options = _Options(self.options)
         check_user_schema(schema, spark_schema(options.plan().schema))
         return (FilteringSavepointReader if options.push_filters else SavepointReader)(options, schema)
+
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """``df.write.format("savepoint")``: :mod:`pyref.spark.sink`."""
+        from .sink import plan_write  # it builds on this module
+
+        return plan_write(self.options, schema, overwrite)
 
 
 def check_user_schema(given: StructType, actual: StructType) -> None:

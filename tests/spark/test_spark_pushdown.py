@@ -21,7 +21,7 @@ KEYS = [f"/p/{i}" for i in range(2000)]
 def lookup(tmp_path_factory):
     """Small chunks and files, so that each key group's chunks are in a few files of their own."""
     path = tmp_path_factory.mktemp("pushdown") / "sp"
-    with SavepointWriter(str(path), chunk_bytes=512, file_bytes=2048, key_bounds=True) as w:
+    with SavepointWriter(str(path), chunk_bytes=512, file_bytes=2048, inline_bytes=0, key_bounds=True) as w:
         w.add_operator("counter", parallelism=4, key_serializer=String()).keyed_state("count", Int32()).add(
             KEYS, list(range(len(KEYS))))
     return path
@@ -34,9 +34,10 @@ def _only_files_of(path, key: str) -> None:
     chunks = sp.operator("counter").keyed_state("count").proto.chunks
     group = assign_to_key_group(key, 128, "string")
     wanted = {c.range.file for c in chunks if c.key_group == group}
-    for i, f in enumerate(sp.manifest.data_files):
-        if i not in wanted:
-            (path / f.path).unlink()
+    unwanted = [f for i, f in enumerate(sp.manifest.data_files) if i not in wanted]
+    assert len(unwanted) > 10 * len(wanted)
+    for f in unwanted:
+        (path / f.path).unlink()
 
 
 def test_point_lookup_reads_only_the_key_chunks(spark, lookup, tmp_path):
@@ -53,12 +54,12 @@ def test_point_lookup_reads_only_the_key_chunks(spark, lookup, tmp_path):
         "key", "value").collect()] == [("/p/7", 7)]
     df = (spark.read.format("savepoint").option("operator", "counter").option("state", "count")
           .option("pushFilters", "true").load(str(copy)))
-    query = df.where(F.col("key").isin("/p/7"))
+    query = df.where(F.col("key").isin("/p/7", "/p/nothing"))
     assert [r.value for r in query.collect()] == [7]
     shown = io.StringIO()
     with contextlib.redirect_stdout(shown):
         query.explain("formatted")
-    assert "PushedFilters: [In(key, [/p/7])]" in shown.getvalue()
+    assert "PushedFilters: [In(key, [/p/7,/p/nothing])]" in shown.getvalue(), shown.getvalue()
     with pytest.raises(Exception):  # the full read needs the deleted files
         read_state(spark, copy, "counter", "count").count()
 
@@ -84,15 +85,18 @@ def test_key_group_and_subtask_selections(spark, lookup):
 def test_unknown_options_and_wrong_schemas_are_refused_on_the_driver(spark, lookup):
     from pyspark.sql.types import StructType
 
-    reader = spark.read.format("savepoint").option("operator", "counter")
+    def reader():  # a DataFrameReader keeps its options: one each
+        return spark.read.format("savepoint").option("operator", "counter")
+
     with pytest.raises(Exception, match="unknown option 'stat'.*valid options: path, operator, state"):
-        reader.option("stat", "count").load(str(lookup)).collect()
+        reader().option("stat", "count").load(str(lookup)).collect()
     with pytest.raises(Exception, match="option 'targetParallelism' takes a whole number"):
-        reader.option("state", "count").option("target_parallelism", "x").load(str(lookup)).collect()
+        reader().option("state", "count").option("target_parallelism", "x").load(str(lookup)).collect()
     with pytest.raises(Exception, match="is not this state's"):
-        reader.option("state", "count").schema(StructType.fromDDL("key string, value string")).load(
+        reader().option("state", "count").schema(StructType.fromDDL("key string, value string")).load(
             str(lookup)).collect()
-    assert reader.option("state", "count").option("targetParallelism", "2").load(str(lookup)).columns[-1] == "subtask"
+    assert reader().option("state", "count").option("targetParallelism", "2").load(str(lookup)).columns[-1] == \
+        "subtask"
 
 
 def test_raw_reads_take_no_keys(spark, lookup):
