@@ -99,16 +99,18 @@ def write_partial(job: Job, open_state: Callable, feed: Callable, batches: Itera
     return partial_manifest.SerializeToString()
 
 
-def _write_task(job: Job, open_state: Callable, feed: Callable, batches: Iterator[pa.RecordBatch]
-                ) -> Iterator[pa.RecordBatch]:
-    written = write_partial(job, open_state, feed, batches)
+def _write_task(job: Job, open_state: Callable, feed: Callable, prepare: Callable | None,
+                batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    written = write_partial(job, open_state, feed, batches if prepare is None else prepare(batches))
     yield pa.record_batch([pa.array([written], pa.binary())], names=["partial"])
 
 
-def write_partials(df: DataFrame, job: Job, open_state: Callable, feed: Callable) -> list[pb.Manifest]:
+def write_partials(df: DataFrame, job: Job, open_state: Callable, feed: Callable,
+                   prepare: Callable | None = None) -> list[pb.Manifest]:
     """Run a write task on every partition of ``df``: ``open_state(writer)`` adds the
-    operator and state to the task's core writer, ``feed(state, batch)`` adds a batch."""
-    return _partials(df.mapInArrow(partial(_write_task, job, open_state, feed), _PARTIAL_SCHEMA))
+    operator and state to the task's core writer, ``feed(state, batch)`` adds a batch
+    (after ``prepare(batches)``, a check of the task's rows, if given)."""
+    return _partials(df.mapInArrow(partial(_write_task, job, open_state, feed, prepare), _PARTIAL_SCHEMA))
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,7 @@ def write_fragment_partials(spark: SparkSession, job: Job, fragments: Sequence[F
     """As :func:`write_partials`, each task's input being ``read(fragment)`` of its own
     fragment, in the same Python worker: a rewrite with no shuffle and no Arrow
     round trip through the JVM."""
-    write = partial(_write_task, job, open_state, feed)
+    write = partial(_write_task, job, open_state, feed, None)
     return _partials(fragment_tasks(spark, fragments, read, _PARTIAL_SCHEMA, consume=write))
 
 

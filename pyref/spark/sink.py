@@ -37,7 +37,7 @@ from pyspark.sql.types import StructType
 from .. import __version__
 from .._proto.savepoint.v1 import manifest_pb2 as pb
 from ..errors import InvalidArgumentError
-from ..io import open_io
+from ..io import SavepointIO, open_io
 from ..key_groups import check_parallelism, default_max_parallelism
 from ..keys import key_type_of
 from ..manifest import decode_manifest, state_label
@@ -54,7 +54,7 @@ from .writer import _drop_unused_files, _feed_keyed, _feed_list, _open_keyed, _o
 #: Options of ``format("savepoint")`` writes (names without regard to case, snake_case too).
 WRITE_OPTIONS = ("path", "operator", "state", "stateType", "kind", "keySerializer", "valueSerializer",
                  "userKeySerializer", "parallelism", "maxParallelism", "distribution", "codec", "chunkBytes",
-                 "fileBytes", "keyBounds")
+                 "fileBytes", "inlineBytes", "keyBounds")
 
 _KINDS = {name: kind for kind, name in KIND_NAMES.items()}
 # pyspark 4.0 hands a writer Rows; later versions have an Arrow writer that takes batches.
@@ -88,8 +88,7 @@ def plan_write(options, schema: StructType, overwrite: bool) -> SavepointSink:
     if not location or not operator_id or not name:
         raise InvalidArgumentError("a savepoint write needs .save(path) and the options 'operator' and 'state'")
     io = open_io(location)
-    previous = io.read_file(MANIFEST_NAME) if io.size(MANIFEST_NAME) is not None else None
-    manifest = decode_manifest(previous, path=io.describe(MANIFEST_NAME))[0] if previous is not None else pb.Manifest()
+    previous, manifest = _current(io)
     op = next((o for o in manifest.operators if o.operator_id == operator_id), None)
     new_operator = b""
     if op is None:
@@ -117,10 +116,29 @@ def plan_write(options, schema: StructType, overwrite: bool) -> SavepointSink:
     options = WriteOptions(codec=values.get("codec", "zstd"),
                            chunk_bytes=int_option(values, "chunkBytes", WriteOptions.chunk_bytes),
                            file_bytes=int_option(values, "fileBytes", WriteOptions.file_bytes),
+                           inline_bytes=_count(values, "inlineBytes", WriteOptions.inline_bytes),
                            key_bounds=bool_option(values, "keyBounds"))
     target = _Target(io.location, Job.new(io.location, options), _Shape.of(op), state.SerializeToString(), keyed,
                      columns, hashlib.sha256(previous).hexdigest() if previous is not None else None, new_operator)
     return SavepointSink(target, open_state, schema)
+
+
+def _current(io: SavepointIO) -> tuple[bytes | None, pb.Manifest]:
+    """The manifest at the path as stored and decoded (none: an empty one)."""
+    if io.size(MANIFEST_NAME) is None:
+        return None, pb.Manifest()
+    previous = io.read_file(MANIFEST_NAME)
+    return previous, decode_manifest(previous, path=io.describe(MANIFEST_NAME))[0]
+
+
+def _count(values: dict[str, str], name: str, default: int) -> int:
+    """A whole number option that may be 0."""
+    text = values.get(name)
+    if text is None:
+        return default
+    if not text.isdigit():
+        raise InvalidArgumentError(f"option {name!r} takes a whole number >= 0, got {text!r}")
+    return int(text)
 
 
 def _serializer(values: dict[str, str], option: str, required: bool = False) -> Serializer | None:
@@ -190,13 +208,12 @@ class SavepointSink(_Writer):
     def commit(self, messages: list) -> None:
         t = self.target
         io = open_io(t.location)
-        previous = io.read_file(MANIFEST_NAME) if io.size(MANIFEST_NAME) is not None else None
+        previous, manifest = _current(io)
         digest = hashlib.sha256(previous).hexdigest() if previous is not None else None
         if digest != t.previous_digest:
             self.abort(messages)
             raise InvalidArgumentError("the savepoint changed while this write ran; nothing was committed",
                                        path=t.location)
-        manifest = decode_manifest(previous, path=io.describe(MANIFEST_NAME))[0] if previous is not None else pb.Manifest()
         manifest.savepoint_id = str(uuid.uuid4())
         manifest.created_by = f"pyref {__version__} (spark)"
         manifest.created_at_ms = int(time.time() * 1000)

@@ -29,7 +29,8 @@ class ConnectServer:
 
     def __enter__(self) -> ConnectServer:
         self._process = subprocess.Popen(
-            [sys.executable, "-m", __name__, str(self.port), str(self.cores), *(f"{k}={v}" for k, v in self.conf.items())],
+            [sys.executable, "-m", __name__, str(self.port), str(self.cores),
+             *(f"{k}={v}" for k, v in self.conf.items())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             env={**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)})
         line = self._process.stdout.readline().strip()

@@ -50,6 +50,7 @@ def test_reads(connect, source):
     df = connect.read.format("savepoint").option("operator", "counter").option("state", "count").load(str(source))
     assert {r.key: r.value for r in df.collect()} == want
     assert {r.key: r.value for r in read_state(connect, source, "counter", "count").collect()} == want
+    assert [r.value for r in read_state(connect, source, "counter", "count", keys=["/p/3"]).collect()] == [3]
     assert [r.value for r in read_state(connect, source, "counter", "buffer").collect()] == [5, 6, 7]
 
 
@@ -66,6 +67,11 @@ def test_bootstrap_and_jobs(connect, source, tmp_path):
     boot = Savepoint.open(tmp_path / "boot")
     assert verify(boot).ok
     assert dict(boot.operator("counter").keyed_state("count").items()) == {f"/q/{i}": i for i in range(200)}
+
+    replaced = connect.createDataFrame([("/q/1", -1)], "key string, value long")
+    (replaced.write.format("savepoint").mode("overwrite").option("operator", "counter").option("state", "count")
+     .option("valueSerializer", "int64").save(str(tmp_path / "boot")))
+    assert dict(Savepoint.open(tmp_path / "boot").operator("counter").keyed_state("count").items()) == {"/q/1": -1}
 
     rescale(source, tmp_path / "p3", 3, spark=connect, copy=True, progress=False)  # chunks copied by tasks
     assert Savepoint.open(tmp_path / "p3").operator("counter").parallelism == 3

