@@ -7,18 +7,25 @@
               .option("state", "count").load("/savepoints/sp-1"))
     spark.read.format("savepoint-metadata").load("/savepoints/sp-1").show()
 
-Options of ``savepoint``:
+Options of ``savepoint`` reads (names as Spark matches them, without regard to case; the
+snake_case names of pyref 1.x, ``target_parallelism`` and so on, are accepted too; any other
+name is an error naming the valid ones):
 
 - ``operator``, ``state`` (required): the state to read; or (format 1.2), instead
-  of ``state``, ``timer_service`` (and ``domain``, ``event_time`` or
+  of ``state``, ``timerService`` (and ``domain``, ``event_time`` or
   ``processing_time``, when both domains have a service of that name).
 - ``raw`` = ``true``: the stored bytes as binary columns, nothing decoded (reads
   states whose serializer is not registered where Spark runs).
-- ``target_parallelism`` = N: add ``subtask``, the subtask each row restores to
+- ``targetParallelism`` = N: add ``subtask``, the subtask each row restores to
   at parallelism N (by key group for keyed state; by the restore plan's
   redistribution for list state, whose rows then are the lists each new subtask
   restores, UNION elements once per subtask).
-- ``fragment_bytes``: stored bytes per Spark partition (default 64 MiB).
+- ``fragmentBytes``: stored bytes per Spark partition (default 64 MiB).
+- ``pushFilters`` = ``true``: take Spark's filters on ``key``, ``key_group`` and
+  ``subtask`` and plan only the chunks that can hold their rows (:class:`FilteringSavepointReader`).
+
+A ``.schema(...)`` must be the state's own columns; it is checked where Spark plans the read.
+``df.write.format("savepoint")`` writes one state (:mod:`pyref.spark.sink`).
 
 Keyed state reads as ``key_group, key[, namespace][, user_key], value
 [, ttl_timestamp][, subtask]`` (namespace and TTL timestamp for namespaced and TTL

@@ -27,6 +27,7 @@ from ..errors import InvalidArgumentError
 
 #: The column holding the caller's ``order_by`` values while duplicates are resolved.
 ORDER = "__pyref_order"
+NEWEST = "__pyref_newest"
 POLICIES = ("error", "last", "combine")
 _FUNCTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -44,8 +45,8 @@ def resolve_duplicates(rows: DataFrame, identity: Sequence[str], policy: str, co
         raise InvalidArgumentError("combine (an aggregate function name) is needed by duplicates='combine', "
                                    "and only by it")
     if policy == "last":
-        newest = F.max(ORDER).over(Window.partitionBy(*identity))
-        return rows.where(F.col(ORDER) == newest).drop(ORDER), True
+        newest = rows.withColumn(NEWEST, F.max(ORDER).over(Window.partitionBy(*identity)))
+        return newest.where(F.col(ORDER) == F.col(NEWEST)).drop(ORDER, NEWEST), True
     if policy == "combine":
         if not _FUNCTION.fullmatch(combine):
             raise InvalidArgumentError(f"combine names a Spark SQL aggregate function (sum, max, ...), got {combine!r}")

@@ -60,7 +60,8 @@ def test_point_lookup_reads_only_the_key_chunks(spark, lookup, tmp_path):
     shown = io.StringIO()
     with contextlib.redirect_stdout(shown):
         query.explain("formatted")
-    assert re.search(r"PushedFilters: \[(EqualTo\(key,/p/7\)|In\(key, \[/p/7\]\))\]", shown.getvalue()), shown.getvalue()
+    pushed = r"PushedFilters: \[(EqualTo\(key,/p/7\)|In\(key, \[/p/7\]\))\]"
+    assert re.search(pushed, shown.getvalue()), shown.getvalue()
     with pytest.raises(Exception):  # the full read needs the deleted files
         read_state(spark, copy, "counter", "count").count()
 
