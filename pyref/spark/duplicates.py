@@ -11,6 +11,9 @@ never stores them as they come:
 - ``"last"``: the rows with the greatest ``order_by`` value of each identity (a window over
   the identity), then checked as with ``"error"``, so a tie is refused too;
 - ``"combine"``: one row per identity, its value a Spark SQL aggregate of the values.
+
+(SQL text and DataFrame methods only, not ``pyspark.sql.functions``, whose columns are of
+the classic kind in a process that also has a classic session, whatever the DataFrame.)
 """
 
 from __future__ import annotations
@@ -20,8 +23,7 @@ from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame
 
 from ..errors import InvalidArgumentError
 
@@ -45,15 +47,17 @@ def resolve_duplicates(rows: DataFrame, identity: Sequence[str], policy: str, co
         raise InvalidArgumentError("combine (an aggregate function name) is needed by duplicates='combine', "
                                    "and only by it")
     if policy == "last":
-        newest = rows.withColumn(NEWEST, F.max(ORDER).over(Window.partitionBy(*identity)))
-        return newest.where(F.col(ORDER) == F.col(NEWEST)).drop(ORDER, NEWEST), True
+        over = ", ".join(f"`{name}`" for name in identity)
+        newest = rows.selectExpr("*", f"max(`{ORDER}`) OVER (PARTITION BY {over}) AS `{NEWEST}`")
+        return newest.where(f"`{ORDER}` = `{NEWEST}`").drop(ORDER, NEWEST), True
     if policy == "combine":
         if not _FUNCTION.fullmatch(combine):
             raise InvalidArgumentError(f"combine names a Spark SQL aggregate function (sum, max, ...), got {combine!r}")
         groups = [*identity, *(["key_group"] if "key_group" in rows.columns else [])]
-        aggregates = [F.expr(f"{combine}(value)").alias("value"),
-                      *([F.max("ttl_timestamp").alias("ttl_timestamp")] if "ttl_timestamp" in rows.columns else [])]
-        combined = rows.groupBy(*groups).agg(*aggregates)
+        aggregates = {"value": combine, **({"ttl_timestamp": "max"} if "ttl_timestamp" in rows.columns else {})}
+        combined = rows.groupBy(*groups).agg(aggregates)
+        for column, function in aggregates.items():
+            combined = combined.withColumnRenamed(f"{function}({column})", column)
         return combined.select(*rows.columns), False
     return rows, True
 

@@ -22,7 +22,6 @@ from functools import partial
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from ..errors import InvalidArgumentError
@@ -50,7 +49,7 @@ def one_row_per_task(spark: SparkSession, rows: Sequence[tuple], schema: str) ->
     tasks = max(len(rows), 1)
     numbered = spark.createDataFrame([(i, *row) for i, row in enumerate(rows)], f"task bigint, {schema}")
     ids = spark.range(0, tasks, 1, tasks).withColumnRenamed("id", "task")
-    return ids.join(F.broadcast(numbered), "task").drop("task")
+    return ids.join(numbered.hint("broadcast"), "task").drop("task")
 
 
 def fragment_tasks(spark: SparkSession, fragments: Sequence[Fragment], read: FragmentReader,

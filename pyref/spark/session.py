@@ -10,7 +10,6 @@ import os
 import sys
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from .datasource import register
 
@@ -27,7 +26,13 @@ def spark_session(master: str | None = "local[*]", app_name: str = "pyref", *, r
     the job (README, "On a Spark cluster").
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.remote(remote) if remote else SparkSession.builder.master(master)
+    if remote and remote.startswith("sc://"):
+        # Connect's own builder: pyspark's generic one refuses a client beside a classic session.
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        builder = ConnectSession.builder.remote(remote)
+    else:
+        builder = SparkSession.builder.remote(remote) if remote else SparkSession.builder.master(master)
     builder = builder.appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -47,5 +52,5 @@ def default_parallelism(spark: SparkSession) -> int:
     configured = spark.conf.get("spark.default.parallelism", None)
     if configured:
         return int(configured)
-    probe = spark.range(0, 1 << 16).select(F.max(F.spark_partition_id()).alias("last"))
+    probe = spark.range(0, 1 << 16).selectExpr("max(spark_partition_id()) AS last")
     return int(probe.first()["last"]) + 1
