@@ -8,7 +8,8 @@
   ``compat_tests.generate_rejects_bounded_work``, and for format 1.2
   ``compat_tests.generate_goldens_1_2`` / ``compat_tests.generate_rejects_1_2`` /
   ``compat_tests.generate_rejects_1_2_bounded_work``, and
-  ``compat_tests.generate_base_paths_1_2`` (bases named by path): the generators of the
+  ``compat_tests.generate_base_paths_1_2`` (bases named by path), and
+  ``compat_tests.generate_spec_gaps_manifest`` (the manifest rules of issue 13): the generators of the
   committed corpora (they never overwrite a case).
 """
 

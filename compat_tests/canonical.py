@@ -509,8 +509,8 @@ def dump_savepoint(path: str | os.PathLike[str] | Any, parallelisms: Sequence[in
                   for s in services]
         restore = []
         for p in parallelisms:
-            if p > op.max_parallelism:
-                continue  # an operator cannot run above its max parallelism: not part of the dump
+            if not 1 <= p <= op.max_parallelism:
+                continue  # no operator runs at p < 1 or above its max parallelism: not part of the dump
             plan = sp.restore_plan({op.operator_id: p})
             subtasks = []
             for sub in plan.subtasks(op.operator_id):
@@ -727,7 +727,7 @@ def expected_from_model(operators: Iterable[OperatorModel], parallelisms: Sequen
                   for tm in op.timers]
         restore = []
         for p in parallelisms:
-            if p > op.max_parallelism:
+            if not 1 <= p <= op.max_parallelism:
                 continue
             modes = {ls.name: (DistributionMode(ls.mode), [len(x) for x in ls.partitions]) for ls in lists}
             modes.update({bm.name: (DistributionMode.BROADCAST, [len(x) for x in bm.partitions]) for bm in broadcast})

@@ -65,5 +65,5 @@ def test_a_1_0_reader_restores_1_1_goldens(case, manifest_1_0, tmp_path, monkeyp
     monkeypatch.setattr("pyref.manifest.KNOWN_OPTIONAL_FEATURES", frozenset())
     expected = json.loads((case / "expected.json").read_text(encoding="utf-8"))
     parallelisms = json.loads((case / "generated.json").read_text(encoding="utf-8"))["parallelisms"]
-    actual = dump_savepoint(work / "savepoint", parallelisms)
+    actual = dump_savepoint(work / "savepoint", parallelisms, expected["canonical_version"])  # schema 2: `values`
     assert canonical_text(actual) == canonical_text(expected)

@@ -13,6 +13,7 @@ from compat_tests import (
     generate_rejects_1_2,
     generate_rejects_1_2_bounded_work,
     generate_rejects_bounded_work,
+    generate_spec_gaps_manifest,
 )
 from compat_tests._build import read_sums
 from compat_tests.conformance import discover, verify_corpora
@@ -97,6 +98,20 @@ def test_base_path_cases_carry_their_store_root(tmp_path):
     assert "| `base-path-savepoint-replaced` |" in (tmp_path / "reject" / "1.2" / "README.md").read_text()
 
 
+def test_manifest_rule_cases_are_filed_by_label_and_written_once(tmp_path):
+    """Goldens go to the set of their label (1.0 here, with a schema 2 dump), rejects to
+    reject/manifest-rules/; a location that is no directory is a case too."""
+    only = ["manifest-rules-parallelisms-outside-range", "location-is-a-file"]
+    made = generate_spec_gaps_manifest.generate(tmp_path / "golden", tmp_path / "reject", only)
+    assert sorted(made) == sorted(only)
+    assert generate_spec_gaps_manifest.generate(tmp_path / "golden", tmp_path / "reject", only) == []
+    assert not verify_corpora(tmp_path, ["golden", "reject"])
+    assert {c.name for c in discover(tmp_path)} == {"golden/1.0/manifest-rules-parallelisms-outside-range",
+                                                    "reject/manifest-rules/location-is-a-file"}
+    assert (tmp_path / "reject" / "manifest-rules" / "location-is-a-file" / "savepoint").is_file()
+    assert "| `location-is-a-file` |" in (tmp_path / "reject" / "manifest-rules" / "README.md").read_text()
+
+
 @pytest.mark.slow
 def test_generators_make_every_committed_case(tmp_path):
     """Regenerating everything elsewhere gives the committed case list, and every case
@@ -108,6 +123,7 @@ def test_generators_make_every_committed_case(tmp_path):
     generate_rejects_bounded_work.generate(tmp_path / "reject")
     generate_rejects_1_2_bounded_work.generate(tmp_path / "reject")
     generate_base_paths_1_2.generate(tmp_path / "golden", tmp_path / "reject")
+    generate_spec_gaps_manifest.generate(tmp_path / "golden", tmp_path / "reject")
     fresh = {c.name for c in discover(tmp_path)}
     committed = {c.name for c in discover(ROOT)}
     if committed:

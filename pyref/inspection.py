@@ -146,6 +146,7 @@ def verify(sp: Savepoint) -> VerifyReport:
     """
     report = VerifyReport()
     store = sp.store
+    store.check_before_reading(report.errors)  # serializers and every base (spec/format.md §5.10), all reported
     for i, f in enumerate(sp.manifest.data_files):
         try:
             io, rel = store.file_location(i)

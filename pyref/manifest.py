@@ -30,7 +30,8 @@ from . import features
 from .errors import CorruptSavepointError, SavepointNotFoundError, UnsupportedFormatError
 from .io import MANIFEST_NAME, SavepointIO, check_directory_name, check_relative_path
 from .key_groups import UPPER_BOUND_MAX_PARALLELISM
-from .ttl import ttl_problem
+from .manifest_encoding import has_cut_varints
+from .ttl import UPDATE_TYPES, VISIBILITIES, ttl_problem
 
 MAGIC = b"\x89SVP\r\n\x1a\n"
 DATA_FILE_MAGIC = b"\x89SVD\r\n\x1a\n"
@@ -44,6 +45,9 @@ ENVELOPE_OVERHEAD = _HEAD.size + 4
 #: Longest ``_manifest`` file a reader must read (spec/format.md §4.1): protobuf parsers
 #: refuse messages of 2 GiB, and a reader holds the whole manifest in memory.
 MAX_MANIFEST_BYTES = 2**31 - 1
+#: Deepest nesting of messages below the Manifest a reader parses (spec/format.md §4.5):
+#: protobuf's usual recursion limit, which upb, C++ and Java apply.
+MAX_MESSAGE_DEPTH = 100
 
 #: Required features this reader implements (spec/format.md §9.3).
 FEATURE_EXTERNAL_BASES = "external-bases"
@@ -168,11 +172,16 @@ def decode_manifest(data: bytes, *, path: str) -> tuple[pb.Manifest, FormatVersi
         raise CorruptSavepointError(f"manifest CRC32C mismatch (stored {stored:#010x}, computed {computed:#010x})",
                                     path=path, byte_range=(0, end))
     manifest = pb.Manifest()
-    try:
-        manifest.ParseFromString(view[_HEAD.size:end])
+    body = view[_HEAD.size:end]
+    try:  # upb refuses invalid UTF-8 in strings and nesting deeper than MAX_MESSAGE_DEPTH (§4.5)
+        manifest.ParseFromString(body)
+        cut = has_cut_varints(body, manifest)
     except (DecodeError, RecursionError) as exc:
         raise CorruptSavepointError(f"manifest body is not a valid protobuf message: {exc}",
                                     path=path, byte_range=(_HEAD.size, end)) from None
+    if cut:
+        raise CorruptSavepointError("manifest body holds a number wider than its 32-bit field (a parser would cut "
+                                    "it to its low 32 bits, spec/format.md §4.5)", path=path, byte_range=(_HEAD.size, end))
     validate_manifest(manifest, path=path)
     return manifest, version
 
@@ -188,9 +197,42 @@ def validate_manifest(m: pb.Manifest, *, path: str) -> None:
         return CorruptSavepointError(reason, path=path, state=state)
 
     unknown = [f for f in m.required_features if f not in KNOWN_REQUIRED_FEATURES]
-    if unknown:
+    if unknown:  # M1, first; a registered optional feature listed here is not a required feature we implement
         raise UnsupportedFormatError(f"savepoint requires features this reader does not implement: {unknown}",
                                      path=path)
+    try:
+        _validate_rules(m, path, corrupt)
+    except CorruptSavepointError:
+        _raise_unknown_values(m, path)  # §5.6: a manifest breaking rules of both kinds is unsupported
+        raise
+
+
+def _raise_unknown_values(m: pb.Manifest, path: str) -> None:
+    """Raise the *unsupported* error of the first enum value this reader does not know
+    (rules C1, L1, K1, K7, O6, T2), if the manifest has one."""
+    for op in m.operators:
+        known = [(op.key_groups, (pb.KEY_GROUPS_HASHED, pb.KEY_GROUPS_FROM_WRITER), "key-group assignment", None)]
+        known += [(ls.mode, (0, pb.SPLIT_DISTRIBUTE, pb.UNION, pb.BROADCAST), "distribution mode",
+                   state_label(op, ls.name)) for ls in op.list_states]
+        for ks in op.keyed_states:
+            label = state_label(op, ks.name)
+            known.append((ks.kind, (0, *KEYED_COLUMNS), "keyed state kind", label))
+            if ks.HasField("ttl"):
+                known += [(ks.ttl.update_type, (0, *UPDATE_TYPES.values()), "TTL update type", label),
+                          (ks.ttl.visibility, (0, *VISIBILITIES.values()), "TTL visibility", label)]
+        known += [(ts.domain, (0, pb.EVENT_TIME, pb.PROCESSING_TIME), "time domain",
+                   state_label(op, f"{ts.name} (timers)")) for ts in op.timer_services]
+        for value, values, what, label in known:
+            if value not in values:
+                raise UnsupportedFormatError(f"operator {op.operator_id!r}: unknown {what} {value}", path=path,
+                                             state=label)
+    for label, chunk in labelled_chunks(m):
+        if chunk.codec not in (Codec.NONE, Codec.ZSTD):
+            raise UnsupportedFormatError(f"chunk uses unknown codec {chunk.codec}", path=path, state=label)
+
+
+def _validate_rules(m: pb.Manifest, path: str, corrupt) -> None:
+    """The rules of §5 after M1, in the order they are listed."""
     if not m.savepoint_id:
         raise corrupt("manifest has no savepoint_id")
     if m.bases and FEATURE_EXTERNAL_BASES not in m.required_features:

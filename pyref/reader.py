@@ -31,6 +31,7 @@ from .errors import (
     InvalidArgumentError,
     SavepointError,
     SavepointNotFoundError,
+    StorageError,
 )
 from .io import MANIFEST_NAME, SavepointIO, open_io
 from .key_groups import KeyGroupRange, compute_key_groups
@@ -45,6 +46,7 @@ from .manifest import (
     state_label,
 )
 from .parallel import ordered_map
+from .read_checks import check_serializers
 from .redistribution import DistributionMode
 from .serializers import Compatibility, ListOf, Serializer, resolve_compatibility, serializer_from_snapshot
 from .ttl import TtlConfig, TtlValue, split_timestamps
@@ -72,8 +74,29 @@ class ChunkStore:
         self._checked_sizes: set[int] = set()
         self._file_identities: dict[object, int] = {}
         self._lock = threading.Lock()
+        self._checked_before_reading = False
         #: Stored bytes fetched so far, for read-amplification accounting.
         self.bytes_read = 0
+
+    def check_before_reading(self, errors: list[str] | None = None) -> None:
+        """Once, before any state is read (spec/format.md §5.10): the serializer snapshots and
+        key hashes of the whole manifest, then every listed base, used by a chunk or not, so
+        that a damaged or replaced base is noticed whatever is read. With ``errors`` (a
+        verifier, which reports all damage), a failure is appended there and reading goes on;
+        a failing storage or a savepoint replaced meanwhile is raised all the same."""
+        if self._checked_before_reading:
+            return
+        try:
+            check_serializers(self.manifest)
+            for base in range(1, len(self.manifest.bases) + 1):
+                self.base_io(base)
+        except (StorageError, ConcurrentWriteError):
+            raise
+        except SavepointError as exc:
+            if errors is None:
+                raise
+            errors.append(str(exc))
+        self._checked_before_reading = True
 
     def base_io(self, base: int) -> SavepointIO:
         """IO of ``bases[base - 1]``, after checking it is the savepoint that was referenced."""
@@ -121,6 +144,7 @@ class ChunkStore:
         """The chunk's stored bytes, CRC-checked. A file that is missing, shorter or
         different because a writer replaced the savepoint meanwhile is reported as
         :class:`ConcurrentWriteError` ("replaced while reading"), not as damage."""
+        self.check_before_reading()
         if chunk.WhichOneof("location") == "inline_data":
             return self._verify(chunk, chunk.inline_data, state)
         r = chunk.range
@@ -158,6 +182,7 @@ class ChunkStore:
     def _fetch(self, file: int, offset: int, length: int, state: str) -> bytes:
         """Bytes ``[offset, offset + length)`` of data file ``file``, after checking once
         that the file has the size the manifest records (spec/format.md §6.3)."""
+        self.check_before_reading()
         io, rel = self.file_location(file)
         if file not in self._checked_sizes:
             size, expected = io.size(rel), self.manifest.data_files[file].size
@@ -667,10 +692,12 @@ class OperatorView:
 
     def list_state(self, name: str, serializer: Serializer | None = None) -> ListStateView:
         """A list state; with ``serializer``, resolved against the stored snapshot."""
+        self._store.check_before_reading()
         return ListStateView(self._store, self.proto, self._find(self.proto.list_states, name), serializer)
 
     def keyed_state(self, name: str, value_serializer: Serializer | None = None,
                     user_key_serializer: Serializer | None = None) -> KeyedStateView:
+        self._store.check_before_reading()
         return KeyedStateView(self._store, self.proto, self.key_serializer, self._find(self.proto.keyed_states, name),
                               value_serializer, user_key_serializer)
 
@@ -678,6 +705,7 @@ class OperatorView:
         """Format 1.2: a broadcast map state (spec/format.md §5.8)."""
         from .broadcast import BroadcastStateView  # builds on this module
 
+        self._store.check_before_reading()
         return BroadcastStateView(self._store, self.proto, self._find(self.proto.broadcast_states, name))
 
     @property
@@ -685,6 +713,7 @@ class OperatorView:
         """Format 1.2: the operator's timer services (spec/format.md §5.7)."""
         from .timers import TimerServiceView  # builds on this module
 
+        self._store.check_before_reading()
         return [TimerServiceView(self._store, self.proto, self.key_serializer, s) for s in self.proto.timer_services]
 
     def timer_service(self, name: str, domain: str | None = None):
@@ -692,6 +721,7 @@ class OperatorView:
         needed only when both domains have a service of that name)."""
         from .timers import TimerServiceView, find_timer_service
 
+        self._store.check_before_reading()
         return TimerServiceView(self._store, self.proto, self.key_serializer,
                                 find_timer_service(self.proto, name, domain))
 
@@ -699,6 +729,7 @@ class OperatorView:
     def coordinator_state(self) -> bytes | None:
         """Format 1.2: the operator coordinator's state, bytes only the engine interprets
         (spec/format.md §7.11); None when there is none."""
+        self._store.check_before_reading()
         if not self.proto.HasField("coordinator_state"):
             return None
         (column,) = self._store.read_columns(self.proto.coordinator_state, COORDINATOR_COLUMNS,

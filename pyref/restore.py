@@ -136,6 +136,7 @@ class OperatorPlan:
 class RestorePlan:
     def __init__(self, savepoint: Savepoint, parallelism: int | Mapping[str, int]) -> None:
         self.savepoint = savepoint
+        savepoint.store.check_before_reading()  # a plan is a read of the state (spec/format.md §5.10)
         wanted = resolve_parallelism(list(savepoint.manifest.operators), parallelism)
         self.operators: dict[str, OperatorPlan] = {}
         for op in savepoint.operators:
