@@ -52,5 +52,6 @@ def default_parallelism(spark: SparkSession) -> int:
     configured = spark.conf.get("spark.default.parallelism", None)
     if configured:
         return int(configured)
-    probe = spark.range(0, 1 << 16).selectExpr("max(spark_partition_id()) AS last")
-    return int(probe.first()["last"]) + 1
+    # The partition ids as a column first: Spark refuses an aggregate over spark_partition_id().
+    probe = spark.range(0, 1 << 16).selectExpr("spark_partition_id() AS p").agg({"p": "max"})
+    return int(probe.first()[0]) + 1
