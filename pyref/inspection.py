@@ -11,7 +11,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute in _Identities.report)
 
 from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .descriptions import SavepointInfo
@@ -128,8 +130,10 @@ def verify(sp: Savepoint) -> VerifyReport:
             _verify_chunks(sp, state_label(op, ls.name), ls.chunks, LIST_COLUMNS, lambda: [
                 serializer_from_snapshot(ls.element_serializer)], report, unread)
         for ks in op.keyed_states:
-            _verify_chunks(sp, state_label(op, ks.name), ks.chunks, keyed_column_count(ks),
-                           lambda: _keyed_serializers(op, ks), report, unread)
+            identities = _Identities(ks)
+            if _verify_chunks(sp, state_label(op, ks.name), ks.chunks, keyed_column_count(ks),
+                              lambda: _keyed_serializers(op, ks), report, unread, identities):
+                identities.report(state_label(op, ks.name), report)
         for ts in op.timer_services:
             _verify_chunks(sp, service_label(op.operator_id, ts.name, ts.domain), ts.chunks, timer_column_count(ts),
                            lambda: [serializer_from_snapshot(op.key_serializer),
@@ -183,13 +187,43 @@ def _verify_broadcast_keys(sp: Savepoint, op: pb.Operator, bs: pb.BroadcastState
             report.errors.append(f"partition {i}: {exc}")
 
 
+class _Identities:
+    """The identities (key[, namespace][, user key], as stored) of a keyed state's rows, by key
+    group, to report rows that repeat one (spec/format.md §7.1: allowed, the last wins, but
+    a writer SHOULD not store them). Only the identity columns are kept, copied."""
+
+    def __init__(self, state: pb.KeyedState) -> None:
+        self.width = 1 + state.HasField("namespace_serializer") + (state.kind == pb.MAP)
+        self.parts: list[pa.RecordBatch] = []
+
+    def __call__(self, chunk: pb.Chunk, columns: list[pa.BinaryArray]) -> None:
+        groups = pa.array(np.full(len(columns[0]), chunk.key_group, np.int32))
+        identity = [pa.concat_arrays([c]) for c in columns[:self.width]]  # copies: the chunk's buffers are freed
+        self.parts.append(pa.record_batch([groups, *identity], names=["key_group", *map(str, range(self.width))]))
+
+    def report(self, label: str, report: VerifyReport) -> None:
+        if not self.parts:
+            return
+        table = pa.Table.from_batches(self.parts)
+        counts = table.group_by(table.column_names).aggregate([("key_group", "count")])
+        repeated = counts.filter(pa.compute.greater(counts.column("key_group_count"), 1))
+        if repeated.num_rows:
+            first = repeated.slice(0, 1).to_pylist()[0]
+            report.warnings.append(
+                f"{label}: {repeated.num_rows} keys are stored in more than one row (e.g. encoded key "
+                f"{first['0'][:32].hex()} in key group {first['key_group']}, {first['key_group_count']} rows); "
+                "readers take the last in state order (spec/format.md §7.1)")
+
+
 def _verify_chunks(sp: Savepoint, label: str, chunks: Sequence[pb.Chunk], columns: int,
                    serializers_of: Callable[[], list[Serializer] | None], report: VerifyReport,
-                   unread: set[int]) -> None:
+                   unread: set[int], on_chunk: Callable[[pb.Chunk, list[pa.BinaryArray]], None] | None = None
+                   ) -> bool:
     """Read every chunk, except those in the data files ``unread`` (of broken bases, reported
-    once); decode every cell with ``serializers_of()`` (None: the cells are opaque).
-    The chunks are read in storage order (few large requests on object stores); if any is
-    damaged, they are read again one by one, so that the report names each damaged chunk."""
+    once); decode every cell with ``serializers_of()`` (None: the cells are opaque), and hand
+    each chunk's columns to ``on_chunk(chunk, columns)`` if given. The chunks are read in
+    storage order (few large requests on object stores); if any is damaged, they are read
+    again one by one, so that the report names each damaged chunk. Whether all read."""
     if unread:
         chunks = [c for c in chunks if c.WhichOneof("location") != "range" or c.range.file not in unread]
     try:
@@ -198,7 +232,11 @@ def _verify_chunks(sp: Savepoint, label: str, chunks: Sequence[pb.Chunk], column
         report.warnings.append(f"{label}: values not decoded: {exc.reason}")
         serializers = None
     try:
-        values = sum(_decoded_values(cols, serializers) for _, cols in sp.store.scan(chunks, columns, label))
+        values = 0
+        for i, cols in sp.store.scan(chunks, columns, label):
+            values += _decoded_values(cols, serializers)
+            if on_chunk is not None:
+                on_chunk(chunks[i], cols)
     except _NOT_DAMAGE:
         raise
     except SavepointError:
@@ -206,7 +244,7 @@ def _verify_chunks(sp: Savepoint, label: str, chunks: Sequence[pb.Chunk], column
     else:
         report.chunks += len(chunks)
         report.values += values
-        return
+        return True
     for chunk in chunks:
         report.chunks += 1
         try:
@@ -215,6 +253,7 @@ def _verify_chunks(sp: Savepoint, label: str, chunks: Sequence[pb.Chunk], column
             raise
         except SavepointError as exc:
             report.errors.append(str(exc))
+    return False
 
 
 def _decoded_values(columns: list[pa.BinaryArray], serializers: list[Any] | None) -> int:

@@ -182,6 +182,13 @@ def test_a_data_path_that_is_not_a_directory_is_a_typed_error(tmp_path, capsys, 
     ["migrate", "{seeds}", "{seeds}-2", "--operator", "o", "--state", "s", "--serializer", "list<" * 5000 + "int64"],
     ["migrate", "{seeds}", "{seeds}-2", "--operator", "o", "--state", "s", "--serializer", "no.such.Serializer"],
     ["spark-rescale", "{seeds}", "{seeds}-2", "-p", "\u0661"],
+    # checked before Spark starts (the core answers these in well under a second)
+    ["migrate", "{seeds}", "{seeds}-2", "--operator", "o", "--state", "s", "--serializer", "long"],
+    ["migrate", "{seeds}", "{seeds}-2", "--operator", "url-counter", "--state", "nope", "--serializer", "int64"],
+    ["spark-rescale", "{seeds}", "{seeds}", "-p", "2"],
+    ["spark-rescale", "{seeds}", "{seeds}-2", "-p", "2", "--conf", "no-equals-sign"],
+    ["spark-rescale", "{seeds}", "{seeds}-2", "-p", "2", "--spark-conf", "/no/such/file"],
+    ["spark-rescale", "{seeds}", "{seeds}-2", "-p", "2", "--master", "local", "--remote", "sc://h:1"],
     ["inspect", "file://{seeds}#fragment"],
     ["inspect", "nosuchscheme://bucket/sp"],
     ["inspect", ""],
@@ -206,3 +213,19 @@ def test_inspect_and_plan_show_the_1_2_parts(tmp_path, capsys):
     assert "timer service window-timers [event_time] namespace time-window@v1: 50 timers" in out
     code, info = run_json(capsys, "plan", str(tmp_path / "sp"), "-p", "4")
     assert code == 0 and len(info["operators"]) == 3
+
+
+def test_spark_conf_file_then_conf_flags(tmp_path):
+    import argparse
+
+    from pyref.errors import InvalidArgumentError
+    from pyref.spark.cli import spark_conf
+
+    conf_file = tmp_path / "spark-defaults.conf"
+    conf_file.write_text("# comment\nspark.executor.memory   4g\nspark.sql.shuffle.partitions=16\n\n")
+    args = argparse.Namespace(spark_conf=str(conf_file), conf=["spark.sql.shuffle.partitions=8", "a.b=x=y"])
+    assert spark_conf(args) == {"spark.ui.showConsoleProgress": "false", "spark.executor.memory": "4g",
+                                "spark.sql.shuffle.partitions": "8", "a.b": "x=y"}
+    conf_file.write_text("just-a-key\n")
+    with pytest.raises(InvalidArgumentError, match="line 1: expected 'key value'"):
+        spark_conf(argparse.Namespace(spark_conf=str(conf_file), conf=None))

@@ -19,7 +19,11 @@ from ..errors import InvalidArgumentError, MissingDependencyError, SavepointErro
 from ..flink.export_cli import add_export_arguments, export_options, print_exported
 from ..flink.import_cli import add_import_arguments, import_options, print_import
 from ..flink.importer import ImportReport
-from ..serializers import MAX_NESTING_DEPTH, Serializer, Tuple, serializer_from_snapshot
+from ..io import open_io
+from ..reader import Savepoint
+from ..rewrite import check_target
+from ..serializers import MAX_NESTING_DEPTH, Serializer, Tuple, registered_serializer_ids, serializer_from_snapshot
+from ..writer import read_previous
 
 _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 _FIELD_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):")
@@ -46,6 +50,10 @@ def parse_serializer(text: str) -> Serializer:
     snapshot, rest = _parse_snapshot(compact, text, 1, (), defaults)
     if rest:
         raise InvalidArgumentError(f"unexpected {rest!r} at the end of serializer {text!r}")
+    unknown = sorted(_ids(snapshot) - set(registered_serializer_ids()))
+    if unknown:  # a typo here, not a savepoint from a newer writer
+        raise InvalidArgumentError(f"serializer {text!r}: unknown serializer id {unknown[0]!r}; known ids: "
+                                   f"{', '.join(registered_serializer_ids())}")
     try:
         serializer = serializer_from_snapshot(snapshot)
         for path, values in defaults:
@@ -70,6 +78,10 @@ def _parse_default(text: str, whole: str) -> tuple[Any, str]:
     except json.JSONDecodeError:
         raise InvalidArgumentError(f"expected a JSON default after '=' at {text!r} in {whole!r}") from None
     return value, text[end:]
+
+
+def _ids(snapshot: serializer_pb2.SerializerSnapshot) -> set[str]:
+    return {snapshot.serializer_id, *(i for child in snapshot.nested for i in _ids(child))}
 
 
 def _parse_snapshot(text: str, whole: str, depth: int, path: tuple[int, ...],
@@ -110,7 +122,39 @@ def _parse_snapshot(text: str, whole: str, depth: int, path: tuple[int, ...],
     return snapshot, rest
 
 
+def spark_conf(args: argparse.Namespace) -> dict[str, str]:
+    """The Spark configuration of ``--spark-conf FILE`` (``spark-defaults.conf`` lines: a key,
+    whitespace or ``=``, a value; ``#`` comments) then ``--conf KEY=VALUE``, later ones winning.
+    pyref prints its own progress, so Spark's console progress bar is off unless configured."""
+    conf = {"spark.ui.showConsoleProgress": "false"}
+    if args.spark_conf:
+        try:
+            with open(args.spark_conf, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        except OSError as exc:
+            raise InvalidArgumentError(f"cannot read --spark-conf: {exc.strerror}", path=args.spark_conf) from None
+        for number, line in enumerate(lines, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            match = _CONF_LINE.fullmatch(line)
+            if not match:
+                raise InvalidArgumentError(f"line {number}: expected 'key value' or 'key=value', got {line!r}",
+                                           path=args.spark_conf)
+            conf[match.group(1)] = match.group(2)
+    for item in args.conf or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InvalidArgumentError(f"--conf takes KEY=VALUE, got {item!r}")
+        conf[key.strip()] = value
+    return conf
+
+
+_CONF_LINE = re.compile(r"(\S+?)(?:\s*=\s*|\s+)(.*)")
+
+
 def _run_on_spark(args: argparse.Namespace, job, report=print_written) -> int:
+    conf = spark_conf(args)
     try:
         from pyspark.sql import SparkSession
 
@@ -119,7 +163,7 @@ def _run_on_spark(args: argparse.Namespace, job, report=print_written) -> int:
         raise MissingDependencyError(f"pyref {args.command} needs pyspark >= 4.0 with pandas "
                                      f"(pip install 'pyref-savepoint[spark]'): {exc}") from None
     owned = SparkSession.getActiveSession() is None  # a session we did not start stays up
-    spark = spark_session(args.master, app_name=f"pyref {args.command}")
+    spark = spark_session(args.master, app_name=f"pyref {args.command}", remote=args.remote, **conf)
     try:
         result = job(spark)
     finally:
@@ -127,6 +171,19 @@ def _run_on_spark(args: argparse.Namespace, job, report=print_written) -> int:
             spark.stop()
 
     return report(args, result)
+
+
+def _check_source(args: argparse.Namespace, operator: str | None = None, state: str | None = None) -> None:
+    """What the core can tell in a second, before Spark starts: the source opens, the target
+    may be written, the operator and state exist."""
+    source = Savepoint.open(args.path)
+    check_target(source, open_io(args.target), args.copy, args.base_paths)
+    read_previous(open_io(args.target), args.overwrite, force=args.force)
+    if operator is not None:
+        op = source.operator(operator)
+        if state is not None and state not in [*op.list_state_names, *op.keyed_state_names]:
+            raise InvalidArgumentError("no such list or keyed state", state=f"{operator}/{state}",
+                                       path=source.location)
 
 
 # The handlers check their arguments before anything imports pyspark (via .jobs or .flink): a
@@ -140,18 +197,22 @@ def _jobs():
 
 def _spark_rescale(args: argparse.Namespace) -> int:
     parallelism = operator_numbers(args, "--parallelism")
+    _check_source(args)
     return _run_on_spark(args, lambda spark: _jobs().rescale(
         args.path, args.target, parallelism, spark=spark, copy=args.copy, overwrite=args.overwrite,
         progress=not args.json, base_paths=args.base_paths, force=args.force))
 
 
 def _spark_flatten(args: argparse.Namespace) -> int:
+    Savepoint.open(args.path)
+    read_previous(open_io(args.target), args.overwrite, force=args.force)
     return _run_on_spark(args, lambda spark: _jobs().flatten(
         spark, args.path, args.target, overwrite=args.overwrite, progress=not args.json, force=args.force))
 
 
 def _change_max_parallelism(args: argparse.Namespace) -> int:
     wanted = operator_numbers(args, "--max-parallelism")
+    _check_source(args)
     return _run_on_spark(args, lambda spark: _jobs().change_max_parallelism(
         spark, args.path, args.target, wanted, copy=args.copy, overwrite=args.overwrite, partitions=args.partitions,
         progress=not args.json, base_paths=args.base_paths, force=args.force))
@@ -159,6 +220,7 @@ def _change_max_parallelism(args: argparse.Namespace) -> int:
 
 def _migrate(args: argparse.Namespace) -> int:
     serializer = parse_serializer(args.serializer)
+    _check_source(args, args.operator, args.state)
     return _run_on_spark(args, lambda spark: _jobs().migrate_state(
         spark, args.path, args.target, args.operator, args.state, serializer, copy=args.copy,
         overwrite=args.overwrite, progress=not args.json, base_paths=args.base_paths, force=args.force))
@@ -166,6 +228,7 @@ def _migrate(args: argparse.Namespace) -> int:
 
 def _spark_import_flink(args: argparse.Namespace) -> int:
     options = import_options(args)
+    read_previous(open_io(args.target), args.overwrite, force=args.force)
 
     def job(spark):
         from .flink import import_flink
@@ -191,6 +254,17 @@ def _spark_export_flink(args: argparse.Namespace) -> int:
     return _run_on_spark(args, job, print_exported)
 
 
+def spark_options(p: argparse.ArgumentParser) -> None:
+    """Where a subcommand's Spark job runs, and its Spark configuration."""
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--master", default="local[*]", help="Spark master URL (default: local[*])")
+    where.add_argument("--remote", metavar="URL",
+                       help="a Spark Connect server instead: sc://host:port (or local[N] to start one here)")
+    p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="a Spark configuration property (repeatable)")
+    p.add_argument("--spark-conf", metavar="FILE",
+                   help="Spark configuration properties, one 'key value' a line as in spark-defaults.conf")
+
+
 def add_spark_commands(subparsers) -> None:
     """Register the Spark subcommands on the ``pyref`` parser's subparsers.
 
@@ -201,7 +275,7 @@ def add_spark_commands(subparsers) -> None:
         p.add_argument("path", help="source savepoint")
         p.add_argument("target", help="new savepoint (a sibling of the source unless --copy)" if shallow
                        else "new self-contained savepoint")
-        p.add_argument("--master", default="local[*]", help="Spark master URL (default: local[*])")
+        spark_options(p)
         p.add_argument("--overwrite", action="store_true", help="replace a savepoint already at the target")
         p.add_argument("--force", action="store_true", help=FORCE_HELP)
         p.add_argument("--json", action="store_true")
@@ -231,7 +305,7 @@ def add_spark_commands(subparsers) -> None:
     p = subparsers.add_parser("spark-import-flink",
                               help="import a Flink savepoint as a pyref savepoint on Spark, one task per state handle")
     add_import_arguments(p)
-    p.add_argument("--master", default="local[*]", help="Spark master URL (default: local[*])")
+    spark_options(p)
     p.add_argument("--overwrite", action="store_true", help="replace a savepoint already at the target")
     p.add_argument("--force", action="store_true", help=FORCE_HELP)
     p.add_argument("--json", action="store_true")
@@ -249,5 +323,5 @@ def add_spark_commands(subparsers) -> None:
     p = subparsers.add_parser("spark-export-flink",
                               help="write the savepoint as a canonical Flink savepoint, one Spark task per state handle")
     add_export_arguments(p)
-    p.add_argument("--master", default="local[*]", help="Spark master URL (default: local[*])")
+    spark_options(p)
     p.set_defaults(handler=_spark_export_flink)

@@ -85,8 +85,9 @@ _PARTIAL_SCHEMA = "partial binary"
 _FEED_BYTES = 16 << 20
 
 
-def _write_task(job: Job, open_state: Callable[..., Any], feed: Callable[..., Any], batches: Iterator[pa.RecordBatch]
-                ) -> Iterator[pa.RecordBatch]:
+def write_partial(job: Job, open_state: Callable, feed: Callable, batches: Iterator[pa.RecordBatch]) -> bytes:
+    """A task's share of one state through the core writer, never committed: its partial
+    manifest, serialized."""
     writer = job.writer()
     try:
         state = open_state(writer)
@@ -96,14 +97,21 @@ def _write_task(job: Job, open_state: Callable[..., Any], feed: Callable[..., An
     except BaseException:
         writer.abort()  # best effort; the driver deletes whatever is left
         raise
-    yield pa.record_batch([pa.array([partial_manifest.SerializeToString()], pa.binary())], names=["partial"])
+    return partial_manifest.SerializeToString()
 
 
-def write_partials(df: DataFrame, job: Job, open_state: Callable[..., Any],
-                   feed: Callable[..., Any]) -> list[pb.Manifest]:
+def _write_task(job: Job, open_state: Callable, feed: Callable, prepare: Callable | None,
+                batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    written = write_partial(job, open_state, feed, batches if prepare is None else prepare(batches))
+    yield pa.record_batch([pa.array([written], pa.binary())], names=["partial"])
+
+
+def write_partials(df: DataFrame, job: Job, open_state: Callable, feed: Callable,
+                   prepare: Callable | None = None) -> list[pb.Manifest]:
     """Run a write task on every partition of ``df``: ``open_state(writer)`` adds the
-    operator and state to the task's core writer, ``feed(state, batch)`` adds a batch."""
-    return _partials(df.mapInArrow(partial(_write_task, job, open_state, feed), _PARTIAL_SCHEMA))
+    operator and state to the task's core writer, ``feed(state, batch)`` adds a batch
+    (after ``prepare(batches)``, a check of the task's rows, if given)."""
+    return _partials(df.mapInArrow(partial(_write_task, job, open_state, feed, prepare), _PARTIAL_SCHEMA))
 
 
 @dataclass(frozen=True)
@@ -119,7 +127,7 @@ def write_fragment_partials(spark: SparkSession, job: Job, fragments: Sequence[F
     """As :func:`write_partials`, each task's input being ``read(fragment)`` of its own
     fragment, in the same Python worker: a rewrite with no shuffle and no Arrow
     round trip through the JVM."""
-    write = partial(_write_task, job, open_state, feed)
+    write = partial(_write_task, job, open_state, feed, None)
     return _partials(fragment_tasks(spark, fragments, read, _PARTIAL_SCHEMA, consume=write))
 
 
@@ -127,28 +135,21 @@ def _partials(df: DataFrame) -> list[pb.Manifest]:
     return [pb.Manifest.FromString(r.partial) for r in df.collect()]
 
 
-def _map_chunks_task(job: Job, fn: Callable[..., Any],
-                     fragments: Iterable[Fragment]) -> Iterator[tuple[list[int], bytes]]:
+def _map_chunks_task(job: Job, fn: Callable, fragment: Fragment) -> Iterator[pa.RecordBatch]:
     sink = job.sink()
     try:
-        out = []
-        for fragment in fragments:
-            store, op = fragment.open()
-            state = part_of(op)
-            chunks = [fn(store, op, state, chunk, sink) for chunk in state.chunks]
-            out.append((fragment.chunk_indices, chunks))
+        store, op = fragment.open()
+        state = part_of(op)
+        chunks = [fn(store, op, state, chunk, sink) for chunk in state.chunks]
         files = sink.close()  # completes every chunk (codec, CRC, location)
     except BaseException:
         sink.abort()
         raise
     # A partial manifest: the task's files, and the new chunks (in fragment order) in its one state.
     result = pb.Manifest(data_files=files)
-    state = result.operators.add().list_states.add()
-    indices: list[int] = []
-    for chunk_indices, chunks in out:
-        indices.extend(chunk_indices)
-        state.chunks.extend(chunks)
-    yield indices, result.SerializeToString()
+    result.operators.add().list_states.add().chunks.extend(chunks)
+    yield pa.record_batch([pa.array([list(fragment.chunk_indices)], pa.list_(pa.int64())),
+                           pa.array([result.SerializeToString()], pa.binary())], names=["indices", "partial"])
 
 
 def map_chunks(spark: SparkSession, job: Job, fragments: Sequence[Fragment],
@@ -157,9 +158,9 @@ def map_chunks(spark: SparkSession, job: Job, fragments: Sequence[Fragment],
     ``fragments``, one fragment per task; returns (chunk indices, partial manifest) per task."""
     if not fragments:
         return []
-    rdd = spark.sparkContext.parallelize(list(fragments), len(fragments))
-    results = rdd.mapPartitions(partial(_map_chunks_task, job, fn)).collect()
-    return [(indices, pb.Manifest.FromString(data)) for indices, data in results]
+    results = fragment_tasks(spark, fragments, partial(_map_chunks_task, job, fn),
+                             "indices array<bigint>, partial binary").collect()
+    return [(list(r.indices), pb.Manifest.FromString(r.partial)) for r in results]
 
 
 # --------------------------------------------------------------------------

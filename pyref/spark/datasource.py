@@ -7,18 +7,25 @@
               .option("state", "count").load("/savepoints/sp-1"))
     spark.read.format("savepoint-metadata").load("/savepoints/sp-1").show()
 
-Options of ``savepoint``:
+Options of ``savepoint`` reads (names as Spark matches them, without regard to case; the
+snake_case names of pyref 1.x, ``target_parallelism`` and so on, are accepted too; any other
+name is an error naming the valid ones):
 
 - ``operator``, ``state`` (required): the state to read; or (format 1.2), instead
-  of ``state``, ``timer_service`` (and ``domain``, ``event_time`` or
+  of ``state``, ``timerService`` (and ``domain``, ``event_time`` or
   ``processing_time``, when both domains have a service of that name).
 - ``raw`` = ``true``: the stored bytes as binary columns, nothing decoded (reads
   states whose serializer is not registered where Spark runs).
-- ``target_parallelism`` = N: add ``subtask``, the subtask each row restores to
+- ``targetParallelism`` = N: add ``subtask``, the subtask each row restores to
   at parallelism N (by key group for keyed state; by the restore plan's
   redistribution for list state, whose rows then are the lists each new subtask
   restores, UNION elements once per subtask).
-- ``fragment_bytes``: stored bytes per Spark partition (default 64 MiB).
+- ``fragmentBytes``: stored bytes per Spark partition (default 64 MiB).
+- ``pushFilters`` = ``true``: take Spark's filters on ``key``, ``key_group`` and
+  ``subtask`` and plan only the chunks that can hold their rows (:class:`FilteringSavepointReader`).
+
+A ``.schema(...)`` must be the state's own columns; it is checked where Spark plans the read.
+``df.write.format("savepoint")`` writes one state (:mod:`pyref.spark.sink`).
 
 Keyed state reads as ``key_group, key[, namespace][, user_key], value
 [, ttl_timestamp][, subtask]`` (namespace and TTL timestamp for namespaced and TTL
@@ -32,19 +39,21 @@ the manifest entries they need, and its task reads only those byte ranges.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import operator
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter, InputPartition
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
 from ..errors import InvalidArgumentError
 from ..inspection import describe
 from ..reader import Savepoint
-from .fragments import DEFAULT_FRAGMENT_BYTES, Fragment, StateScan, fragment_batches
+from .fragments import DEFAULT_FRAGMENT_BYTES, Fragment, Selection, StateScan, fragment_batches
 
 
 def spark_schema(schema: pa.Schema) -> StructType:
@@ -52,24 +61,73 @@ def spark_schema(schema: pa.Schema) -> StructType:
     return StructType([StructField(f.name, from_arrow_type(f.type), True) for f in schema])
 
 
+#: Options of ``format("savepoint")`` reads, as documented (Spark matches option names
+#: without regard to case); the snake_case names of pyref 1.x are accepted too.
+READ_OPTIONS = ("path", "operator", "state", "timerService", "domain", "raw", "targetParallelism", "fragmentBytes",
+                "pushFilters")
+
+
+def option_values(options, valid: Sequence[str], what: str) -> dict[str, str]:
+    """``options`` by their documented names; an unknown name is an error naming the valid
+    ones (a typo must not read, or write, something else than asked)."""
+    by_key = {name.lower(): name for name in valid}
+    by_key.update({_snake(name): name for name in valid})
+    values, unknown = {}, []
+    for key, value in dict(options).items():
+        name = by_key.get(key.lower())
+        if name is None:
+            unknown.append(key)
+        else:
+            values[name] = value
+    if unknown:
+        raise InvalidArgumentError(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+                                   f"of format(\"savepoint\") {what}; valid options: {', '.join(valid)}")
+    return values
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
+def int_option(values: dict[str, str], name: str, default: int | None = None) -> int | None:
+    text = values.get(name)
+    if text is None:
+        return default
+    try:
+        number = int(text)
+    except ValueError:
+        raise InvalidArgumentError(f"option {name!r} takes a whole number, got {text!r}") from None
+    if number < 1:
+        raise InvalidArgumentError(f"option {name!r} must be at least 1, got {number}")
+    return number
+
+
+def bool_option(values: dict[str, str], name: str) -> bool:
+    text = str(values.get(name, "false")).lower()
+    if text not in ("true", "false"):
+        raise InvalidArgumentError(f"option {name!r} is true or false, got {values[name]!r}")
+    return text == "true"
+
+
 class _Options:
     def __init__(self, options) -> None:
-        self.path = options.get("path")
+        values = option_values(options, READ_OPTIONS, "reads")
+        self.path = values.get("path")
         if not self.path:
             raise InvalidArgumentError("give the savepoint location: .load(path)")
-        self.operator = options.get("operator")
-        self.state = options.get("state")
-        self.timer_service = options.get("timer_service")
-        self.domain = options.get("domain")
-        self.raw = str(options.get("raw", "false")).lower() == "true"
-        target = options.get("target_parallelism")
-        self.target_parallelism = int(target) if target is not None else None
-        self.fragment_bytes = int(options.get("fragment_bytes", DEFAULT_FRAGMENT_BYTES))
+        self.operator = values.get("operator")
+        self.state = values.get("state")
+        self.timer_service = values.get("timerService")
+        self.domain = values.get("domain")
+        self.raw = bool_option(values, "raw")
+        self.target_parallelism = int_option(values, "targetParallelism")
+        self.fragment_bytes = int_option(values, "fragmentBytes", DEFAULT_FRAGMENT_BYTES)
+        self.push_filters = bool_option(values, "pushFilters")
 
-    def plan(self) -> StateScan:
+    def plan(self, selection: Selection | None = None) -> StateScan:
         return StateScan.plan(self.path, self.operator, self.state, raw=self.raw,
                               target_parallelism=self.target_parallelism, fragment_bytes=self.fragment_bytes,
-                              timer_service=self.timer_service, domain=self.domain)
+                              timer_service=self.timer_service, domain=self.domain, selection=selection)
 
 
 class SavepointDataSource(DataSource):
@@ -83,16 +141,36 @@ class SavepointDataSource(DataSource):
         return spark_schema(_Options(self.options).plan().schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return SavepointReader(_Options(self.options), schema)
+        options = _Options(self.options)
+        check_user_schema(schema, spark_schema(options.plan().schema))
+        return (FilteringSavepointReader if options.push_filters else SavepointReader)(options, schema)
+
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """``df.write.format("savepoint")``: :mod:`pyref.spark.sink`."""
+        from .sink import plan_write  # it builds on this module
+
+        return plan_write(self.options, schema, overwrite)
+
+
+def check_user_schema(given: StructType, actual: StructType) -> None:
+    """A user's ``.schema(...)`` must be the state's columns (names and types), checked where
+    Spark plans the read rather than failing in its tasks."""
+    if [(f.name, f.dataType) for f in given.fields] != [(f.name, f.dataType) for f in actual.fields]:
+        raise InvalidArgumentError(f"the given schema {given.simpleString()} is not this state's "
+                                   f"{actual.simpleString()}; leave out .schema(...) to read it as stored")
 
 
 class SavepointReader(DataSourceReader):
+    """Reads one state's fragments (those its :class:`~pyref.spark.fragments.Selection` keeps)."""
+
     def __init__(self, options: _Options, schema: StructType) -> None:
         self.options = options
         self.schema = schema
+        self.selection = Selection()
 
     def partitions(self) -> list[InputPartition]:
-        return [InputPartition(f) for f in self.options.plan().fragments]
+        return [InputPartition(f) for f in self.options.plan(self.selection).fragments]
 
     def read(self, partition: InputPartition | None) -> Iterator[pa.RecordBatch]:
         # A state without chunks has no partitions, and Spark still reads one: pyspark 4.0
@@ -101,7 +179,69 @@ class SavepointReader(DataSourceReader):
         if fragment is None:
             return
         batches = fragment_batches(fragment, raw=self.options.raw, target_parallelism=self.options.target_parallelism)
-        yield from as_spark_batches(batches, self.schema)
+        yield from as_spark_batches((self.selection.rows(b) for b in batches), self.schema)
+
+
+# Spark's filters by class name: pyspark 4.0 has no filter classes (nor pushdown) to import.
+_COMPARISONS = {"GreaterThan": operator.gt, "GreaterThanOrEqual": operator.ge, "LessThan": operator.lt,
+                "LessThanOrEqual": operator.le}
+
+
+class FilteringSavepointReader(SavepointReader):
+    """With ``pushFilters`` = ``true``: takes Spark's filters on ``key`` (= and IN), ``key_group``
+    (=, IN, <, <=, >, >=) and ``subtask`` (= and IN) to plan only the chunks that may hold
+    their rows. Opt-in: pyspark (4.1 to at least 4.3.0) keeps a pushed-down scan's partitions
+    on the relation, so a later query of the same DataFrame without filters reads them too."""
+
+    def pushFilters(self, filters: list) -> Iterator:
+        scan = self.options.plan()
+        names = set(scan.schema.names)
+        key_type = scan.schema.field("key").type if "key" in names else None
+        keyed = "key_group" in names and not self.options.raw and not scan.writer_assigned_key_groups
+        for f in filters:
+            narrowed = _narrowed(self.selection, f, names, keyed and key_type is not None
+                                 and not pa.types.is_struct(key_type), scan.max_parallelism)
+            if narrowed is None:
+                yield f  # Spark evaluates it
+            else:
+                self.selection = narrowed
+
+
+def _values(f) -> tuple | None:
+    """The values an = or IN filter accepts (None for other filters)."""
+    kind = type(f).__name__
+    if kind == "EqualTo":
+        return (f.value,)
+    if kind == "In":
+        return tuple(f.value)
+    return None
+
+
+def _narrowed(selection: Selection, f, names: set[str], keys_pushable: bool, max_parallelism: int
+              ) -> Selection | None:
+    """``selection`` narrowed by filter ``f``, or None when the read cannot apply ``f`` itself."""
+    column = f.attribute[0] if len(f.attribute) == 1 else None
+    values = _values(f)
+    if column == "key" and keys_pushable and values is not None and None not in values:
+        keys = set(values) if selection.keys is None else set(selection.keys) & set(values)
+        return replace(selection, keys=tuple(sorted(keys, key=repr)))
+    if column == "subtask" and "subtask" in names and values is not None:
+        subtasks = frozenset(int(v) for v in values if v is not None)
+        return replace(selection, subtasks=subtasks if selection.subtasks is None else selection.subtasks & subtasks)
+    if column == "key_group" and "key_group" in names:
+        groups = _key_groups(f, values, max_parallelism)
+        if groups is None:
+            return None
+        return replace(selection, key_groups=groups if selection.key_groups is None else selection.key_groups & groups)
+    return None
+
+
+def _key_groups(f, values: tuple | None, max_parallelism: int) -> frozenset[int] | None:
+    every = range(max_parallelism)
+    if values is not None:
+        return frozenset(int(v) for v in values if v is not None and 0 <= int(v) < max_parallelism)
+    compare = _COMPARISONS.get(type(f).__name__)
+    return frozenset(g for g in every if compare(g, f.value)) if compare is not None else None
 
 
 def as_spark_batches(batches: Iterator[pa.RecordBatch], schema: StructType) -> Iterator[pa.RecordBatch]:
@@ -134,7 +274,10 @@ class SavepointMetadataDataSource(DataSource):
         return spark_schema(_METADATA_SCHEMA)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return _MetadataReader(_Options(self.options).path, schema)
+        values = option_values(self.options, ("path",), "metadata reads")
+        if not values.get("path"):
+            raise InvalidArgumentError("give the savepoint location: .load(path)")
+        return _MetadataReader(values["path"], schema)
 
 
 class _MetadataReader(DataSourceReader):
@@ -170,6 +313,9 @@ def _entries(state: dict[Any, Any]) -> int | None:
 
 
 def register(spark: SparkSession) -> None:
-    """Make ``format("savepoint")`` and ``format("savepoint-metadata")`` available on ``spark``."""
+    """Make ``format("savepoint")`` and ``format("savepoint-metadata")`` available on ``spark``,
+    and turn on Spark's filter pushdown to Python data sources (pyspark >= 4.1), without which
+    Spark refuses a reader that takes filters (the setting is unknown to, and ignored by, 4.0)."""
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(SavepointDataSource)
     spark.dataSource.register(SavepointMetadataDataSource)

@@ -59,6 +59,7 @@ from ..ttl import TtlConfig, TtlValue, split_timestamps
 from ..writer import delete_replaced, publish, read_previous
 from .commit import Job, WriteOptions, adopt
 from .datasource import as_spark_batches, spark_schema
+from .frames import one_row_per_task
 from .progress import Progress
 
 __all__ = ["import_flink", "read_flink_state"]
@@ -103,6 +104,37 @@ def _import_task(job: Job, source: str, options: dict[Any, Any], demotions: dict
             writer.abort()  # best effort; the driver deletes whatever is left
             raise
     return partial_manifest.SerializeToString(), dict(imp.rows), []
+
+
+_REPLAN = pa.struct([(n, pa.string()) for n in ("operator", "state", "role", "kind", "detail")])
+#: What an import task returns to the driver: the handle, its partial manifest (null when it
+#: found places to plan again), its rows per state, and those places.
+_IMPORT_RESULT = pa.schema([("operator_id", pa.string()), ("subtask", pa.int32()), ("part", pa.string()),
+                           ("partial", pa.binary()), ("rows", pa.map_(pa.string(), pa.int64())),
+                           ("replans", pa.list_(_REPLAN))])
+
+
+def _import_tasks(run, rows: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for batch in rows:
+        for task in batch.to_pylist():
+            written, counts, replans = run((task["operator_id"], task["subtask"], task["part"]))
+            yield pa.RecordBatch.from_pylist([{
+                **task, "partial": written, "rows": list(counts.items()),
+                "replans": [{"operator": r.place.operator, "state": r.place.state, "role": r.place.role,
+                             "kind": r.kind, "detail": r.detail} for r in replans]}], schema=_IMPORT_RESULT)
+
+
+def _run_import_tasks(spark: SparkSession, tasks: list[tuple[str, int, str]], run
+                      ) -> list[tuple[bytes | None, dict, list[Replan]]]:
+    """``run(task)`` of every state handle, one Spark task each, in the order of ``tasks``;
+    results travel as plain rows (no pickled objects)."""
+    if not tasks:
+        return []
+    rows = one_row_per_task(spark, tasks, "operator_id string, subtask int, part string")
+    results = {(r.operator_id, r.subtask, r.part): (r.partial, dict(r.rows), [
+        Replan(Place(p.operator, p.state, p.role), p.kind, p.detail) for p in r.replans])
+        for r in rows.mapInArrow(partial(_import_tasks, run), spark_schema(_IMPORT_RESULT)).collect()}
+    return [results[task] for task in tasks]
 
 
 def _merge(manifest: pb.Manifest, written: pb.Manifest) -> None:
@@ -155,9 +187,8 @@ def import_flink(spark: SparkSession, source: Path, target: Path, *,
             report.step(f"import-flink: {len(tasks)} state handles of {len(plans)} operators"
                         + (f" (attempt {attempt})" if attempt > 1 else ""))
             try:
-                results = (spark.sparkContext.parallelize(tasks, max(len(tasks), 1))
-                           .map(partial(_import_task, job, source, task_options, dict(demotions), batch_bytes))
-                           .collect()) if tasks else []
+                results = _run_import_tasks(spark, tasks, partial(_import_task, job, source, task_options,
+                                                                  dict(demotions), batch_bytes))
                 replans = {r.place: r for _, _, found in results for r in found}  # tasks may share a place
                 if replans:
                     job.delete_unreferenced(io, None)
@@ -334,8 +365,7 @@ def read_flink_state(spark: SparkSession, path: Path, operator: str, state: str 
         subtasks = [s.index for s in plan.flink.state.subtasks]
         schema = _empty_schema(plan, name, raw)
     spark_types = spark_schema(schema)
-    rows = spark.sparkContext.parallelize([(i,) for i in subtasks], max(len(subtasks), 1))
-    return spark.createDataFrame(rows, "subtask int").mapInArrow(
+    return one_row_per_task(spark, [(i,) for i in subtasks], "subtask int").mapInArrow(
         partial(_read_task, source, uids, operator_id, name, raw, spark_types, batch_bytes), spark_types)
 
 

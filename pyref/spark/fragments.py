@@ -18,12 +18,14 @@ from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .._proto.savepoint.v1 import manifest_pb2 as pb
 from ..broadcast import BroadcastStateView
 from ..errors import InvalidArgumentError
 from ..io import open_io
-from ..key_groups import operator_index_for_key_group
+from ..key_groups import compute_key_groups, key_group_bounds, operator_index_for_key_group
+from ..keys import as_key_array, key_type_of
 from ..manifest import BROADCAST_COLUMNS, LIST_COLUMNS, state_label
 from ..reader import ChunkStore, KeyedStateView, Savepoint
 from ..restore import check_new_parallelism, plan_list_state
@@ -141,20 +143,70 @@ def _fragment(sp: Savepoint, op: pb.Operator, state: State, shell: State, chunk_
 
 
 def chunk_fragments(sp: Savepoint, op: pb.Operator, state: State, target_bytes: int = DEFAULT_FRAGMENT_BYTES,
-                    whole_key_groups: bool = False) -> list[Fragment]:
-    """Consecutive chunks of ``state`` (key-group order for keyed state and timers) in fragments of
-    about ``target_bytes``; with ``whole_key_groups`` no key group is cut between two fragments
-    (a timer stored twice, in two chunks of its key group, is then seen by one task, §7.9)."""
-    sizes = np.fromiter((stored_length(c) for c in state.chunks), dtype=np.int64, count=len(state.chunks))
+                    whole_key_groups: bool = False, selected: np.ndarray | None = None) -> list[Fragment]:
+    """Consecutive chunks of ``state`` (key-group order for keyed state and timers), or only the
+    ``selected`` chunk indices (ascending), in fragments of about ``target_bytes``; with
+    ``whole_key_groups`` no key group is cut between two fragments (a timer stored twice, in two
+    chunks of its key group, is then seen by one task, §7.9)."""
+    indices = np.arange(len(state.chunks)) if selected is None else np.asarray(selected, dtype=np.int64)
+    sizes = np.fromiter((stored_length(state.chunks[i]) for i in indices), dtype=np.int64, count=len(indices))
     starts = np.arange(len(sizes))
     if whole_key_groups and len(sizes):
-        groups = np.fromiter((c.key_group for c in state.chunks), dtype=np.int64, count=len(state.chunks))
+        groups = np.fromiter((state.chunks[i].key_group for i in indices), dtype=np.int64, count=len(indices))
         starts = np.concatenate([[0], np.flatnonzero(np.diff(groups)) + 1])
         sizes = np.add.reduceat(sizes, starts)
-    bounds = np.append(starts, len(state.chunks))
+    bounds = np.append(starts, len(indices))
     shell = _shell(state)
-    return [_fragment(sp, op, state, shell, range(int(bounds[start]), int(bounds[stop])))
+    return [_fragment(sp, op, state, shell, indices[int(bounds[start]):int(bounds[stop])].tolist())
             for start, stop in _split_rows(sizes, target_bytes)]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What a read keeps, from filters Spark pushed down (each None: no condition): rows whose
+    ``key`` is one of ``keys``, whose key group is in ``key_groups``, whose subtask (at the
+    read's target parallelism; a list state's own subtasks without one) is in ``subtasks``.
+    Planning keeps only the chunks (list runs) that can hold such rows; a task then keeps
+    only the rows of ``keys`` (every row of a kept chunk has a kept key group and subtask)."""
+
+    keys: tuple | None = None
+    key_groups: frozenset[int] | None = None
+    subtasks: frozenset[int] | None = None
+
+    def keyed_chunks(self, op: pb.Operator, state: pb.KeyedState | pb.TimerService,
+                     target_parallelism: int | None) -> np.ndarray:
+        """Indices of the chunks of a keyed state (timer service) that may hold selected rows."""
+        groups = np.fromiter((c.key_group for c in state.chunks), dtype=np.int64, count=len(state.chunks))
+        keep = np.ones(len(groups), dtype=bool)
+        if self.key_groups is not None:
+            keep &= np.isin(groups, np.fromiter(self.key_groups, dtype=np.int64))
+        if self.subtasks is not None:
+            starts, ends = key_group_bounds(op.max_parallelism, target_parallelism or op.parallelism)
+            owner = np.searchsorted(ends, groups)  # subtask i owns key groups starts[i]..ends[i]
+            keep &= np.isin(owner, np.fromiter(self.subtasks, dtype=np.int64))
+        if self.keys is not None:
+            key_serializer = serializer_from_snapshot(op.key_serializer)
+            wanted = compute_key_groups(as_key_array(list(self.keys), key_serializer), op.max_parallelism,
+                                        key_type_of(op.key_serializer))
+            keep &= np.isin(groups, wanted)
+            encoded = [key_serializer.encode(k) for k in self.keys]
+            for i in np.flatnonzero(keep):  # format 1.1 key bounds skip chunks that cannot hold a key
+                bounds = state.chunks[i].key_bounds if state.chunks[i].HasField("key_bounds") else None
+                if bounds is not None and not any(bounds.min <= e <= bounds.max for e in encoded):
+                    keep[i] = False
+        return np.flatnonzero(keep)
+
+    def assignment(self, assignment: Sequence[Sequence[pb.ElementRange]]) -> list[list[pb.ElementRange]]:
+        """A list (broadcast) state's element ranges per subtask, those of unselected subtasks dropped."""
+        return [list(ranges) if self.subtasks is None or subtask in self.subtasks else []
+                for subtask, ranges in enumerate(assignment)]
+
+    def rows(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """The batch's rows of the selected keys."""
+        if self.keys is None or not batch.num_rows:
+            return batch
+        column = batch.column("key")
+        return batch.filter(pc.is_in(column, value_set=pa.array(list(self.keys), column.type)))
 
 
 def residue_fragments(sp: Savepoint, op: pb.Operator, state: pb.KeyedState, modulus: int,
@@ -365,18 +417,22 @@ class StateScan:
 
     schema: pa.Schema
     fragments: tuple[Fragment, ...]
+    max_parallelism: int = 0
+    writer_assigned_key_groups: bool = False
 
     @classmethod
     def plan(cls, location: str, operator: str | None, state: str | None, *, raw: bool = False,
              target_parallelism: int | None = None, fragment_bytes: int = DEFAULT_FRAGMENT_BYTES,
-             timer_service: str | None = None, domain: str | None = None) -> StateScan:
+             timer_service: str | None = None, domain: str | None = None,
+             selection: Selection | None = None) -> StateScan:
         """Plan reading ``operator``/``state`` of the savepoint at ``location`` (the
         manifest only): keyed state as key_group, key[, namespace][, user_key], value
         [, ttl_timestamp][, subtask]; list state as subtask, index, value and broadcast state
         as subtask, index, key, value, the lists (maps) of ``target_parallelism`` subtasks if
         given; or, with ``timer_service`` (and ``domain`` when the name is in both), that
         timer service's distinct timers as key_group, key[, namespace], timestamp[, subtask]
-        (see the data source's options)."""
+        (see the data source's options). A ``selection`` keeps only the chunks (list runs) that
+        may hold its rows."""
         sp = Savepoint.open(location)
         if not operator or not (state or timer_service):
             names = {op.operator_id: [*op.list_state_names, *op.keyed_state_names, *op.broadcast_state_names]
@@ -391,16 +447,19 @@ class StateScan:
             check_new_parallelism(op, target_parallelism)
         if isinstance(found, (pb.KeyedState, pb.TimerService)):
             schema = keyed_schema(sp, op, found, raw=raw, subtask=target_parallelism is not None)
+            selected = selection.keyed_chunks(op, found, target_parallelism) if selection is not None else None
             fragments = chunk_fragments(sp, op, found, fragment_bytes,
-                                        whole_key_groups=isinstance(found, pb.TimerService))
+                                        whole_key_groups=isinstance(found, pb.TimerService), selected=selected)
         else:
             schema = list_schema(found, raw=raw)
             if target_parallelism is None:
                 assignment = [list(p.ranges) for p in found.partitions]
             else:
                 assignment = plan_list_state(op, target_parallelism)[found.name]
+            if selection is not None:
+                assignment = selection.assignment(assignment)
             fragments = list_fragments(sp, op, found, assignment, fragment_bytes)
-        return cls(schema, tuple(fragments))
+        return cls(schema, tuple(fragments), op.max_parallelism, op.key_groups == pb.KEY_GROUPS_FROM_WRITER)
 
 
 def fragment_batches(fragment: Fragment, *, raw: bool, target_parallelism: int | None) -> Iterator[pa.RecordBatch]:

@@ -17,7 +17,7 @@ this where throughput matters.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 
 import pyarrow as pa
@@ -26,7 +26,7 @@ from pyspark.sql.types import StructType
 
 from ..errors import InvalidArgumentError
 from .datasource import as_spark_batches, spark_schema
-from .fragments import DEFAULT_FRAGMENT_BYTES, FRAGMENT_SCHEMA, Fragment, StateScan, fragment_batches
+from .fragments import DEFAULT_FRAGMENT_BYTES, FRAGMENT_SCHEMA, Fragment, Selection, StateScan, fragment_batches
 
 #: Reads one fragment as Arrow batches, in a Spark task.
 FragmentReader = Callable[[Fragment], Iterator[pa.RecordBatch]]
@@ -41,27 +41,43 @@ def _run(read: FragmentReader, consume: BatchConsumer | None, rows: Iterator[pa.
     return batches if consume is None else consume(batches)
 
 
+def one_row_per_task(spark: SparkSession, rows: Sequence[tuple], schema: str) -> DataFrame:
+    """``rows`` (of the DDL ``schema``) as a DataFrame with each row in a partition of its own,
+    so that a task each handles them; the same plan on classic Spark and Spark Connect (no
+    SparkContext): a range with one id per partition, joined to the numbered rows broadcast
+    (a broadcast join keeps the range's partitions)."""
+    tasks = max(len(rows), 1)
+    numbered = spark.createDataFrame([(i, *row) for i, row in enumerate(rows)], f"task bigint, {schema}")
+    ids = spark.range(0, tasks, 1, tasks).withColumnRenamed("id", "task")
+    return ids.join(numbered.hint("broadcast"), "task").drop("task")
+
+
 def fragment_tasks(spark: SparkSession, fragments: Sequence[Fragment], read: FragmentReader,
                    schema: StructType | str, consume: BatchConsumer | None = None) -> DataFrame:
     """The batches ``read`` makes of each fragment, in a Spark task of its own (one
-    partition per fragment), passed through ``consume`` in that task if given. Each
-    task receives its own fragment only, as a row."""
-    rows = spark.sparkContext.parallelize([f.as_row() for f in fragments], max(len(fragments), 1))
-    return spark.createDataFrame(rows, FRAGMENT_SCHEMA).mapInArrow(partial(_run, read, consume), schema)
+    partition per fragment), passed through ``consume`` in that task if given."""
+    rows = one_row_per_task(spark, [f.as_row() for f in fragments], FRAGMENT_SCHEMA)
+    return rows.mapInArrow(partial(_run, read, consume), schema)
 
 
-def _spark_rows(raw: bool, target_parallelism: int | None, schema: StructType,
+def _spark_rows(raw: bool, target_parallelism: int | None, schema: StructType, selection: Selection,
                 fragment: Fragment) -> Iterator[pa.RecordBatch]:
-    return as_spark_batches(fragment_batches(fragment, raw=raw, target_parallelism=target_parallelism), schema)
+    batches = fragment_batches(fragment, raw=raw, target_parallelism=target_parallelism)
+    return as_spark_batches((selection.rows(b) for b in batches), schema)
 
 
 def read_state(spark: SparkSession, path: str | os.PathLike[str], operator: str, state: str | None = None, *,
                raw: bool = False, target_parallelism: int | None = None, fragment_bytes: int = DEFAULT_FRAGMENT_BYTES,
-               timer_service: str | None = None, domain: str | None = None) -> DataFrame:
+               timer_service: str | None = None, domain: str | None = None, keys: Sequence | None = None,
+               key_groups: Iterable[int] | None = None, subtasks: Iterable[int] | None = None) -> DataFrame:
     """One state of the savepoint at ``path`` as a DataFrame, or (format 1.2, ``timer_service``
     instead of ``state``) one timer service's timers: the rows and columns of
     ``spark.read.format("savepoint")`` with the options of the same names. A Flink savepoint
-    (a directory with a Flink ``_metadata``) is read by :func:`pyref.spark.flink.read_flink_state`."""
+    (a directory with a Flink ``_metadata``) is read by :func:`pyref.spark.flink.read_flink_state`.
+
+    ``keys``, ``key_groups`` and ``subtasks`` keep only those rows, and plan only the chunks
+    (list runs) that can hold them: a lookup of a few keys reads their key groups' chunks
+    (and of those, with format 1.1 key bounds, only the ones whose bounds hold a key)."""
     from ..flink.import_cli import is_flink_savepoint
 
     if is_flink_savepoint(os.fspath(path)):
@@ -70,7 +86,14 @@ def read_state(spark: SparkSession, path: str | os.PathLike[str], operator: str,
         from .flink import read_flink_state
 
         return read_flink_state(spark, path, operator, state, timer_service=timer_service, domain=domain, raw=raw)
+    selection = Selection(None if keys is None else tuple(keys),
+                          None if key_groups is None else frozenset(int(g) for g in key_groups),
+                          None if subtasks is None else frozenset(int(s) for s in subtasks))
+    if keys is not None and raw:
+        raise InvalidArgumentError("keys select decoded keys; read raw=True without them")
     scan = StateScan.plan(os.fspath(path), operator, state, raw=raw, target_parallelism=target_parallelism,
-                          fragment_bytes=fragment_bytes, timer_service=timer_service, domain=domain)
+                          fragment_bytes=fragment_bytes, timer_service=timer_service, domain=domain,
+                          selection=selection)
     schema = spark_schema(scan.schema)
-    return fragment_tasks(spark, scan.fragments, partial(_spark_rows, raw, target_parallelism, schema), schema)
+    return fragment_tasks(spark, scan.fragments, partial(_spark_rows, raw, target_parallelism, schema, selection),
+                          schema)

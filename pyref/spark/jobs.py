@@ -52,6 +52,7 @@ from .fragments import (
 )
 from .frames import fragment_tasks
 from .progress import Progress
+from .session import default_parallelism
 from .writer import SavepointBuilder
 
 Path = str | os.PathLike[str]
@@ -106,7 +107,7 @@ def rehashed_entries(spark: SparkSession, sp: Savepoint, op: pb.Operator, state:
     key_serializer = serializer_from_snapshot(op.key_serializer)
     read = partial(rehashed, key_serializer, max_parallelism)
     classes = math.gcd(op.max_parallelism, max_parallelism)
-    if classes >= min(tasks, spark.sparkContext.defaultParallelism):
+    if classes >= min(tasks, default_parallelism(spark)):
         return FragmentRows(residue_fragments(sp, op, state, classes, min(tasks, classes)), read)
     schema = spark_schema(keyed_schema(sp, op, state, raw=True, subtask=False))
     return fragment_tasks(spark, chunk_fragments(sp, op, state, fragment_bytes), read, schema)
@@ -154,7 +155,7 @@ def change_max_parallelism(spark: SparkSession, source: Path, target: Path, max_
                 keyed += [(find_timer_service(source_op, s.name, s.domain), s) for s in list(op.timer_services)]
                 for source_state, state in keyed:
                     stored = sum(stored_length(c) for c in source_state.chunks)
-                    tasks = partitions or max(spark.sparkContext.defaultParallelism, math.ceil(stored / fragment_bytes))
+                    tasks = partitions or max(default_parallelism(spark), math.ceil(stored / fragment_bytes))
                     entries = rehashed_entries(spark, sp, source_op, source_state, new, tasks, fragment_bytes)
                     builder.write_encoded_keyed_state(operator_id, state, entries, tasks)
         return Savepoint.written(builder.io, builder.manifest)

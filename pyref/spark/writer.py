@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, cast
@@ -71,6 +71,7 @@ from .commit import (
     write_partials,
 )
 from .fragments import DEFAULT_FRAGMENT_BYTES, chunk_fragments, find_state, keyed_names, timer_names
+from .duplicates import ORDER, resolve_duplicates, unique_rows
 from .progress import Progress
 
 _KINDS = {name: kind for kind, name in KIND_NAMES.items()}
@@ -212,6 +213,11 @@ class SavepointBuilder:
     a shallow copy of that savepoint (or a full copy with ``copy=True``). A
     failed Spark job aborts the build: its files are removed and the target is
     left as it was. Use as a context manager to commit on success.
+
+    Keyed state is written by as many tasks as Spark's adaptive execution makes of the
+    shuffled rows (about one per core for small data, one per
+    ``spark.sql.adaptive.advisoryPartitionSizeInBytes`` for large), each task's data files
+    at most ``options.file_bytes``; ``partitions`` fixes the number instead.
     """
 
     def __init__(self, spark: SparkSession, target: str | os.PathLike[str], *,
@@ -328,7 +334,8 @@ class SavepointBuilder:
                         namespace_serializer: Serializer | None = None, ttl: TtlConfig | None = None,
                         key: str = "key", value: str = "value", user_key: str = "user_key",
                         namespace: str = "namespace", ttl_timestamp: str = "ttl_timestamp", key_group: str = "key_group",
-                        replace: bool = False) -> None:
+                        replace: bool = False, duplicates: str = "error", order_by: str | None = None,
+                        combine: str | None = None) -> None:
         """Write a keyed state from ``df``: one row per entry (``kind`` "value", "reducing",
         "aggregating"), per key's whole list ("list": an array column), or per map entry
         ("map", with a ``user_key`` column). Format 1.2: with ``namespace_serializer`` every
@@ -336,7 +343,15 @@ class SavepointBuilder:
         (the last-access ms; for "list" an array, one per element); an operator with
         writer-assigned key groups needs a ``key_group`` column. Executors hash keys to key
         groups, the rows are repartitioned by key group, and each task writes its key
-        groups' chunks."""
+        groups' chunks.
+
+        Rows repeating an identity (a key, with its namespace and, for "map", its user key)
+        are refused by default (``duplicates="error"``), naming one: stored, which value a
+        reader gets would depend on the order Spark delivered them (spec/format.md §7.1).
+        ``duplicates="last"`` keeps the row with the greatest ``order_by`` column of each
+        identity (ties: an error); ``duplicates="combine"`` aggregates the values with the
+        Spark SQL aggregate function ``combine`` ("sum", "max", "last", ...), the TTL
+        timestamp by its max."""
         op = self.operator(operator_id)
         if not op.HasField("key_serializer"):
             raise InvalidArgumentError(f"operator {operator_id!r} has no key serializer; add it with one")
@@ -346,12 +361,20 @@ class SavepointBuilder:
             raise InvalidArgumentError("a user_key_serializer is required for map state and only for it")
         self._new_state_name(op, name, replace)
         state = pb.KeyedState(name=name, kind=_KINDS[kind], value_serializer=value_serializer.snapshot())
+        identity = ["key", *(["namespace"] if namespace_serializer else []), *(["user_key"] if kind == "map" else [])]
         columns = [df[key].alias("key"), *([df[namespace].alias("namespace")] if namespace_serializer else []),
                    *([df[user_key].alias("user_key")] if kind == "map" else []), df[value].alias("value"),
-                   *([df[ttl_timestamp].alias("ttl_timestamp")] if ttl is not None else [])]
+                   *([df[ttl_timestamp].alias("ttl_timestamp")] if ttl is not None else []),
+                   *([df[key_group].cast("int").alias("key_group")] if op.key_groups == pb.KEY_GROUPS_FROM_WRITER
+                     else []),
+                   *([df[order_by].alias(ORDER)] if order_by is not None else [])]
+        rows, check = resolve_duplicates(df.select(*columns), identity, duplicates, combine)
         open_state = partial(_open_keyed, _Shape.of(op), name, kind, value_serializer, user_key_serializer,
                              namespace_serializer, ttl)
-        self._run_keyed(op, state, self._keyed_rows(op, df, columns, key_group), open_state, _feed_keyed)
+        unique = partial(unique_rows, identity, state_label(op, name)) if check else None
+        self._run_keyed(op, state, self._keyed_rows(op, rows, [rows[c] for c in rows.columns if c != "key_group"],
+                                                    "key_group"),
+                        open_state, _feed_keyed, unique=unique, sort=identity if check else ())
         if user_key_serializer is not None:
             state.user_key_serializer.CopyFrom(user_key_serializer.snapshot())
         if namespace_serializer is not None:
@@ -467,12 +490,23 @@ class SavepointBuilder:
             self._run_keyed(op, state, rows, open_state, _feed_encoded_keyed, partitions)
         (op.timer_services if timers else op.keyed_states).append(state)
 
-    def _run_keyed(self, op: pb.Operator, state: pb.KeyedState, df: DataFrame, open_state: Callable[..., Any],
-                   feed: Callable[..., Any], partitions: int | None = None) -> None:
-        partitions = min(partitions or self._partitions(), op.max_parallelism)
-        self.progress.step(f"writing keyed state {state_label(op, state.name)} ({partitions} tasks)")
-        shuffled = df.repartition(partitions, "key_group")
-        merge_keyed(self.manifest, state, self._guarded(lambda: write_partials(shuffled, self.job, open_state, feed)))
+    def _run_keyed(self, op: pb.Operator, state: pb.KeyedState, df: DataFrame, open_state: Callable,
+                   feed: Callable, partitions: int | None = None, unique: Callable | None = None,
+                   sort: Sequence[str] = ()) -> None:
+        """Shuffle ``df`` by key group into write tasks; with ``unique``, each task's rows sorted
+        by key group and ``sort`` pass through it (it refuses a repeated identity)."""
+        partitions = partitions or self.partitions
+        if partitions is None:  # Spark's adaptive execution sizes the tasks from the data shuffled
+            self.progress.step(f"writing keyed state {state_label(op, state.name)} (tasks sized by the data)")
+            shuffled = df.repartition("key_group")
+        else:
+            partitions = min(partitions, op.max_parallelism)
+            self.progress.step(f"writing keyed state {state_label(op, state.name)} ({partitions} tasks)")
+            shuffled = df.repartition(partitions, "key_group")
+        if sort:
+            shuffled = shuffled.sortWithinPartitions("key_group", *sort)
+        merge_keyed(self.manifest, state, self._guarded(
+            lambda: write_partials(shuffled, self.job, open_state, feed, prepare=unique)))
 
     def add_list_state(self, operator_id: str, name: str, df: DataFrame, serializer: Serializer,
                        mode: DistributionMode = DistributionMode.SPLIT_DISTRIBUTE, *, subtask: str = "subtask",

@@ -141,3 +141,36 @@ def test_files_of_lost_task_attempts_are_deleted_after_commit(spark, tmp_path):
         (target / "data" / "someone-else.svd").write_bytes(b"not ours")
     assert f"{b.job.file_prefix}lost-attempt.svd" not in _files(target)
     assert "someone-else.svd" in _files(target)
+
+
+def test_duplicate_keys_are_refused_or_resolved_as_asked(spark, tmp_path):
+    from pyref.spark import SavepointBuilder
+
+    rows = spark.createDataFrame([("a", 1, 10), ("b", 2, 10), ("a", 3, 30), ("c", 4, 10), ("a", 5, 20)],
+                                 "k string, v long, t long")
+
+    def build(name, **policy):
+        with SavepointBuilder(spark, tmp_path / name) as b:
+            b.add_operator("op", 2, max_parallelism=8, key_serializer=String())
+            b.add_keyed_state("op", "s", rows, Int64(), key="k", value="v", **policy)
+        return dict(Savepoint.open(tmp_path / name).operator("op").keyed_state("s").items())
+
+    with pytest.raises(Exception, match="two rows of key='a'.*duplicates='last'"):  # from a task
+        build("refused")
+    assert not (tmp_path / "refused").exists() or not _files(tmp_path / "refused")
+    assert build("last", duplicates="last", order_by="t") == {"a": 3, "b": 2, "c": 4}
+    assert build("sum", duplicates="combine", combine="sum") == {"a": 9, "b": 2, "c": 4}
+    tie = rows.union(spark.createDataFrame([("a", 6, 30)], "k string, v long, t long"))
+    with pytest.raises(Exception, match="two rows of key='a'"):
+        with SavepointBuilder(spark, tmp_path / "tie") as b:
+            b.add_operator("op", 2, max_parallelism=8, key_serializer=String())
+            b.add_keyed_state("op", "s", tie, Int64(), key="k", value="v", duplicates="last", order_by="t")
+    with pytest.raises(InvalidArgumentError, match="order_by is needed by duplicates='last'"):
+        build("bad", duplicates="last")
+    # a map state's identity is (key, user key): one key's entries are not duplicates
+    entries = spark.createDataFrame([("a", "x", 1), ("a", "y", 2)], "k string, u string, v int")
+    with SavepointBuilder(spark, tmp_path / "map") as b:
+        b.add_operator("op", 2, key_serializer=String())
+        b.add_keyed_state("op", "m", entries, Int32(), kind="map", user_key_serializer=String(), key="k",
+                          user_key="u", value="v")
+    assert Savepoint.open(tmp_path / "map").operator("op").keyed_state("m").get("a") == {"x": 1, "y": 2}

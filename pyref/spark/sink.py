@@ -1,0 +1,257 @@
+"""``df.write.format("savepoint")``: one state written from a DataFrame, through the Python
+Data Source writer API, with the commit of :mod:`pyref.spark.commit`.
+
+::
+
+    (counts.write.format("savepoint").mode("overwrite")
+     .option("operator", "url-counter").option("state", "count")
+     .option("keySerializer", "string").option("valueSerializer", "int64").option("parallelism", 4)
+     .save("/savepoints/sp-1"))
+
+Without a savepoint at the path it bootstraps one holding this operator and state; with one
+it adds the state to it (``append``), or replaces the state of that name (``overwrite``),
+keeping everything else, and publishes the new manifest in place of the old one
+atomically (spec/format.md §10). Each Spark task writes its rows' chunks with the core
+writer and returns its partial manifest; Spark's driver-side ``commit`` merges them and
+publishes, ``abort`` deletes every file of the write. Rows are written by the task that
+holds them: no shuffle, so a key group's rows may be in chunks of several tasks (give
+``df.repartition(n, "key")`` for fewer chunks). :class:`pyref.spark.SavepointBuilder`
+writes several states at once and shuffles by key group.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+
+import pyarrow as pa
+from pyspark.sql import datasource as spark_datasource
+from pyspark.sql.datasource import WriterCommitMessage
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from .. import __version__
+from .._proto.savepoint.v1 import manifest_pb2 as pb
+from ..errors import InvalidArgumentError
+from ..io import SavepointIO, open_io
+from ..key_groups import check_parallelism, default_max_parallelism
+from ..keys import key_type_of
+from ..manifest import decode_manifest, state_label
+from ..reader import KIND_NAMES
+from ..redistribution import DistributionMode
+from ..serializers import Serializer
+from ..writer import MANIFEST_NAME, delete_replaced, publish
+from .cli import parse_serializer
+from .commit import Job, WriteOptions, merge_keyed, merge_list, write_partial
+from .datasource import bool_option, int_option, option_values
+from .fragments import find_state
+from .writer import _drop_unused_files, _feed_keyed, _feed_list, _open_keyed, _open_list, _Shape, _with_key_groups
+
+#: Options of ``format("savepoint")`` writes (names without regard to case, snake_case too).
+WRITE_OPTIONS = ("path", "operator", "state", "stateType", "kind", "keySerializer", "valueSerializer",
+                 "userKeySerializer", "parallelism", "maxParallelism", "distribution", "codec", "chunkBytes",
+                 "fileBytes", "inlineBytes", "keyBounds")
+
+_KINDS = {name: kind for kind, name in KIND_NAMES.items()}
+# pyspark 4.0 hands a writer Rows; later versions have an Arrow writer that takes batches.
+_Writer = getattr(spark_datasource, "DataSourceArrowWriter", spark_datasource.DataSourceWriter)
+
+
+@dataclass(frozen=True)
+class _Written(WriterCommitMessage):
+    partial: bytes
+
+
+@dataclass(frozen=True)
+class _Target:
+    """What every task and the commit need to know of the write, planned on the driver."""
+
+    location: str
+    job: Job
+    shape: _Shape
+    state: bytes  # the pb.KeyedState or pb.ListState, without chunks
+    keyed: bool
+    columns: tuple[str, ...]
+    previous_digest: str | None  # sha256 of the manifest replaced, None: bootstrap
+    new_operator: bytes  # the pb.Operator to add when the savepoint has none of that id, else b""
+
+
+def plan_write(options, schema: StructType, overwrite: bool) -> SavepointSink:
+    """Check the options and the DataFrame's columns against the savepoint at the path, on
+    the driver, before any task runs."""
+    values = option_values(options, WRITE_OPTIONS, "writes")
+    location, operator_id, name = (values.get(k) for k in ("path", "operator", "state"))
+    if not location or not operator_id or not name:
+        raise InvalidArgumentError("a savepoint write needs .save(path) and the options 'operator' and 'state'")
+    io = open_io(location)
+    previous, manifest = _current(io)
+    op = next((o for o in manifest.operators if o.operator_id == operator_id), None)
+    new_operator = b""
+    if op is None:
+        op = _operator(values, operator_id)
+        new_operator = op.SerializeToString()
+    elif values.get("parallelism") or values.get("maxParallelism") or values.get("keySerializer"):
+        raise InvalidArgumentError(f"operator {operator_id!r} exists: its parallelism and key serializer are the "
+                                   "savepoint's; leave out 'parallelism', 'maxParallelism' and 'keySerializer'",
+                                   path=io.location)
+    existing = find_state(op, name)
+    if existing is not None and not overwrite:
+        raise InvalidArgumentError("state exists; write with mode('overwrite') to replace it",
+                                   state=state_label(op, name), path=io.location)
+    keyed = values.get("stateType", "keyed") == "keyed"
+    if values.get("stateType", "keyed") not in ("keyed", "list"):
+        raise InvalidArgumentError(f"option 'stateType' is 'keyed' or 'list', got {values['stateType']!r}")
+    value_serializer = _serializer(values, "valueSerializer", required=True)
+    if keyed:
+        state, columns, open_state = _keyed_state(values, op, name, value_serializer)
+    else:
+        mode = DistributionMode.parse(values.get("distribution", "split_distribute"))
+        state = pb.ListState(name=name, mode=int(mode), element_serializer=value_serializer.snapshot())
+        columns, open_state = ("subtask", "value"), partial(_open_list, _Shape.of(op), name, value_serializer, mode)
+    _check_columns(schema, columns)
+    options = WriteOptions(codec=values.get("codec", "zstd"),
+                           chunk_bytes=int_option(values, "chunkBytes", WriteOptions.chunk_bytes),
+                           file_bytes=int_option(values, "fileBytes", WriteOptions.file_bytes),
+                           inline_bytes=_count(values, "inlineBytes", WriteOptions.inline_bytes),
+                           key_bounds=bool_option(values, "keyBounds"))
+    target = _Target(io.location, Job.new(io.location, options), _Shape.of(op), state.SerializeToString(), keyed,
+                     columns, hashlib.sha256(previous).hexdigest() if previous is not None else None, new_operator)
+    return SavepointSink(target, open_state, schema)
+
+
+def _current(io: SavepointIO) -> tuple[bytes | None, pb.Manifest]:
+    """The manifest at the path as stored and decoded (none: an empty one)."""
+    if io.size(MANIFEST_NAME) is None:
+        return None, pb.Manifest()
+    previous = io.read_file(MANIFEST_NAME)
+    return previous, decode_manifest(previous, path=io.describe(MANIFEST_NAME))[0]
+
+
+def _count(values: dict[str, str], name: str, default: int) -> int:
+    """A whole number option that may be 0."""
+    text = values.get(name)
+    if text is None:
+        return default
+    if not text.isdigit():
+        raise InvalidArgumentError(f"option {name!r} takes a whole number >= 0, got {text!r}")
+    return int(text)
+
+
+def _serializer(values: dict[str, str], option: str, required: bool = False) -> Serializer | None:
+    text = values.get(option)
+    if text is None:
+        if required:
+            raise InvalidArgumentError(f"give option {option!r} (a serializer label such as int64 or string)")
+        return None
+    return parse_serializer(text)
+
+
+def _operator(values: dict[str, str], operator_id: str) -> pb.Operator:
+    parallelism = int_option(values, "parallelism")
+    if parallelism is None:
+        raise InvalidArgumentError(f"operator {operator_id!r} is new: give option 'parallelism'")
+    max_parallelism = int_option(values, "maxParallelism", default_max_parallelism(parallelism))
+    check_parallelism(parallelism, max_parallelism)
+    op = pb.Operator(operator_id=operator_id, parallelism=parallelism, max_parallelism=max_parallelism)
+    key_serializer = _serializer(values, "keySerializer")
+    if key_serializer is not None:
+        key_type_of(key_serializer.snapshot())  # refuses serializers without a key hash
+        op.key_serializer.CopyFrom(key_serializer.snapshot())
+    return op
+
+
+def _keyed_state(values: dict[str, str], op: pb.Operator, name: str, value_serializer: Serializer):
+    if not op.HasField("key_serializer"):
+        raise InvalidArgumentError(f"keyed state needs a key serializer: give option 'keySerializer' for the new "
+                                   f"operator {op.operator_id!r}")
+    if op.key_groups == pb.KEY_GROUPS_FROM_WRITER:
+        raise InvalidArgumentError(f"operator {op.operator_id!r} has writer-assigned key groups; write it with "
+                                   "SavepointBuilder, which takes a key_group column")
+    kind = values.get("kind", "value")
+    if kind not in _KINDS:
+        raise InvalidArgumentError(f"unknown keyed state kind {kind!r}; choose one of {sorted(_KINDS)}")
+    user_key_serializer = _serializer(values, "userKeySerializer", required=kind == "map")
+    if user_key_serializer is not None and kind != "map":
+        raise InvalidArgumentError("option 'userKeySerializer' is for kind 'map' only")
+    state = pb.KeyedState(name=name, kind=_KINDS[kind], value_serializer=value_serializer.snapshot())
+    if user_key_serializer is not None:
+        state.user_key_serializer.CopyFrom(user_key_serializer.snapshot())
+    columns = ("key", *(["user_key"] if kind == "map" else []), "value")
+    open_state = partial(_open_keyed, _Shape.of(op), name, kind, value_serializer, user_key_serializer, None, None)
+    return state, columns, open_state
+
+
+def _check_columns(schema: StructType, columns: tuple[str, ...]) -> None:
+    if sorted(schema.names) != sorted(columns):
+        raise InvalidArgumentError(f"the DataFrame's columns {schema.names} are not this state's {list(columns)}; "
+                                   "select and rename them first")
+
+
+class SavepointSink(_Writer):
+    def __init__(self, target: _Target, open_state, schema: StructType) -> None:
+        self.target = target
+        self.open_state = open_state
+        self.arrow_schema = to_arrow_schema(schema)
+
+    def write(self, iterator: Iterator) -> WriterCommitMessage:
+        t = self.target
+        batches = (b.select(list(t.columns)) for b in _as_batches(iterator, self.arrow_schema))
+        if t.keyed:
+            batches = _with_key_groups(t.shape.key_serializer, t.shape.max_parallelism, batches)
+        feed = _feed_keyed if t.keyed else _feed_list
+        return _Written(write_partial(t.job, self.open_state, feed, batches))
+
+    def commit(self, messages: list) -> None:
+        t = self.target
+        io = open_io(t.location)
+        previous, manifest = _current(io)
+        digest = hashlib.sha256(previous).hexdigest() if previous is not None else None
+        if digest != t.previous_digest:
+            self.abort(messages)
+            raise InvalidArgumentError("the savepoint changed while this write ran; nothing was committed",
+                                       path=t.location)
+        manifest.savepoint_id = str(uuid.uuid4())
+        manifest.created_by = f"pyref {__version__} (spark)"
+        manifest.created_at_ms = int(time.time() * 1000)
+        if t.new_operator:
+            manifest.operators.add().ParseFromString(t.new_operator)
+        op = next(o for o in manifest.operators if o.operator_id == t.shape.operator_id)
+        partials = [pb.Manifest.FromString(m.partial) for m in messages if m is not None]
+        state = (pb.KeyedState if t.keyed else pb.ListState).FromString(t.state)
+        for states in (op.list_states, op.keyed_states, op.broadcast_states):  # the state replaced, of any type
+            kept = [s for s in states if s.name != state.name]
+            del states[:]
+            states.extend(kept)
+        states = op.keyed_states if t.keyed else op.list_states
+        if t.keyed:
+            merge_keyed(manifest, state, partials)
+        else:
+            merge_list(manifest, state, partials, op.parallelism)
+        states.append(state)
+        _drop_unused_files(manifest)
+        publish(io, manifest, previous, lambda: t.job.delete_unreferenced(io, None))
+        t.job.delete_unreferenced(io, manifest)
+        delete_replaced(io, manifest, previous)
+
+    def abort(self, messages: list) -> None:
+        self.target.job.delete_unreferenced(open_io(self.target.location), None)
+
+
+def _as_batches(iterator: Iterator, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Arrow batches of what Spark hands the writer: batches (pyspark >= 4.1) or, from
+    pyspark 4.0's row writer, rows gathered into batches."""
+    rows: list = []
+    for item in iterator:
+        if isinstance(item, pa.RecordBatch):
+            yield item
+            continue
+        rows.append(item.asDict())
+        if len(rows) >= 10_000:
+            yield pa.RecordBatch.from_pylist(rows, schema=schema)
+            rows = []
+    if rows:
+        yield pa.RecordBatch.from_pylist(rows, schema=schema)

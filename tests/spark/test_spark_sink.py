@@ -1,0 +1,75 @@
+"""df.write.format("savepoint"): bootstrap, add and replace one state, atomically; options and
+columns checked before any task runs; a failed write leaves the savepoint as it was."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pyref import Savepoint
+from pyref.inspection import verify
+
+pytestmark = pytest.mark.spark
+
+
+def _files(path) -> set[str]:
+    data = os.path.join(path, "data")
+    return set(os.listdir(data)) if os.path.isdir(data) else set()
+
+
+def _write(df, **options):
+    writer = df.write.format("savepoint").option("operator", "counter").option("fileBytes", "4096").option("inlineBytes", "0")
+    for key, value in options.items():
+        writer = writer.option(key, value)
+    return writer
+
+
+def test_bootstrap_add_and_replace(spark, tmp_path):
+    path = str(tmp_path / "sp")
+    counts = spark.createDataFrame([(f"/p/{i}", i) for i in range(500)], "key string, value long").repartition(3)
+    _write(counts, state="count", keySerializer="string", valueSerializer="int64", parallelism="2",
+           chunkBytes="1024").mode("append").save(path)
+    sp = Savepoint.open(path)
+    assert verify(sp).ok and sp.operator("counter").parallelism == 2
+    assert dict(sp.operator("counter").keyed_state("count").items()) == {f"/p/{i}": i for i in range(500)}
+    first_files = _files(path)
+    assert first_files
+
+    tags = spark.createDataFrame([("/a", "x", 1), ("/a", "y", 2)], "key string, user_key string, value int")
+    _write(tags, state="tags", kind="map", valueSerializer="int32", userKeySerializer="string").mode("append").save(
+        path)
+    offsets = spark.createDataFrame([(0, 5), (1, 6)], "subtask int, value long")
+    _write(offsets, state="offsets", stateType="list", valueSerializer="int64").mode("append").save(path)
+
+    fewer = spark.createDataFrame([(f"/p/{i}", -i) for i in range(20)], "key string, value long")
+    _write(fewer, state="count", valueSerializer="int64").mode("overwrite").save(path)
+    sp = Savepoint.open(path)
+    op = sp.operator("counter")
+    assert verify(sp).ok and not verify(sp).warnings
+    assert dict(op.keyed_state("count").items()) == {f"/p/{i}": -i for i in range(20)}
+    assert op.keyed_state("tags").get("/a") == {"x": 1, "y": 2}
+    assert [list(op.list_state("offsets").partition(i)) for i in range(2)] == [[5], [6]]
+    assert not first_files & _files(path)  # the replaced state's files are gone
+
+
+def test_refusals_leave_the_savepoint_as_it_was(spark, tmp_path):
+    path = str(tmp_path / "sp")
+    counts = spark.createDataFrame([(f"/p/{i}", i) for i in range(50)], "key string, value long")
+    _write(counts, state="count", keySerializer="string", valueSerializer="int64", parallelism="2").mode(
+        "append").save(path)
+    before, files = Savepoint.open(path).manifest.savepoint_id, _files(path)
+    with pytest.raises(Exception, match="state exists; write with mode\\('overwrite'\\)"):
+        _write(counts, state="count", valueSerializer="int64").mode("append").save(path)
+    with pytest.raises(Exception, match="unknown option 'valueserialiser'.*valid options: path, operator"):
+        _write(counts, state="count", valueSerialiser="int64").mode("overwrite").save(path)
+    with pytest.raises(Exception, match="columns \\['url', 'value'\\] are not this state's \\['key', 'value'\\]"):
+        _write(counts.withColumnRenamed("key", "url"), state="count", valueSerializer="int64").mode(
+            "overwrite").save(path)
+    with pytest.raises(Exception, match="unknown serializer id 'long'"):
+        _write(counts, state="count", valueSerializer="long").mode("overwrite").save(path)
+    # a task fails (a value int32 cannot hold): nothing is committed, no file is left
+    big = spark.createDataFrame([(f"/p/{i}", 1 << 40) for i in range(50)], "key string, value long")
+    with pytest.raises(Exception):
+        _write(big, state="count", valueSerializer="int32", chunkBytes="64").mode("overwrite").save(path)
+    assert Savepoint.open(path).manifest.savepoint_id == before and _files(path) == files
