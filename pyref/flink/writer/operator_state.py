@@ -66,9 +66,10 @@ class OperatorStateExport:
             broadcast = op.broadcast_state(name)
             key = flink_serializer(broadcast.proto.key_serializer, broadcast.label)
             value = flink_serializer(broadcast.proto.value_serializer, broadcast.label)
-            self.broadcasts.append((broadcast, transcoder(broadcast.key_serializer, key.type, f"{broadcast.label} (key)"),
-                                    transcoder(broadcast.value_serializer, value.type, f"{broadcast.label} (value)"),
-                                    broadcast_meta_info(name, broadcast.label, key, value)))
+            where = broadcast.label
+            self.broadcasts.append((broadcast, transcoder(broadcast.key_serializer, key.type, f"{where} (key)"),
+                                    transcoder(broadcast.value_serializer, value.type, f"{where} (value)"),
+                                    broadcast_meta_info(name, where, key, value)))
         header = (struct.pack(">i?", PROXY_VERSION, False) if release >= (1, 18)
                   else struct.pack(">i", PROXY_VERSION_BEFORE_1_18))
         self.proxy = (header + struct.pack(">h", len(self.lists)) + b"".join(m for *_, m in self.lists)
