@@ -39,7 +39,8 @@ def test_the_public_api_has_real_types_not_any(tmp_path):
         "read_state(sp)\n"
     )
     result = _mypy(str(script))
-    lines = [line for line in result.stdout.splitlines() if line.startswith(str(script))]
+    # A warm .mypy_cache reports the unchanged script under the tmp path of the run that cached it.
+    lines = [line for line in result.stdout.splitlines() if Path(line.split(":")[0]).name == script.name]
     assert sorted({int(line.split(":")[1]) for line in lines}) == [5, 6, 7, 8], result.stdout
 
 

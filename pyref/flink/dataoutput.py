@@ -7,6 +7,7 @@ The inverse of :mod:`pyref.flink.datainput`. Building blocks return ``bytes``;
 
 from __future__ import annotations
 
+import builtins
 import struct
 
 from ..errors import InvalidArgumentError
@@ -96,7 +97,8 @@ class DataOutput:
         self.buffer += struct.pack(">i", value)
         return self
 
-    def long(self, value: int) -> DataOutput:
+    # ``int`` below is the method above, so the builtin is spelled out from here on.
+    def long(self, value: builtins.int) -> DataOutput:
         self.buffer += struct.pack(">q", value)
         return self
 

@@ -78,12 +78,17 @@ def _packed(groups: np.ndarray, size: np.ndarray) -> pa.Array:
     return from_bytes(groups[keep], offsets)
 
 
+def _bytes_beyond(values: np.ndarray, bits: np.ndarray) -> np.ndarray:
+    """How many of the thresholds ``1 << bits`` every value reaches (int64)."""
+    return (values[:, None] >= (np.int64(1) << bits)[None, :]).sum(axis=1, dtype=np.int64)
+
+
 def varints(values: np.ndarray, present: np.ndarray | None = None) -> pa.Array:
     """Non-negative ints as 7-bit groups, least significant first, the top bit set on
     every byte but the last (Flink's ``StringValue`` lengths); rows outside the mask
     ``present`` are empty."""
     values = np.asarray(values, np.int64)
-    size = 1 + sum((values >= (1 << (7 * k))).astype(np.int64) for k in range(1, 5))
+    size = 1 + _bytes_beyond(values, 7 * np.arange(1, 5))
     groups = (values[:, None] >> (7 * np.arange(5))) & 0x7F
     more = np.arange(5)[None, :] < (size[:, None] - 1)
     if present is not None:
@@ -95,7 +100,7 @@ def variable_ints(values: np.ndarray) -> pa.Array:
     """``CompositeKeySerializationUtils.writeVariableIntBytes`` of every value: its
     little-endian bytes up to the last non-zero one (at least one byte)."""
     values = np.asarray(values, np.int64)
-    size = 1 + sum((values >= (1 << (8 * k))).astype(np.int64) for k in range(1, 4))
+    size = 1 + _bytes_beyond(values, 8 * np.arange(1, 4))
     return _packed(values.astype("<u4").view(np.uint8).reshape(-1, 4), size)
 
 

@@ -437,11 +437,16 @@ def _read_kryo(inp: DataInput, version: int) -> dict | None:
     return dict(kind="kryo", type_name=type_class)
 
 
-def snapshot_class(kind: str) -> str | None:
+def snapshot_class(kind: str) -> str:
     """The class of Flink's own serializer snapshot for values of ``kind`` (``int64``,
     ``list``, ``tuple``...), the one the tables above list first: what a writer of
-    Flink snapshots names (Flink's boxed types before their ``Value`` twins)."""
+    Flink snapshots names (Flink's boxed types before their ``Value`` twins).
+
+    Callers pass kinds the tables hold; any other is a programming error (``KeyError``)."""
     for class_name, (simple_kind, _) in _SIMPLE.items():
         if simple_kind == kind:
             return class_name
-    return next((class_name for class_name, composite in _COMPOSITE.items() if composite == kind), None)
+    for class_name, composite in _COMPOSITE.items():
+        if composite == kind:
+            return class_name
+    raise KeyError(f"no Flink serializer snapshot class for kind {kind!r}")

@@ -84,7 +84,7 @@ def _check(source: Serializer, target: FlinkType) -> None:
     if kind in _FIELD_WIDTHS or kind in ("string", "bytes"):
         if sid != kind:
             raise _Mismatch(f"{_name(source)} is not Flink's {kind}")
-        if kind == "enum" and tuple(source.symbols) != target.symbols:
+        if isinstance(source, Enum) and tuple(source.symbols) != target.symbols:
             raise _Mismatch(f"enum symbols {list(source.symbols)} are not the Flink enum's {list(target.symbols)}")
         return
     if kind.startswith("array:") or kind in ("list", "set", "object-array"):
@@ -179,6 +179,7 @@ def _encoder(source: Serializer, target: FlinkType) -> Encoder:
     if kind == "bytes":
         return lambda value, out: out.extend(struct.pack(">i", len(value)) + value)
     if kind.startswith("array:") or kind in ("list", "set", "object-array"):
+        assert isinstance(source, ListOf)  # _check matched it
         element_type = FlinkType(kind[len("array:"):], "", 0, b"") if kind.startswith("array:") else target.children[0]
         element = _encoder(source.element, element_type)
         flag = {"set": lambda v: v is None, "object-array": lambda v: v is not None}.get(kind)
@@ -194,6 +195,7 @@ def _encoder(source: Serializer, target: FlinkType) -> Encoder:
 
         return sequence
     if kind == "map":
+        assert isinstance(source, MapOf)  # _check matched it
         key, value_encoder = _encoder(source.key, target.children[0]), _encoder(source.value, target.children[1])
 
         def mapping(value: Any, out: bytearray) -> None:
@@ -205,6 +207,7 @@ def _encoder(source: Serializer, target: FlinkType) -> Encoder:
                     value_encoder(v, out)
 
         return mapping
+    assert isinstance(source, Tuple)  # a tuple, POJO or row: _check matched it
     fields = list(source.fields)
     if kind == "tuple":
         return _sequence_encoder([_encoder(f, c) for f, c in zip(fields, target.children)], null_flags=False)
@@ -295,8 +298,10 @@ def _permuted(source: Serializer, order: list[int]) -> Transcoder:
         matrix = values.reshape(rows, width)
         at = 0
         for field in fixed_fields:
-            _check_fixed(field, matrix[:, at:at + field.fixed_width])
-            at += field.fixed_width
+            field_width = field.fixed_width
+            assert field_width is not None  # _byte_order orders fixed-width fields only
+            _check_fixed(field, matrix[:, at:at + field_width])
+            at += field_width
         return fixed_width_binary(np.ascontiguousarray(matrix[:, index]).reshape(-1), rows, width)
 
     return permute
@@ -353,7 +358,7 @@ def _one_by_one(source: Serializer, target: FlinkType) -> Transcoder:
 
     def transcode(column: pa.Array) -> pa.Array:
         offsets, data = binary_parts(binary_input(column, source.serializer_id))
-        view = memoryview(data)
+        view = data.data
         out, ends = bytearray(), np.zeros(len(column) + 1, np.int64)
         for i, (start, end) in enumerate(zip(offsets[:-1].tolist(), offsets[1:].tolist())):
             encode(source._decode_range(view, start, end), out)

@@ -20,6 +20,7 @@ import contextlib
 import os
 import uuid
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 from ...errors import CorruptSavepointError, InvalidArgumentError, SavepointError
 from ...io import typed_os_errors
@@ -57,7 +58,7 @@ class StateStream:
         self.inline_bytes = inline_bytes
         self.name = str(uuid.uuid4())
         self._buffer = bytearray()
-        self._file = None
+        self._file: BinaryIO | None = None
         self._size = 0
 
     def tell(self) -> int:

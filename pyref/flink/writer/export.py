@@ -80,9 +80,14 @@ class ExportPlan:
     def metadata(self, source: Savepoint, handles: Mapping[HandleTask, KeyedHandle | OperatorHandle]) -> bytes:
         entries = []
         for op in self.operators:
-            subtasks = [SubtaskHandles(i, handles.get(HandleTask(op.operator_id, i, op.parallelism, False)),
-                                       handles.get(HandleTask(op.operator_id, i, op.parallelism, True)))
-                        for i in range(op.parallelism)]
+            subtasks = []
+            for i in range(op.parallelism):
+                operator_state = handles.get(HandleTask(op.operator_id, i, op.parallelism, False))
+                keyed_state = handles.get(HandleTask(op.operator_id, i, op.parallelism, True))
+                # A task writes the keyed stream when its keyed flag is set, else the operator stream.
+                assert operator_state is None or isinstance(operator_state, OperatorHandle)
+                assert keyed_state is None or isinstance(keyed_state, KeyedHandle)
+                subtasks.append(SubtaskHandles(i, operator_state, keyed_state))
             entries.append(OperatorEntry(op.flink_operator_id, op.parallelism, op.max_parallelism, subtasks,
                                          uid=op.uid, name=op.name,
                                          coordinator_state=source.operator(op.operator_id).coordinator_state))
@@ -128,7 +133,7 @@ def _selected(source: Savepoint, operators: Iterable[str] | None) -> list[Operat
     missing = [name for name, op in found.items() if op is None]
     if missing:
         raise InvalidArgumentError(f"no such operators: {missing}", path=source.location)
-    return list(found.values())
+    return [op for op in found.values() if op is not None]
 
 
 def _parallelism_of(ops: list[OperatorView], parallelism: int | Mapping[str, int] | None) -> dict[str, int]:
@@ -167,7 +172,8 @@ def plan_export(source: Savepoint, flink_version: str, parallelism: int | Mappin
     wanted = _parallelism_of(ops, parallelism)
     if isinstance(checkpoint_id, bool) or not isinstance(checkpoint_id, int) or checkpoint_id < 0:
         raise InvalidArgumentError(f"checkpoint_id must be a whole number >= 0, got {checkpoint_id!r}")
-    plans, ids = [], {}
+    plans: list[OperatorPlan] = []
+    ids: dict[bytes, str] = {}  # Flink operator id: the pyref operator that has it
     for op in ops:
         p = wanted[op.operator_id]
         _check_operator(op, p)

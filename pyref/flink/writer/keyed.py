@@ -30,6 +30,7 @@ Flink as it does in pyref.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,8 +78,9 @@ class Records:
     key_groups: np.ndarray
 
 
-def _part_lengths(part: Part) -> np.ndarray | int:
-    return part.shape[1] if isinstance(part, np.ndarray) else lengths(part)
+def _part_lengths(part: Part) -> np.ndarray:
+    """Every row's length in ``part`` (int64)."""
+    return np.full(len(part), part.shape[1], np.int64) if isinstance(part, np.ndarray) else lengths(part)
 
 
 def _records(key_groups: np.ndarray, key_parts: list[Part], value_parts: list[Part]) -> Records:
@@ -109,9 +111,10 @@ class _CompositeKey:
     def namespace_part(self, rows: int, column: pa.Array | None) -> Part:
         if column is None:
             return np.zeros((rows, 1), np.uint8)  # VoidNamespace writes one 0 byte
+        assert self.namespace is not None  # a namespace column comes from a state with a namespace serializer
         return self.namespace(column)
 
-    def parts(self, key_groups: np.ndarray, key: pa.Array, namespace: Part, between: list[Part] = ()) -> list[Part]:
+    def parts(self, key_groups: np.ndarray, key: pa.Array, namespace: Part, between: Sequence[Part] = ()) -> list[Part]:
         """``between``: what comes between the key group and the key (a timer's timestamp)."""
         key = self.key(key)
         parts = [be_bytes(key_groups, self.prefix_bytes), *between, key]
@@ -185,6 +188,8 @@ def _timestamps(cells: pa.Array, where: str) -> tuple[np.ndarray, pa.Array]:
 
 
 class _KeyedState(_State):
+    view: KeyedStateView
+
     def __init__(self, view: KeyedStateView, prefix_bytes: int, key: FlinkSerializer, key_source: Serializer) -> None:
         proto, where = view.proto, view.label
         self.name, self.view, self.kind, self.where = view.name, view, view.kind, where
@@ -193,11 +198,13 @@ class _KeyedState(_State):
         self.composite = _CompositeKey(prefix_bytes, key, key_source, namespace, view.namespace_serializer, where)
         self.value_source = view.value_serializer
         if self.kind == "map":
+            user_key_source = view.user_key_serializer
+            assert user_key_source is not None  # the reader resolves one for every MAP state
             user_key = flink_serializer(proto.user_key_serializer, where)
-            self.user_key = transcoder(view.user_key_serializer, user_key.type, f"{where} (user key)")
+            self.user_key = transcoder(user_key_source, user_key.type, f"{where} (user key)")
             value = flink_serializer(proto.value_serializer, where, nulls_handled=True)
             self.nullable = isinstance(self.value_source, Nullable)
-            source = self.value_source.inner if self.nullable else self.value_source
+            source = self.value_source.inner if isinstance(self.value_source, Nullable) else self.value_source
             stored = map_serializer(user_key, ttl_serializer(value, where) if self.ttl else value, where)
         else:
             value = flink_serializer(proto.value_serializer, where)
@@ -267,6 +274,8 @@ class _KeyedState(_State):
 
 
 class _TimerQueue(_State):
+    view: TimerServiceView
+
     def __init__(self, view: TimerServiceView, prefix_bytes: int, key: FlinkSerializer, key_source: Serializer) -> None:
         self.view, where = view, view.label
         self.name = TIMER_STATE_PREFIX + _DOMAIN_PREFIX[view.domain] + view.name
@@ -348,21 +357,22 @@ class KeyedExport:
     def _write_sections(self, stream, batch: KeyGroupRange, records: list[Records | None], offsets: np.ndarray,
                         first: int) -> None:
         wanted = np.arange(batch.first, batch.last + 1)
-        found = []
+        # Per state: every wanted key group's first and end pair, the pairs' offsets and bytes.
+        found: list[tuple[np.ndarray, np.ndarray, np.ndarray, memoryview] | None] = []
         for r in records:
             if r is None:
                 found.append(None)
                 continue
             pair_offsets, data = binary_parts(r.pairs)
             found.append((np.searchsorted(r.key_groups, wanted, "left"), np.searchsorted(r.key_groups, wanted, "right"),
-                          pair_offsets.astype(np.int64), memoryview(data)))
+                          pair_offsets.astype(np.int64), data.data))
         for i, key_group in enumerate(wanted.tolist()):
             pieces = []
             for state_id, f in enumerate(found):
                 if f is None or f[0][i] == f[1][i]:
                     continue
-                lows, highs, pair_offsets, data = f
-                pieces += [struct.pack(">h", state_id), data[pair_offsets[lows[i]]:pair_offsets[highs[i]]]]
+                lows, highs, pair_offsets, pairs = f
+                pieces += [struct.pack(">h", state_id), pairs[pair_offsets[lows[i]]:pair_offsets[highs[i]]]]
             if pieces:
                 offsets[key_group - first] = stream.tell()
                 for piece in pieces:

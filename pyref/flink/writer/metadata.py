@@ -98,7 +98,7 @@ class OperatorEntry:
 def _stream(out: DataOutput, stream: StreamRef | None) -> None:
     if stream is None:
         out.byte(NULL_HANDLE)
-    elif stream.inline:
+    elif stream.data is not None:  # inline
         out.byte(BYTE_STREAM).utf(stream.name).int(len(stream.data)).raw(stream.data)
     else:
         out.byte(RELATIVE_STREAM).utf(stream.name).long(stream.size)

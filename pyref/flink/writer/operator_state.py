@@ -26,14 +26,15 @@ import pyarrow as pa
 
 from ..._proto.savepoint.v1 import manifest_pb2 as pb
 from ...errors import UnsupportedFormatError
-from ...reader import OperatorView
+from ...broadcast import BroadcastStateView
+from ...reader import ListStateView, OperatorView
 from ...redistribution import DistributionMode as PyrefMode
 from ...restore import plan_list_state
 from ..handles import DistributionMode
 from ...serializers.base import binary_parts
 from ..rows import join_rows
 from ..to_flink import flink_serializer
-from ..transcode import transcoder
+from ..transcode import Transcoder, transcoder
 from .meta_info import broadcast_meta_info, list_meta_info
 
 __all__ = ["OperatorStateExport"]
@@ -50,7 +51,7 @@ class OperatorStateExport:
     def __init__(self, op: OperatorView, parallelism: int, release: tuple[int, int] = (2, 3)) -> None:
         self.operator = op
         self.parallelism = parallelism
-        self.lists = []
+        self.lists: list[tuple[ListStateView, DistributionMode, Transcoder, bytes]] = []
         for name in op.list_state_names:
             view = op.list_state(name)
             if view.mode not in _MODES:
@@ -60,14 +61,15 @@ class OperatorStateExport:
             element = flink_serializer(view.proto.element_serializer, view.label)
             self.lists.append((view, _MODES[view.mode], transcoder(view.serializer, element.type, view.label),
                                list_meta_info(name, view.label, _MODES[view.mode].name, element)))
-        self.broadcasts = []
+        self.broadcasts: list[tuple[BroadcastStateView, Transcoder, Transcoder, bytes]] = []
         for name in op.broadcast_state_names:
-            view = op.broadcast_state(name)
-            key = flink_serializer(view.proto.key_serializer, view.label)
-            value = flink_serializer(view.proto.value_serializer, view.label)
-            self.broadcasts.append((view, transcoder(view.key_serializer, key.type, f"{view.label} (key)"),
-                                    transcoder(view.value_serializer, value.type, f"{view.label} (value)"),
-                                    broadcast_meta_info(name, view.label, key, value)))
+            broadcast = op.broadcast_state(name)
+            key = flink_serializer(broadcast.proto.key_serializer, broadcast.label)
+            value = flink_serializer(broadcast.proto.value_serializer, broadcast.label)
+            where = broadcast.label
+            self.broadcasts.append((broadcast, transcoder(broadcast.key_serializer, key.type, f"{where} (key)"),
+                                    transcoder(broadcast.value_serializer, value.type, f"{where} (value)"),
+                                    broadcast_meta_info(name, where, key, value)))
         header = (struct.pack(">i?", PROXY_VERSION, False) if release >= (1, 18)
                   else struct.pack(">i", PROXY_VERSION_BEFORE_1_18))
         self.proxy = (header + struct.pack(">h", len(self.lists)) + b"".join(m for *_, m in self.lists)
@@ -94,9 +96,9 @@ class OperatorStateExport:
             at = stream.tell()
             offsets = self._write_rows(stream, elements)
             states[view.name] = (mode, tuple((offsets[:-1] + at).tolist()))
-        for view, key, value, _ in self.broadcasts:
-            keys, values = view.encoded_entries(self._plan[view.name][subtask])
-            states[view.name] = (DistributionMode.BROADCAST, (stream.tell(),))
+        for broadcast, key, value, _ in self.broadcasts:
+            keys, values = broadcast.encoded_entries(self._plan[broadcast.name][subtask])
+            states[broadcast.name] = (DistributionMode.BROADCAST, (stream.tell(),))
             stream.write(struct.pack(">i", len(keys)))
             self._write_rows(stream, join_rows([key(keys), value(values)], len(keys)))
         return states
