@@ -42,7 +42,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, overload
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
@@ -89,7 +89,12 @@ def _snake(name: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
 
 
+@overload
+def int_option(values: dict[str, str], name: str, default: int) -> int: ...
+@overload
+def int_option(values: dict[str, str], name: str, default: None = None) -> int | None: ...
 def int_option(values: dict[str, str], name: str, default: int | None = None) -> int | None:
+    """Option ``name`` as a whole number >= 1, ``default`` when not given."""
     text = values.get(name)
     if text is None:
         return default
@@ -112,9 +117,10 @@ def bool_option(values: dict[str, str], name: str) -> bool:
 class _Options:
     def __init__(self, options) -> None:
         values = option_values(options, READ_OPTIONS, "reads")
-        self.path = values.get("path")
-        if not self.path:
+        path = values.get("path")
+        if not path:
             raise InvalidArgumentError("give the savepoint location: .load(path)")
+        self.path = path
         self.operator = values.get("operator")
         self.state = values.get("state")
         self.timer_service = values.get("timerService")
