@@ -42,10 +42,9 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter, InputPartition
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
 from pyspark.sql.types import StructField, StructType
@@ -54,6 +53,9 @@ from ..errors import InvalidArgumentError
 from ..inspection import describe
 from ..reader import Savepoint
 from .fragments import DEFAULT_FRAGMENT_BYTES, Fragment, Selection, StateScan, fragment_batches
+
+if TYPE_CHECKING:
+    from .session import AnySparkSession
 
 
 def spark_schema(schema: pa.Schema) -> StructType:
@@ -318,7 +320,7 @@ def _entries(state: dict[Any, Any]) -> int | None:
     return state.get("entries")
 
 
-def register(spark: SparkSession) -> None:
+def register(spark: AnySparkSession) -> None:
     """Make ``format("savepoint")`` and ``format("savepoint-metadata")`` available on ``spark``,
     and turn on Spark's filter pushdown to Python data sources (pyspark >= 4.1), without which
     Spark refuses a reader that takes filters (the setting is unknown to, and ignored by, 4.0)."""
