@@ -114,7 +114,8 @@ def plan_write(options, schema: StructType, overwrite: bool) -> SavepointSink:
         state, columns, open_state = _keyed_state(values, op, name, value_serializer)
     else:
         mode = DistributionMode.parse(values.get("distribution", "split_distribute"))
-        state = pb.ListState(name=name, mode=cast(pb.DistributionMode, int(mode)), element_serializer=value_serializer.snapshot())
+        state = pb.ListState(name=name, mode=cast(pb.DistributionMode, int(mode)),
+                             element_serializer=value_serializer.snapshot())
         columns, open_state = ("subtask", "value"), partial(_open_list, _Shape.of(op), name, value_serializer, mode)
     _check_columns(schema, columns)
     options = WriteOptions(codec=values.get("codec", "zstd"),
