@@ -42,10 +42,9 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter, InputPartition
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
 from pyspark.sql.types import StructField, StructType
@@ -54,6 +53,9 @@ from ..errors import InvalidArgumentError
 from ..inspection import describe
 from ..reader import Savepoint
 from .fragments import DEFAULT_FRAGMENT_BYTES, Fragment, Selection, StateScan, fragment_batches
+
+if TYPE_CHECKING:
+    from .session import AnySparkSession
 
 
 def spark_schema(schema: pa.Schema) -> StructType:
@@ -89,7 +91,12 @@ def _snake(name: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
 
 
+@overload
+def int_option(values: dict[str, str], name: str, default: int) -> int: ...
+@overload
+def int_option(values: dict[str, str], name: str, default: None = None) -> int | None: ...
 def int_option(values: dict[str, str], name: str, default: int | None = None) -> int | None:
+    """Option ``name`` as a whole number >= 1, ``default`` when not given."""
     text = values.get(name)
     if text is None:
         return default
@@ -112,9 +119,10 @@ def bool_option(values: dict[str, str], name: str) -> bool:
 class _Options:
     def __init__(self, options) -> None:
         values = option_values(options, READ_OPTIONS, "reads")
-        self.path = values.get("path")
-        if not self.path:
+        path = values.get("path")
+        if not path:
             raise InvalidArgumentError("give the savepoint location: .load(path)")
+        self.path = path
         self.operator = values.get("operator")
         self.state = values.get("state")
         self.timer_service = values.get("timerService")
@@ -312,7 +320,7 @@ def _entries(state: dict[Any, Any]) -> int | None:
     return state.get("entries")
 
 
-def register(spark: SparkSession) -> None:
+def register(spark: AnySparkSession) -> None:
     """Make ``format("savepoint")`` and ``format("savepoint-metadata")`` available on ``spark``,
     and turn on Spark's filter pushdown to Python data sources (pyspark >= 4.1), without which
     Spark refuses a reader that takes filters (the setting is unknown to, and ignored by, 4.0)."""

@@ -51,7 +51,7 @@ def resolve_duplicates(rows: DataFrame, identity: Sequence[str], policy: str, co
         newest = rows.selectExpr("*", f"max(`{ORDER}`) OVER (PARTITION BY {over}) AS `{NEWEST}`")
         return newest.where(f"`{ORDER}` = `{NEWEST}`").drop(ORDER, NEWEST), True
     if policy == "combine":
-        if not _FUNCTION.fullmatch(combine):
+        if combine is None or not _FUNCTION.fullmatch(combine):
             raise InvalidArgumentError(f"combine names a Spark SQL aggregate function (sum, max, ...), got {combine!r}")
         groups = [*identity, *(["key_group"] if "key_group" in rows.columns else [])]
         aggregates = {"value": combine, **({"ttl_timestamp": "max"} if "ttl_timestamp" in rows.columns else {})}

@@ -15,12 +15,10 @@ import threading
 import time
 from typing import TextIO
 
-from pyspark.sql import SparkSession
-
-from .session import is_connect
+from .session import AnySparkSession, is_connect
 
 
-def spark_shows_progress(spark: SparkSession) -> bool:
+def spark_shows_progress(spark: AnySparkSession) -> bool:
     """Whether Spark draws its console progress bar for ``spark``'s jobs."""
     return str(spark.conf.get("spark.ui.showConsoleProgress", "false")).lower() == "true"
 
@@ -28,7 +26,7 @@ def spark_shows_progress(spark: SparkSession) -> bool:
 class Progress:
     """Use as a context manager around a job; :meth:`step` names what runs next."""
 
-    def __init__(self, spark: SparkSession, *, enabled: bool = True, interval: float = 5.0,
+    def __init__(self, spark: AnySparkSession, *, enabled: bool = True, interval: float = 5.0,
                  stream: TextIO | None = None) -> None:
         self.spark = spark
         self.enabled = enabled
@@ -77,7 +75,8 @@ class Progress:
             return self
         if self._connect:
             self._last_time = time.monotonic()
-            self.spark.registerProgressHandler(self._connect_progress)
+            # pyspark annotates the ProgressHandler ABC; its docs register a plain callable.
+            self.spark.registerProgressHandler(self._connect_progress)  # type: ignore[arg-type]
         else:
             self._thread = threading.Thread(target=self._watch, name="pyref-progress", daemon=True)
             self._thread.start()
@@ -89,6 +88,8 @@ class Progress:
             self._thread.join()
         if self._connect:
             if self._stages:
-                self.spark.removeProgressHandler(self._connect_progress)
+                self.spark.removeProgressHandler(self._connect_progress)  # type: ignore[arg-type]
         else:
-            self.spark.sparkContext.setJobDescription(None)
+            # None unsets the description (a local property; SparkContext.setLocalProperty's docs),
+            # though pyspark annotates str.
+            self.spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]

@@ -8,14 +8,22 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING, Union
 
 from pyspark.sql import SparkSession
 
+from ..errors import InvalidArgumentError
 from .datasource import register
+
+if TYPE_CHECKING:
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+#: A classic or a Spark Connect session: pyspark types them as unrelated classes.
+AnySparkSession = Union[SparkSession, "ConnectSession"]
 
 
 def spark_session(master: str | None = "local[*]", app_name: str = "pyref", *, remote: str | None = None,
-                  **conf: str) -> SparkSession:
+                  **conf: str) -> AnySparkSession:
     """Get or create a session on ``master``, or with ``remote`` a Spark Connect session
     (``sc://host:port``, or ``local[N]`` for a Connect server pyspark starts in this process),
     with ``format("savepoint")`` registered.
@@ -26,13 +34,19 @@ def spark_session(master: str | None = "local[*]", app_name: str = "pyref", *, r
     the job (README, "On a Spark cluster").
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder: SparkSession.Builder | ConnectSession.Builder
     if remote and remote.startswith("sc://"):
         # Connect's own builder: pyspark's generic one refuses a client beside a classic session.
         from pyspark.sql.connect.session import SparkSession as ConnectSession
 
         builder = ConnectSession.builder.remote(remote)
+    elif remote:
+        builder = SparkSession.builder.remote(remote)
+    elif master is None:
+        # Spark itself would fail later, on the master URL 'None'.
+        raise InvalidArgumentError("give a Spark master URL or a remote (Spark Connect) URL")
     else:
-        builder = SparkSession.builder.remote(remote) if remote else SparkSession.builder.master(master)
+        builder = SparkSession.builder.master(master)
     builder = builder.appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -41,17 +55,18 @@ def spark_session(master: str | None = "local[*]", app_name: str = "pyref", *, r
     return spark
 
 
-def is_connect(spark: SparkSession) -> bool:
+def is_connect(spark: AnySparkSession) -> bool:
     """Whether ``spark`` is a Spark Connect session (a client without a SparkContext)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-def default_parallelism(spark: SparkSession) -> int:
+def default_parallelism(spark: AnySparkSession) -> int:
     """How many tasks Spark runs at once by default (its ``defaultParallelism``, the
     partitions of a ``spark.range``), asked in a way Spark Connect answers too."""
     configured = spark.conf.get("spark.default.parallelism", None)
     if configured:
         return int(configured)
     # The partition ids as a column first: Spark refuses an aggregate over spark_partition_id().
-    probe = spark.range(0, 1 << 16).selectExpr("spark_partition_id() AS p").agg({"p": "max"})
-    return int(probe.first()[0]) + 1
+    probe = spark.range(0, 1 << 16).selectExpr("spark_partition_id() AS p").agg({"p": "max"}).first()
+    assert probe is not None  # a global aggregate has one row
+    return int(probe[0]) + 1

@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
 from pyspark.sql import datasource as spark_datasource
@@ -36,15 +37,15 @@ from pyspark.sql.types import StructType
 
 from .. import __version__
 from .._proto.savepoint.v1 import manifest_pb2 as pb
+from ..descriptions import KIND_NAMES
 from ..errors import InvalidArgumentError
-from ..io import SavepointIO, open_io
+from ..io import MANIFEST_NAME, SavepointIO, open_io
 from ..key_groups import check_parallelism, default_max_parallelism
 from ..keys import key_type_of
 from ..manifest import decode_manifest, state_label
-from ..reader import KIND_NAMES
 from ..redistribution import DistributionMode
 from ..serializers import Serializer
-from ..writer import MANIFEST_NAME, delete_replaced, publish
+from ..writer import delete_replaced, publish
 from .cli import parse_serializer
 from .commit import Job, WriteOptions, merge_keyed, merge_list, write_partial
 from .datasource import bool_option, int_option, option_values
@@ -58,7 +59,10 @@ WRITE_OPTIONS = ("path", "operator", "state", "stateType", "kind", "keySerialize
 
 _KINDS = {name: kind for kind, name in KIND_NAMES.items()}
 # pyspark 4.0 hands a writer Rows; later versions have an Arrow writer that takes batches.
-_Writer = getattr(spark_datasource, "DataSourceArrowWriter", spark_datasource.DataSourceWriter)
+if TYPE_CHECKING:
+    from pyspark.sql.datasource import DataSourceWriter as _Writer
+else:
+    _Writer = getattr(spark_datasource, "DataSourceArrowWriter", spark_datasource.DataSourceWriter)
 
 
 @dataclass(frozen=True)
@@ -105,12 +109,13 @@ def plan_write(options, schema: StructType, overwrite: bool) -> SavepointSink:
     keyed = values.get("stateType", "keyed") == "keyed"
     if values.get("stateType", "keyed") not in ("keyed", "list"):
         raise InvalidArgumentError(f"option 'stateType' is 'keyed' or 'list', got {values['stateType']!r}")
-    value_serializer = _serializer(values, "valueSerializer", required=True)
+    value_serializer = _required_serializer(values, "valueSerializer")
     if keyed:
         state, columns, open_state = _keyed_state(values, op, name, value_serializer)
     else:
         mode = DistributionMode.parse(values.get("distribution", "split_distribute"))
-        state = pb.ListState(name=name, mode=int(mode), element_serializer=value_serializer.snapshot())
+        state = pb.ListState(name=name, mode=cast(pb.DistributionMode, int(mode)),
+                             element_serializer=value_serializer.snapshot())
         columns, open_state = ("subtask", "value"), partial(_open_list, _Shape.of(op), name, value_serializer, mode)
     _check_columns(schema, columns)
     options = WriteOptions(codec=values.get("codec", "zstd"),
@@ -141,13 +146,16 @@ def _count(values: dict[str, str], name: str, default: int) -> int:
     return int(text)
 
 
-def _serializer(values: dict[str, str], option: str, required: bool = False) -> Serializer | None:
+def _required_serializer(values: dict[str, str], option: str) -> Serializer:
+    serializer = _serializer(values, option)
+    if serializer is None:
+        raise InvalidArgumentError(f"give option {option!r} (a serializer label such as int64 or string)")
+    return serializer
+
+
+def _serializer(values: dict[str, str], option: str) -> Serializer | None:
     text = values.get(option)
-    if text is None:
-        if required:
-            raise InvalidArgumentError(f"give option {option!r} (a serializer label such as int64 or string)")
-        return None
-    return parse_serializer(text)
+    return None if text is None else parse_serializer(text)
 
 
 def _operator(values: dict[str, str], operator_id: str) -> pb.Operator:
@@ -174,7 +182,8 @@ def _keyed_state(values: dict[str, str], op: pb.Operator, name: str, value_seria
     kind = values.get("kind", "value")
     if kind not in _KINDS:
         raise InvalidArgumentError(f"unknown keyed state kind {kind!r}; choose one of {sorted(_KINDS)}")
-    user_key_serializer = _serializer(values, "userKeySerializer", required=kind == "map")
+    user_key_serializer = (_required_serializer(values, "userKeySerializer") if kind == "map"
+                           else _serializer(values, "userKeySerializer"))
     if user_key_serializer is not None and kind != "map":
         raise InvalidArgumentError("option 'userKeySerializer' is for kind 'map' only")
     state = pb.KeyedState(name=name, kind=_KINDS[kind], value_serializer=value_serializer.snapshot())
@@ -201,6 +210,7 @@ class SavepointSink(_Writer):
         t = self.target
         batches = (b.select(list(t.columns)) for b in _as_batches(iterator, self.arrow_schema))
         if t.keyed:
+            assert t.shape.key_serializer is not None  # plan_write refuses keyed state without one
             batches = _with_key_groups(t.shape.key_serializer, t.shape.max_parallelism, batches)
         feed = _feed_keyed if t.keyed else _feed_list
         return _Written(write_partial(t.job, self.open_state, feed, batches))

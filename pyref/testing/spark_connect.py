@@ -25,7 +25,7 @@ class ConnectServer:
         self.url = f"sc://127.0.0.1:{self.port}"
         self.conf = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", **conf}
         self.cores = cores
-        self._process: subprocess.Popen | None = None
+        self._process: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> ConnectServer:
         self._process = subprocess.Popen(
@@ -33,6 +33,7 @@ class ConnectServer:
              *(f"{k}={v}" for k, v in self.conf.items())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             env={**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)})
+        assert self._process.stdout is not None  # stdout=PIPE
         line = self._process.stdout.readline().strip()
         if line != "ready":
             self.__exit__()
@@ -41,6 +42,7 @@ class ConnectServer:
 
     def __exit__(self, *exc) -> None:
         if self._process is not None:
+            assert self._process.stdin is not None and self._process.stdout is not None  # both PIPE
             self._process.stdin.close()
             self._process.stdout.close()
             try:
