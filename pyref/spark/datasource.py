@@ -131,6 +131,10 @@ class _Options:
         self.target_parallelism = int_option(values, "targetParallelism")
         self.fragment_bytes = int_option(values, "fragmentBytes", DEFAULT_FRAGMENT_BYTES)
         self.push_filters = bool_option(values, "pushFilters")
+        if self.push_filters and not hasattr(DataSourceReader, "pushFilters"):  # pyspark 4.0 would ignore it
+            raise InvalidArgumentError("option 'pushFilters' needs pyspark >= 4.1 (filter pushdown into Python data "
+                                       "sources); read_state(keys=..., key_groups=..., subtasks=...) selects chunks "
+                                       "on any pyspark", path=path)
 
     def plan(self, selection: Selection | None = None) -> StateScan:
         return StateScan.plan(self.path, self.operator, self.state, raw=self.raw,
