@@ -210,3 +210,25 @@ def fresh_dir(target: pathlib.Path) -> pathlib.Path:
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     return tmp
+
+
+def generator_main(argv: list[str] | None, doc: str | None, golden_dir: pathlib.Path, reject_dir: pathlib.Path,
+                   listing: Callable[[], Iterable[str]],
+                   generate: Callable[[pathlib.Path, pathlib.Path, list[str] | None], list]) -> int:
+    """The command line of a generator that writes golden and reject cases: ``--list`` prints
+    ``listing()``; otherwise ``generate(golden_out, reject_out, cases)`` writes the missing ones."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--golden-out", type=pathlib.Path, default=golden_dir)
+    parser.add_argument("--reject-out", type=pathlib.Path, default=reject_dir)
+    parser.add_argument("--case", action="append", help="generate only this case (repeatable)")
+    parser.add_argument("--list", action="store_true")
+    args = parser.parse_args(argv)
+    if args.list:
+        for line in listing():
+            print(line)
+        return 0
+    made = generate(args.golden_out, args.reject_out, args.case)
+    print(f"{len(made)} cases written")
+    return 0

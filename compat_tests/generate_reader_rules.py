@@ -17,14 +17,13 @@ once, their files added to the corpora's ``SHA256SUMS``.
 
 from __future__ import annotations
 
-import argparse
 import pathlib
 import struct
 import sys
 from collections.abc import Callable
 
 from compat_tests import GOLDEN_DIR, REJECT_DIR
-from compat_tests._build import rewrite_manifest, write_model
+from compat_tests._build import generator_main, rewrite_manifest, write_model
 from compat_tests.canonical import KeyedModel, ListModel, OperatorModel
 from compat_tests.generate_goldens import Case
 from compat_tests.generate_goldens_1_2 import generate as generate_goldens
@@ -703,22 +702,13 @@ def generate(golden_root: pathlib.Path, reject_root: pathlib.Path, only: list[st
     return made
 
 
+def _listing() -> list[str]:
+    return [*(f"golden/1.0/{g.name}: {g.exercises}" for g in golden_cases()),
+            *(f"reject/{REJECT_SUBDIRECTORY}/{c.name} [{c.category}]: {c.breaks}" for c in reject_cases())]
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--golden-out", type=pathlib.Path, default=GOLDEN_DIR)
-    parser.add_argument("--reject-out", type=pathlib.Path, default=REJECT_DIR)
-    parser.add_argument("--case", action="append", help="generate only this case (repeatable)")
-    parser.add_argument("--list", action="store_true")
-    args = parser.parse_args(argv)
-    if args.list:
-        for g in golden_cases():
-            print(f"golden/1.0/{g.name}: {g.exercises}")
-        for c in reject_cases():
-            print(f"reject/{REJECT_SUBDIRECTORY}/{c.name} [{c.category}]: {c.breaks}")
-        return 0
-    made = generate(args.golden_out, args.reject_out, args.case)
-    print(f"{len(made)} cases written")
-    return 0
+    return generator_main(argv, __doc__, GOLDEN_DIR, REJECT_DIR, _listing, generate)
 
 
 if __name__ == "__main__":

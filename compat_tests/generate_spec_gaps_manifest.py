@@ -23,7 +23,6 @@ checks; a case is written once, its files are added to ``SHA256SUMS``):
 
 from __future__ import annotations
 
-import argparse
 import pathlib
 import shutil
 import struct
@@ -31,7 +30,7 @@ import sys
 from collections.abc import Callable
 
 from compat_tests import GOLDEN_DIR, REJECT_DIR
-from compat_tests._build import envelope, rewrite_manifest, write_model
+from compat_tests._build import envelope, generator_main, rewrite_manifest, write_model
 from compat_tests.canonical import KeyedModel, ListModel, OperatorModel
 from compat_tests.generate_goldens import Case
 from compat_tests.generate_goldens_1_2 import generate as generate_goldens
@@ -417,22 +416,13 @@ def generate(golden_root: pathlib.Path, reject_root: pathlib.Path, only: list[st
     return made
 
 
+def _listing() -> list[str]:
+    return [*(f"golden/{g.format_version}/{g.name}: {g.exercises}" for g in golden_cases()),
+            *(f"reject/{REJECT_SUBDIR}/{c.name} [{c.category}]: {c.breaks}" for c in reject_cases())]
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--golden-out", type=pathlib.Path, default=GOLDEN_DIR)
-    parser.add_argument("--reject-out", type=pathlib.Path, default=REJECT_DIR)
-    parser.add_argument("--case", action="append", help="generate only this case (repeatable)")
-    parser.add_argument("--list", action="store_true")
-    args = parser.parse_args(argv)
-    if args.list:
-        for c in golden_cases():
-            print(f"golden/{c.format_version}/{c.name}: {c.exercises}")
-        for c in reject_cases():
-            print(f"reject/{REJECT_SUBDIR}/{c.name} [{c.category}]: {c.breaks}")
-        return 0
-    made = generate(args.golden_out, args.reject_out, args.case)
-    print(f"{len(made)} cases written")
-    return 0
+    return generator_main(argv, __doc__, GOLDEN_DIR, REJECT_DIR, _listing, generate)
 
 
 if __name__ == "__main__":
