@@ -69,17 +69,25 @@ def unique_rows(identity: Sequence[str], label: str, batches: Iterator[pa.Record
     for batch in batches:
         if not batch.num_rows:
             continue
-        checked = batch if previous is None else pa.Table.from_batches([previous, batch]).combine_chunks().to_batches()[0]
-        repeated = _repeats(checked, identity)
-        if len(repeated):
-            row = checked.slice(int(repeated[0]), 1).to_pylist()[0]
-            shown = ", ".join(f"{name}={row[name]!r}" for name in identity)
-            raise InvalidArgumentError(
-                f"two rows of {shown}: stored, which one a reader gets would depend on Spark's order; pass "
-                "duplicates='last' with order_by=COLUMN, or duplicates='combine' with combine='sum' (say)",
-                state=label)
+        # The previous batch's last row against this one's first, then this one's neighbours:
+        # two one-row slices are joined, never the batch itself (that would copy every row).
+        if previous is not None:
+            _refuse_repeats(pa.Table.from_batches([previous, batch.slice(0, 1)]).combine_chunks().to_batches()[0],
+                            identity, label)
+        _refuse_repeats(batch, identity, label)
         previous = batch.slice(batch.num_rows - 1, 1)
         yield batch
+
+
+def _refuse_repeats(batch: pa.RecordBatch, identity: Sequence[str], label: str) -> None:
+    repeated = _repeats(batch, identity)
+    if len(repeated):
+        row = batch.slice(int(repeated[0]), 1).to_pylist()[0]
+        shown = ", ".join(f"{name}={row[name]!r}" for name in identity)
+        raise InvalidArgumentError(
+            f"two rows of {shown}: stored, which one a reader gets would depend on Spark's order; pass "
+            "duplicates='last' with order_by=COLUMN, or duplicates='combine' with combine='sum' (say)",
+            state=label)
 
 
 def _repeats(batch: pa.RecordBatch, identity: Sequence[str]):

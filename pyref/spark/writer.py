@@ -40,6 +40,8 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import IntegerType, StructField, StructType
+from pyspark.sql.udf import UserDefinedFunction
+from pyspark.util import PythonEvalType
 
 from .. import __version__
 from .._proto.savepoint.v1 import manifest_pb2 as pb
@@ -73,6 +75,7 @@ from .commit import (
 from .fragments import DEFAULT_FRAGMENT_BYTES, chunk_fragments, find_state, keyed_names, timer_names
 from .duplicates import ORDER, resolve_duplicates, unique_rows
 from .progress import Progress
+from .session import is_connect
 
 _KINDS = {name: kind for kind, name in KIND_NAMES.items()}
 
@@ -85,11 +88,36 @@ def _key_column(column: pa.Array, key_serializer: Serializer) -> pa.Array:
     return as_key_array(column, key_serializer)
 
 
+def _key_groups_of(key_serializer: Serializer, max_parallelism: int, keys: pa.Array) -> pa.Array:
+    """The key group of each key (Spark's column of the keys), as an int32 array."""
+    groups = compute_key_groups(_key_column(keys, key_serializer), max_parallelism,
+                                key_type_of(key_serializer.snapshot()))
+    return pa.array(groups, pa.int32())
+
+
 def _with_key_groups(key_serializer: Serializer, max_parallelism: int, batches):
-    key_type = key_type_of(key_serializer.snapshot())
     for batch in batches:
-        groups = compute_key_groups(_key_column(batch.column("key"), key_serializer), max_parallelism, key_type)
-        yield pa.record_batch([pa.array(groups, pa.int32()), *batch.columns], names=["key_group", *batch.schema.names])
+        groups = _key_groups_of(key_serializer, max_parallelism, batch.column("key"))
+        yield pa.record_batch([groups, *batch.columns], names=["key_group", *batch.schema.names])
+
+
+def _key_group_udf(df: DataFrame, key_serializer: Serializer, max_parallelism: int) -> Callable[..., Any] | None:
+    """An Arrow UDF of the keys' key groups, of the DataFrame's kind (classic or Spark Connect);
+    None on pyspark 4.0, which has no Arrow UDFs. Spark sends such a UDF the key column only
+    and keeps the other columns in the JVM, where a ``mapInArrow`` of the rows would send
+    every column to Python and back: the values, most of the bytes, crossed twice for nothing.
+    (Made with the UDF class of the session's kind: ``pyspark.sql.functions.arrow_udf`` picks
+    Spark Connect in any process that has a Connect session, whatever the DataFrame.)"""
+    eval_type = getattr(PythonEvalType, "SQL_SCALAR_ARROW_UDF", None)
+    if eval_type is None:
+        return None
+    if is_connect(df.sparkSession):
+        from pyspark.sql.connect.udf import UserDefinedFunction as ConnectFunction
+
+        return ConnectFunction(partial(_key_groups_of, key_serializer, max_parallelism), IntegerType(),
+                               name="pyref_key_group", evalType=eval_type)
+    return UserDefinedFunction(partial(_key_groups_of, key_serializer, max_parallelism), IntegerType(),
+                               name="pyref_key_group", evalType=eval_type)
 
 
 @dataclass(frozen=True)
@@ -389,9 +417,12 @@ class SavepointBuilder:
         if op.key_groups == pb.KEY_GROUPS_FROM_WRITER:
             return df.select(df[key_group].cast("int").alias("key_group"), *columns)
         selected = df.select(*columns)
-        return selected.mapInArrow(
-            partial(_with_key_groups, serializer_from_snapshot(op.key_serializer), op.max_parallelism),
-            StructType([StructField("key_group", IntegerType()), *selected.schema.fields]))
+        key_serializer = serializer_from_snapshot(op.key_serializer)
+        key_groups = _key_group_udf(selected, key_serializer, op.max_parallelism)
+        if key_groups is not None:
+            return selected.select(key_groups(selected["key"]).alias("key_group"), *selected.columns)
+        return selected.mapInArrow(partial(_with_key_groups, key_serializer, op.max_parallelism),
+                                   StructType([StructField("key_group", IntegerType()), *selected.schema.fields]))
 
     def add_timers(self, operator_id: str, name: str, domain: str, df: DataFrame, *,
                    namespace_serializer: Serializer | None = None, key: str = "key", namespace: str = "namespace",

@@ -143,6 +143,21 @@ def test_files_of_lost_task_attempts_are_deleted_after_commit(spark, tmp_path):
     assert "someone-else.svd" in _files(target)
 
 
+def test_the_duplicate_check_sees_repeats_within_and_across_a_tasks_batches():
+    import pyarrow as pa
+
+    from pyref.spark.duplicates import unique_rows
+
+    def batches(*keys):
+        return [pa.record_batch([pa.array([0] * len(k), pa.int32()), pa.array(k)], names=["key_group", "key"])
+                for k in keys]
+
+    assert sum(b.num_rows for b in unique_rows(["key"], "op/s", iter(batches(["a", "b"], [], ["c", "d"])))) == 4
+    for repeated in (batches(["a", "b", "b", "c"]), batches(["a", "b"], [], ["b", "c"])):  # within, across
+        with pytest.raises(InvalidArgumentError, match="two rows of key='b'"):
+            list(unique_rows(["key"], "op/s", iter(repeated)))
+
+
 def test_duplicate_keys_are_refused_or_resolved_as_asked(spark, tmp_path):
     from pyref.spark import SavepointBuilder
 
