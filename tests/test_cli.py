@@ -189,6 +189,11 @@ def test_a_data_path_that_is_not_a_directory_is_a_typed_error(tmp_path, capsys, 
     ["spark-rescale", "{seeds}", "{seeds}-2", "-p", "2", "--conf", "no-equals-sign"],
     ["spark-rescale", "{seeds}", "{seeds}-2", "-p", "2", "--spark-conf", "/no/such/file"],
     ["spark-rescale", "{seeds}", "{seeds}-2", "-p", "2", "--master", "local", "--remote", "sc://h:1"],
+    ["change-max-parallelism", "{seeds}", "{seeds}-2", "-m", "256", "--target-file-size", "12XB"],
+    ["migrate", "{seeds}", "{seeds}-2", "--operator", "url-counter", "--state", "count", "--serializer", "int64",
+     "--target-file-size", "0"],
+    ["spark-flatten", "{seeds}", "{seeds}-2", "--target-file-size", "1.5GB"],
+    ["spark-rescale", "{seeds}", "{seeds}-2", "-p", "2", "--target-file-size", "1MB"],  # not a --copy: no files
     ["inspect", "file://{seeds}#fragment"],
     ["inspect", "nosuchscheme://bucket/sp"],
     ["inspect", ""],
@@ -213,6 +218,17 @@ def test_inspect_and_plan_show_the_1_2_parts(tmp_path, capsys):
     assert "timer service window-timers [event_time] namespace time-window@v1: 50 timers" in out
     code, info = run_json(capsys, "plan", str(tmp_path / "sp"), "-p", "4")
     assert code == 0 and len(info["operators"]) == 3
+
+
+def test_sizes_read_as_spark_writes_them():
+    from pyref.errors import InvalidArgumentError
+    from pyref.spark.cli import parse_size
+
+    assert [parse_size(t, "x") for t in ("256MB", "256m", "256 MiB", "1g", "2KB", "7b", "1048576")] == [
+        256 << 20, 256 << 20, 256 << 20, 1 << 30, 2048, 7, 1 << 20]
+    for bad in ("0", "-1MB", "1.5GB", "12XB", "1ib", "", "MB"):
+        with pytest.raises(InvalidArgumentError, match=f"option 'targetFileSize': expected a size > 0.*got {bad!r}"):
+            parse_size(bad, "option 'targetFileSize'")
 
 
 def test_spark_conf_file_then_conf_flags(tmp_path):

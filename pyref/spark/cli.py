@@ -31,10 +31,44 @@ _VERSION = re.compile(r"@v(\d+)")
 
 
 #: Spaces between the tokens of a label; those inside a default's JSON string stay.
+#: A byte size: digits, then a unit of 1024s as Spark's sizes have them (256m, 256MB, 256MiB).
+_SIZE = re.compile(r"([0-9]{1,15})\s*(?:([kmgt])(?:i?b)?|b)?", re.IGNORECASE)
+_UNITS = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40}
+
+#: Spaces between the tokens of a label; those inside a default's JSON string stay.
 _SPACES_OUTSIDE_STRINGS = re.compile(r'("(?:[^"\\]|\\.)*")|\s+')
 #: The defaults of a label's tuples: the path to the tuple (child indexes from the root), and
 #: its defaults by field name.
 Defaults = list[tuple[tuple[int, ...], dict[str, Any]]]
+
+
+def _size(text: str) -> int | None:
+    match = _SIZE.fullmatch(text.strip())
+    if not match or int(match.group(1)) == 0:
+        return None
+    return int(match.group(1)) << _UNITS[(match.group(2) or "").lower()]
+
+
+def _size_expected(text: str) -> str:
+    return f"expected a size > 0 such as 256MB, 1GB or 1048576 (bytes), got {text!r}"
+
+
+def parse_size(text: str, what: str) -> int:
+    """A number of bytes > 0 from ``text``: digits and a unit of 1024s, as Spark writes sizes
+    (``268435456``, ``256m``, ``256MB``, ``256MiB``, ``1g``; KB, MB, GB, TB are 1024-based);
+    otherwise :class:`InvalidArgumentError` naming ``what`` it was given for."""
+    size = _size(text)
+    if size is None:
+        raise InvalidArgumentError(f"{what}: {_size_expected(text)}")
+    return size
+
+
+def byte_size(text: str) -> int:
+    """:func:`parse_size` as an argparse type (argparse names the flag)."""
+    size = _size(text)
+    if size is None:
+        raise argparse.ArgumentTypeError(_size_expected(text))
+    return size
 
 
 def parse_serializer(text: str) -> Serializer:
@@ -197,17 +231,20 @@ def _jobs():
 
 def _spark_rescale(args: argparse.Namespace) -> int:
     parallelism = operator_numbers(args, "--parallelism")
+    if args.target_file_size is not None and not args.copy:
+        raise InvalidArgumentError("--target-file-size sizes the files of a --copy; a shallow rescale writes none")
     _check_source(args)
     return _run_on_spark(args, lambda spark: _jobs().rescale(
         args.path, args.target, parallelism, spark=spark, copy=args.copy, overwrite=args.overwrite,
-        progress=not args.json, base_paths=args.base_paths, force=args.force))
+        progress=not args.json, base_paths=args.base_paths, force=args.force, target_file_bytes=args.target_file_size))
 
 
 def _spark_flatten(args: argparse.Namespace) -> int:
     Savepoint.open(args.path)
     read_previous(open_io(args.target), args.overwrite, force=args.force)
     return _run_on_spark(args, lambda spark: _jobs().flatten(
-        spark, args.path, args.target, overwrite=args.overwrite, progress=not args.json, force=args.force))
+        spark, args.path, args.target, overwrite=args.overwrite, progress=not args.json, force=args.force,
+        target_file_bytes=args.target_file_size))
 
 
 def _change_max_parallelism(args: argparse.Namespace) -> int:
@@ -215,7 +252,7 @@ def _change_max_parallelism(args: argparse.Namespace) -> int:
     _check_source(args)
     return _run_on_spark(args, lambda spark: _jobs().change_max_parallelism(
         spark, args.path, args.target, wanted, copy=args.copy, overwrite=args.overwrite, partitions=args.partitions,
-        progress=not args.json, base_paths=args.base_paths, force=args.force))
+        progress=not args.json, base_paths=args.base_paths, force=args.force, target_file_bytes=args.target_file_size))
 
 
 def _migrate(args: argparse.Namespace) -> int:
@@ -223,7 +260,8 @@ def _migrate(args: argparse.Namespace) -> int:
     _check_source(args, args.operator, args.state)
     return _run_on_spark(args, lambda spark: _jobs().migrate_state(
         spark, args.path, args.target, args.operator, args.state, serializer, copy=args.copy,
-        overwrite=args.overwrite, progress=not args.json, base_paths=args.base_paths, force=args.force))
+        overwrite=args.overwrite, progress=not args.json, base_paths=args.base_paths, force=args.force,
+        target_file_bytes=args.target_file_size))
 
 
 def _spark_import_flink(args: argparse.Namespace) -> int:
@@ -234,7 +272,7 @@ def _spark_import_flink(args: argparse.Namespace) -> int:
         from .flink import import_flink
 
         return import_flink(spark, args.source, args.target, overwrite=args.overwrite, progress=not args.json,
-                            force=args.force, **options)
+                            force=args.force, target_file_bytes=args.target_file_size, **options)
 
     def report(args: argparse.Namespace, imported: ImportReport) -> int:
         print_import(imported.to_dict(), args.json)
@@ -265,6 +303,11 @@ def spark_options(p: argparse.ArgumentParser) -> None:
                    help="Spark configuration properties, one 'key value' a line as in spark-defaults.conf")
 
 
+def target_file_size_option(p: argparse.ArgumentParser, help: str) -> None:
+    p.add_argument("--target-file-size", type=byte_size, metavar="SIZE",
+                   help=f"{help} (256MB, 1GB, bytes; KB, MB, GB are 1024-based)")
+
+
 def add_spark_commands(subparsers) -> None:
     """Register the Spark subcommands on the ``pyref`` parser's subparsers.
 
@@ -282,6 +325,8 @@ def add_spark_commands(subparsers) -> None:
         if shallow:
             p.add_argument("--copy", action="store_true", help="self-contained copy instead of referring to the source")
             p.add_argument("--base-paths", action="store_true", help=BASE_PATHS_HELP)
+        target_file_size_option(p, "about this many bytes per data file written, one task each (default: by "
+                                   "Spark's sizes)")
 
     p = subparsers.add_parser("spark-rescale", help="new parallelism (no state bytes copied; --copy copies on Spark)")
     common(p)
@@ -306,6 +351,7 @@ def add_spark_commands(subparsers) -> None:
                               help="import a Flink savepoint as a pyref savepoint on Spark, one task per state handle")
     add_import_arguments(p)
     spark_options(p)
+    target_file_size_option(p, "largest data file a task writes (the tasks are the state handles)")
     p.add_argument("--overwrite", action="store_true", help="replace a savepoint already at the target")
     p.add_argument("--force", action="store_true", help=FORCE_HELP)
     p.add_argument("--json", action="store_true")

@@ -32,6 +32,7 @@ import itertools
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -61,6 +62,7 @@ from .commit import Job, WriteOptions, adopt
 from .datasource import as_spark_batches, spark_schema
 from .frames import one_row_per_task
 from .progress import Progress
+from .sizing import check_target_file_bytes
 
 __all__ = ["import_flink", "read_flink_state"]
 
@@ -168,11 +170,16 @@ def import_flink(spark: SparkSession, source: Path, target: Path, *,
                  uids: Iterable[str] | Mapping[str, str] | None = None, ttl: Mapping[str, TtlConfig] | None = None,
                  ttl_default: TtlConfig | None = None, skip_states: Iterable[str] = (), overwrite: bool = False,
                  options: WriteOptions | None = None, batch_bytes: int = DEFAULT_BATCH_BYTES,
-                 progress: bool = True, force: bool = False) -> ImportReport:
+                 progress: bool = True, force: bool = False, target_file_bytes: int | None = None) -> ImportReport:
     """:func:`pyref.flink.import_flink` on Spark, one task per state handle. ``source``
     must be readable from every executor (a shared file system; local paths with a
-    local master). ``force`` replaces a target shallow savepoints use as a base."""
+    local master). ``force`` replaces a target shallow savepoints use as a base.
+    ``target_file_bytes`` caps each task's data files (the tasks are the handles)."""
     started = time.monotonic()
+    options = options or WriteOptions()
+    target_file_bytes = check_target_file_bytes(target_file_bytes)
+    if target_file_bytes is not None:
+        options = replace(options, file_bytes=target_file_bytes)
     source = os.path.abspath(os.fspath(source))
     io = open_io(os.fspath(target))
     previous = read_previous(io, overwrite, force=force)
@@ -183,7 +190,7 @@ def import_flink(spark: SparkSession, source: Path, target: Path, *,
         for attempt in itertools.count(1):  # as the core import: each pass plans a place again, or commits
             plans = plan_import(sp, demotions=demotions, **{k: v for k, v in task_options.items() if k != "uids"})
             tasks = _handles(plans)
-            job = Job.new(io.location, options or WriteOptions())
+            job = Job.new(io.location, options)
             report.step(f"import-flink: {len(tasks)} state handles of {len(plans)} operators"
                         + (f" (attempt {attempt})" if attempt > 1 else ""))
             try:

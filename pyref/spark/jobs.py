@@ -60,28 +60,33 @@ Path = str | os.PathLike[str]
 
 def rescale(source: Path, target: Path, parallelism: int | Mapping[str, int], *, spark: SparkSession | None = None,
             copy: bool = False, overwrite: bool = False, progress: bool = True, base_paths: bool = False,
-            force: bool = False) -> Savepoint:
+            force: bool = False, target_file_bytes: int | None = None) -> Savepoint:
     """A new parallelism per operator (one number, or a map by operator id). Shallow:
     the core's :func:`pyref.rewrite.rescale`, planned on metadata, no state bytes
     read or written. With ``copy=True`` and ``spark``, the chunks are copied to the
-    target byte for byte by Spark tasks in parallel."""
+    target byte for byte by Spark tasks in parallel, in data files of about
+    ``target_file_bytes`` if given (one task each)."""
+    if target_file_bytes is not None and (not copy or spark is None):
+        raise InvalidArgumentError("target_file_bytes is for copies on Spark (copy=True and spark): a shallow "
+                                   "rescale writes no data files")
     if not copy or spark is None:
         return core_rescale(source, target, parallelism, copy=copy, overwrite=overwrite, base_paths=base_paths,
                             force=force)
     with Progress(spark, enabled=progress) as report:
         with SavepointBuilder(spark, target, source=source, copy=True, overwrite=overwrite, progress=report,
-                              force=force) as builder:
+                              force=force, target_file_bytes=target_file_bytes) as builder:
             builder.rescale(parallelism)
         return Savepoint.written(builder.io, builder.manifest)
 
 
 def flatten(spark: SparkSession, source: Path, target: Path, *, overwrite: bool = False, progress: bool = True,
-            force: bool = False) -> Savepoint:
+            force: bool = False, target_file_bytes: int | None = None) -> Savepoint:
     """A self-contained copy of ``source`` at ``target`` (the core's :func:`pyref.rewrite.flatten`),
-    its chunks and its bases' copied byte for byte by Spark tasks in parallel."""
+    its chunks and its bases' copied byte for byte by Spark tasks in parallel (in data files
+    of about ``target_file_bytes`` if given, one task each)."""
     with Progress(spark, enabled=progress) as report:
         with SavepointBuilder(spark, target, source=source, copy=True, overwrite=overwrite, progress=report,
-                              force=force) as builder:
+                              force=force, target_file_bytes=target_file_bytes) as builder:
             pass  # nothing changes: the commit copies every chunk the source reads
         return Savepoint.written(builder.io, builder.manifest)
 
@@ -125,15 +130,17 @@ def _wanted(operators: Mapping[str, pb.Operator], value: int | Mapping[str, int]
 def change_max_parallelism(spark: SparkSession, source: Path, target: Path, max_parallelism: int | Mapping[str, int],
                            *, copy: bool = False, overwrite: bool = False, partitions: int | None = None,
                            options: WriteOptions | None = None, fragment_bytes: int = DEFAULT_FRAGMENT_BYTES,
-                           progress: bool = True, base_paths: bool = False, force: bool = False) -> Savepoint:
+                           progress: bool = True, base_paths: bool = False, force: bool = False,
+                           target_file_bytes: int | None = None) -> Savepoint:
     """Write ``source`` to ``target`` with a new max parallelism (one number, or a map
     by operator id): the keyed state of every changed operator is re-hashed and
     rewritten, in ``partitions`` write tasks (default: one per ``fragment_bytes`` of
-    stored state, at least Spark's default parallelism)."""
+    stored state, at least Spark's default parallelism; with ``target_file_bytes``, one
+    per that many stored bytes, each writing files of at most that size)."""
     with Progress(spark, enabled=progress) as report:
         builder = SavepointBuilder(spark, target, source=source, copy=copy, overwrite=overwrite, options=options,
                                    fragment_bytes=fragment_bytes, progress=report, base_paths=base_paths,
-                                   force=force)
+                                   force=force, target_file_bytes=target_file_bytes)
         with builder:
             sp = builder.source
             for operator_id, new in _wanted(builder.operators, max_parallelism).items():
@@ -155,7 +162,8 @@ def change_max_parallelism(spark: SparkSession, source: Path, target: Path, max_
                 keyed += [(find_timer_service(source_op, s.name, s.domain), s) for s in list(op.timer_services)]
                 for source_state, state in keyed:
                     stored = sum(stored_length(c) for c in source_state.chunks)
-                    tasks = partitions or max(default_parallelism(spark), math.ceil(stored / fragment_bytes))
+                    tasks = partitions or (max(1, math.ceil(stored / target_file_bytes)) if target_file_bytes
+                                           else max(default_parallelism(spark), math.ceil(stored / fragment_bytes)))
                     entries = rehashed_entries(spark, sp, source_op, source_state, new, tasks, fragment_bytes)
                     builder.write_encoded_keyed_state(operator_id, state, entries, tasks)
         return Savepoint.written(builder.io, builder.manifest)
@@ -168,15 +176,18 @@ def _migrate(stored: tuple[Serializer, Serializer], store, op: pb.Operator, stat
 def migrate_state(spark: SparkSession, source: Path, target: Path, operator_id: str, state: str,
                   serializer: Serializer, *, copy: bool = False, overwrite: bool = False,
                   options: WriteOptions | None = None, fragment_bytes: int = DEFAULT_FRAGMENT_BYTES,
-                  progress: bool = True, base_paths: bool = False, force: bool = False) -> Savepoint:
+                  progress: bool = True, base_paths: bool = False, force: bool = False,
+                  target_file_bytes: int | None = None) -> Savepoint:
     """Write ``source`` to ``target`` with one state's values under ``serializer``.
     As is or reconfigured: only the snapshot changes. After migration: every chunk
-    is decoded with the old serializer and re-encoded with the new, in parallel.
+    is decoded with the old serializer and re-encoded with the new, in parallel (one task
+    per ``fragment_bytes`` of stored chunks, or with ``target_file_bytes`` per that many,
+    each writing one file).
     Incompatible: :class:`~pyref.IncompatibleSerializerError` naming the state."""
     with Progress(spark, enabled=progress) as report:
         builder = SavepointBuilder(spark, target, source=source, copy=copy, overwrite=overwrite, options=options,
                                    fragment_bytes=fragment_bytes, progress=report, base_paths=base_paths,
-                                   force=force)
+                                   force=force, target_file_bytes=target_file_bytes)
         with builder:
             op = builder.operator(operator_id)
             found = find_state(op, state)

@@ -46,7 +46,7 @@ from ..manifest import decode_manifest, state_label
 from ..redistribution import DistributionMode
 from ..serializers import Serializer
 from ..writer import delete_replaced, publish
-from .cli import parse_serializer
+from .cli import parse_serializer, parse_size
 from .commit import Job, WriteOptions, merge_keyed, merge_list, write_partial
 from .datasource import bool_option, int_option, option_values
 from .fragments import find_state
@@ -55,7 +55,7 @@ from .writer import _drop_unused_files, _feed_keyed, _feed_list, _open_keyed, _o
 #: Options of ``format("savepoint")`` writes (names without regard to case, snake_case too).
 WRITE_OPTIONS = ("path", "operator", "state", "stateType", "kind", "keySerializer", "valueSerializer",
                  "userKeySerializer", "parallelism", "maxParallelism", "distribution", "codec", "chunkBytes",
-                 "fileBytes", "inlineBytes", "keyBounds")
+                 "fileBytes", "targetFileSize", "inlineBytes", "keyBounds")
 
 _KINDS = {name: kind for kind, name in KIND_NAMES.items()}
 # pyspark 4.0 hands a writer Rows; later versions have an Arrow writer that takes batches.
@@ -120,12 +120,23 @@ def plan_write(options, schema: StructType, overwrite: bool) -> SavepointSink:
     _check_columns(schema, columns)
     options = WriteOptions(codec=values.get("codec", "zstd"),
                            chunk_bytes=int_option(values, "chunkBytes", WriteOptions.chunk_bytes),
-                           file_bytes=int_option(values, "fileBytes", WriteOptions.file_bytes),
+                           file_bytes=_file_bytes(values),
                            inline_bytes=_count(values, "inlineBytes", WriteOptions.inline_bytes),
                            key_bounds=bool_option(values, "keyBounds"))
     target = _Target(io.location, Job.new(io.location, options), _Shape.of(op), state.SerializeToString(), keyed,
                      columns, hashlib.sha256(previous).hexdigest() if previous is not None else None, new_operator)
     return SavepointSink(target, open_state, schema)
+
+
+def _file_bytes(values: dict[str, str]) -> int:
+    """The largest data file a task writes: option 'targetFileSize' (256MB, 1g...) or 'fileBytes'
+    (bytes), one of the two. Tasks are the DataFrame's partitions (no shuffle), each writing
+    files of about that size from its rows."""
+    if "targetFileSize" not in values:
+        return int_option(values, "fileBytes", WriteOptions.file_bytes)
+    if "fileBytes" in values:
+        raise InvalidArgumentError("give option 'targetFileSize' or 'fileBytes', not both: they set the same limit")
+    return parse_size(values["targetFileSize"], "option 'targetFileSize'")
 
 
 def _current(io: SavepointIO) -> tuple[bytes | None, pb.Manifest]:

@@ -76,6 +76,7 @@ from .fragments import DEFAULT_FRAGMENT_BYTES, chunk_fragments, find_state, keye
 from .duplicates import ORDER, resolve_duplicates, unique_rows
 from .progress import Progress
 from .session import is_connect
+from .sizing import check_target_file_bytes, task_size
 
 _KINDS = {name: kind for kind, name in KIND_NAMES.items()}
 
@@ -246,19 +247,28 @@ class SavepointBuilder:
     shuffled rows (about one per core for small data, one per
     ``spark.sql.adaptive.advisoryPartitionSizeInBytes`` for large), each task's data files
     at most ``options.file_bytes``; ``partitions`` fixes the number instead.
+    ``target_file_bytes`` sizes tasks and files from the data instead: each task gets about
+    that many shuffled bytes (whatever the number of cores: small data makes few tasks), its
+    data files are at most that size, and chunks copied or rewritten without a shuffle are
+    read in fragments of that size, one task (one file) each.
     """
 
     def __init__(self, spark: SparkSession, target: str | os.PathLike[str], *,
                  source: str | os.PathLike[str] | None = None, copy: bool = False, overwrite: bool = False,
                  options: WriteOptions | None = None, partitions: int | None = None,
                  fragment_bytes: int = DEFAULT_FRAGMENT_BYTES, progress: Progress | None = None,
-                 base_paths: bool = False, force: bool = False) -> None:
+                 base_paths: bool = False, force: bool = False, target_file_bytes: int | None = None) -> None:
         self.spark = spark
         self.io = open_io(target)
         self.partitions = partitions
+        self.target_file_bytes = check_target_file_bytes(target_file_bytes)
+        options = options or WriteOptions()
+        if self.target_file_bytes is not None:
+            options = replace(options, file_bytes=self.target_file_bytes)
+            fragment_bytes = self.target_file_bytes
         self.fragment_bytes = fragment_bytes
         self.progress = progress or Progress(spark, enabled=False)
-        self.job = Job.new(self.io.location, options or WriteOptions())
+        self.job = Job.new(self.io.location, options)
         self.source = Savepoint.open(source) if source is not None else None
         if self.source is not None:
             check_target(self.source, self.io, copy, base_paths)
@@ -528,7 +538,8 @@ class SavepointBuilder:
         by key group and ``sort`` pass through it (it refuses a repeated identity)."""
         partitions = partitions or self.partitions
         if partitions is None:  # Spark's adaptive execution sizes the tasks from the data shuffled
-            self.progress.step(f"writing keyed state {state_label(op, state.name)} (tasks sized by the data)")
+            self.progress.step(f"writing keyed state {state_label(op, state.name)} (tasks sized by the data"
+                               + (f", about {self.target_file_bytes} bytes each)" if self.target_file_bytes else ")"))
             shuffled = df.repartition("key_group")
         else:
             partitions = min(partitions, op.max_parallelism)
@@ -536,8 +547,9 @@ class SavepointBuilder:
             shuffled = df.repartition(partitions, "key_group")
         if sort:
             shuffled = shuffled.sortWithinPartitions("key_group", *sort)
-        merge_keyed(self.manifest, state, self._guarded(
-            lambda: write_partials(shuffled, self.job, open_state, feed, prepare=unique)))
+        with task_size(self.spark, self.target_file_bytes if partitions is None else None):
+            merge_keyed(self.manifest, state, self._guarded(
+                lambda: write_partials(shuffled, self.job, open_state, feed, prepare=unique)))
 
     def add_list_state(self, operator_id: str, name: str, df: DataFrame, serializer: Serializer,
                        mode: DistributionMode = DistributionMode.SPLIT_DISTRIBUTE, *, subtask: str = "subtask",
