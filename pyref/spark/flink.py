@@ -60,7 +60,7 @@ from ..ttl import TtlConfig, TtlValue, split_timestamps
 from ..writer import delete_replaced, publish, read_previous
 from .commit import Job, WriteOptions, adopt
 from .datasource import as_spark_batches, spark_schema
-from .frames import one_row_per_task
+from .frames import map_per_task
 from .progress import Progress
 from .sizing import check_target_file_bytes
 
@@ -132,10 +132,10 @@ def _run_import_tasks(spark: SparkSession, tasks: list[tuple[str, int, str]], ru
     results travel as plain rows (no pickled objects)."""
     if not tasks:
         return []
-    rows = one_row_per_task(spark, tasks, "operator_id string, subtask int, part string")
     results = {(r.operator_id, r.subtask, r.part): (r.partial, dict(r.rows), [
         Replan(Place(p.operator, p.state, p.role), p.kind, p.detail) for p in r.replans])
-        for r in rows.mapInArrow(partial(_import_tasks, run), spark_schema(_IMPORT_RESULT)).collect()}
+        for r in map_per_task(spark, tasks, "operator_id string, subtask int, part string",
+                              partial(_import_tasks, run), spark_schema(_IMPORT_RESULT)).collect()}
     return [results[task] for task in tasks]
 
 
@@ -372,8 +372,9 @@ def read_flink_state(spark: SparkSession, path: Path, operator: str, state: str 
         subtasks = [s.index for s in plan.flink.state.subtasks]
         schema = _empty_schema(plan, name, raw)
     spark_types = spark_schema(schema)
-    return one_row_per_task(spark, [(i,) for i in subtasks], "subtask int").mapInArrow(
-        partial(_read_task, source, uids, operator_id, name, raw, spark_types, batch_bytes), spark_types)
+    return map_per_task(spark, [(i,) for i in subtasks], "subtask int",
+                        partial(_read_task, source, uids, operator_id, name, raw, spark_types, batch_bytes),
+                        spark_types)
 
 
 def _empty_schema(plan: OperatorPlan, name: str, raw: bool) -> pa.Schema:

@@ -22,6 +22,7 @@ from functools import partial
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from ..errors import InvalidArgumentError
@@ -41,23 +42,32 @@ def _run(read: FragmentReader, consume: BatchConsumer | None, rows: Iterator[pa.
     return batches if consume is None else consume(batches)
 
 
-def one_row_per_task(spark: SparkSession, rows: Sequence[tuple], schema: str) -> DataFrame:
-    """``rows`` (of the DDL ``schema``) as a DataFrame with each row in a partition of its own,
-    so that a task each handles them; the same plan on classic Spark and Spark Connect (no
-    SparkContext): a range with one id per partition, joined to the numbered rows broadcast
-    (a broadcast join keeps the range's partitions)."""
-    tasks = max(len(rows), 1)
-    numbered = spark.createDataFrame([(i, *row) for i, row in enumerate(rows)], f"task bigint, {schema}")
-    ids = spark.range(0, tasks, 1, tasks).withColumnRenamed("id", "task")
-    return ids.join(numbered.hint("broadcast"), "task").drop("task")
+def map_per_task(spark: SparkSession, rows: Sequence[tuple], schema: str, fn: BatchConsumer,
+                 output: StructType | str) -> DataFrame:
+    """``fn`` run on each of ``rows`` (of the DDL ``schema``) in a Spark task of its own, as a
+    ``mapInArrow`` function: given a batch holding its row, it yields batches of ``output``.
+
+    The rows travel with the function (pyspark broadcasts a large one), each task picking
+    its own by the id of a range with one id per partition: the same plan on classic Spark
+    and Spark Connect, and no job runs before the tasks. (Joining the rows, broadcast, to
+    such a range ran a broadcast job first, a good part of a small read's time.)"""
+    arrow_schema = to_arrow_schema(spark.createDataFrame([], schema).schema)
+    tasks = len(rows)
+    return spark.range(0, tasks, 1, max(tasks, 1)).mapInArrow(
+        partial(_task_rows, tuple(rows), arrow_schema, fn), output)
+
+
+def _task_rows(rows: tuple[tuple, ...], schema: pa.Schema, fn: BatchConsumer, ids: Iterator[pa.RecordBatch]
+               ) -> Iterator[pa.RecordBatch]:
+    picked = [dict(zip(schema.names, rows[i])) for batch in ids for i in batch.column("id").to_pylist()]
+    return fn(iter([pa.RecordBatch.from_pylist(picked, schema=schema)] if picked else []))
 
 
 def fragment_tasks(spark: SparkSession, fragments: Sequence[Fragment], read: FragmentReader,
                    schema: StructType | str, consume: BatchConsumer | None = None) -> DataFrame:
     """The batches ``read`` makes of each fragment, in a Spark task of its own (one
     partition per fragment), passed through ``consume`` in that task if given."""
-    rows = one_row_per_task(spark, [f.as_row() for f in fragments], FRAGMENT_SCHEMA)
-    return rows.mapInArrow(partial(_run, read, consume), schema)
+    return map_per_task(spark, [f.as_row() for f in fragments], FRAGMENT_SCHEMA, partial(_run, read, consume), schema)
 
 
 def _spark_rows(raw: bool, target_parallelism: int | None, schema: StructType, selection: Selection,
