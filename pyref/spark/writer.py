@@ -560,8 +560,9 @@ class SavepointBuilder:
 
     # -- commit ---------------------------------------------------------------
 
-    def commit(self) -> pb.Manifest:
-        """Copy what still has to be copied, then atomically publish the savepoint."""
+    def commit(self) -> Savepoint:
+        """Copy what still has to be copied, then atomically publish the savepoint; returns
+        it, open (its manifest is ``.manifest``)."""
         self._check_open()
         if self.copy:
             for operator_id, part in list(self._kept):
@@ -584,7 +585,7 @@ class SavepointBuilder:
             self._done = True
         self.job.delete_unreferenced(self.io, manifest)
         delete_replaced(self.io, manifest, self._previous)
-        return manifest
+        return Savepoint.written(self.io, manifest)
 
     def abort(self) -> None:
         """Remove every file the build wrote; the target stays as it was."""
