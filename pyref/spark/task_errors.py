@@ -21,8 +21,9 @@ from ..errors import SavepointError
 _CLASSES = {name: cls for name, cls in vars(errors).items()
             if isinstance(cls, type) and issubclass(cls, SavepointError)}
 #: A pyref error's line in a Python traceback, up to the next blank line (which ends a
-#: traceback's exception) or the end of the text.
-_RAISED = re.compile(r"^pyref\.errors\.(?P<cls>\w+): (?P<message>.*?)(?=\n\s*\n|\Z)", re.MULTILINE | re.DOTALL)
+#: traceback's exception), the SQLSTATE line Spark Connect appends, or the end of the text.
+_RAISED = re.compile(r"^pyref\.errors\.(?P<cls>\w+): (?P<message>.*?)(?=\n\s*\n|\n SQLSTATE: |\Z)",
+                     re.MULTILINE | re.DOTALL)
 #: The fields SavepointError._format appends to its reason, in its order.
 _WHERE = re.compile(r"(?P<reason>.*) \[(?:file=(?P<path>.*?))?(?:, )?(?:state=(?P<state>.*?))?(?:, )?"
                     r"(?:bytes=(?P<start>\d+)\.\.(?P<end>\d+))?\]", re.DOTALL)

@@ -15,11 +15,13 @@ from pyref.serializers import Int32, Int64, String
 pytestmark = pytest.mark.spark
 
 
-def _spark_failure(traceback: str) -> Exception:
-    """What Spark raises on the driver for a task that failed with ``traceback``."""
+def _spark_failure(traceback: str, sql_state: bool = False) -> Exception:
+    """What Spark raises on the driver for a task that failed with ``traceback`` (a Spark
+    Connect client's message ends with the SQLSTATE)."""
     from pyspark.errors.exceptions.base import PythonException
 
-    return PythonException(message=f"An exception was thrown from the Python worker:\n{traceback}")
+    return PythonException(message=f"An exception was thrown from the Python worker:\n{traceback}"
+                                   f"{chr(10) + ' SQLSTATE: 38000' if sql_state else ''}")
 
 
 def _traceback(*lines: str) -> str:
@@ -34,11 +36,12 @@ def _traceback(*lines: str) -> str:
     CorruptSavepointError("bad [file=x]", path="a, state=b"),  # fields that cannot be told apart: the message whole
     InvalidArgumentError("two lines:\nthe second"),
 ])
-def test_a_task_error_is_rebuilt_from_its_traceback(error):
+@pytest.mark.parametrize("connect", [False, True])
+def test_a_task_error_is_rebuilt_from_its_traceback(error, connect):
     pytest.importorskip("pyspark")
     from pyref.spark.task_errors import task_error
 
-    rebuilt = task_error(_spark_failure(_traceback(f"pyref.errors.{type(error).__name__}: {error}")))
+    rebuilt = task_error(_spark_failure(_traceback(f"pyref.errors.{type(error).__name__}: {error}"), connect))
     assert type(rebuilt) is type(error) and str(rebuilt) == str(error)
     if "a, state=b" not in str(error):
         assert (rebuilt.reason, rebuilt.path, rebuilt.state, rebuilt.byte_range) == (
