@@ -73,6 +73,7 @@ from .commit import (
 from .fragments import DEFAULT_FRAGMENT_BYTES, chunk_fragments, find_state, keyed_names, timer_names
 from .duplicates import ORDER, resolve_duplicates, unique_rows
 from .progress import Progress
+from .task_errors import typed_errors
 
 _KINDS = {name: kind for kind, name in KIND_NAMES.items()}
 
@@ -594,8 +595,11 @@ class SavepointBuilder:
             self.job.delete_unreferenced(self.io, None)
 
     def _guarded(self, step: Callable[..., Any]):
+        """``step()`` (Spark jobs writing the build's files); if it fails, the build is aborted,
+        and a pyref error a task raised is raised as itself."""
         try:
-            return step()
+            with typed_errors():
+                return step()
         except BaseException:
             self.abort()
             raise

@@ -101,3 +101,15 @@ def test_import_flink(connect, tmp_path):
     state = op["states"][0]
     read = read_flink_state(connect, case / "savepoint", op["flink_operator_id"], state["name"])
     assert read.count() == state["rows"]
+
+
+def test_a_task_error_is_raised_as_itself(connect, tmp_path):
+    from pyref import InvalidArgumentError
+    from pyref.spark import SavepointBuilder
+
+    rows = connect.createDataFrame([("a", 1), ("a", 2)], "k string, v long")
+    with pytest.raises(InvalidArgumentError, match="two rows of key='a'") as raised:
+        with SavepointBuilder(connect, tmp_path / "sp") as b:
+            b.add_operator("op", 2, max_parallelism=8, key_serializer=String())
+            b.add_keyed_state("op", "s", rows, Int64(), key="k", value="v")
+    assert raised.value.state == "op/s"
