@@ -61,6 +61,7 @@ from .commit import Job, WriteOptions, adopt
 from .datasource import as_spark_batches, spark_schema
 from .frames import one_row_per_task
 from .progress import Progress
+from .task_errors import typed_errors
 
 __all__ = ["import_flink", "read_flink_state"]
 
@@ -131,9 +132,11 @@ def _run_import_tasks(spark: SparkSession, tasks: list[tuple[str, int, str]], ru
     if not tasks:
         return []
     rows = one_row_per_task(spark, tasks, "operator_id string, subtask int, part string")
+    with typed_errors():  # a task's pyref error is raised as itself
+        written = rows.mapInArrow(partial(_import_tasks, run), spark_schema(_IMPORT_RESULT)).collect()
     results = {(r.operator_id, r.subtask, r.part): (r.partial, dict(r.rows), [
         Replan(Place(p.operator, p.state, p.role), p.kind, p.detail) for p in r.replans])
-        for r in rows.mapInArrow(partial(_import_tasks, run), spark_schema(_IMPORT_RESULT)).collect()}
+        for r in written}
     return [results[task] for task in tasks]
 
 
