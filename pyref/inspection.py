@@ -7,11 +7,11 @@ view turns them into rows.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute in _Identities.report)
 
@@ -188,31 +188,48 @@ def _verify_broadcast_keys(sp: Savepoint, op: pb.Operator, bs: pb.BroadcastState
 
 
 class _Identities:
-    """The identities (key[, namespace][, user key], as stored) of a keyed state's rows, by key
-    group, to report rows that repeat one (spec/format.md §7.1: allowed, the last wins, but
-    a writer SHOULD not store them). Only the identity columns are kept, copied."""
+    """The identities (key[, namespace][, user key], as stored) of a keyed state's rows, to
+    report rows that repeat one (spec/format.md §7.1: allowed, the last wins, but a writer
+    SHOULD not store them). Two rows of one identity share a key group, so each key group's
+    identities are kept (copied) only until its last chunk is read, then counted and dropped:
+    memory is the key groups in flight, not the state."""
 
     def __init__(self, state: pb.KeyedState) -> None:
         self.width = 1 + state.HasField("namespace_serializer") + (state.kind == pb.MAP)
-        self.parts: list[pa.RecordBatch] = []
+        self.waiting = collections.Counter(chunk.key_group for chunk in state.chunks)
+        self.parts: dict[int, list[list[pa.Array]]] = {}
+        self.repeated = 0  # identities stored in more than one row
+        self.example: tuple[bytes, int, int] | None = None  # (encoded key, key group, rows) of the first
 
     def __call__(self, chunk: pb.Chunk, columns: list[pa.BinaryArray]) -> None:
-        groups = pa.array(np.full(len(columns[0]), chunk.key_group, np.int32))
-        identity = [pa.concat_arrays([c]) for c in columns[:self.width]]  # copies: the chunk's buffers are freed
-        self.parts.append(pa.record_batch([groups, *identity], names=["key_group", *map(str, range(self.width))]))
+        group = chunk.key_group
+        # Copies: the chunk's buffers are freed once it is read.
+        self.parts.setdefault(group, []).append([pa.concat_arrays([c]) for c in columns[:self.width]])
+        self.waiting[group] -= 1
+        if not self.waiting[group]:
+            self._count(group, self.parts.pop(group))
+
+    def _count(self, group: int, parts: list[list[pa.Array]]) -> None:
+        names = [str(i) for i in range(self.width)]
+        table = pa.table([pa.chunked_array([p[i] for p in parts], pa.binary()) for i in range(self.width)],
+                         names=names)
+        counts = table.group_by(names).aggregate([("0", "count")])
+        repeated = counts.filter(pa.compute.greater(counts.column("0_count"), 1))
+        if repeated.num_rows and self.example is None:
+            first = repeated.slice(0, 1).to_pylist()[0]
+            self.example = (first["0"], group, first["0_count"])
+        self.repeated += repeated.num_rows
 
     def report(self, label: str, report: VerifyReport) -> None:
-        if not self.parts:
-            return
-        table = pa.Table.from_batches(self.parts)
-        counts = table.group_by(table.column_names).aggregate([("key_group", "count")])
-        repeated = counts.filter(pa.compute.greater(counts.column("key_group_count"), 1))
-        if repeated.num_rows:
-            first = repeated.slice(0, 1).to_pylist()[0]
+        for group, parts in sorted(self.parts.items()):  # key groups some of whose chunks were not read
+            self._count(group, parts)
+        self.parts = {}
+        if self.example is not None:
+            key, group, rows = self.example
             report.warnings.append(
-                f"{label}: {repeated.num_rows} keys are stored in more than one row (e.g. encoded key "
-                f"{first['0'][:32].hex()} in key group {first['key_group']}, {first['key_group_count']} rows); "
-                "readers take the last in state order (spec/format.md §7.1)")
+                f"{label}: {self.repeated} keys are stored in more than one row (e.g. encoded key "
+                f"{key[:32].hex()} in key group {group}, {rows} rows); readers take the last in state order "
+                "(spec/format.md §7.1)")
 
 
 def _verify_chunks(sp: Savepoint, label: str, chunks: Sequence[pb.Chunk], columns: int,

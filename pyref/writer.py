@@ -51,6 +51,7 @@ from .key_groups import check_parallelism, compute_key_groups, default_max_paral
 from .keys import as_key_array, key_type_of
 from .manifest import DATA_FILE_MAGIC, MAX_MANIFEST_BYTES, declare_features, decode_manifest, encode_manifest
 from .parallel import WORKERS, ordered_map
+from .reader import Savepoint
 from .redistribution import DistributionMode
 from .serializers import ListOf, Serializer
 from .spill import SpillFile
@@ -922,10 +923,10 @@ class SavepointWriter:
         declare_features(manifest)
         return manifest
 
-    def commit(self) -> pb.Manifest:
-        """Flush everything and atomically publish the savepoint. A failed writer
-        refuses: it aborts (removing its files) and raises, the previous savepoint
-        stays as it was."""
+    def commit(self) -> Savepoint:
+        """Flush everything and atomically publish the savepoint; returns it, open (its
+        manifest is ``.manifest``). A failed writer refuses: it aborts (removing its
+        files) and raises, the previous savepoint stays as it was."""
         if self.status == "failed":
             failure = self._failure
             self.abort()
@@ -944,7 +945,7 @@ class SavepointWriter:
                 self.status = "in doubt"
         self.status = "committed"
         delete_replaced(self.io, manifest, self._previous)
-        return manifest
+        return Savepoint.written(self.io, manifest)
 
     def abort(self) -> None:
         """Remove the data files written so far; the target stays as it was."""

@@ -133,3 +133,8 @@ def test_writes_return_the_new_savepoint_open(sp_path, tmp_path):
     assert rescaled.operator("counter").parallelism == 4
     migrated = migrate_state(sp_path, tmp_path / "m", "counter", "count", Int64(), copy=True)
     assert migrated.info == Savepoint.open(tmp_path / "m").info and not migrated.info.bases
+    w = SavepointWriter(str(tmp_path / "w"))
+    w.add_operator("counter", parallelism=2, key_serializer=String()).keyed_state("count", Int64()).add(["a"], [3])
+    committed = w.commit()
+    assert isinstance(committed, Savepoint) and committed.info == Savepoint.open(tmp_path / "w").info
+    assert committed.operator("counter").keyed_state("count").get("a") == 3

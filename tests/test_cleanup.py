@@ -222,7 +222,7 @@ def test_a_writer_waits_for_clean_holding_the_commit_lock(savepoint):
     w.add_operator("url-counter", parallelism=1, key_serializer=String()).keyed_state("count", Int64()).add(
         ["/page/1"], [41])
     thread, cleaned = _clean_in_background(savepoint)
-    manifest = w.commit()  # waits for the lock instead of failing
+    manifest = w.commit().manifest  # waits for the lock instead of failing
     thread.join()
     assert cleaned and cleaned[0].deleted
     assert counts(savepoint) == {"/page/1": 41}

@@ -417,7 +417,7 @@ def import_flink(source: str | os.PathLike[str], target: str | os.PathLike[str],
                 for replan in replans:
                     add_demotion(demotions, replan)
                 continue
-            manifest = writer.commit()
+            manifest = writer.commit().manifest
             return build_report(sp, target, manifest, imports, demotions, attempt, time.monotonic() - started)
     raise AssertionError("itertools.count() ended")
 

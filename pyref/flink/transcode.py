@@ -287,10 +287,18 @@ def _check_fixed(source: Serializer, column: np.ndarray) -> None:
             raise CorruptSavepointError(f"an enum ordinal outside its {len(source.symbols)} symbols")
 
 
+def _leaves(source: Serializer) -> list[Serializer]:
+    """The fields of a value in byte order, nested tuples flattened (each is checked by
+    :func:`_check_fixed` at its own bytes)."""
+    if isinstance(source, Tuple):
+        return [leaf for field in source.fields for leaf in _leaves(field)]
+    return [source]
+
+
 def _permuted(source: Serializer, order: list[int]) -> Transcoder:
     width = len(order)
     index = np.array(order, np.intp)
-    fixed_fields = [source] if not isinstance(source, Tuple) else list(source.fields)
+    fixed_fields = _leaves(source)
 
     def permute(column: pa.Array) -> pa.Array:
         rows = len(column)

@@ -316,6 +316,17 @@ class Tuple(Serializer):
     def arrow_type(self) -> pa.DataType:
         return pa.struct([pa.field(n, f.arrow_type()) for n, f in zip(self.names, self.fields)])
 
+    def decode_array(self, arr: pa.Array) -> pa.Array:
+        """On whole buffers: the column is split into one column per field
+        (:func:`split_fields`), each decoded by its field's own ``decode_array``. Any corrupt
+        record is left to the value-by-value path, whose error names the record and offset."""
+        try:
+            columns = split_fields(self.fields, self.names, arr)
+            children = [f.decode_array(c) for f, c in zip(self.fields, columns)]
+        except CorruptSavepointError:
+            return super().decode_array(arr)  # raises, naming the record and the offset
+        return pa.StructArray.from_arrays(children, fields=list(self.arrow_type()))
+
     def _to_arrow_value(self, value: Any) -> Any:
         return {n: f._to_arrow_value(v) for n, f, v in zip(self.names, self.fields, value)}
 

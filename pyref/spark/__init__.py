@@ -11,6 +11,8 @@ max-parallelism change and serializer migration at scale.
 - :mod:`~pyref.spark.flink`: :func:`import_flink` (a Flink savepoint imported in parallel) and
   :func:`read_flink_state` (a Flink savepoint's states as DataFrames).
 - :mod:`~pyref.spark.cli`: the ``pyref`` subcommands that run them.
+- :mod:`~pyref.spark.task_errors`: :func:`typed_errors`, a pyref error raised in a Spark task
+  re-raised on the driver as itself (the builder, the jobs and the CLI do this already).
 
 Every read, write and job runs on a classic session or a Spark Connect session alike
 (DataFrames only, no ``sparkContext``: :mod:`~pyref.spark.session`).
@@ -38,6 +40,7 @@ _EXPORTS = {
     "change_max_parallelism": "jobs",
     "migrate_state": "jobs",
     "spark_session": "session",
+    "typed_errors": "task_errors",
     "export_flink": "flink_export",
     "import_flink": "flink",
     "read_flink_state": "flink",
@@ -60,6 +63,7 @@ if TYPE_CHECKING:  # what a type checker sees of the lazy names below (pyspark t
     from .jobs import rescale as rescale
     from .progress import Progress as Progress
     from .session import spark_session as spark_session
+    from .task_errors import typed_errors as typed_errors
     from .writer import SavepointBuilder as SavepointBuilder
 
 

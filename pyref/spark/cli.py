@@ -196,10 +196,13 @@ def _run_on_spark(args: argparse.Namespace, job, report=print_written) -> int:
     except ImportError as exc:
         raise MissingDependencyError(f"pyref {args.command} needs pyspark >= 4.0 with pandas "
                                      f"(pip install 'pyref-savepoint[spark]'): {exc}") from None
+    from .task_errors import typed_errors
+
     owned = SparkSession.getActiveSession() is None  # a session we did not start stays up
     spark = spark_session(args.master, app_name=f"pyref {args.command}", remote=args.remote, **conf)
     try:
-        result = job(spark)
+        with typed_errors():  # a task's pyref error gets its own exit code and JSON
+            result = job(spark)
     finally:
         if owned:
             spark.stop()

@@ -202,8 +202,9 @@ _COMPARISONS = {"GreaterThan": operator.gt, "GreaterThanOrEqual": operator.ge, "
 class FilteringSavepointReader(SavepointReader):
     """With ``pushFilters`` = ``true``: takes Spark's filters on ``key`` (= and IN), ``key_group``
     (=, IN, <, <=, >, >=) and ``subtask`` (= and IN) to plan only the chunks that may hold
-    their rows. Opt-in: pyspark (4.1 to at least 4.3.0) keeps a pushed-down scan's partitions
-    on the relation, so a later query of the same DataFrame without filters reads them too."""
+    their rows. Opt-in: pyspark (4.1 to at least 4.3.0) keeps the last pushed-down scan's
+    partitions and reader on the DataFrame's data source (the JVM's PythonDataSourceV2), and
+    a later query of the same DataFrame that pushes no filter reads them too (README)."""
 
     def pushFilters(self, filters: list) -> Iterator:
         scan = self.options.plan()

@@ -63,6 +63,7 @@ from .datasource import as_spark_batches, spark_schema
 from .frames import map_per_task
 from .progress import Progress
 from .sizing import check_target_file_bytes
+from .task_errors import typed_errors
 
 __all__ = ["import_flink", "read_flink_state"]
 
@@ -132,10 +133,12 @@ def _run_import_tasks(spark: SparkSession, tasks: list[tuple[str, int, str]], ru
     results travel as plain rows (no pickled objects)."""
     if not tasks:
         return []
+    with typed_errors():  # a task's pyref error is raised as itself
+        written = map_per_task(spark, tasks, "operator_id string, subtask int, part string",
+                               partial(_import_tasks, run), spark_schema(_IMPORT_RESULT)).collect()
     results = {(r.operator_id, r.subtask, r.part): (r.partial, dict(r.rows), [
         Replan(Place(p.operator, p.state, p.role), p.kind, p.detail) for p in r.replans])
-        for r in map_per_task(spark, tasks, "operator_id string, subtask int, part string",
-                              partial(_import_tasks, run), spark_schema(_IMPORT_RESULT)).collect()}
+        for r in written}
     return [results[task] for task in tasks]
 
 

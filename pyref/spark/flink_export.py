@@ -9,7 +9,8 @@ atomically, as the core export does. A failed job deletes every file that appear
 in the target since it began, those of failed or retried task attempts included.
 
 Tasks read their part of the source savepoint themselves; only handles (offsets,
-file names, inline bytes up to the inline threshold) travel to the driver. The
+file names, inline bytes up to the inline threshold) travel to the driver, as plain
+rows (no pickled objects, no ``SparkContext``: the job runs on Spark Connect too). The
 target must be a directory every executor and the driver see (local mode, or a
 shared file system).
 """
@@ -19,23 +20,57 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from functools import partial
+from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from ..flink.writer.directory import DEFAULT_INLINE_BYTES, ExportDirectory
+from ..flink.writer.directory import DEFAULT_INLINE_BYTES, ExportDirectory, StreamRef
 from ..flink.writer.export import ExportResult, HandleTask, HandleWriter, plan_export, publish
 from ..flink.writer.metadata import KeyedHandle, OperatorHandle
 from ..reader import Savepoint
+from ..flink.handles import DistributionMode
+from .datasource import spark_schema
+from .frames import map_per_task
 from .progress import Progress
+from .task_errors import typed_errors
 
 __all__ = ["export_flink"]
 
 
+#: A task's written handle, as a row: the keyed stream's key-group offsets, or each operator
+#: state's distribution mode (its name) and element offsets; the stream's file or inline bytes.
+_HANDLE = pa.schema([
+    ("task", pa.int32()), ("keyed", pa.bool_()), ("first_key_group", pa.int32()), ("offsets", pa.list_(pa.int64())),
+    ("states", pa.list_(pa.struct([("name", pa.string()), ("mode", pa.string()), ("offsets", pa.list_(pa.int64()))]))),
+    ("stream_name", pa.string()), ("stream_size", pa.int64()), ("stream_data", pa.binary()),
+])
+
+
+def _handle_row(index: int, handle: KeyedHandle | OperatorHandle) -> dict[str, Any]:
+    stream = {"stream_name": handle.stream.name, "stream_size": handle.stream.size, "stream_data": handle.stream.data}
+    if isinstance(handle, KeyedHandle):
+        return {"task": index, "keyed": True, "first_key_group": handle.first_key_group,
+                "offsets": list(handle.offsets), "states": None, **stream}
+    return {"task": index, "keyed": False, "first_key_group": None, "offsets": None, **stream,
+            "states": [{"name": name, "mode": mode.name, "offsets": list(offsets)}
+                       for name, (mode, offsets) in handle.states.items()]}
+
+
+def _handle_of(row: Any) -> KeyedHandle | OperatorHandle:
+    stream = StreamRef(row.stream_name, row.stream_size, row.stream_data)
+    if row.keyed:
+        return KeyedHandle(row.first_key_group, tuple(row.offsets), stream)
+    return OperatorHandle({s.name: (DistributionMode[s.mode], tuple(s.offsets)) for s in row.states}, stream)
+
+
 def _write_handles(location: str, flink_version: str, directory: str, inline_bytes: int,
-                   tasks: Iterable[tuple[int, HandleTask]]) -> Iterator[tuple[int, KeyedHandle | OperatorHandle]]:
+                   rows: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     writer = HandleWriter(Savepoint.open(location), flink_version, directory, inline_bytes)
-    for index, task in tasks:
-        yield index, writer.write(task)
+    for batch in rows:
+        for task in batch.to_pylist():
+            handle = writer.write(HandleTask(task["operator_id"], task["subtask"], task["parallelism"], task["keyed"]))
+            yield pa.RecordBatch.from_pylist([_handle_row(task["handle"], handle)], schema=_HANDLE)
 
 
 def export_flink(spark: SparkSession, source: str | os.PathLike[str], target: str | os.PathLike[str], *,
@@ -51,9 +86,13 @@ def export_flink(spark: SparkSession, source: str | os.PathLike[str], target: st
         try:
             report.step(f"export to Flink {flink_version}: {len(tasks)} state handles of {len(plan.operators)} "
                         "operators")
-            rdd = spark.sparkContext.parallelize(list(enumerate(tasks)), max(len(tasks), 1))
-            written = rdd.mapPartitions(partial(_write_handles, sp.location, flink_version, directory.path, inline_bytes)).collect()
-            handles = {tasks[index]: handle for index, handle in written}
+            write = partial(_write_handles, sp.location, flink_version, directory.path, inline_bytes)
+            with typed_errors():  # a task's pyref error is raised as itself
+                written = map_per_task(spark, [(i, t.operator_id, t.subtask, t.parallelism, t.keyed)
+                                               for i, t in enumerate(tasks)],
+                                       "handle int, operator_id string, subtask int, parallelism int, keyed boolean",
+                                       write, spark_schema(_HANDLE)).collect()
+            handles = {tasks[row.task]: _handle_of(row) for row in written}
             report.step("writing _metadata")
             return publish(sp, plan, directory, handles)
         except BaseException:

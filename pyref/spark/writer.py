@@ -77,6 +77,7 @@ from .duplicates import ORDER, resolve_duplicates, unique_rows
 from .progress import Progress
 from .session import is_connect
 from .sizing import check_target_file_bytes, task_size
+from .task_errors import typed_errors
 
 _KINDS = {name: kind for kind, name in KIND_NAMES.items()}
 
@@ -603,8 +604,9 @@ class SavepointBuilder:
 
     # -- commit ---------------------------------------------------------------
 
-    def commit(self) -> pb.Manifest:
-        """Copy what still has to be copied, then atomically publish the savepoint."""
+    def commit(self) -> Savepoint:
+        """Copy what still has to be copied, then atomically publish the savepoint; returns
+        it, open (its manifest is ``.manifest``)."""
         self._check_open()
         if self.copy:
             for operator_id, part in list(self._kept):
@@ -627,7 +629,7 @@ class SavepointBuilder:
             self._done = True
         self.job.delete_unreferenced(self.io, manifest)
         delete_replaced(self.io, manifest, self._previous)
-        return manifest
+        return Savepoint.written(self.io, manifest)
 
     def abort(self) -> None:
         """Remove every file the build wrote; the target stays as it was."""
@@ -636,8 +638,11 @@ class SavepointBuilder:
             self.job.delete_unreferenced(self.io, None)
 
     def _guarded(self, step: Callable[..., Any]):
+        """``step()`` (Spark jobs writing the build's files); if it fails, the build is aborted,
+        and a pyref error a task raised is raised as itself."""
         try:
-            return step()
+            with typed_errors():
+                return step()
         except BaseException:
             self.abort()
             raise

@@ -6,6 +6,7 @@ Real Flink restoring exports is proven by compat_tests/flink/test_flink_export.p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 
 from pyref import Savepoint, SavepointWriter, TtlConfig
 from pyref.cli import main as cli
-from pyref.errors import InvalidArgumentError, UnsupportedFormatError
+from pyref.errors import CorruptSavepointError, InvalidArgumentError, UnsupportedFormatError
 from pyref.flink import FlinkSavepoint, export_savepoint, operator_id_of_uid
 from pyref.flink.metadata import parse_metadata
 from pyref.flink.to_flink import (
@@ -35,6 +36,7 @@ from pyref.flink.writer import export as export_module
 from pyref.flink.writer.metadata import checkpoint_properties, metadata_version
 from pyref.redistribution import DistributionMode
 from pyref.serializers import (
+    Boolean,
     Bytes,
     Enum,
     Float64,
@@ -517,3 +519,27 @@ def test_ttl_state_exports_its_timestamps(tmp_path):
         assert sorted((k, u, tuple(v)) for k, u, v in op.keyed_state("m").items(with_ttl=True)) == [
             ("a", 1, (5, "x")), ("a", 2, (6, "y"))]
         assert struct.unpack(">q", op.keyed_state("v").to_arrow().column("value")[0].as_py()[:8])[0] in (10, 20)
+
+
+def test_forbidden_bytes_of_fixed_width_fields_are_refused_at_any_tuple_depth():
+    """A boolean byte above 1 or an enum ordinal outside its symbols is corrupt in a top-level
+    value and in a tuple nested in a tuple alike: the whole-column transcoder checks every
+    leaf field at its own bytes, not only the top-level fields."""
+    nested = Tuple(Int32(), Tuple(Boolean(), Enum(["RED", "GREEN"])))
+    # Flink's EnumSerializer names a Java class, which only an imported snapshot carries.
+    target = flink_serializer(Tuple(Int32(), Tuple(Boolean(), Int32())).snapshot(), "test").type
+    inner = target.children[1]
+    enum = dataclasses.replace(inner.children[1], kind="enum", type_name="Color", symbols=("RED", "GREEN"))
+    target = dataclasses.replace(target, children=(target.children[0],
+                                                   dataclasses.replace(inner, children=(inner.children[0], enum))))
+    transcode = transcoder(nested, target, "test")
+    good = column_of(nested, [(7, (True, "GREEN")), (-1, (False, "RED"))])
+    assert decode_column(target, transcode(good)) == [(7, (True, "GREEN")), (-1, (False, "RED"))]
+    boolean_byte = nested.encode((7, (True, "RED")))[:4] + b"\x02" + b"\x00" * 4
+    ordinal = nested.encode((7, (True, "RED")))[:5] + (5).to_bytes(4, "little")
+    for bad, reason in [(boolean_byte, "boolean value byte above 1"), (ordinal, "enum ordinal outside its 2")]:
+        with pytest.raises(CorruptSavepointError, match=reason) as info:
+            transcode(pa.array([nested.encode((1, (False, "RED"))), bad], pa.binary()))
+        assert info.value.state == "test"
+    with pytest.raises(CorruptSavepointError, match="boolean value byte above 1"):
+        transcoder(Boolean(), flink_serializer(Boolean().snapshot(), "test").type, "test")(pa.array([b"\x03"]))

@@ -23,6 +23,7 @@ from pyref.serializers import (
     ListOf,
     MapOf,
     Nullable,
+    Serializer,
     String,
     Tuple,
     decode_framed,
@@ -133,6 +134,9 @@ def test_nested_round_trip_scalar_and_vectorised(ser, strategy):
         assert encoded.to_pylist() == [ser.encode(v) for v in values]
         decoded = ser.decode_array(encoded)
         assert decoded.type == ser.arrow_type()
+        # Whole-buffer paths (tuples, nullable) give what the value-by-value path gives.
+        assert decoded.equals(Serializer.decode_array(ser, encoded))
+        assert ser.decode_array(encoded.slice(1)).equals(decoded.slice(1))
         # and back from the Arrow representation
         assert ser.encode_array(decoded).equals(encoded)
 
@@ -258,6 +262,21 @@ def test_corrupt_array_names_the_record():
     with pytest.raises(CorruptSavepointError) as e:
         ListOf(Int32()).decode_array(pa.array([b"\x00\x00\x00\x00", b"\x01\x00\x00\x00"]))
     assert str(e.value).startswith("record 1: list:")
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("01 00 00 00 61 05 00 00 00 ff", "record 1: tuple: 1 trailing bytes after the last field at offset 9"),
+    ("01 00 00 00 61 05 00 00", "record 1: int32: truncated value: need 4 bytes, 3 remain at offset 5"),
+    ("05 00 00 00 61", "record 1: string: length prefix 5 exceeds the 1 remaining bytes at offset 0"),
+    ("01 00 00 00 ff 05 00 00 00", "record 1: string: invalid UTF-8 (invalid start byte) at offset 4"),
+])
+def test_a_corrupt_tuple_in_a_column_is_named_by_record_and_offset(bad, message):
+    """A tuple column is decoded field by field on whole buffers; a corrupt record still gets
+    the value-by-value error, with its record number and byte offset."""
+    good = URL_COUNT.encode(("a", 1))
+    with pytest.raises(CorruptSavepointError) as e:
+        URL_COUNT.decode_array(pa.array([good, bytes.fromhex(bad), good], pa.binary()))
+    assert str(e.value) == message
 
 
 def test_huge_count_is_refused_without_allocating():

@@ -107,3 +107,15 @@ def test_max_parallelism_change_is_refused_for_writer_assigned_key_groups(spark,
     with pytest.raises(InvalidArgumentError, match="cannot change"):
         change_max_parallelism(spark, tmp_path / "sp", tmp_path / "wider", 16, progress=False)
     assert not (tmp_path / "wider" / "_manifest").exists()
+
+
+def test_commit_returns_the_savepoint_open(spark, tmp_path):
+    """SavepointBuilder.commit() returns the savepoint it published, open, as the core writer's does."""
+    from pyref.spark import SavepointBuilder
+
+    builder = SavepointBuilder(spark, tmp_path / "c")
+    builder.add_operator("op", 2, key_serializer=String())
+    builder.add_keyed_state("op", "s", spark.createDataFrame([("a", 1), ("b", 2)], "key string, value long"), Int64())
+    committed = builder.commit()
+    assert isinstance(committed, Savepoint) and committed.info == Savepoint.open(tmp_path / "c").info
+    assert committed.operator("op").keyed_state("s").get("b") == 2

@@ -101,3 +101,29 @@ def test_import_flink(connect, tmp_path):
     state = op["states"][0]
     read = read_flink_state(connect, case / "savepoint", op["flink_operator_id"], state["name"])
     assert read.count() == state["rows"]
+
+
+def test_export_flink(connect, source, tmp_path):
+    """The export to Flink runs on Connect (plain rows, no SparkContext) and writes what the
+    core export writes (tests/spark/test_flink_export.py compares the streams byte for byte)."""
+    from pyref.flink import export_savepoint
+    from pyref.spark import export_flink
+
+    core = export_savepoint(source, tmp_path / "core", flink_version="2.3", parallelism=3, inline_bytes=0)
+    on_connect = export_flink(connect, source, tmp_path / "connect", flink_version="2.3", parallelism=3,
+                              inline_bytes=0, progress=False)
+    assert on_connect.to_dict() | {"path": None} == core.to_dict() | {"path": None}
+    # The same state files (their names are random), and _metadata.
+    assert len(list((tmp_path / "connect").iterdir())) == on_connect.state_files + 1 == core.state_files + 1
+
+
+def test_a_task_error_is_raised_as_itself(connect, tmp_path):
+    from pyref import InvalidArgumentError
+    from pyref.spark import SavepointBuilder
+
+    rows = connect.createDataFrame([("a", 1), ("a", 2)], "k string, v long")
+    with pytest.raises(InvalidArgumentError, match="two rows of key='a'") as raised:
+        with SavepointBuilder(connect, tmp_path / "sp") as b:
+            b.add_operator("op", 2, max_parallelism=8, key_serializer=String())
+            b.add_keyed_state("op", "s", rows, Int64(), key="k", value="v")
+    assert raised.value.state == "op/s"
