@@ -23,6 +23,7 @@ from typing import Any, Iterator, Tuple, Union
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (makes pa.compute available)
 
 from .errors import InvalidArgumentError
 
@@ -522,7 +523,8 @@ def compute_key_groups(
 ) -> np.ndarray:
     """Key group of every key of an Arrow column, as an int32 numpy array.
 
-    Vectorised equivalent of :func:`assign_to_key_group`. ``keys`` must have
+    Vectorised equivalent of :func:`assign_to_key_group`; where byte-hashed keys repeat
+    in consecutive rows (a key under several namespaces), each run is hashed once. ``keys`` must have
     the Arrow type matching ``key_type``: int32, int64, string/large_string,
     boolean, binary/large_binary (or fixed_size_binary), and for a tuple key
     a struct whose fields are the tuple's fields in order. Nulls are refused.
@@ -543,10 +545,58 @@ def compute_key_groups(
         # Batch on the top-level array; a struct's variable-length children are
         # sliced with it, so their size is bounded by the row count.
         for batch in _batches(chunk):
-            groups = _murmur_u32(_hash_u32(batch, key_type)) % max_parallelism
-            out[pos : pos + len(batch)] = groups
+            starts = _run_starts(batch, key_type)
+            if starts is None:
+                out[pos : pos + len(batch)] = _murmur_u32(_hash_u32(batch, key_type)) % max_parallelism
+            else:
+                # Hash each run's first key once; equal keys are in one key group.
+                firsts = batch.take(pa.array(starts))
+                groups = _murmur_u32(_hash_u32(firsts, key_type)) % max_parallelism
+                out[pos : pos + len(batch)] = np.repeat(groups, np.diff(starts, append=len(batch)))
             pos += len(batch)
     return out
+
+
+def _hashes_bytes(key_type: KeyType) -> bool:
+    """Whether the key hash runs over the key's bytes (strings, byte arrays, tuples with them)."""
+    if isinstance(key_type, tuple):
+        return any(_hashes_bytes(field) for field in key_type)
+    return key_type in ("string", "bytes")
+
+
+def _same_as_previous(arr: pa.Array, key_type: KeyType) -> np.ndarray:
+    """For rows 1..n-1: whether the key is the previous row's, bit for bit (a null is never
+    the same, so it stays a row of its own and is refused by the hash)."""
+    if isinstance(key_type, tuple):
+        fields = np.ones(len(arr) - 1, dtype=bool)
+        for i, field_type in enumerate(key_type):
+            fields &= _same_as_previous(arr.field(i), field_type)
+        return fields
+    if key_type == "float32":  # by bits: 0.0 and -0.0 are equal floats with different hashes
+        bits = arr.to_numpy(zero_copy_only=False).view(np.uint32)
+        return (bits[1:] == bits[:-1]) & ~arr.is_null().to_numpy(zero_copy_only=False)[1:]
+    equal = pa.compute.equal(arr.slice(1), arr.slice(0, len(arr) - 1))
+    same: np.ndarray = pa.compute.fill_null(equal, False).to_numpy(zero_copy_only=False)
+    return same
+
+
+def _run_starts(arr: pa.Array, key_type: KeyType) -> np.ndarray | None:
+    """The first row of each run of equal consecutive keys, when hashing only those pays:
+    byte-hashed keys that repeat (a key under many namespaces: spec/format.md §7.7, stored
+    key then namespace as Flink does). None when keys mostly differ from their neighbour,
+    or when ``arr`` is not of the key type (the hash then says what is wrong)."""
+    if len(arr) < 2 or not _hashes_bytes(key_type):
+        return None
+    if isinstance(key_type, tuple) and not (pa.types.is_struct(arr.type) and arr.type.num_fields == len(key_type)):
+        return None
+    try:
+        same = _same_as_previous(arr, key_type)
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, TypeError, ValueError):
+        return None
+    starts = np.flatnonzero(~same) + 1
+    if 2 * (len(starts) + 1) > len(arr):  # at most two rows a run: hashing every row costs less
+        return None
+    return np.concatenate([np.zeros(1, dtype=starts.dtype), starts])
 
 
 # --------------------------------------------------------------------------
