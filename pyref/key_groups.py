@@ -328,24 +328,24 @@ def _rotl_u32(x: np.ndarray, r: int) -> np.ndarray:
 
 
 def _murmur_u32(code: np.ndarray) -> np.ndarray:
-    """Vectorised :func:`murmur_hash` over uint32 hash codes (non-negative int64 result)."""
+    """Vectorised :func:`murmur_hash` over uint32 hash codes (non-negative int32 result)."""
     # numpy integer arrays wrap silently on overflow: uint32 math is Java int math.
     h = code * _C1
     h = _rotl_u32(h, 15)
     h *= _C2
     h = _rotl_u32(h, 13)
-    h = h * _FIVE + _C3
+    h *= _FIVE
+    h += _C3
     h ^= _FOUR
     h ^= h >> _U32(16)
     h *= _F1
     h ^= h >> _U32(13)
     h *= _F2
     h ^= h >> _U32(16)
-    signed = h.view(np.int32)
-    # abs() with INT_MIN -> 0; computed in int64 so that -INT_MIN cannot overflow.
-    wide = signed.astype(np.int64)
-    folded = np.where(wide >= 0, wide, -wide)
-    folded[wide == _INT32_MIN] = 0
+    # abs() of the signed value, wrapping as Java's does: abs(INT_MIN) is INT_MIN, whose
+    # low 31 bits are 0 (Flink's fold to 0); every other abs() fits in 31 bits.
+    folded = np.abs(h.view(np.int32))
+    folded &= np.int32(_INT32_MAX)
     return folded
 
 
@@ -366,13 +366,10 @@ def _segment_polynomial(
     n_units = int(offsets[-1])
     width = int(lengths[0]) if len(lengths) else 0
     if n_units and (lengths == width).all():
-        # Equal lengths (fixed-size keys): Horner's rule one column at a time, each a
-        # contiguous pass, with no temporary as large as the units themselves.
-        matrix = units.reshape(-1, width)
-        h = np.zeros(len(lengths), dtype=np.uint32)
-        for column in range(width):
-            h *= _THIRTY_ONE
-            h += matrix[:, column].astype(np.uint32)
+        # Equal lengths (fixed-size keys): each row times the powers 31**(L-1) .. 1, summed
+        # in uint32 (wrapping, as Java's int does) by one einsum over the batch.
+        matrix = units.reshape(-1, width).astype(np.uint32)
+        h = np.einsum("ij,j->i", matrix, _powers_of_31(width)[::-1])
     elif n_units:
         units = units.astype(np.uint32)
         ends = np.repeat(offsets[1:], lengths)
