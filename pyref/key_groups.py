@@ -499,6 +499,9 @@ def _batches(arr: pa.Array) -> Iterator[pa.Array]:
     _BATCH_BYTES bytes of variable-length data, so temporaries stay bounded."""
     n = len(arr)
     rows = _BATCH_ROWS
+    if n <= rows and arr.nbytes <= _BATCH_BYTES:  # a chunk's keys, say: one batch
+        yield arr
+        return
     if _is_variable_width(arr.type):
         offsets, _ = _binary_parts(arr)
         start = 0
@@ -573,7 +576,7 @@ def _same_as_previous(arr: pa.Array, key_type: KeyType) -> np.ndarray:
         bits = arr.to_numpy(zero_copy_only=False).view(np.uint32)
         return (bits[1:] == bits[:-1]) & ~arr.is_null().to_numpy(zero_copy_only=False)[1:]
     equal = pa.compute.equal(arr.slice(1), arr.slice(0, len(arr) - 1))
-    same: np.ndarray = pa.compute.fill_null(equal, False).to_numpy(zero_copy_only=False)
+    same: np.ndarray = (pa.compute.fill_null(equal, False) if equal.null_count else equal).to_numpy(zero_copy_only=False)
     return same
 
 
@@ -590,10 +593,9 @@ def _run_starts(arr: pa.Array, key_type: KeyType) -> np.ndarray | None:
         same = _same_as_previous(arr, key_type)
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid, TypeError, ValueError):
         return None
-    starts = np.flatnonzero(~same) + 1
-    if 2 * (len(starts) + 1) > len(arr):  # at most two rows a run: hashing every row costs less
+    if 2 * (len(same) - np.count_nonzero(same) + 1) > len(arr):  # at most two rows a run: hashing each costs less
         return None
-    return np.concatenate([np.zeros(1, dtype=starts.dtype), starts])
+    return np.flatnonzero(np.concatenate([np.zeros(1, dtype=bool), same]) == 0)
 
 
 # --------------------------------------------------------------------------
