@@ -29,10 +29,11 @@ _LE = sys.byteorder == "little"
 
 
 def _column_parts(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[memoryview]]:
-    """A binary column's offsets rebased to 0 (u32) and its data bytes as views, one per
-    chunk of a chunked column: the pieces are joined by the payload's one copy."""
+    """A binary column's offsets rebased to 0 (little-endian int32: never negative, so the
+    same bytes as u32) and its data bytes as views, one per chunk of a chunked column: the
+    pieces are joined by the payload's one copy."""
     pieces = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-    offsets = np.zeros(sum(len(p) for p in pieces) + 1, dtype=np.int32)
+    offsets = np.zeros(sum(len(p) for p in pieces) + 1, dtype="<i4")  # little-endian, as stored
     data, row, total = [], 0, 0
     for piece in pieces:
         if pa.types.is_large_binary(piece.type) or pa.types.is_large_string(piece.type):
@@ -54,7 +55,7 @@ def _column_parts(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[
         # Each piece continues where the previous one ended (payloads stay under 2 GiB: int32 holds them).
         np.add(own[1:], total - start, out=offsets[row + 1 : row + n + 1])
         row, total = row + n, total + end - start
-    return offsets.astype("<u4", copy=False), data
+    return offsets, data
 
 
 def encode_chunk(columns: Sequence[pa.Array | pa.ChunkedArray]) -> bytes:
@@ -70,7 +71,7 @@ def encode_chunk(columns: Sequence[pa.Array | pa.ChunkedArray]) -> bytes:
     if length > MAX_RAW_LENGTH:
         raise ValueError("chunk payload exceeds 2 GiB; lower the chunk size")
     header = np.array([n, len(columns)], dtype="<u4")
-    return b"".join([header, *(off for off, _ in parts), *(d for _, data in parts for d in data)])
+    return b"".join([header.data, *(off.data for off, _ in parts), *(d for _, data in parts for d in data)])
 
 
 def decode_chunk(payload: bytes, *, expected_rows: int, expected_columns: int, path: str | None = None,
