@@ -72,10 +72,6 @@ VOID_NAMESPACE = type("VoidNamespace", (), {"__repr__": lambda self: "VOID_NAMES
 
 T = TypeVar("T")
 
-#: A check of a chunk's decoded columns, run where the chunk is decoded (on a worker thread,
-#: alongside the decompression of the next chunks); it raises what it finds.
-ChunkCheck = Callable[[pb.Chunk, list[pa.BinaryArray]], None]
-
 #: A scan (:meth:`ChunkStore.scan`) fetches adjacent chunks of a data file by requests of
 #: up to this many bytes, and keeps this many requests in flight.
 SCAN_SPAN_BYTES = 16 << 20
@@ -248,13 +244,12 @@ class ChunkStore:
                                         path=where, state=state, byte_range=byte_range)
         return stored
 
-    def scan(self, chunks: Sequence[pb.Chunk], columns: int, state: str,
-             check: ChunkCheck | None = None) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
+    def scan(self, chunks: Sequence[pb.Chunk], columns: int, state: str) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
         """``(i, read_columns(chunks[i]))`` for every chunk, in storage order (inline chunks,
         then each data file by offset): chunks that follow each other in a file are fetched
         by one request of up to :data:`SCAN_SPAN_BYTES`, which is what a full read wants on
         an object store, where each request costs a round trip. Every chunk is CRC-checked
-        and decoded (several at once, each ``check``-ed) like any other read."""
+        and decoded (several at once) like any other read."""
         ranged = sorted((i for i, c in enumerate(chunks) if c.WhichOneof("location") == "range"),
                         key=lambda i: (chunks[i].range.file, chunks[i].range.offset))
         spans: list[list[int]] = []
@@ -279,8 +274,7 @@ class ChunkStore:
             for span, data in zip(spans, fetched):
                 yield from zip(span, data)
 
-        return ordered_map(lambda item: (item[0], self._decode(chunks[item[0]], item[1], columns, state, check)),
-                           stored())
+        return ordered_map(lambda item: (item[0], self._decode(chunks[item[0]], item[1], columns, state)), stored())
 
     def _read_span(self, span: list[pb.Chunk], state: str) -> list[bytes]:
         first, last = span[0].range, span[-1].range
@@ -294,24 +288,17 @@ class ChunkStore:
     def read_columns(self, chunk: pb.Chunk, columns: int, state: str) -> list[pa.BinaryArray]:
         return self._decode(chunk, self.read_stored(chunk, state), columns, state)
 
-    def _decode(self, chunk: pb.Chunk, stored: bytes, columns: int, state: str,
-                check: ChunkCheck | None = None) -> list[pa.BinaryArray]:
+    def _decode(self, chunk: pb.Chunk, stored: bytes, columns: int, state: str) -> list[pa.BinaryArray]:
         where = self.describe(chunk)
         payload = decompress(chunk.codec, stored, chunk.raw_length, path=where, state=state)
-        decoded = decode_chunk(payload, expected_rows=chunk.row_count, expected_columns=columns, path=where,
-                               state=state)
-        if check is not None:
-            check(chunk, decoded)
-        return decoded
+        return decode_chunk(payload, expected_rows=chunk.row_count, expected_columns=columns, path=where, state=state)
 
-    def read_many(self, chunks: Sequence[pb.Chunk], columns: int, state: str,
-                  check: ChunkCheck | None = None) -> Iterator[list[pa.BinaryArray]]:
+    def read_many(self, chunks: Sequence[pb.Chunk], columns: int, state: str) -> Iterator[list[pa.BinaryArray]]:
         """``read_columns`` of each chunk, in order: as many fetches in flight as the
-        storage serves well (object stores: many), several chunks decoding (and
-        ``check``-ed) at once."""
+        storage serves well (object stores: many), several chunks decoding at once."""
         fetched = ordered_map(lambda chunk: (chunk, self.read_stored(chunk, state)), chunks,
                               workers=self.io.read_concurrency)
-        return ordered_map(lambda item: self._decode(*item, columns, state, check), fetched)
+        return ordered_map(lambda item: self._decode(*item, columns, state), fetched)
 
     def read_indexed(self, chunks: Sequence[pb.Chunk], indexes: Sequence[int], columns: int,
                      state: str) -> Iterator[list[pa.BinaryArray]]:
@@ -548,20 +535,21 @@ class KeyGroupedView(StateView):
 
     def read_encoded(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
         chunks = list(chunks)
-        for chunk, columns in zip(chunks, self._store.read_many(chunks, self._columns, self.label, self._check_keys)):
+        for chunk, columns in zip(chunks, self._store.read_many(chunks, self._columns, self.label)):
+            self._check_keys(chunk, columns[0])
             yield chunk.key_group, columns
 
     def scan_encoded(self) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
         """``(key group, columns)`` of every chunk, in storage order (:meth:`ChunkStore.scan`)."""
         chunks = self.proto.chunks
-        for i, columns in self._store.scan(chunks, self._columns, self.label, self._check_keys):
+        for i, columns in self._store.scan(chunks, self._columns, self.label):
+            self._check_keys(chunks[i], columns[0])
             yield chunks[i].key_group, columns
 
-    def _check_keys(self, chunk: pb.Chunk, columns: list[pa.BinaryArray]) -> None:
+    def _check_keys(self, chunk: pb.Chunk, keys: pa.BinaryArray) -> None:
         """Every key of a chunk lies within its key bounds (spec/format.md §7.6) and, unless the
         writer assigned the key groups, belongs to its key group (§7.1): readers check both
         whenever they read a chunk's rows, so every reader gives one answer about the chunk."""
-        keys = columns[0]
         if not len(keys):
             return
         path, state = self._store.describe(chunk), self.label
