@@ -28,37 +28,50 @@ _HEADER = 8
 _LE = sys.byteorder == "little"
 
 
-def _column_parts(column: pa.Array) -> tuple[np.ndarray, memoryview]:
-    """Offsets rebased to 0 and the data bytes of a binary column, both views where possible."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    if pa.types.is_large_binary(column.type) or pa.types.is_large_string(column.type):
-        column = column.cast(pa.binary() if pa.types.is_large_binary(column.type) else pa.string())
-    if not (pa.types.is_binary(column.type) or pa.types.is_string(column.type)):
-        raise TypeError(f"chunk columns are binary, got {column.type}")
-    if column.null_count:
-        raise ValueError("chunk columns cannot hold nulls; nullable values are encoded by the serializer")
-    bufs = column.buffers()
-    n = len(column)
-    offsets = np.frombuffer(bufs[1], dtype=np.int32, count=n + 1, offset=column.offset * 4) if n else np.zeros(1, np.int32)
-    start, end = int(offsets[0]), int(offsets[-1])
-    data = memoryview(bufs[2])[start:end] if bufs[2] is not None and end > start else memoryview(b"")
-    return (offsets - start).astype("<u4", copy=False), data
+def _column_parts(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[memoryview]]:
+    """A binary column's offsets rebased to 0 (little-endian int32: never negative, so the
+    same bytes as u32) and its data bytes as views, one per chunk of a chunked column: the
+    pieces are joined by the payload's one copy."""
+    pieces = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    offsets = np.zeros(sum(len(p) for p in pieces) + 1, dtype="<i4")  # little-endian, as stored
+    data, row, total = [], 0, 0
+    for piece in pieces:
+        if pa.types.is_large_binary(piece.type) or pa.types.is_large_string(piece.type):
+            piece = piece.cast(pa.binary() if pa.types.is_large_binary(piece.type) else pa.string())
+        if not (pa.types.is_binary(piece.type) or pa.types.is_string(piece.type)):
+            raise TypeError(f"chunk columns are binary, got {piece.type}")
+        if piece.null_count:
+            raise ValueError("chunk columns cannot hold nulls; nullable values are encoded by the serializer")
+        n = len(piece)
+        if not n:
+            continue
+        bufs = piece.buffers()
+        own = np.frombuffer(bufs[1], dtype=np.int32, count=n + 1, offset=piece.offset * 4)
+        start, end = int(own[0]), int(own[-1])
+        if total + end - start > MAX_RAW_LENGTH:
+            raise ValueError("chunk payload exceeds 2 GiB; lower the chunk size")
+        if end > start:
+            data.append(memoryview(bufs[2])[start:end])
+        # Each piece continues where the previous one ended (payloads stay under 2 GiB: int32 holds them).
+        np.add(own[1:], total - start, out=offsets[row + 1 : row + n + 1])
+        row, total = row + n, total + end - start
+    return offsets, data
 
 
-def encode_chunk(columns: Sequence[pa.Array]) -> bytes:
-    """Serialise equal-length binary columns into one chunk payload."""
+def encode_chunk(columns: Sequence[pa.Array | pa.ChunkedArray]) -> bytes:
+    """Serialise equal-length binary columns (a chunked column: its pieces in order) into
+    one chunk payload, copying each byte once."""
     if not columns:
         raise ValueError("a chunk has at least one column")
     n = len(columns[0])
     parts = [_column_parts(c) for c in columns]
     if any(len(off) != n + 1 for off, _ in parts):
         raise ValueError("chunk columns differ in length")
-    header = np.array([n, len(columns)], dtype="<u4").tobytes()
-    payload = b"".join([header, *(off.tobytes() for off, _ in parts), *(bytes(d) for _, d in parts)])
-    if len(payload) > MAX_RAW_LENGTH:
+    length = 8 + sum(4 * len(off) + sum(len(d) for d in data) for off, data in parts)
+    if length > MAX_RAW_LENGTH:
         raise ValueError("chunk payload exceeds 2 GiB; lower the chunk size")
-    return payload
+    header = np.array([n, len(columns)], dtype="<u4")
+    return b"".join([header.data, *(off.data for off, _ in parts), *(d for _, data in parts for d in data)])
 
 
 def decode_chunk(payload: bytes, *, expected_rows: int, expected_columns: int, path: str | None = None,

@@ -23,6 +23,7 @@ from typing import Any, Iterator, Tuple, Union
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (makes pa.compute available)
 
 from .errors import InvalidArgumentError
 
@@ -327,24 +328,24 @@ def _rotl_u32(x: np.ndarray, r: int) -> np.ndarray:
 
 
 def _murmur_u32(code: np.ndarray) -> np.ndarray:
-    """Vectorised :func:`murmur_hash` over uint32 hash codes (non-negative int64 result)."""
+    """Vectorised :func:`murmur_hash` over uint32 hash codes (non-negative int32 result)."""
     # numpy integer arrays wrap silently on overflow: uint32 math is Java int math.
     h = code * _C1
     h = _rotl_u32(h, 15)
     h *= _C2
     h = _rotl_u32(h, 13)
-    h = h * _FIVE + _C3
+    h *= _FIVE
+    h += _C3
     h ^= _FOUR
     h ^= h >> _U32(16)
     h *= _F1
     h ^= h >> _U32(13)
     h *= _F2
     h ^= h >> _U32(16)
-    signed = h.view(np.int32)
-    # abs() with INT_MIN -> 0; computed in int64 so that -INT_MIN cannot overflow.
-    wide = signed.astype(np.int64)
-    folded = np.where(wide >= 0, wide, -wide)
-    folded[wide == _INT32_MIN] = 0
+    # abs() of the signed value, wrapping as Java's does: abs(INT_MIN) is INT_MIN, whose
+    # low 31 bits are 0 (Flink's fold to 0); every other abs() fits in 31 bits.
+    folded = np.abs(h.view(np.int32))
+    folded &= np.int32(_INT32_MAX)
     return folded
 
 
@@ -365,13 +366,10 @@ def _segment_polynomial(
     n_units = int(offsets[-1])
     width = int(lengths[0]) if len(lengths) else 0
     if n_units and (lengths == width).all():
-        # Equal lengths (fixed-size keys): Horner's rule one column at a time, each a
-        # contiguous pass, with no temporary as large as the units themselves.
-        matrix = units.reshape(-1, width)
-        h = np.zeros(len(lengths), dtype=np.uint32)
-        for column in range(width):
-            h *= _THIRTY_ONE
-            h += matrix[:, column].astype(np.uint32)
+        # Equal lengths (fixed-size keys): each row times the powers 31**(L-1) .. 1, summed
+        # in uint32 (wrapping, as Java's int does) by one einsum over the batch.
+        matrix = units.reshape(-1, width).astype(np.uint32)
+        h = np.einsum("ij,j->i", matrix, _powers_of_31(width)[::-1])
     elif n_units:
         units = units.astype(np.uint32)
         ends = np.repeat(offsets[1:], lengths)
@@ -501,6 +499,9 @@ def _batches(arr: pa.Array) -> Iterator[pa.Array]:
     _BATCH_BYTES bytes of variable-length data, so temporaries stay bounded."""
     n = len(arr)
     rows = _BATCH_ROWS
+    if n <= rows and arr.nbytes <= _BATCH_BYTES:  # a chunk's keys, say: one batch
+        yield arr
+        return
     if _is_variable_width(arr.type):
         offsets, _ = _binary_parts(arr)
         start = 0
@@ -522,7 +523,8 @@ def compute_key_groups(
 ) -> np.ndarray:
     """Key group of every key of an Arrow column, as an int32 numpy array.
 
-    Vectorised equivalent of :func:`assign_to_key_group`. ``keys`` must have
+    Vectorised equivalent of :func:`assign_to_key_group`; where byte-hashed keys repeat
+    in consecutive rows (a key under several namespaces), each run is hashed once. ``keys`` must have
     the Arrow type matching ``key_type``: int32, int64, string/large_string,
     boolean, binary/large_binary (or fixed_size_binary), and for a tuple key
     a struct whose fields are the tuple's fields in order. Nulls are refused.
@@ -543,10 +545,57 @@ def compute_key_groups(
         # Batch on the top-level array; a struct's variable-length children are
         # sliced with it, so their size is bounded by the row count.
         for batch in _batches(chunk):
-            groups = _murmur_u32(_hash_u32(batch, key_type)) % max_parallelism
-            out[pos : pos + len(batch)] = groups
+            starts = _run_starts(batch, key_type)
+            if starts is None:
+                out[pos : pos + len(batch)] = _murmur_u32(_hash_u32(batch, key_type)) % max_parallelism
+            else:
+                # Hash each run's first key once; equal keys are in one key group.
+                firsts = batch.take(pa.array(starts))
+                groups = _murmur_u32(_hash_u32(firsts, key_type)) % max_parallelism
+                out[pos : pos + len(batch)] = np.repeat(groups, np.diff(starts, append=len(batch)))
             pos += len(batch)
     return out
+
+
+def _hashes_bytes(key_type: KeyType) -> bool:
+    """Whether the key hash runs over the key's bytes (strings, byte arrays, tuples with them)."""
+    if isinstance(key_type, tuple):
+        return any(_hashes_bytes(field) for field in key_type)
+    return key_type in ("string", "bytes")
+
+
+def _same_as_previous(arr: pa.Array, key_type: KeyType) -> np.ndarray:
+    """For rows 1..n-1: whether the key is the previous row's, bit for bit (a null is never
+    the same, so it stays a row of its own and is refused by the hash)."""
+    if isinstance(key_type, tuple):
+        fields = np.ones(len(arr) - 1, dtype=bool)
+        for i, field_type in enumerate(key_type):
+            fields &= _same_as_previous(arr.field(i), field_type)
+        return fields
+    if key_type == "float32":  # by bits: 0.0 and -0.0 are equal floats with different hashes
+        bits = arr.to_numpy(zero_copy_only=False).view(np.uint32)
+        return (bits[1:] == bits[:-1]) & ~arr.is_null().to_numpy(zero_copy_only=False)[1:]
+    equal = pa.compute.equal(arr.slice(1), arr.slice(0, len(arr) - 1))
+    same: np.ndarray = (pa.compute.fill_null(equal, False) if equal.null_count else equal).to_numpy(zero_copy_only=False)
+    return same
+
+
+def _run_starts(arr: pa.Array, key_type: KeyType) -> np.ndarray | None:
+    """The first row of each run of equal consecutive keys, when hashing only those pays:
+    byte-hashed keys that repeat (a key under many namespaces: spec/format.md §7.7, stored
+    key then namespace as Flink does). None when keys mostly differ from their neighbour,
+    or when ``arr`` is not of the key type (the hash then says what is wrong)."""
+    if len(arr) < 2 or not _hashes_bytes(key_type):
+        return None
+    if isinstance(key_type, tuple) and not (pa.types.is_struct(arr.type) and arr.type.num_fields == len(key_type)):
+        return None
+    try:
+        same = _same_as_previous(arr, key_type)
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, TypeError, ValueError):
+        return None
+    if 2 * (len(same) - np.count_nonzero(same) + 1) > len(arr):  # at most two rows a run: hashing each costs less
+        return None
+    return np.flatnonzero(np.concatenate([np.zeros(1, dtype=bool), same]) == 0)
 
 
 # --------------------------------------------------------------------------

@@ -256,27 +256,51 @@ def _split_rows(sizes: np.ndarray, target: int) -> list[tuple[int, int]]:
     return runs
 
 
-def _byte_sizes(columns: Sequence[pa.Array]) -> np.ndarray:
+def _offsets(column: pa.Array) -> np.ndarray:
+    """The int32 offsets (``len + 1``) of a binary column, a view."""
+    return np.frombuffer(column.buffers()[1], dtype=np.int32, count=len(column) + 1, offset=column.offset * 4)
+
+
+def _pieces(column: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
+    return column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+
+
+def _byte_sizes(columns: Sequence[pa.Array | pa.ChunkedArray]) -> np.ndarray:
     sizes = np.zeros(len(columns[0]), dtype=np.int64)
     for c in columns:
-        offsets = np.frombuffer(c.buffers()[1], dtype=np.int32, count=len(c) + 1, offset=c.offset * 4)
-        sizes += np.diff(offsets)
+        sizes += np.concatenate([np.diff(_offsets(p)) for p in _pieces(c)] or [np.zeros(0, np.int32)])
     return sizes
+
+
+def _data_bytes(columns: Sequence[pa.Array | pa.ChunkedArray]) -> int:
+    """The cell bytes of all rows of ``columns``."""
+    return sum(int(o[-1] - o[0]) for c in columns for o in map(_offsets, _pieces(c)) if len(o) > 1)
 
 
 @dataclass
 class _Run:
-    """The rows of one ``add``, copied out of the caller's arrays: a buffer never keeps a
-    caller's batch alive through a slice of it."""
+    """Rows ordered by slot, each slot's rows in the order they came: the rows of one ``add``
+    copied out of the caller's arrays (a buffer never keeps a caller's batch alive through
+    a slice of it), or what a flush round left of them."""
 
     columns: list[pa.Array]
-    slots: np.ndarray  # each row's slot (key group or subtask), uint16
+    slots: np.ndarray  # each row's slot (key group or subtask), uint16, non-decreasing
     nbytes: int  # bytes its buffers hold
+
+
+def _sorted_run(columns: Sequence[pa.Array], slots: np.ndarray) -> _Run:
+    """A copy of the rows ordered by slot (stable: each slot's rows in the order they came)."""
+    if bool((slots[1:] >= slots[:-1]).all()):
+        copied = [_compact(c) for c in columns]
+    else:
+        order = np.argsort(slots, kind="stable")  # uint16: a radix sort
+        copied, slots = [_take(c, order) for c in columns], slots[order]
+    return _Run(copied, slots, _held_bytes(copied) + slots.nbytes)
 
 
 def _compact(column: pa.Array) -> pa.Array:
     """A copy of a binary column holding exactly its rows (offsets from 0, its bytes only)."""
-    offsets = np.frombuffer(column.buffers()[1], dtype=np.int32, count=len(column) + 1, offset=column.offset * 4)
+    offsets = _offsets(column)
     start, end = int(offsets[0]), int(offsets[-1])
     data = (np.frombuffer(column.buffers()[2], dtype=np.uint8, count=end - start, offset=start).copy()
             if end > start else np.zeros(0, np.uint8))
@@ -305,10 +329,16 @@ def _row_costs(columns: Sequence[pa.Array]) -> np.ndarray:
     return _byte_sizes(columns) + 4 * len(columns) + 2
 
 
+#: A flush round writes a slot from the pieces the runs hold of it; where the runs are so
+#: many that the slots would average more pieces than this, it merges them into one first.
+MAX_PIECES_PER_SLOT = 8
+
+
 class _BufferedState:
-    """Rows wait, copied, in the order they were added. A flush round writes the fullest
-    slots (key groups, or list partitions) as chunks, each slot's rows in the order they
-    came, and keeps the rest as one compact copy. A round runs when the writer's budget
+    """Rows wait, copied and ordered by slot (key group, or list partition), one run per
+    add. A flush round writes the fullest slots as chunks, each slot's rows in the order
+    they came (its pieces of each run, run after run, joined by the chunk's encoding), and
+    keeps the rest of each run. A round runs when the writer's budget
     needs memory back, or when slots of a chunk's worth hold half of what is buffered; it
     costs O(buffered rows) and writes at least half of them, while an add costs a few
     whole-array operations whatever the number of slots.
@@ -336,10 +366,10 @@ class _BufferedState:
         return f"{self.operator.operator_id}/{self.name}"
 
     def _append(self, columns: list[pa.Array], slots: np.ndarray) -> None:
-        run = [_compact(c) for c in columns]
-        slots = np.asarray(slots).astype(np.uint16)  # slots are < 32768 (key groups, subtasks): radix-sortable
-        self._count(slots, _row_costs(run))
-        self._hold(_Run(run, slots, _held_bytes(run) + slots.nbytes))
+        # Slots are < 32768 (key groups, subtasks): uint16, radix-sortable.
+        run = _sorted_run(columns, np.asarray(slots).astype(np.uint16))
+        self._count(run.slots, _row_costs(run.columns))
+        self._hold(run)
         if self._spill is None and self._ready and 2 * self._ready >= self.buffered:
             self.flush_round(keep_bytes=self.buffered - self._ready)
 
@@ -378,36 +408,66 @@ class _BufferedState:
             return
         written = np.zeros(len(per_slot), dtype=bool)
         written[fullest[:count]] = True
-        columns, slots = self._take_buffered()
+        chosen = np.flatnonzero(written).astype(np.uint16)
+        if self._piece_count(self._runs, chosen) > MAX_PIECES_PER_SLOT * count:  # many small adds
+            self._hold(self._merged())
+        self._write_runs(self._runs, chosen)
         per_slot[written] = 0
-        chosen = written[slots]
-        rows = np.flatnonzero(chosen)
-        order = rows[np.argsort(slots[rows], kind="stable")]  # by slot; each slot's rows in the order they came
-        self._write_slots([_take(c, order) for c in columns], slots[order])
-        rest = np.flatnonzero(~chosen)
-        if rest.size:
-            kept = [_take(c, rest) for c in columns]
-            self._hold(_Run(kept, slots[rest], _held_bytes(kept) + slots[rest].nbytes))
+        for run in self._release():  # the rows of the slots not written stay, in their runs
+            kept = np.flatnonzero(~written[run.slots])
+            if len(kept) == len(run.slots):
+                self._hold(run)
+            elif kept.size:
+                columns = [_take(c, kept) for c in run.columns]
+                self._hold(_Run(columns, run.slots[kept], _held_bytes(columns) + run.slots[kept].nbytes))
 
-    def _take_buffered(self) -> tuple[list[pa.Array], np.ndarray]:
-        """Every buffered row, in the order they came, out of the budget."""
+    @staticmethod
+    def _slot_rows(runs: Sequence[_Run], slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per run (rows of the result) and slot of ``slots`` (columns): where the run's rows
+        of the slot start and stop."""
+        first = np.stack([np.searchsorted(r.slots, slots, side="left") for r in runs])
+        return first, np.stack([np.searchsorted(r.slots, slots, side="right") for r in runs])
+
+    def _piece_count(self, runs: Sequence[_Run], slots: np.ndarray) -> int:
+        first, stop = self._slot_rows(runs, slots)
+        return int((stop > first).sum())
+
+    def _write_runs(self, runs: Sequence[_Run], slots: np.ndarray) -> None:
+        """Write the rows of ``slots`` (ascending) the runs hold: each slot's pieces, run
+        after run, as the chunks of that slot."""
+        first, stop = self._slot_rows(runs, slots)
+        slot_index, run_index = np.nonzero((stop > first).T)  # slot by slot, runs in order
+        starts, stops = first[run_index, slot_index].tolist(), stop[run_index, slot_index].tolist()
+        bounds = [0, *(np.flatnonzero(np.diff(slot_index)) + 1).tolist(), len(slot_index)]
+        for a, b in zip(bounds, bounds[1:]):
+            pieces = [[c.slice(starts[i], stops[i] - starts[i]) for c in runs[run_index[i]].columns]
+                      for i in range(a, b)]
+            self._write_slot(int(slots[slot_index[a]]), pieces)
+
+    def _release(self) -> list[_Run]:
+        """Every buffered run, out of the budget."""
         runs, self._runs = self._runs, []
         self._writer._budget.used -= self.buffered
         self.buffered = 0
         self._ready = 0
-        return ([pa.concat_arrays([r.columns[i] for r in runs]) for i in range(len(runs[0].columns))],
-                np.concatenate([r.slots for r in runs]))
+        return runs
+
+    def _merged(self) -> _Run:
+        """Every buffered row as one run (out of the budget)."""
+        runs = self._release()
+        if len(runs) == 1:
+            return runs[0]
+        return _sorted_run([pa.concat_arrays([r.columns[i] for r in runs]) for i in range(len(runs[0].columns))],
+                           np.concatenate([r.slots for r in runs]))
 
     def _spill_buffered(self) -> None:
         if not self._runs:
             return
         if self._spill is None:
             self._spill = SpillFile(len(self._slot_bytes))
-        columns, slots = self._take_buffered()
+        run = self._merged()
         self._slot_bytes[:] = 0
-        order = np.argsort(slots, kind="stable")
-        columns = [_take(c, order) for c in columns]
-        self._spill.add(columns, slots[order], _row_costs(columns))
+        self._spill.add(run.columns, run.slots, _row_costs(run.columns))
 
     def _merge_spilled(self) -> None:
         """Write every spilled row as chunks: slots in order, each slot's rows in the order
@@ -420,48 +480,40 @@ class _BufferedState:
                 if cost > limit:  # one slot over the budget: its rows a piece at a time
                     for run, a, b in rows:
                         for start, end in _row_pieces(a, b, cost, limit):
-                            self._write_slots(*spill.read(run, start, end, first, stop))
+                            self._write_slot(first, [spill.read(run, start, end, first, stop)[0]])
                     continue
-                pieces = [spill.read(run, a, b, first, stop) for run, a, b in rows]
-                columns = [pa.concat_arrays([p[0][i] for p in pieces]) for i in range(len(pieces[0][0]))]
-                slots = np.concatenate([p[1] for p in pieces])
-                order = np.argsort(slots, kind="stable")  # by slot; run order within a slot
-                self._write_slots([_take(c, order) for c in columns], slots[order])
+                runs = [_Run(*spill.read(run, a, b, first, stop), nbytes=0) for run, a, b in rows]
+                self._write_runs(runs, np.arange(first, stop, dtype=np.uint16))
         finally:
             spill.close()
 
     def discard(self) -> None:
         """Drop what is buffered or spilled (the writer aborts)."""
         if self._runs:
-            self._take_buffered()
+            self._release()
         if self._spill is not None:
             self._spill.close()
             self._spill = None
 
-    def _write_slots(self, columns: list[pa.Array], slots: np.ndarray) -> None:
-        """Chunks of rows ordered by slot: each slot's rows cut into chunk-sized runs."""
+    def _write_slot(self, slot: int, pieces: list[list[pa.Array]]) -> None:
+        """The rows of one slot, given as pieces (each a run of rows of every column) in
+        order, cut into chunks of about the chunk size."""
         chunk_bytes = self._writer.chunk_bytes
-        sizes = _byte_sizes(columns)
-        ends = np.concatenate([[0], np.cumsum(sizes)]).tolist()
-        bounds = (np.flatnonzero(np.diff(slots)) + 1).tolist()
-        for start, stop in zip([0, *bounds], [*bounds, len(slots)]):
-            rows = [c.slice(start, stop - start) for c in columns]
-            arranged = self._arrange(rows)
-            if ends[stop] - ends[start] <= chunk_bytes:  # most slots: one chunk, nothing to cut
-                cuts = [(0, stop - start)]
-            else:
-                cuts = _split_rows(sizes[start:stop] if arranged is rows else _byte_sizes(arranged), chunk_bytes)
-            for first, end in cuts:
-                pieces = [c.slice(first, end - first) for c in arranged]
-                chunk = self._writer._sink.put(encode_chunk(pieces), end - first, key_group=self._key_group(int(slots[start])))
-                self._describe(chunk, pieces)
-                self._emit(int(slots[start]), chunk)
+        rows = self._arrange([pa.chunked_array([p[i] for p in pieces], pa.binary()) for i in range(len(pieces[0]))])
+        count = len(rows[0])
+        # Most slots make one chunk: their size comes from the pieces' first and last offsets.
+        cuts = [(0, count)] if _data_bytes(rows) <= chunk_bytes else _split_rows(_byte_sizes(rows), chunk_bytes)
+        for first, end in cuts:
+            cells = [c.slice(first, end - first) for c in rows]
+            chunk = self._writer._sink.put(encode_chunk(cells), end - first, key_group=self._key_group(slot))
+            self._describe(chunk, cells)
+            self._emit(slot, chunk)
 
-    def _arrange(self, columns: list[pa.Array]) -> list[pa.Array]:
+    def _arrange(self, columns: list[pa.ChunkedArray]) -> list[pa.ChunkedArray]:
         """The rows of one slot in the order they are stored."""
         return columns
 
-    def _describe(self, chunk: pb.Chunk, pieces: list[pa.Array]) -> None:
+    def _describe(self, chunk: pb.Chunk, pieces: list[pa.ChunkedArray]) -> None:
         """Add what a reader may use to skip the chunk."""
 
     def _key_group(self, slot: int) -> int:
@@ -571,14 +623,14 @@ class _KeyGroupedState(_BufferedState):
     def _key_group(self, slot: int) -> int:
         return slot
 
-    def _arrange(self, columns: list[pa.Array]) -> list[pa.Array]:
+    def _arrange(self, columns: list[pa.ChunkedArray]) -> list[pa.ChunkedArray]:
         if not self._writer.sort_keys:
             return columns
         # Sorted rows make the key bounds of a flush's chunks disjoint (stable: the last write of a key stays last).
         order = pa.compute.sort_indices(columns[0])
         return [c.take(order) for c in columns]
 
-    def _describe(self, chunk: pb.Chunk, pieces: list[pa.Array]) -> None:
+    def _describe(self, chunk: pb.Chunk, pieces: list[pa.ChunkedArray]) -> None:
         if self._writer.key_bounds:
             bounds = pa.compute.min_max(pieces[0])
             chunk.key_bounds.min = bounds["min"].as_py()
@@ -678,7 +730,7 @@ class KeyedStateWriter(_KeyGroupedState):
 def _take(column: pa.Array, order: np.ndarray) -> pa.Array:
     """Rows ``order`` (any subset, in any order) of a binary column; a numpy gather when
     all rows are one width."""
-    offsets = np.frombuffer(column.buffers()[1], dtype=np.int32, count=len(column) + 1, offset=column.offset * 4)
+    offsets = _offsets(column)
     width = int(offsets[1] - offsets[0]) if len(column) else 0
     if width and bool((np.diff(offsets) == width).all()):
         data = np.frombuffer(column.buffers()[2], dtype=np.uint8, count=width * len(column), offset=int(offsets[0]))

@@ -45,3 +45,22 @@ def test_header_must_agree_with_manifest():
     payload = encode_chunk([pa.array([b"ab"])])
     with pytest.raises(CorruptSavepointError, match="manifest says 2 x 1"):
         decode_chunk(payload, expected_rows=2, expected_columns=1)
+
+
+def test_a_chunked_column_encodes_as_its_pieces_joined():
+    """The writer hands a key group's rows from several adds as one chunked column: the
+    payload is the one its concatenation gives (sliced, empty and string pieces; a large
+    binary column)."""
+    keys = pa.array([b"k1", b"", b"key-three", b"k4", b"k5"])
+    values = pa.array(["α", "b", "", "dé", "e"])
+    key_pieces = [keys.slice(0, 2), keys.slice(2, 0), keys.slice(2, 2), keys.slice(4)]
+    value_pieces = [values.slice(0, 1), values.slice(1, 3), pa.array([], pa.string()), values.slice(4)]
+    chunked = [pa.chunked_array(key_pieces, pa.binary()),
+               pa.chunked_array([p.cast(pa.string()) for p in value_pieces], pa.string())]
+    assert encode_chunk(chunked) == encode_chunk([keys, values])
+    assert encode_chunk([keys.cast(pa.large_binary()).slice(1), chunked[1].slice(1)]) == \
+        encode_chunk([keys.slice(1), values.slice(1)])
+    assert decode_chunk(encode_chunk(chunked), expected_rows=5, expected_columns=2)[1].to_pylist() == \
+        [v.encode() for v in values.to_pylist()]
+    with pytest.raises(ValueError, match="differ in length"):
+        encode_chunk([pa.chunked_array(key_pieces[:1], pa.binary()), values])

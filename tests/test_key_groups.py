@@ -337,6 +337,84 @@ def test_vectorised_other_arrow_layouts() -> None:
 
 
 # ---------------------------------------------------------------------------
+# Runs of repeated keys: each run's first key is hashed, its group repeated
+# ---------------------------------------------------------------------------
+
+
+def _in_runs(keys: list[Any], lengths: list[int]) -> list[Any]:
+    """Each key repeated as many times as ``lengths`` says (cycled), as a key under many
+    namespaces is stored."""
+    return [k for k, n in zip(keys, lengths * len(keys)) for _ in range(n)]
+
+
+run_lengths = st.lists(st.integers(1, 6), min_size=1, max_size=5)
+
+
+@PROPERTY
+@given(st.lists(texts, min_size=1, max_size=12), run_lengths, max_parallelisms)
+def test_repeated_strings_hash_by_runs_like_one_by_one(keys: list[str], lengths: list[int],
+                                                        max_parallelism: int) -> None:
+    assert_vectorised_matches(_in_runs(keys, lengths), max_parallelism, "string")
+
+
+@PROPERTY
+@given(st.lists(byte_strings, min_size=1, max_size=12), run_lengths, max_parallelisms)
+def test_repeated_bytes_hash_by_runs_like_one_by_one(keys: list[bytes], lengths: list[int],
+                                                      max_parallelism: int) -> None:
+    assert_vectorised_matches(_in_runs(keys, lengths), max_parallelism, "bytes")
+
+
+@PROPERTY
+@given(st.data(), tuple_types, run_lengths, max_parallelisms)
+def test_repeated_tuples_hash_by_runs_like_one_by_one(data: st.DataObject, key_type: tuple, lengths: list[int],
+                                                       max_parallelism: int) -> None:
+    keys = data.draw(st.lists(_value_strategy(key_type), min_size=1, max_size=10))
+    assert_vectorised_matches(_in_runs(keys, lengths), max_parallelism, key_type)
+
+
+def test_runs_are_hashed_once_where_keys_repeat_and_row_by_row_where_they_do_not() -> None:
+    """The run path is taken where it pays, and gives every row the key group of its own
+    key: variable-width and non-ASCII keys, tuples, sliced arrays, runs cut by a batch."""
+    strings = _in_runs(["k", "kéy-日本", "\U0001F600x", "", "a much longer key of its own"], [10, 3])
+    array = arrow_keys(strings, "string")
+    assert kg._run_starts(array, "string").tolist() == [0, 10, 13, 23, 26]
+    assert kg._run_starts(arrow_keys(list("abcdefgh"), "string"), "string") is None  # no repeats
+    assert kg._run_starts(arrow_keys([1, 1, 1, 1], "int64"), "int64") is None  # a number hashes cheaper
+    expected = scalar_groups(strings, 32768, "string")
+    assert compute_key_groups(array, 32768, "string").tolist() == expected
+    assert compute_key_groups(array.slice(5, 20), 32768, "string").tolist() == expected[5:25]
+    # A tuple's row repeats only if every field does: "b" then "b", 1 then 2 are two runs.
+    tuple_type = ("string", "int64")
+    pairs = [("a", 1)] * 4 + [("b", 1)] * 4 + [("b", 2)] * 4 + [("a", 1)] * 4
+    assert kg._run_starts(arrow_keys(pairs, tuple_type), tuple_type).tolist() == [0, 4, 8, 12]
+    assert compute_key_groups(arrow_keys(pairs, tuple_type), 4096, tuple_type).tolist() == \
+        scalar_groups(pairs, 4096, tuple_type)
+    # Floats compare by bits: 0.0 and -0.0 are equal numbers with different hashes.
+    zeros = [("z", 0.0)] * 3 + [("z", -0.0)] * 3
+    starts = kg._run_starts(arrow_keys(zeros, ("string", "float32")), ("string", "float32"))
+    assert starts.tolist() == [0, 3]
+    assert compute_key_groups(arrow_keys(zeros, ("string", "float32")), 32768, ("string", "float32")).tolist() == \
+        scalar_groups(zeros, 32768, ("string", "float32"))
+
+
+def test_runs_cut_by_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kg, "_BATCH_ROWS", 7)
+    keys = _in_runs([f"key-{i}-é" for i in range(40)], [5, 1, 9])
+    array = arrow_keys(keys, "string")
+    assert compute_key_groups(array, 128, "string").tolist() == scalar_groups(keys, 128, "string")
+    assert compute_key_groups(pa.chunked_array([array.slice(0, 33), array.slice(33)]), 128, "string").tolist() == \
+        scalar_groups(keys, 128, "string")
+
+
+def test_a_null_in_a_run_of_keys_is_refused() -> None:
+    with pytest.raises(InvalidArgumentError, match="null"):
+        compute_key_groups(pa.array(["a", "a", "a", None, None, "b", "b", "b"]), 128, "string")
+    with pytest.raises(InvalidArgumentError, match="null"):
+        compute_key_groups(pa.array([{"s": "a", "f": 1.0}] * 3 + [{"s": "a", "f": None}] * 3,
+                                    pa.struct([("s", pa.string()), ("f", pa.float32())])), 128, ("string", "float32"))
+
+
+# ---------------------------------------------------------------------------
 # Key-group ranges
 # ---------------------------------------------------------------------------
 

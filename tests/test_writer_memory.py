@@ -201,3 +201,37 @@ def test_broadcast_entries_are_buffered_within_the_budget_and_shared_once(tmp_pa
     assert sum(view.proto.chunks[c].row_count for c in in_every) == len(shared)  # stored once
     for subtask in (0, 149, 299):
         assert view.partition(subtask) == {**shared, **{f"own-{subtask}-{i}": bytes(16) for i in range(8)}}
+
+
+@pytest.mark.parametrize("rows_per_add", [50, 5000])
+def test_a_key_groups_rows_come_back_in_the_order_they_came_from_any_number_of_runs(tmp_path, monkeypatch,
+                                                                                    rows_per_add):
+    """Each add is kept ordered by key group, and a round writes a key group's pieces of every
+    run in turn; many small adds (more pieces than MAX_PIECES_PER_SLOT a key group) are merged
+    into one run first. Either way every key group's rows are stored in the order they were
+    added, keys repeating in runs (a key under several windows) included."""
+    from pyref import writer as writer_module
+
+    merges = []
+    original = writer_module._BufferedState._merged
+    monkeypatch.setattr(writer_module._BufferedState, "_merged",
+                        lambda self: merges.append(len(self._runs)) or original(self))
+    total = 20_000
+    keys = np.repeat(np.arange(total // 4, dtype=np.int64), 4)  # each key 4 times in a row
+    with SavepointWriter(str(tmp_path / "sp"), buffer_bytes=1 << 20, chunk_bytes=16 << 10) as w:
+        state = w.add_operator("op", parallelism=2, max_parallelism=128, key_serializer=Int64()).keyed_state(
+            "v", Int64(), namespace_serializer=TimeWindow())
+        for start in range(0, total, rows_per_add):
+            part = slice(start, start + rows_per_add)
+            state.add(pa.array(keys[part]), pa.array(np.arange(total, dtype=np.int64)[part]),
+                      namespaces=[(i % 4, i % 4 + 1) for i in range(start, min(start + rows_per_add, total))])
+    assert (merges != []) == (rows_per_add == 50)  # only many small adds need merging
+    table = Savepoint.open(tmp_path / "sp").operator("op").keyed_state("v").to_arrow()
+    assert table.num_rows == total
+    groups, sequence = table.column("key_group").to_numpy(), table.column("value").to_numpy()
+    assert (np.diff(groups) >= 0).all()  # state order: by key group
+    for group in np.unique(groups):
+        stored = sequence[groups == group]
+        assert (np.diff(stored) > 0).all(), f"key group {group}: rows out of the order they came"
+    expected = compute_key_groups(pa.array(keys), 128, "int64")
+    assert (expected[sequence] == groups).all()

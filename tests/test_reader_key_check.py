@@ -1,0 +1,54 @@
+"""The reader checks every row's key group (spec/format.md §7.1) while hashing only the first
+key of each run of equal keys: a key under many namespaces is stored in consecutive rows.
+Equal keys share a key group, so a misplaced key can only start a run; these tests put
+one there and expect the reader to name its row."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pyref import Savepoint, SavepointWriter
+from pyref.errors import CorruptSavepointError
+from pyref.key_groups import assign_to_key_group
+from pyref.serializers import Int64, String, TimeWindow
+
+MAX_PARALLELISM = 128
+HOME = "ключ-α"  # the key whose group every row claims
+HOME_GROUP = assign_to_key_group(HOME, MAX_PARALLELISM)
+STRANGER = next(k for k in (f"other-日本-{i}" for i in range(100))
+                if assign_to_key_group(k, MAX_PARALLELISM) != HOME_GROUP)
+
+
+def _windowed(tmp_path, keys: list[str]):
+    """A namespaced state whose rows (key, window i) all claim HOME's key group."""
+    path = tmp_path / "sp"
+    with SavepointWriter(path) as w:
+        op = w.add_operator("op", parallelism=2, max_parallelism=MAX_PARALLELISM, key_serializer=String())
+        state = op.keyed_state("count", Int64(), namespace_serializer=TimeWindow())
+        windows = [(60_000 * i, 60_000 * (i + 1)) for i in range(len(keys))]
+        state.add_encoded([String().encode_array(keys), TimeWindow().encode_array(windows),
+                           Int64().encode_array(list(range(len(keys))))], np.full(len(keys), HOME_GROUP))
+    return Savepoint.open(path).operator("op").keyed_state("count")
+
+
+def test_rows_whose_keys_repeat_read_back(tmp_path):
+    view = _windowed(tmp_path, [HOME] * 10)
+    assert view.to_arrow().column("key").to_pylist() == [HOME] * 10
+    assert view.get(HOME, namespace=(120_000, 180_000)) == 2
+
+
+@pytest.mark.parametrize("keys, row", [
+    ([HOME] * 5 + [STRANGER] * 5, 5),  # a run of another key after a run
+    ([HOME] * 4 + [STRANGER] + [HOME] * 5, 4),  # one row between two runs
+    ([STRANGER] * 3 + [HOME] * 7, 0),  # the first run
+    ([HOME] * 9 + [STRANGER], 9),  # the last row
+])
+def test_a_key_of_another_group_at_a_run_boundary_is_reported_at_its_row(tmp_path, keys, row):
+    view = _windowed(tmp_path, keys)
+    group = assign_to_key_group(STRANGER, MAX_PARALLELISM)
+    expected = f"row {row}: its key belongs to key group {group}, not to the chunk's key group {HOME_GROUP}"
+    with pytest.raises(CorruptSavepointError, match=expected):
+        view.to_arrow()
+    with pytest.raises(CorruptSavepointError, match=expected):
+        list(view.scan_batches())
