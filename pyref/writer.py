@@ -409,9 +409,11 @@ class _BufferedState:
         written = np.zeros(len(per_slot), dtype=bool)
         written[fullest[:count]] = True
         chosen = np.flatnonzero(written).astype(np.uint16)
-        if self._piece_count(self._runs, chosen) > MAX_PIECES_PER_SLOT * count:  # many small adds
+        first, stop = self._slot_rows(self._runs, chosen)
+        if int((stop > first).sum()) > MAX_PIECES_PER_SLOT * count:  # many small adds: merged, one piece a slot
             self._hold(self._merged())
-        self._write_runs(self._runs, chosen)
+            first, stop = self._slot_rows(self._runs, chosen)
+        self._write_runs(self._runs, chosen, first, stop)
         per_slot[written] = 0
         for run in self._release():  # the rows of the slots not written stay, in their runs
             kept = np.flatnonzero(~written[run.slots])
@@ -428,14 +430,9 @@ class _BufferedState:
         first = np.stack([np.searchsorted(r.slots, slots, side="left") for r in runs])
         return first, np.stack([np.searchsorted(r.slots, slots, side="right") for r in runs])
 
-    def _piece_count(self, runs: Sequence[_Run], slots: np.ndarray) -> int:
-        first, stop = self._slot_rows(runs, slots)
-        return int((stop > first).sum())
-
-    def _write_runs(self, runs: Sequence[_Run], slots: np.ndarray) -> None:
-        """Write the rows of ``slots`` (ascending) the runs hold: each slot's pieces, run
-        after run, as the chunks of that slot."""
-        first, stop = self._slot_rows(runs, slots)
+    def _write_runs(self, runs: Sequence[_Run], slots: np.ndarray, first: np.ndarray, stop: np.ndarray) -> None:
+        """Write the rows of ``slots`` (ascending) the runs hold, between ``first`` and ``stop``
+        (:meth:`_slot_rows`): each slot's pieces, run after run, as the chunks of that slot."""
         slot_index, run_index = np.nonzero((stop > first).T)  # slot by slot, runs in order
         starts, stops = first[run_index, slot_index].tolist(), stop[run_index, slot_index].tolist()
         bounds = [0, *(np.flatnonzero(np.diff(slot_index)) + 1).tolist(), len(slot_index)]
@@ -483,7 +480,8 @@ class _BufferedState:
                             self._write_slot(first, [spill.read(run, start, end, first, stop)[0]])
                     continue
                 runs = [_Run(*spill.read(run, a, b, first, stop), nbytes=0) for run, a, b in rows]
-                self._write_runs(runs, np.arange(first, stop, dtype=np.uint16))
+                slots = np.arange(first, stop, dtype=np.uint16)
+                self._write_runs(runs, slots, *self._slot_rows(runs, slots))
         finally:
             spill.close()
 

@@ -30,7 +30,6 @@ _FIELD_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):")
 _VERSION = re.compile(r"@v(\d+)")
 
 
-#: Spaces between the tokens of a label; those inside a default's JSON string stay.
 #: A byte size: digits, then a unit of 1024s as Spark's sizes have them (256m, 256MB, 256MiB).
 _SIZE = re.compile(r"([0-9]{1,15})\s*(?:([kmgt])(?:i?b)?|b)?", re.IGNORECASE)
 _UNITS = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40}

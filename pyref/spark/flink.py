@@ -32,7 +32,6 @@ import itertools
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -62,7 +61,7 @@ from .commit import Job, WriteOptions, adopt
 from .datasource import as_spark_batches, spark_schema
 from .frames import map_per_task
 from .progress import Progress
-from .sizing import check_target_file_bytes
+from .sizing import sized_options
 from .task_errors import typed_errors
 
 __all__ = ["import_flink", "read_flink_state"]
@@ -179,10 +178,7 @@ def import_flink(spark: SparkSession, source: Path, target: Path, *,
     local master). ``force`` replaces a target shallow savepoints use as a base.
     ``target_file_bytes`` caps each task's data files (the tasks are the handles)."""
     started = time.monotonic()
-    options = options or WriteOptions()
-    target_file_bytes = check_target_file_bytes(target_file_bytes)
-    if target_file_bytes is not None:
-        options = replace(options, file_bytes=target_file_bytes)
+    options, _ = sized_options(options, target_file_bytes)
     source = os.path.abspath(os.fspath(source))
     io = open_io(os.fspath(target))
     previous = read_previous(io, overwrite, force=force)

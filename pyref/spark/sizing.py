@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from ..errors import InvalidArgumentError
+from .commit import WriteOptions
 
 _ADVISORY = "spark.sql.adaptive.advisoryPartitionSizeInBytes"
 _PARALLELISM_FIRST = "spark.sql.adaptive.coalescePartitions.parallelismFirst"
@@ -28,6 +30,14 @@ def check_target_file_bytes(target: Any) -> int | None:
     if isinstance(target, bool) or not isinstance(target, int) or target <= 0:
         raise InvalidArgumentError(f"target_file_bytes is a whole number of bytes > 0, got {target!r}")
     return target
+
+
+def sized_options(options: WriteOptions | None, target: Any) -> tuple[WriteOptions, int | None]:
+    """``options`` (default ones if None) with their data files capped at the checked
+    ``target`` bytes when one is given, and that target (None: no target)."""
+    options = options or WriteOptions()
+    target = check_target_file_bytes(target)
+    return (options if target is None else replace(options, file_bytes=target)), target
 
 
 @contextmanager

@@ -76,7 +76,7 @@ from .fragments import DEFAULT_FRAGMENT_BYTES, chunk_fragments, find_state, keye
 from .duplicates import ORDER, resolve_duplicates, unique_rows
 from .progress import Progress
 from .session import is_connect
-from .sizing import check_target_file_bytes, task_size
+from .sizing import sized_options, task_size
 from .task_errors import typed_errors
 
 _KINDS = {name: kind for kind, name in KIND_NAMES.items()}
@@ -262,10 +262,8 @@ class SavepointBuilder:
         self.spark = spark
         self.io = open_io(target)
         self.partitions = partitions
-        self.target_file_bytes = check_target_file_bytes(target_file_bytes)
-        options = options or WriteOptions()
+        options, self.target_file_bytes = sized_options(options, target_file_bytes)
         if self.target_file_bytes is not None:
-            options = replace(options, file_bytes=self.target_file_bytes)
             fragment_bytes = self.target_file_bytes
         self.fragment_bytes = fragment_bytes
         self.progress = progress or Progress(spark, enabled=False)
