@@ -575,9 +575,42 @@ def _same_as_previous(arr: pa.Array, key_type: KeyType) -> np.ndarray:
     if key_type == "float32":  # by bits: 0.0 and -0.0 are equal floats with different hashes
         bits = arr.to_numpy(zero_copy_only=False).view(np.uint32)
         return (bits[1:] == bits[:-1]) & ~arr.is_null().to_numpy(zero_copy_only=False)[1:]
+    if _is_variable_width(arr.type) and not arr.null_count:
+        return binary_same_as_previous(arr)
     equal = pa.compute.equal(arr.slice(1), arr.slice(0, len(arr) - 1))
     same: np.ndarray = (pa.compute.fill_null(equal, False) if equal.null_count else equal).to_numpy(zero_copy_only=False)
     return same
+
+
+def binary_same_as_previous(arr: pa.Array) -> np.ndarray:
+    """For rows 1..n-1 of a string or binary array without nulls: whether the row's bytes
+    are the previous row's. Cells of one width (fixed-size keys and their encodings) are
+    compared as rows of a numpy matrix, several bytes per comparison."""
+    if len(arr) < 2:
+        return np.zeros(0, dtype=bool)
+    offsets, data = _binary_parts(arr)
+    lengths = np.diff(offsets)
+    width = int(lengths[0])
+    if not (lengths == width).all():
+        equal = pa.compute.equal(arr.slice(1), arr.slice(0, len(arr) - 1))
+        same: np.ndarray = equal.to_numpy(zero_copy_only=False)
+        return same
+    if width == 0:
+        return np.ones(len(lengths) - 1, dtype=bool)
+    unit = next(u for u in (np.uint64, np.uint32, np.uint16, np.uint8) if width % np.dtype(u).itemsize == 0)
+    rows = data.view(unit).reshape(len(lengths), -1)
+    differs: np.ndarray = rows[1:, 0] != rows[:-1, 0]
+    for column in range(1, rows.shape[1]):
+        differs |= rows[1:, column] != rows[:-1, column]
+    return ~differs
+
+
+def run_starts(arr: pa.Array) -> np.ndarray:
+    """The first row of each run of byte-equal consecutive cells of a string or binary
+    array without nulls (row 0 starts the first run)."""
+    if not len(arr):
+        return np.zeros(0, dtype=np.intp)
+    return np.flatnonzero(np.concatenate([np.zeros(1, dtype=bool), binary_same_as_previous(arr)]) == 0)
 
 
 def _run_starts(arr: pa.Array, key_type: KeyType) -> np.ndarray | None:

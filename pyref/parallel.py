@@ -19,6 +19,12 @@ R = TypeVar("R")
 #: Worker threads for chunk work; 1 disables threading.
 WORKERS = max(1, min(8, os.cpu_count() or 1))
 
+#: Worker threads that decompress and parse chunks for a reader. One core stays with the
+#: thread that consumes them (checks keys, decodes cells): on two cores a second decoding
+#: thread only contends with it, and costs more CPU than it saves (page faults of buffers
+#: freed across threads, GIL hand-offs).
+DECODE_WORKERS = max(1, min(8, (os.cpu_count() or 1) - 1))
+
 
 def ordered_map(fn: Callable[[T], R], items: Iterable[T], *, workers: int = WORKERS,
                 prefetch: int | None = None) -> Iterator[R]:

@@ -36,7 +36,7 @@ from .errors import (
     StorageError,
 )
 from .io import MANIFEST_NAME, SavepointIO, open_io
-from .key_groups import KeyGroupRange, compute_key_groups
+from .key_groups import KeyGroupRange, compute_key_groups, run_starts
 from .keys import as_key_array, key_type_of
 from .manifest import (
     COORDINATOR_COLUMNS,
@@ -50,7 +50,7 @@ from .manifest import (
     read_manifest_file,
     state_label,
 )
-from .parallel import ordered_map
+from .parallel import DECODE_WORKERS, ordered_map
 from .read_checks import check_serializers
 from .redistribution import DistributionMode
 from .serializers import Compatibility, ListOf, Serializer, resolve_compatibility, serializer_from_snapshot
@@ -274,7 +274,8 @@ class ChunkStore:
             for span, data in zip(spans, fetched):
                 yield from zip(span, data)
 
-        return ordered_map(lambda item: (item[0], self._decode(chunks[item[0]], item[1], columns, state)), stored())
+        return ordered_map(lambda item: (item[0], self._decode(chunks[item[0]], item[1], columns, state)), stored(),
+                           workers=DECODE_WORKERS)
 
     def _read_span(self, span: list[pb.Chunk], state: str) -> list[bytes]:
         first, last = span[0].range, span[-1].range
@@ -298,7 +299,7 @@ class ChunkStore:
         storage serves well (object stores: many), several chunks decoding at once."""
         fetched = ordered_map(lambda chunk: (chunk, self.read_stored(chunk, state)), chunks,
                               workers=self.io.read_concurrency)
-        return ordered_map(lambda item: self._decode(*item, columns, state), fetched)
+        return ordered_map(lambda item: self._decode(*item, columns, state), fetched, workers=DECODE_WORKERS)
 
     def read_indexed(self, chunks: Sequence[pb.Chunk], indexes: Sequence[int], columns: int,
                      state: str) -> Iterator[list[pa.BinaryArray]]:
@@ -499,6 +500,23 @@ class ListStateView(PartitionedView):
         return pa.concat_arrays(parts) if parts else pa.array([], type=self.serializer.arrow_type())
 
 
+@dataclass(frozen=True)
+class CheckedKeys:
+    """The keys a chunk's key check decoded: every row's, or (``starts``) only the first
+    row's of each run of equal keys."""
+
+    decoded: pa.Array
+    starts: np.ndarray | None
+    rows: int
+
+    def every_row(self) -> pa.Array:
+        """The decoded key of every row of the chunk."""
+        if self.starts is None:
+            return self.decoded
+        runs = np.diff(self.starts, append=self.rows)
+        return self.decoded.take(pa.array(np.repeat(np.arange(len(self.starts), dtype=np.int32), runs)))
+
+
 class KeyGroupedView(StateView):
     """A state stored in key-group chunks ordered by key group: keyed state (spec/format.md
     §5.4) and, format 1.2, timers (§5.7). A key-group range is a slice of the chunk list."""
@@ -534,25 +552,39 @@ class KeyGroupedView(StateView):
         return groups
 
     def read_encoded(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
-        chunks = list(chunks)
-        for chunk, columns in zip(chunks, self._store.read_many(chunks, self._columns, self.label)):
-            self._check_keys(chunk, columns[0])
-            yield chunk.key_group, columns
+        for group, columns, _ in self._read_checked(chunks):
+            yield group, columns
 
     def scan_encoded(self) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
         """``(key group, columns)`` of every chunk, in storage order (:meth:`ChunkStore.scan`)."""
+        for group, columns, _ in self._scan_checked():
+            yield group, columns
+
+    def _read_checked(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple[int, list[pa.BinaryArray], CheckedKeys | None]]:
+        """``(key group, columns, the keys the check decoded)`` of each chunk, in order."""
+        chunks = list(chunks)
+        for chunk, columns in zip(chunks, self._store.read_many(chunks, self._columns, self.label)):
+            yield chunk.key_group, columns, self._check_keys(chunk, columns[0])
+
+    def _scan_checked(self) -> Iterator[tuple[int, list[pa.BinaryArray], CheckedKeys | None]]:
         chunks = self.proto.chunks
         for i, columns in self._store.scan(chunks, self._columns, self.label):
-            self._check_keys(chunks[i], columns[0])
-            yield chunks[i].key_group, columns
+            yield chunks[i].key_group, columns, self._check_keys(chunks[i], columns[0])
 
-    def _check_keys(self, chunk: pb.Chunk, keys: pa.BinaryArray) -> None:
+    def _check_keys(self, chunk: pb.Chunk, keys: pa.BinaryArray) -> CheckedKeys | None:
         """Every key of a chunk lies within its key bounds (spec/format.md §7.6) and, unless the
         writer assigned the key groups, belongs to its key group (§7.1): readers check both
-        whenever they read a chunk's rows, so every reader gives one answer about the chunk."""
+        whenever they read a chunk's rows, so every reader gives one answer about the chunk.
+        Returns the keys it decoded for that, so that a caller need not decode them again."""
         if not len(keys):
-            return
+            return None
         path, state = self._store.describe(chunk), self.label
+        rows = len(keys)
+        # Equal keys have equal encodings (§7.1), so checking the first row of each run of
+        # equal encodings checks every row: a key under N namespaces is checked once.
+        runs = run_starts(keys)
+        starts = runs if 2 * len(runs) <= rows else None  # mostly distinct keys: check every row
+        every_key, keys = keys, keys if starts is None else keys.take(pa.array(starts))
         if chunk.HasField("key_bounds"):
             lowest, highest = (v.as_py() for v in pa.compute.min_max(keys).values())
             bounds = chunk.key_bounds
@@ -560,13 +592,22 @@ class KeyGroupedView(StateView):
                 outside = lowest if lowest < bounds.min else highest
                 raise CorruptSavepointError(f"a key of the chunk ({outside.hex()}) lies outside its key bounds "
                                             f"[{bounds.min.hex()}, {bounds.max.hex()}]", path=path, state=state)
-        if self.key_type is not None:
-            groups = compute_key_groups(self.key_serializer.decode_array(keys), self.max_parallelism, self.key_type)
-            wrong = np.flatnonzero(groups != chunk.key_group)
-            if wrong.size:
-                row = int(wrong[0])
-                raise CorruptSavepointError(f"row {row}: its key belongs to key group {int(groups[row])}, not to the "
-                                            f"chunk's key group {chunk.key_group}", path=path, state=state)
+        if self.key_type is None:
+            return None
+        try:
+            decoded = self.key_serializer.decode_array(keys)
+        except CorruptSavepointError:
+            if starts is not None:  # name the record by its row in the chunk, not in the runs
+                self.key_serializer.decode_array(every_key)
+            raise
+        groups = compute_key_groups(decoded, self.max_parallelism, self.key_type)
+        wrong = np.flatnonzero(groups != chunk.key_group)
+        if wrong.size:
+            first = int(wrong[0])
+            row = first if starts is None else int(starts[first])
+            raise CorruptSavepointError(f"row {row}: its key belongs to key group {int(groups[first])}, not to the "
+                                        f"chunk's key group {chunk.key_group}", path=path, state=state)
+        return CheckedKeys(decoded, starts, rows)
 
     def scan_key_groups(self) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
         """:meth:`read_key_groups` of every key group, in storage order: a key group comes
@@ -731,20 +772,22 @@ class KeyedStateView(KeyGroupedView):
     def arrow_batches(self, chunks: Sequence[pb.Chunk]) -> Iterator[pa.RecordBatch]:
         """Entries decoded to Arrow, one record batch per chunk, as they are read:
         key_group, key[, namespace][, user_key], value[, ttl_timestamp]."""
-        return self._batches(self.read_encoded(chunks))
+        return self._batches(self._read_checked(chunks))
 
     def scan_batches(self) -> Iterator[pa.RecordBatch]:
         """Every entry, as :meth:`arrow_batches` decodes them, read in storage order
         (:meth:`KeyGroupedView.scan_encoded`): a full read in few large requests, for
         analytics on object stores. Batches come in storage order, not key-group order;
         where the order of a key's rows matters, :meth:`to_arrow` gives state order."""
-        return self._batches(self.scan_encoded())
+        return self._batches(self._scan_checked())
 
-    def _batches(self, encoded: Iterable[tuple[int, list[pa.BinaryArray]]]) -> Iterator[pa.RecordBatch]:
+    def _batches(self, encoded: Iterable[tuple[int, list[pa.BinaryArray], CheckedKeys | None]]
+                 ) -> Iterator[pa.RecordBatch]:
         names, types = self._arrow_columns()
-        for group, columns in encoded:
-            arrays = [pa.array(np.full(len(columns[0]), group, dtype=np.int32))]
-            arrays += [s.decode_array(c) for s, c in zip(self._row_serializers(), columns)]
+        for group, columns, checked in encoded:
+            arrays = [pa.array(np.full(len(columns[0]), group, dtype=np.int32)),
+                      checked.every_row() if checked is not None else self.key_serializer.decode_array(columns[0])]
+            arrays += [s.decode_array(c) for s, c in zip(self._row_serializers()[1:], columns[1:])]
             values, stamps = self._split_values(columns[-1])
             if self.ttl is not None and self.kind == "list":
                 cells = [self._stored_value.decode(values[i].as_buffer()) for i in range(len(values))]

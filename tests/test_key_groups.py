@@ -397,6 +397,30 @@ def test_runs_are_hashed_once_where_keys_repeat_and_row_by_row_where_they_do_not
         scalar_groups(zeros, 32768, ("string", "float32"))
 
 
+@PROPERTY
+@given(st.integers(0, 24), st.lists(st.integers(0, 3), min_size=0, max_size=40), st.integers(0, 3),
+       st.sampled_from([pa.binary(), pa.large_binary()]))
+def test_byte_runs_of_fixed_width_cells(width: int, cells: list[int], cut: int, arrow_type: pa.DataType) -> None:
+    """Cells of one width are compared as numpy rows (by 8, 4, 2 or 1 bytes at a time, so
+    every width, sliced arrays and large offsets are covered); each cell differs from
+    another only in its last byte, which the row comparison must not miss."""
+    values = [bytes(width - 1) + bytes([c]) if width else b"" for c in cells]
+    array = pa.array(values, arrow_type).slice(min(cut, len(values)))
+    values = values[min(cut, len(values)):]
+    expected = [values[i] == values[i - 1] for i in range(1, len(values))]
+    assert kg.binary_same_as_previous(array).tolist() == expected
+    assert kg.run_starts(array).tolist() == [i for i in range(len(values)) if i == 0 or not expected[i - 1]]
+
+
+@PROPERTY
+@given(st.lists(st.sampled_from([b"", b"a", b"ab", b"b", b"abc"]), max_size=30))
+def test_byte_runs_of_cells_of_several_widths(values: list[bytes]) -> None:
+    expected = [values[i] == values[i - 1] for i in range(1, len(values))]
+    assert kg.binary_same_as_previous(pa.array(values, pa.binary())).tolist() == expected
+    assert kg.run_starts(pa.array(values, pa.binary())).tolist() == \
+        [i for i in range(len(values)) if i == 0 or not expected[i - 1]]
+
+
 def test_runs_cut_by_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kg, "_BATCH_ROWS", 7)
     keys = _in_runs([f"key-{i}-é" for i in range(40)], [5, 1, 9])

@@ -6,6 +6,7 @@ one there and expect the reader to name its row."""
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from pyref import Savepoint, SavepointWriter
@@ -52,3 +53,24 @@ def test_a_key_of_another_group_at_a_run_boundary_is_reported_at_its_row(tmp_pat
         view.to_arrow()
     with pytest.raises(CorruptSavepointError, match=expected):
         list(view.scan_batches())
+
+
+def test_a_malformed_key_in_a_run_is_named_by_its_row_in_the_chunk(tmp_path) -> None:
+    """Keys are decoded once per run of equal encodings; a bad encoding is still reported at
+    its first row in the chunk."""
+    with SavepointWriter(tmp_path / "sp") as w:
+        op = w.add_operator("op", parallelism=1, max_parallelism=1, key_serializer=String())
+        state = op.keyed_state("count", Int64(), namespace_serializer=TimeWindow())
+        keys = pa.array(["a"] * 4 + ["\u00e9"] * 4)
+        windows = pa.StructArray.from_arrays([pa.array(range(8), pa.int64()), pa.array(range(1, 9), pa.int64())],
+                                             names=["start", "end"])
+        state.add(keys, pa.array(range(8), pa.int64()), namespaces=windows)
+    view = Savepoint.open(tmp_path / "sp").operator("op").keyed_state("count")
+    (chunk,) = view.proto.chunks
+    (columns,) = list(view._store.read_many([chunk], view._columns, view.label))
+    encoded = columns[0].to_pylist()
+    assert encoded[4] == encoded[7] != encoded[3]
+    # The second run's key with its UTF-8 broken (0xc3 0xa9 -> 0xc3 0x28), as a corrupt file would hold it.
+    broken = pa.array(encoded[:4] + [encoded[4].replace(b"\xc3\xa9", b"\xc3\x28")] * 4, pa.binary())
+    with pytest.raises(CorruptSavepointError, match="record 4 "):
+        view._check_keys(chunk, broken)
