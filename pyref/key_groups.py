@@ -519,7 +519,7 @@ def _batches(arr: pa.Array) -> Iterator[pa.Array]:
 
 
 def compute_key_groups(
-    keys: pa.Array | pa.ChunkedArray, max_parallelism: int, key_type: KeyType
+    keys: pa.Array | pa.ChunkedArray, max_parallelism: int, key_type: KeyType, *, runs: bool = True
 ) -> np.ndarray:
     """Key group of every key of an Arrow column, as an int32 numpy array.
 
@@ -527,7 +527,8 @@ def compute_key_groups(
     in consecutive rows (a key under several namespaces), each run is hashed once. ``keys`` must have
     the Arrow type matching ``key_type``: int32, int64, string/large_string,
     boolean, binary/large_binary (or fixed_size_binary), and for a tuple key
-    a struct whose fields are the tuple's fields in order. Nulls are refused.
+    a struct whose fields are the tuple's fields in order. Nulls are refused. ``runs=False``
+    skips looking for runs, for a caller whose keys already differ from their neighbours.
     """
     max_parallelism = _check_max_parallelism(max_parallelism)
     check_key_type(key_type)
@@ -545,7 +546,7 @@ def compute_key_groups(
         # Batch on the top-level array; a struct's variable-length children are
         # sliced with it, so their size is bounded by the row count.
         for batch in _batches(chunk):
-            starts = _run_starts(batch, key_type)
+            starts = _run_starts(batch, key_type) if runs else None
             if starts is None:
                 out[pos : pos + len(batch)] = _murmur_u32(_hash_u32(batch, key_type)) % max_parallelism
             else:

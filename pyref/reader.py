@@ -578,10 +578,10 @@ class KeyGroupedView(StateView):
         Returns the keys it decoded for that, so that a caller need not decode them again."""
         if not len(keys):
             return None
-        path, state = self._store.describe(chunk), self.label
         rows = len(keys)
         # Equal keys have equal encodings (§7.1), so checking the first row of each run of
-        # equal encodings checks every row: a key under N namespaces is checked once.
+        # equal encodings checks every row: a key under N namespaces is checked once. The
+        # keys hashed below then differ from their neighbours: no runs left to look for.
         runs = run_starts(keys)
         starts = runs if 2 * len(runs) <= rows else None  # mostly distinct keys: check every row
         every_key, keys = keys, keys if starts is None else keys.take(pa.array(starts))
@@ -591,7 +591,8 @@ class KeyGroupedView(StateView):
             if lowest < bounds.min or highest > bounds.max:
                 outside = lowest if lowest < bounds.min else highest
                 raise CorruptSavepointError(f"a key of the chunk ({outside.hex()}) lies outside its key bounds "
-                                            f"[{bounds.min.hex()}, {bounds.max.hex()}]", path=path, state=state)
+                                            f"[{bounds.min.hex()}, {bounds.max.hex()}]",
+                                            path=self._store.describe(chunk), state=self.label)
         if self.key_type is None:
             return None
         try:
@@ -600,13 +601,14 @@ class KeyGroupedView(StateView):
             if starts is not None:  # name the record by its row in the chunk, not in the runs
                 self.key_serializer.decode_array(every_key)
             raise
-        groups = compute_key_groups(decoded, self.max_parallelism, self.key_type)
+        groups = compute_key_groups(decoded, self.max_parallelism, self.key_type, runs=False)
         wrong = np.flatnonzero(groups != chunk.key_group)
         if wrong.size:
             first = int(wrong[0])
             row = first if starts is None else int(starts[first])
             raise CorruptSavepointError(f"row {row}: its key belongs to key group {int(groups[first])}, not to the "
-                                        f"chunk's key group {chunk.key_group}", path=path, state=state)
+                                        f"chunk's key group {chunk.key_group}", path=self._store.describe(chunk),
+                                        state=self.label)
         return CheckedKeys(decoded, starts, rows)
 
     def scan_key_groups(self) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
