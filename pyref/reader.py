@@ -500,6 +500,10 @@ class ListStateView(PartitionedView):
         return pa.concat_arrays(parts) if parts else pa.array([], type=self.serializer.arrow_type())
 
 
+#: Rows of a chunk looked at to decide whether its keys come in runs (spec/format.md §7.7).
+_RUN_SAMPLE_ROWS = 64
+
+
 @dataclass(frozen=True)
 class CheckedKeys:
     """The keys a chunk's key check decoded: every row's, or (``starts``) only the first
@@ -582,8 +586,10 @@ class KeyGroupedView(StateView):
         # Equal keys have equal encodings (§7.1), so checking the first row of each run of
         # equal encodings checks every row: a key under N namespaces is checked once. The
         # keys hashed below then differ from their neighbours: no runs left to look for.
-        runs = run_starts(keys)
-        starts = runs if 2 * len(runs) <= rows else None  # mostly distinct keys: check every row
+        # Runs pay only where keys repeat: a look at the first rows spares distinct keys the search.
+        sample = keys.slice(0, _RUN_SAMPLE_ROWS)
+        runs = run_starts(keys) if 2 * len(run_starts(sample)) <= len(sample) else None
+        starts = runs if runs is not None and 2 * len(runs) <= rows else None  # mostly distinct: every row
         every_key, keys = keys, keys if starts is None else keys.take(pa.array(starts))
         if chunk.HasField("key_bounds"):
             lowest, highest = (v.as_py() for v in pa.compute.min_max(keys).values())

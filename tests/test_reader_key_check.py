@@ -55,6 +55,23 @@ def test_a_key_of_another_group_at_a_run_boundary_is_reported_at_its_row(tmp_pat
         list(view.scan_batches())
 
 
+NEIGHBOURS = [k for k in (f"home-{i}" for i in range(20_000)) if assign_to_key_group(k, MAX_PARALLELISM) == HOME_GROUP][:80]
+
+
+@pytest.mark.parametrize("keys, row", [
+    (NEIGHBOURS + [HOME] * 50 + [STRANGER] * 5, 130),  # the first rows differ, later ones repeat
+    ([HOME] * 70 + NEIGHBOURS[:40] + [STRANGER] + NEIGHBOURS[40:], 110),  # the first rows repeat, later ones differ
+])
+def test_the_first_rows_do_not_decide_the_answer(tmp_path, keys, row):
+    """Whether a chunk's keys are checked by runs is decided from its first rows; either way
+    every row is checked and read back."""
+    good = [k for k in keys if k != STRANGER]
+    assert _windowed(tmp_path / "good", good).to_arrow().column("key").to_pylist() == good
+    view = _windowed(tmp_path / "bad", keys)
+    with pytest.raises(CorruptSavepointError, match=f"row {row}: its key belongs to key group"):
+        view.to_arrow()
+
+
 def test_a_malformed_key_in_a_run_is_named_by_its_row_in_the_chunk(tmp_path) -> None:
     """Keys are decoded once per run of equal encodings; a bad encoding is still reported at
     its first row in the chunk."""
