@@ -580,13 +580,13 @@ class KeyGroupedView(StateView):
         writer assigned the key groups, belongs to its key group (§7.1): readers check both
         whenever they read a chunk's rows, so every reader gives one answer about the chunk.
         Returns the keys it decoded for that, so that a caller need not decode them again."""
-        if not len(keys):
+        if not len(keys) or (self.key_type is None and not chunk.HasField("key_bounds")):
             return None
         rows = len(keys)
-        # Equal keys have equal encodings (§7.1), so checking the first row of each run of
-        # equal encodings checks every row: a key under N namespaces is checked once. The
-        # keys hashed below then differ from their neighbours: no runs left to look for.
-        # Runs pay only where keys repeat: a look at the first rows spares distinct keys the search.
+        # Equal keys have equal encodings (§7.1): the first row of each run of equal encodings
+        # stands for the run (a key under N namespaces is checked once), and the keys hashed
+        # below differ from their neighbours. Runs pay only where keys repeat, as the first
+        # rows tell: distinct keys are spared the search.
         sample = keys.slice(0, _RUN_SAMPLE_ROWS)
         runs = run_starts(keys) if 2 * len(run_starts(sample)) <= len(sample) else None
         starts = runs if runs is not None and 2 * len(runs) <= rows else None  # mostly distinct: every row
