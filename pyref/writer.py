@@ -43,7 +43,7 @@ from . import __version__
 from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .checksum import crc32c
 from .chunk import encode_chunk
-from .codecs import Codec, compress, pays
+from .codecs import Codec, compress, may_pay, pays
 from .derived import check_not_a_base
 from .errors import ConcurrentWriteError, CorruptSavepointError, InvalidArgumentError, SavepointError
 from .io import MANIFEST_NAME, UNLOCKED_WRITE_DEADLINE_S, SavepointIO, is_data_file_path, open_io
@@ -96,7 +96,7 @@ class ChunkSink:
         self._limit = 2 * workers
 
     def _compress(self, payload: bytes) -> tuple[bytes, Codec, int]:
-        stored = compress(self.codec, payload)
+        stored = compress(self.codec, payload) if may_pay(self.codec, payload) else payload
         if not pays(len(payload), len(stored)):  # barely compressible: keep it raw
             return payload, Codec.NONE, crc32c(payload)
         return stored, self.codec, crc32c(stored)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import random
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
 from pyref import Savepoint, SavepointWriter
 from pyref._proto.savepoint.v1 import manifest_pb2 as pb
+from pyref.codecs import Codec, may_pay
 from pyref.redistribution import DistributionMode
 from pyref.serializers import (
     Boolean,
@@ -144,6 +146,30 @@ def test_json_values_decode_to_arrow_strings(tmp_path):
     arr = Savepoint.open(tmp_path / "sp").operator("op").list_state("s").arrow_ranges(
         Savepoint.open(tmp_path / "sp").manifest.operators[0].list_states[0].partitions[0].ranges)
     assert json.loads(arr[0].as_py()) == {"b": 1}
+
+
+def test_incompressible_payloads_are_judged_by_slices_before_being_compressed_whole():
+    rng = np.random.default_rng(3)
+    noise = rng.bytes(1 << 20)
+    assert not may_pay(Codec.ZSTD, noise)  # already compressed or encrypted state: kept raw
+    assert may_pay(Codec.ZSTD, noise[:256 << 10])  # small payloads are always tried whole
+    assert may_pay(Codec.ZSTD, bytes(rng.integers(0, 16, size=1 << 20, dtype=np.uint8)))  # 4 bits a byte
+    # Rows of 1 KiB random and 1 KiB zeros: each slice saves about half, so the payload is compressed.
+    assert may_pay(Codec.ZSTD, b"".join(noise[i:i + 1024] + bytes(1024) for i in range(0, 1 << 19, 1024)))
+    assert may_pay(Codec.NONE, noise)
+
+
+def test_large_chunks_of_noise_are_stored_raw_and_read_back(tmp_path):
+    rng = np.random.default_rng(5)
+    noise = [rng.bytes(4096) for _ in range(512)]  # 2 MiB of values: chunks of 1 MiB
+    with SavepointWriter(str(tmp_path / "sp"), codec="zstd") as w:
+        op = w.add_operator("op", parallelism=1, max_parallelism=1, key_serializer=Int64())
+        op.keyed_state("noise", Bytes()).add(list(range(512)), noise)
+        op.keyed_state("zeros", Bytes()).add(list(range(512)), [bytes(4096)] * 512)
+    sp = Savepoint.open(tmp_path / "sp").operator("op")
+    assert {c.codec for c in sp.keyed_state("noise").proto.chunks} == {pb.NONE}
+    assert {c.codec for c in sp.keyed_state("zeros").proto.chunks} == {pb.ZSTD}
+    assert sp.keyed_state("noise").to_arrow().column("value").to_pylist() == noise
 
 
 def test_map_state_last_row_of_a_user_key_wins(tmp_path):
