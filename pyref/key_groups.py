@@ -406,10 +406,15 @@ def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 def _string_hash_u32(arr: pa.Array) -> np.ndarray:
     offsets, data = _binary_parts(arr)
     # A row is ASCII iff none of its bytes has the high bit set; count those
-    # bytes per row with a prefix sum. For ASCII, UTF-8 bytes == UTF-16 units.
-    high = np.zeros(len(data) + 1, dtype=np.int64)
-    np.cumsum(data >= 0x80, out=high[1:])
-    non_ascii = np.flatnonzero(high[offsets[1:]] != high[offsets[:-1]])
+    # bytes per row with a prefix sum (only if there are any: mostly there are none).
+    # For ASCII, UTF-8 bytes == UTF-16 units.
+    high_bytes = data >= 0x80
+    if high_bytes.any():
+        high = np.zeros(len(data) + 1, dtype=np.int64)
+        np.cumsum(high_bytes, out=high[1:])
+        non_ascii = np.flatnonzero(high[offsets[1:]] != high[offsets[:-1]])
+    else:
+        non_ascii = np.zeros(0, dtype=np.intp)
     h = _segment_polynomial(data, offsets, start_value_one=False)
     if len(non_ascii):
         # Only rows with non-ASCII text: re-encode them as UTF-16 code units
