@@ -1,0 +1,124 @@
+"""The writer against a plain-Python model: whatever the adds (many small ones, empty
+ones, rows bigger than a chunk or than the buffer), the budget and the number of slots
+(flush rounds, merges of small adds, spills), every row comes back exactly once, each
+key group's (list partition's) rows in the order they were added, and every chunk
+keeps the payload rules (spec/format.md §7, §7.1, §7.2)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import pyarrow as pa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pyref import Savepoint, SavepointWriter
+from pyref.codecs import MAX_RAW_LENGTH
+from pyref.serializers import Bytes, Int64
+
+#: One add: (key group, value size) per row; sizes reach past the chunk and the buffer.
+_rows = st.lists(st.tuples(st.integers(0, 127), st.sampled_from([0, 1, 7, 100, 3000, 20_000])), max_size=60)
+_adds = st.lists(_rows, min_size=1, max_size=25)
+_SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                            HealthCheck.function_scoped_fixture])
+
+
+def _check_chunks(sp: Savepoint, chunks, columns: int, chunk_bytes: int) -> None:
+    """Payload rules P1-P6 and C4, and chunks cut at the chunk size (one row may exceed it)."""
+    for chunk in chunks:
+        assert chunk.row_count > 0, "a chunk without rows"
+        assert 8 + 4 * columns * (chunk.row_count + 1) <= chunk.raw_length <= MAX_RAW_LENGTH
+        sp.store.read_columns(chunk, columns, "op/v")  # decodes and checks P1-P6
+        if chunk.row_count > 1:
+            assert chunk.raw_length <= chunk_bytes + 8 + 4 * columns * (chunk.row_count + 1)
+
+
+@_SETTINGS
+@given(_adds, st.sampled_from([(1 << 12, 1 << 14), (1 << 12, 1 << 16), (1 << 14, 1 << 20)]),
+       st.sampled_from([128, 32768]), st.booleans())
+def test_keyed_rows_come_back_once_each_in_the_order_they_were_added(tmp_path_factory, adds, sizes, max_parallelism,
+                                                                     sort_keys):
+    chunk_bytes, buffer_bytes = sizes
+    path = tmp_path_factory.mktemp("sp") / "sp"
+    expected: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
+    serial = 0
+    with SavepointWriter(str(path), chunk_bytes=chunk_bytes, buffer_bytes=buffer_bytes, sort_keys=sort_keys) as w:
+        op = w.add_operator("op", 1, max_parallelism=max_parallelism, key_serializer=Int64(), key_groups="writer")
+        state = op.keyed_state("v", Bytes())
+        for rows in adds:
+            # The key names the row's group and a serial number, so that sorting by key keeps add order.
+            keys = [group * 1_000_000 + serial + i for i, (group, _) in enumerate(rows)]
+            values = [bytes([key % 251]) * size for key, (_, size) in zip(keys, rows)]
+            groups = [g * (max_parallelism // 128) for g, _ in rows]
+            state.add(keys, values, key_groups=groups)
+            for key, value, group in zip(keys, values, groups):
+                expected[group].append((key, value))
+            serial += len(rows)
+    sp = Savepoint.open(path)
+    view = sp.operator("op").keyed_state("v")
+    table = view.to_arrow()
+    got: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
+    for group, key, value in zip(*(table.column(n).to_pylist() for n in ("key_group", "key", "value"))):
+        got[group].append((key, value))
+    # sort_keys orders each flush's rows of a key group by encoded key (keys are distinct here).
+    assert {g: sorted(r) for g, r in got.items()} == {g: sorted(r) for g, r in expected.items()}
+    if not sort_keys:
+        assert dict(got) == dict(expected)
+    chunks = view.proto.chunks
+    assert [c.key_group for c in chunks] == sorted(c.key_group for c in chunks)
+    _check_chunks(sp, chunks, 2, chunk_bytes)
+
+
+@_SETTINGS
+@given(_adds, st.sampled_from([(1 << 12, 1 << 14), (1 << 14, 1 << 20)]))
+def test_last_add_of_a_key_wins_across_flush_rounds_and_files(tmp_path_factory, adds, sizes):
+    """Every add writes the same few keys again: the value read is the last one added, also
+    when rounds, spills and small data files spread a key's rows over many chunks."""
+    chunk_bytes, buffer_bytes = sizes
+    path = tmp_path_factory.mktemp("sp") / "sp"
+    last: dict[int, bytes] = {}
+    with SavepointWriter(str(path), chunk_bytes=chunk_bytes, buffer_bytes=buffer_bytes, file_bytes=1 << 15,
+                         inline_bytes=64) as w:
+        state = w.add_operator("op", 2, max_parallelism=128, key_serializer=Int64()).keyed_state("v", Bytes())
+        for n, rows in enumerate(adds):
+            keys = [group % 9 for group, _ in rows]
+            values = [f"{n}.{i}:".encode() + bytes(size) for i, (_, size) in enumerate(rows)]
+            state.add(keys, values)
+            last.update(zip(keys, values))
+    view = Savepoint.open(path).operator("op").keyed_state("v")
+    assert {k: view.get(k) for k in range(9)} == {k: last.get(k) for k in range(9)}
+    assert {k: v for k, v in view.items()} == last  # items: state order, the last row of a key last
+
+
+@_SETTINGS
+@given(st.lists(st.lists(st.tuples(st.integers(0, 4), st.sampled_from([0, 1, 50, 5000])), max_size=40),
+                min_size=1, max_size=25),
+       st.sampled_from([(1 << 12, 1 << 14), (1 << 14, 1 << 20)]))
+def test_list_partitions_keep_every_element_in_the_order_added(tmp_path_factory, adds, sizes):
+    chunk_bytes, buffer_bytes = sizes
+    path = tmp_path_factory.mktemp("sp") / "sp"
+    expected: dict[int, list[bytes]] = defaultdict(list)
+    with SavepointWriter(str(path), chunk_bytes=chunk_bytes, buffer_bytes=buffer_bytes) as w:
+        state = w.add_operator("op", 5).list_state("l", Bytes())
+        for n, rows in enumerate(adds):
+            for subtask in range(5):
+                elements = [f"{n}.{i}:".encode() + bytes(size) for i, (s, size) in enumerate(rows) if s == subtask]
+                state.add(subtask, elements)
+                expected[subtask] += elements
+    view = Savepoint.open(path).operator("op").list_state("l")
+    assert {s: list(view.partition(s)) for s in range(5)} == {s: expected[s] for s in range(5)}
+
+
+def test_an_empty_add_writes_nothing_and_breaks_nothing(tmp_path):
+    with SavepointWriter(str(tmp_path / "sp")) as w:
+        op = w.add_operator("op", 1, max_parallelism=128, key_serializer=Int64())
+        state = op.keyed_state("v", Bytes())
+        state.add([], [])
+        state.add(pa.array([], pa.int64()), pa.array([], pa.binary()))
+        state.add([1], [b"x"])
+        state.add([], [])
+    view = Savepoint.open(tmp_path / "sp").operator("op").keyed_state("v")
+    assert list(view.items()) == [(1, b"x")]
+    assert all(c.row_count for c in view.proto.chunks)
+
