@@ -43,7 +43,7 @@ from . import __version__
 from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .checksum import crc32c
 from .chunk import encode_chunk
-from .codecs import Codec, compress, pays
+from .codecs import MAX_RAW_LENGTH, Codec, compress, pays
 from .derived import check_not_a_base
 from .errors import ConcurrentWriteError, CorruptSavepointError, InvalidArgumentError, SavepointError
 from .io import MANIFEST_NAME, UNLOCKED_WRITE_DEADLINE_S, SavepointIO, is_data_file_path, open_io
@@ -254,6 +254,13 @@ def _split_rows(sizes: np.ndarray, target: int) -> list[tuple[int, int]]:
         base = int(ends[stop - 1])
         start = stop
     return runs
+
+
+def _chunk_target(chunk_bytes: int, columns: int) -> int:
+    """What the rows of one chunk may cost, each row its cells and its offsets (4 bytes a
+    column): the chunk size, and never more than a payload may hold (2^31 - 1 bytes with its
+    header and first offsets, spec/format.md §7), so that only a single row can overflow."""
+    return min(chunk_bytes, MAX_RAW_LENGTH - 8 - 4 * columns)
 
 
 def _offsets(column: pa.Array) -> np.ndarray:
@@ -496,11 +503,12 @@ class _BufferedState:
     def _write_slot(self, slot: int, pieces: list[list[pa.Array]]) -> None:
         """The rows of one slot, given as pieces (each a run of rows of every column) in
         order, cut into chunks of about the chunk size."""
-        chunk_bytes = self._writer.chunk_bytes
         rows = self._arrange([pa.chunked_array([p[i] for p in pieces], pa.binary()) for i in range(len(pieces[0]))])
         count = len(rows[0])
+        target = _chunk_target(self._writer.chunk_bytes, len(rows))
         # Most slots make one chunk: their size comes from the pieces' first and last offsets.
-        cuts = [(0, count)] if _data_bytes(rows) <= chunk_bytes else _split_rows(_byte_sizes(rows), chunk_bytes)
+        fits = _data_bytes(rows) + 4 * len(rows) * count <= target
+        cuts = [(0, count)] if fits else _split_rows(_byte_sizes(rows) + 4 * len(rows), target)
         for first, end in cuts:
             cells = [c.slice(first, end - first) for c in rows]
             chunk = self._writer._sink.put(encode_chunk(cells), end - first, key_group=self._key_group(slot))

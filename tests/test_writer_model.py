@@ -122,3 +122,28 @@ def test_an_empty_add_writes_nothing_and_breaks_nothing(tmp_path):
     assert list(view.items()) == [(1, b"x")]
     assert all(c.row_count for c in view.proto.chunks)
 
+
+
+def test_rows_of_empty_cells_are_still_cut_into_chunks_of_the_chunk_size(tmp_path):
+    """Cells of 0 bytes still cost their offsets (8 bytes a row of 2 columns): a key group of
+    many such rows makes many chunks, not one payload that grows without bound (§7)."""
+    rows = 20_000
+    with SavepointWriter(str(tmp_path / "sp"), chunk_bytes=4096, buffer_bytes=1 << 20) as w:
+        op = w.add_operator("op", 1, max_parallelism=128, key_serializer=Bytes(), key_groups="writer")
+        op.keyed_state("v", Bytes()).add([b""] * rows, [b""] * rows, key_groups=np.zeros(rows, np.int64))
+    view = Savepoint.open(tmp_path / "sp").operator("op").keyed_state("v")
+    assert sum(c.row_count for c in view.proto.chunks) == rows
+    assert max(c.raw_length for c in view.proto.chunks) <= 2 * 4096
+
+
+def test_a_chunk_size_past_the_payload_limit_still_cuts_payloads_under_2_gib():
+    """chunk_bytes has no upper bound: rows are still cut so that every payload of more than
+    one row, its header and offsets included, stays within 2^31 - 1 bytes (§7, C4)."""
+    from pyref.writer import _chunk_target, _split_rows
+
+    columns = 2
+    sizes = np.array([700 << 20, 700 << 20, 700 << 20, 3, 5], dtype=np.int64)  # cells of each row
+    for first, stop in _split_rows(sizes + 4 * columns, _chunk_target(1 << 40, columns)):
+        payload = 8 + 4 * columns * (stop - first + 1) + int(sizes[first:stop].sum())
+        assert stop - first == 1 or payload <= MAX_RAW_LENGTH
+
