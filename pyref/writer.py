@@ -756,6 +756,10 @@ def _binary(column: pa.Array) -> pa.Array:
         column = column.combine_chunks()
     if not pa.types.is_binary(column.type):
         column = column.cast(pa.binary())
+    if column.null_count:
+        # Buffering copies offsets and bytes, not validity: a null would be stored as an empty cell.
+        raise InvalidArgumentError("encoded cells cannot be null; nullable values are encoded by their serializer "
+                                   "(Nullable)")
     return column
 
 

@@ -10,11 +10,13 @@ from collections import defaultdict
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pyref import Savepoint, SavepointWriter
 from pyref.codecs import MAX_RAW_LENGTH
+from pyref.errors import InvalidArgumentError
 from pyref.serializers import Bytes, Int64
 
 #: One add: (key group, value size) per row; sizes reach past the chunk and the buffer.
@@ -147,3 +149,25 @@ def test_a_chunk_size_past_the_payload_limit_still_cuts_payloads_under_2_gib():
         payload = 8 + 4 * columns * (stop - first + 1) + int(sizes[first:stop].sum())
         assert stop - first == 1 or payload <= MAX_RAW_LENGTH
 
+
+@pytest.mark.parametrize("state", ["keyed", "list", "broadcast"])
+def test_a_null_encoded_cell_is_refused_not_stored_as_empty_bytes(tmp_path, state):
+    """Buffering copies a column's offsets and bytes: a null cell of an already ordered add
+    came back as b"" (a value nobody wrote). It is refused, and the writer stays usable."""
+    cells = pa.array([b"abcd", None], pa.binary())
+    with SavepointWriter(str(tmp_path / "sp")) as w:
+        op = w.add_operator("op", 1, max_parallelism=128, key_serializer=Int64(), key_groups="writer")
+        keys = pa.array([Int64().encode(1), Int64().encode(2)], pa.binary())
+        if state == "keyed":
+            target = op.keyed_state("v", Bytes())
+            with pytest.raises(InvalidArgumentError, match="null"):
+                target.add_encoded([keys, cells], np.array([0, 0]))
+        elif state == "list":
+            target = op.list_state("v", Bytes())
+            with pytest.raises(InvalidArgumentError, match="null"):
+                target.add_encoded(0, cells)
+        else:
+            target = op.broadcast_state("v", Bytes(), Bytes())
+            with pytest.raises(InvalidArgumentError, match="null"):
+                target.add_encoded(0, keys, cells)
+    assert w.status == "committed"
