@@ -84,7 +84,10 @@ class ChunkSink:
     def __init__(self, io: SavepointIO, *, codec: Codec = Codec.ZSTD, file_bytes: int = DEFAULT_FILE_BYTES,
                  inline_bytes: int = DEFAULT_INLINE_BYTES, workers: int = WORKERS, file_prefix: str = "") -> None:
         self.io = io
-        # Names the files of one job (e.g. a Spark job id) so its driver can find them all.
+        # Names the files of one job (e.g. a Spark job id) so its driver can find them all. Data
+        # files are data/<name>.svd, one segment (spec/format.md §6.2): only those are ever deleted.
+        if not isinstance(file_prefix, str) or any(c in file_prefix for c in "/\\:\x00"):
+            raise InvalidArgumentError(f"file_prefix {file_prefix!r} must be text without '/', '\\', ':' or NUL")
         self.file_prefix = file_prefix
         self.codec = codec
         self.file_bytes = file_bytes

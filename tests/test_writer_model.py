@@ -236,3 +236,12 @@ def test_chunks_compressed_on_worker_threads_keep_their_order_and_bytes(tmp_path
             expected.append((n, value))
     view = Savepoint.open(tmp_path / "sp").operator("op").keyed_state("v")
     assert list(view.items()) == expected
+
+
+@pytest.mark.parametrize("prefix", ["job/", "a:b", "a\\b", "nul\x00"])
+def test_a_file_prefix_that_would_leave_data_or_make_an_unsafe_path_is_refused_up_front(tmp_path, prefix):
+    """Data files are data/<name>.svd (§6.2): "job/" put them in data/job/, where neither the
+    deletion of replaced files (§10.3) nor a cleanup ever looks; ':' failed the write midway."""
+    with pytest.raises(InvalidArgumentError, match="file_prefix"):
+        SavepointWriter(str(tmp_path / "sp"), file_prefix=prefix)
+    assert not (tmp_path / "sp").exists()
