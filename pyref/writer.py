@@ -43,7 +43,7 @@ from . import __version__
 from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .checksum import crc32c
 from .chunk import encode_chunk
-from .codecs import Codec, compress, may_pay, pays
+from .codecs import MAX_RAW_LENGTH, Codec, compress, may_pay, pays
 from .derived import check_not_a_base
 from .errors import ConcurrentWriteError, CorruptSavepointError, InvalidArgumentError, SavepointError
 from .io import MANIFEST_NAME, UNLOCKED_WRITE_DEADLINE_S, SavepointIO, is_data_file_path, open_io
@@ -84,7 +84,10 @@ class ChunkSink:
     def __init__(self, io: SavepointIO, *, codec: Codec = Codec.ZSTD, file_bytes: int = DEFAULT_FILE_BYTES,
                  inline_bytes: int = DEFAULT_INLINE_BYTES, workers: int = WORKERS, file_prefix: str = "") -> None:
         self.io = io
-        # Names the files of one job (e.g. a Spark job id) so its driver can find them all.
+        # Names the files of one job (e.g. a Spark job id) so its driver can find them all. Data
+        # files are data/<name>.svd, one segment (spec/format.md §6.2): only those are ever deleted.
+        if not isinstance(file_prefix, str) or any(c in file_prefix for c in "/\\:\x00"):
+            raise InvalidArgumentError(f"file_prefix {file_prefix!r} must be text without '/', '\\', ':' or NUL")
         self.file_prefix = file_prefix
         self.codec = codec
         self.file_bytes = file_bytes
@@ -254,6 +257,13 @@ def _split_rows(sizes: np.ndarray, target: int) -> list[tuple[int, int]]:
         base = int(ends[stop - 1])
         start = stop
     return runs
+
+
+def _chunk_target(chunk_bytes: int, columns: int) -> int:
+    """What the rows of one chunk may cost, each row its cells and its offsets (4 bytes a
+    column): the chunk size, and never more than a payload may hold (2^31 - 1 bytes with its
+    header and first offsets, spec/format.md §7), so that only a single row can overflow."""
+    return min(chunk_bytes, MAX_RAW_LENGTH - 8 - 4 * columns)
 
 
 def _offsets(column: pa.Array) -> np.ndarray:
@@ -496,11 +506,12 @@ class _BufferedState:
     def _write_slot(self, slot: int, pieces: list[list[pa.Array]]) -> None:
         """The rows of one slot, given as pieces (each a run of rows of every column) in
         order, cut into chunks of about the chunk size."""
-        chunk_bytes = self._writer.chunk_bytes
         rows = self._arrange([pa.chunked_array([p[i] for p in pieces], pa.binary()) for i in range(len(pieces[0]))])
         count = len(rows[0])
+        target = _chunk_target(self._writer.chunk_bytes, len(rows))
         # Most slots make one chunk: their size comes from the pieces' first and last offsets.
-        cuts = [(0, count)] if _data_bytes(rows) <= chunk_bytes else _split_rows(_byte_sizes(rows), chunk_bytes)
+        fits = _data_bytes(rows) + 4 * len(rows) * count <= target
+        cuts = [(0, count)] if fits else _split_rows(_byte_sizes(rows) + 4 * len(rows), target)
         for first, end in cuts:
             cells = [c.slice(first, end - first) for c in rows]
             chunk = self._writer._sink.put(encode_chunk(cells), end - first, key_group=self._key_group(slot))
@@ -748,6 +759,10 @@ def _binary(column: pa.Array) -> pa.Array:
         column = column.combine_chunks()
     if not pa.types.is_binary(column.type):
         column = column.cast(pa.binary())
+    if column.null_count:
+        # Buffering copies offsets and bytes, not validity: a null would be stored as an empty cell.
+        raise InvalidArgumentError("encoded cells cannot be null; nullable values are encoded by their serializer "
+                                   "(Nullable)")
     return column
 
 
