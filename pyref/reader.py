@@ -759,7 +759,8 @@ class KeyedStateView(KeyGroupedView):
         decoded = {k: self._decode_value(v, stamp, with_ttl) for k, (v, stamp) in latest.items()}
         if self.user_key_serializer is None:
             return decoded[b""]
-        return {self.user_key_serializer.decode(k): v for k, v in decoded.items()}
+        return python_map(((self.user_key_serializer.decode(k), v) for k, v in decoded.items()), "user keys",
+                          self.label)
 
     def _decode_value(self, cell: Any, stamp: int | None, with_ttl: bool) -> Any:
         value = self._stored_value.decode(cell)
@@ -998,6 +999,20 @@ class Savepoint:
         from .restore import RestorePlan
 
         return RestorePlan(self, parallelism)
+
+
+def python_map(entries: Iterable[tuple[Any, Any]], what: str, label: str) -> dict[Any, Any]:
+    """The entries of a map whose keys are distinct by their encodings, as a dict. Two keys
+    may still be equal as Python values (float 0.0 and -0.0, distinct keys in Java too): a
+    dict would keep one entry and give it the other's value, so they are refused."""
+    out: dict[Any, Any] = {}
+    for key, value in entries:
+        if key in out:
+            raise InvalidArgumentError(f"two {what} with different encodings are equal as Python values ({key!r}): "
+                                       "a dict cannot hold both; read the rows with items() or to_arrow()",
+                                       state=label)
+        out[key] = value
+    return out
 
 
 def partition_starts(partition: pb.Partition) -> list[int]:
