@@ -160,6 +160,8 @@ class BroadcastStateView(PartitionedView):
                          "value": self.value_serializer.decode_array(values)})
 
     def map_of(self, ranges: Iterable[pb.ElementRange]) -> dict[Any, Any]:
+        """The entries of ``ranges`` as a dict; keys that are equal Python values (0.0 and
+        -0.0) are refused (:func:`pyref.reader.python_map`)."""
         keys, values = self.encoded_entries(list(ranges))
         return python_map(((self.key_serializer.decode(k.as_buffer()), self.value_serializer.decode(v.as_buffer()))
                            for k, v in zip(keys, values)), "keys", self.label)

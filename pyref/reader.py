@@ -731,7 +731,8 @@ class KeyedStateView(KeyGroupedView):
         A namespaced state needs ``namespace`` (spec/format.md §7.7). With writer-assigned key
         groups the key group cannot be computed: give ``key_group``, or every chunk is read.
         ``with_ttl`` returns ``(value, last_access_ms)`` (lists and dicts of such pairs for
-        LIST and MAP state) for a state with a TTL.
+        LIST and MAP state) for a state with a TTL. A map with two user keys that are equal
+        Python values (0.0 and -0.0) is refused: a dict cannot hold both (:func:`python_map`).
         """
         if (namespace is VOID_NAMESPACE) == self.namespaced:
             raise InvalidArgumentError("a namespaced state needs namespace=..., and only it takes one",
