@@ -17,7 +17,7 @@ from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .descriptions import BroadcastStateInfo
 from .errors import CorruptSavepointError, InvalidArgumentError
 from .manifest import BROADCAST_COLUMNS
-from .reader import ChunkStore, PartitionedView
+from .reader import ChunkStore, PartitionedView, python_map
 from .serializers import Serializer, serializer_from_snapshot
 from .writer import OperatorWriter, SavepointWriter, _BufferedState, _binary, _fails_writer, _values, check_subtask
 
@@ -160,9 +160,11 @@ class BroadcastStateView(PartitionedView):
                          "value": self.value_serializer.decode_array(values)})
 
     def map_of(self, ranges: Iterable[pb.ElementRange]) -> dict[Any, Any]:
+        """The entries of ``ranges`` as a dict; keys that are equal Python values (0.0 and
+        -0.0) are refused (:func:`pyref.reader.python_map`)."""
         keys, values = self.encoded_entries(list(ranges))
-        return {self.key_serializer.decode(k.as_buffer()): self.value_serializer.decode(v.as_buffer())
-                for k, v in zip(keys, values)}
+        return python_map(((self.key_serializer.decode(k.as_buffer()), self.value_serializer.decode(v.as_buffer()))
+                           for k, v in zip(keys, values)), "keys", self.label)
 
     def partition(self, index: int) -> dict[Any, Any]:
         """The map subtask ``index`` held."""

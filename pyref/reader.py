@@ -731,7 +731,8 @@ class KeyedStateView(KeyGroupedView):
         A namespaced state needs ``namespace`` (spec/format.md §7.7). With writer-assigned key
         groups the key group cannot be computed: give ``key_group``, or every chunk is read.
         ``with_ttl`` returns ``(value, last_access_ms)`` (lists and dicts of such pairs for
-        LIST and MAP state) for a state with a TTL.
+        LIST and MAP state) for a state with a TTL. A map with two user keys that are equal
+        Python values (0.0 and -0.0) is refused: a dict cannot hold both (:func:`python_map`).
         """
         if (namespace is VOID_NAMESPACE) == self.namespaced:
             raise InvalidArgumentError("a namespaced state needs namespace=..., and only it takes one",
@@ -759,7 +760,8 @@ class KeyedStateView(KeyGroupedView):
         decoded = {k: self._decode_value(v, stamp, with_ttl) for k, (v, stamp) in latest.items()}
         if self.user_key_serializer is None:
             return decoded[b""]
-        return {self.user_key_serializer.decode(k): v for k, v in decoded.items()}
+        return python_map(((self.user_key_serializer.decode(k), v) for k, v in decoded.items()), "user keys",
+                          self.label)
 
     def _decode_value(self, cell: Any, stamp: int | None, with_ttl: bool) -> Any:
         value = self._stored_value.decode(cell)
@@ -998,6 +1000,20 @@ class Savepoint:
         from .restore import RestorePlan
 
         return RestorePlan(self, parallelism)
+
+
+def python_map(entries: Iterable[tuple[Any, Any]], what: str, label: str) -> dict[Any, Any]:
+    """The entries of a map whose keys are distinct by their encodings, as a dict. Two keys
+    may still be equal as Python values (float 0.0 and -0.0, distinct keys in Java too): a
+    dict would keep one entry and give it the other's value, so they are refused."""
+    out: dict[Any, Any] = {}
+    for key, value in entries:
+        if key in out:
+            raise InvalidArgumentError(f"two {what} with different encodings are equal as Python values ({key!r}): "
+                                       "a dict cannot hold both; read the rows with items() or to_arrow()",
+                                       state=label)
+        out[key] = value
+    return out
 
 
 def partition_starts(partition: pb.Partition) -> list[int]:
