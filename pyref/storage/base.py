@@ -124,8 +124,8 @@ class SavepointIO(ABC):
     #: HDFS) commits rely on the conditional manifest write and the age rules of
     #: spec/format.md §10.5.
     has_commit_lock: bool = False
-    #: Reads a reader keeps in flight: as many as cores for local files, more where each
-    #: read waits on the network (object stores).
+    #: Reads a reader keeps in flight: as many as cores by default, one for local files
+    #: (LocalIO), more where each read waits on the network (object stores).
     read_concurrency: int = WORKERS
 
     @abstractmethod
