@@ -268,9 +268,11 @@ class ChunkStore:
         def stored() -> Iterator[tuple[int, bytes]]:
             yield from ((i, self.read_stored(c, state)) for i, c in enumerate(chunks)
                         if c.WhichOneof("location") == "inline_data")
-            # A few spans in flight: memory stays within a few SCAN_SPAN_BYTES.
+            # A few spans in flight: memory stays within a few SCAN_SPAN_BYTES. Storage read in
+            # the consuming thread (local files) reads its spans there too.
+            in_flight = SCAN_SPANS_IN_FLIGHT if self.io.read_concurrency > 1 else 1
             fetched = ordered_map(lambda span: self._read_span([chunks[i] for i in span], state), spans,
-                                  workers=SCAN_SPANS_IN_FLIGHT, prefetch=SCAN_SPANS_IN_FLIGHT)
+                                  workers=in_flight, prefetch=in_flight)
             for span, data in zip(spans, fetched):
                 yield from zip(span, data)
 
