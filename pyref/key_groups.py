@@ -19,7 +19,7 @@ import math
 import operator
 import struct
 from dataclasses import dataclass
-from typing import Any, Iterator, Tuple, Union
+from typing import Any, Callable, Iterator, Tuple, Union
 
 import numpy as np
 import pyarrow as pa
@@ -524,7 +524,7 @@ def _batches(arr: pa.Array) -> Iterator[pa.Array]:
 
 
 def compute_key_groups(
-    keys: pa.Array | pa.ChunkedArray, max_parallelism: int, key_type: KeyType, *, runs: bool = True
+    keys: pa.Array | pa.ChunkedArray, max_parallelism: int, key_type: KeyType
 ) -> np.ndarray:
     """Key group of every key of an Arrow column, as an int32 numpy array.
 
@@ -532,8 +532,7 @@ def compute_key_groups(
     in consecutive rows (a key under several namespaces), each run is hashed once. ``keys`` must have
     the Arrow type matching ``key_type``: int32, int64, string/large_string,
     boolean, binary/large_binary (or fixed_size_binary), and for a tuple key
-    a struct whose fields are the tuple's fields in order. Nulls are refused. ``runs=False``
-    skips looking for runs, for a caller whose keys already differ from their neighbours.
+    a struct whose fields are the tuple's fields in order. Nulls are refused.
     """
     max_parallelism = _check_max_parallelism(max_parallelism)
     check_key_type(key_type)
@@ -551,7 +550,7 @@ def compute_key_groups(
         # Batch on the top-level array; a struct's variable-length children are
         # sliced with it, so their size is bounded by the row count.
         for batch in _batches(chunk):
-            starts = _run_starts(batch, key_type) if runs else None
+            starts = _run_starts(batch, key_type)
             if starts is None:
                 out[pos : pos + len(batch)] = _murmur_u32(_hash_u32(batch, key_type)) % max_parallelism
             else:
@@ -616,7 +615,35 @@ def run_starts(arr: pa.Array) -> np.ndarray:
     array without nulls (row 0 starts the first run)."""
     if not len(arr):
         return np.zeros(0, dtype=np.intp)
-    return np.flatnonzero(np.concatenate([np.zeros(1, dtype=bool), binary_same_as_previous(arr)]) == 0)
+    return _starts(binary_same_as_previous(arr))
+
+
+def repeated_run_starts(arr: pa.Array) -> np.ndarray | None:
+    """:func:`run_starts` of a string or binary array without nulls (a column of key
+    encodings), when its cells repeat enough for working on runs to pay; else None."""
+    return _paying_runs(arr, binary_same_as_previous)
+
+
+#: Rows looked at first to decide whether keys come in runs: distinct keys (no namespaces)
+#: are spared comparing every row with the next.
+_RUN_SAMPLE_ROWS = 64
+
+
+def _paying_runs(arr: pa.Array, same_as_previous: Callable[[pa.Array], np.ndarray]) -> np.ndarray | None:
+    """The run starts of ``arr`` by ``same_as_previous``, or None when the runs average at
+    most two rows (in the first rows, then in all), where hashing each row costs less."""
+    def runs_pay(same: np.ndarray) -> bool:
+        return 2 * (len(same) - np.count_nonzero(same) + 1) <= len(same) + 1
+
+    if len(arr) < 2 or not runs_pay(same_as_previous(arr.slice(0, _RUN_SAMPLE_ROWS))):
+        return None
+    same = same_as_previous(arr)
+    return _starts(same) if runs_pay(same) else None
+
+
+def _starts(same: np.ndarray) -> np.ndarray:
+    """Run starts from "same as the previous row" of rows 1..n-1."""
+    return np.flatnonzero(np.concatenate([np.zeros(1, dtype=bool), same]) == 0)
 
 
 def _run_starts(arr: pa.Array, key_type: KeyType) -> np.ndarray | None:
@@ -624,17 +651,14 @@ def _run_starts(arr: pa.Array, key_type: KeyType) -> np.ndarray | None:
     byte-hashed keys that repeat (a key under many namespaces: spec/format.md §7.7, stored
     key then namespace as Flink does). None when keys mostly differ from their neighbour,
     or when ``arr`` is not of the key type (the hash then says what is wrong)."""
-    if len(arr) < 2 or not _hashes_bytes(key_type):
+    if not _hashes_bytes(key_type):
         return None
     if isinstance(key_type, tuple) and not (pa.types.is_struct(arr.type) and arr.type.num_fields == len(key_type)):
         return None
     try:
-        same = _same_as_previous(arr, key_type)
+        return _paying_runs(arr, lambda a: _same_as_previous(a, key_type))
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid, TypeError, ValueError):
         return None
-    if 2 * (len(same) - np.count_nonzero(same) + 1) > len(arr):  # at most two rows a run: hashing each costs less
-        return None
-    return np.flatnonzero(np.concatenate([np.zeros(1, dtype=bool), same]) == 0)
 
 
 # --------------------------------------------------------------------------

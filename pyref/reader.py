@@ -36,7 +36,7 @@ from .errors import (
     StorageError,
 )
 from .io import MANIFEST_NAME, SavepointIO, open_io
-from .key_groups import KeyGroupRange, compute_key_groups, run_starts
+from .key_groups import KeyGroupRange, compute_key_groups, repeated_run_starts
 from .keys import as_key_array, key_type_of
 from .manifest import (
     COORDINATOR_COLUMNS,
@@ -502,10 +502,6 @@ class ListStateView(PartitionedView):
         return pa.concat_arrays(parts) if parts else pa.array([], type=self.serializer.arrow_type())
 
 
-#: Rows of a chunk looked at to decide whether its keys come in runs (spec/format.md §7.7).
-_RUN_SAMPLE_ROWS = 64
-
-
 @dataclass(frozen=True)
 class CheckedKeys:
     """The keys a chunk's key check decoded: every row's, or (``starts``) only the first
@@ -584,15 +580,12 @@ class KeyGroupedView(StateView):
         Returns the keys it decoded for that, so that a caller need not decode them again."""
         if not len(keys) or (self.key_type is None and not chunk.HasField("key_bounds")):
             return None
-        rows = len(keys)
+        rows, every_key = len(keys), keys
         # Equal keys have equal encodings (§7.1): the first row of each run of equal encodings
-        # stands for the run (a key under N namespaces is checked once), and the keys hashed
-        # below differ from their neighbours. Runs pay only where keys repeat, as the first
-        # rows tell: distinct keys are spared the search.
-        sample = keys.slice(0, _RUN_SAMPLE_ROWS)
-        runs = run_starts(keys) if 2 * len(run_starts(sample)) <= len(sample) else None
-        starts = runs if runs is not None and 2 * len(runs) <= rows else None  # mostly distinct: every row
-        every_key, keys = keys, keys if starts is None else keys.take(pa.array(starts))
+        # stands for the run, so a key under N namespaces is checked once.
+        starts = repeated_run_starts(keys)
+        if starts is not None:
+            keys = keys.take(pa.array(starts))
         if chunk.HasField("key_bounds"):
             lowest, highest = (v.as_py() for v in pa.compute.min_max(keys).values())
             bounds = chunk.key_bounds
@@ -609,7 +602,7 @@ class KeyGroupedView(StateView):
             if starts is not None:  # name the record by its row in the chunk, not in the runs
                 self.key_serializer.decode_array(every_key)
             raise
-        groups = compute_key_groups(decoded, self.max_parallelism, self.key_type, runs=False)
+        groups = compute_key_groups(decoded, self.max_parallelism, self.key_type)
         wrong = np.flatnonzero(groups != chunk.key_group)
         if wrong.size:
             first = int(wrong[0])
