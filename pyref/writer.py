@@ -318,6 +318,38 @@ def _compact(column: pa.Array) -> pa.Array:
                                                              pa.py_buffer(data)])
 
 
+#: The most cell bytes one binary column holds: its offsets are int32.
+MAX_COLUMN_BYTES = 2**31 - 1
+
+
+def _fitting_groups(runs: list[_Run]) -> list[list[_Run]]:
+    """``runs`` in order, cut into groups whose concatenated columns each hold at most
+    :data:`MAX_COLUMN_BYTES` (a run on its own always does)."""
+    groups: list[list[_Run]] = []
+    held = np.zeros(0, dtype=np.int64)
+    for run in runs:
+        sizes = np.array([_data_bytes([c]) for c in run.columns], dtype=np.int64)
+        if groups and bool((held + sizes <= MAX_COLUMN_BYTES).all()):
+            groups[-1].append(run)
+            held += sizes
+        else:
+            groups.append([run])
+            held = sizes
+    return groups
+
+
+def _take_chunked(column: pa.ChunkedArray, order: pa.Array) -> pa.ChunkedArray:
+    """``column.take(order)``, also when the column holds more than :data:`MAX_COLUMN_BYTES`
+    (pyarrow's take first concatenates the chunks, which then overflows): gathered with int64
+    offsets, then cut into binary arrays that fit."""
+    if _data_bytes([column]) <= MAX_COLUMN_BYTES:
+        return column.take(order)
+    wide = pa.chunked_array([c.cast(pa.large_binary()) for c in column.chunks], pa.large_binary()).take(order)
+    sizes = _byte_sizes([column])[order.to_numpy()]
+    return pa.chunked_array([wide.slice(a, b - a).combine_chunks().cast(pa.binary())
+                             for a, b in _split_rows(sizes, MAX_COLUMN_BYTES)], pa.binary())
+
+
 def _held_bytes(columns: Sequence[pa.Array]) -> int:
     return sum(b.size for c in columns for b in c.buffers() if b is not None)
 
@@ -421,7 +453,8 @@ class _BufferedState:
         chosen = np.flatnonzero(written).astype(np.uint16)
         first, stop = self._slot_rows(self._runs, chosen)
         if int((stop > first).sum()) > MAX_PIECES_PER_SLOT * count:  # many small adds: merged, one piece a slot
-            self._hold(self._merged())
+            for run in self._merged():
+                self._hold(run)
             first, stop = self._slot_rows(self._runs, chosen)
         self._write_runs(self._runs, chosen, first, stop)
         per_slot[written] = 0
@@ -459,22 +492,27 @@ class _BufferedState:
         self._ready = 0
         return runs
 
-    def _merged(self) -> _Run:
-        """Every buffered row as one run (out of the budget)."""
-        runs = self._release()
-        if len(runs) == 1:
-            return runs[0]
-        return _sorted_run([pa.concat_arrays([r.columns[i] for r in runs]) for i in range(len(runs[0].columns))],
-                           np.concatenate([r.slots for r in runs]))
+    def _merged(self) -> list[_Run]:
+        """Every buffered row as few runs (out of the budget): consecutive runs merged into one
+        while each of its columns' bytes fit int32 offsets, which a budget above 2 GiB outgrows."""
+        merged = []
+        for group in _fitting_groups(self._release()):
+            if len(group) == 1:
+                merged.append(group[0])
+                continue
+            merged.append(_sorted_run([pa.concat_arrays([r.columns[i] for r in group])
+                                       for i in range(len(group[0].columns))],
+                                      np.concatenate([r.slots for r in group])))
+        return merged
 
     def _spill_buffered(self) -> None:
         if not self._runs:
             return
         if self._spill is None:
             self._spill = SpillFile(len(self._slot_bytes))
-        run = self._merged()
         self._slot_bytes[:] = 0
-        self._spill.add(run.columns, run.slots, _row_costs(run.columns))
+        for run in self._merged():
+            self._spill.add(run.columns, run.slots, _row_costs(run.columns))
 
     def _merge_spilled(self) -> None:
         """Write every spilled row as chunks: slots in order, each slot's rows in the order
@@ -637,7 +675,7 @@ class _KeyGroupedState(_BufferedState):
             return columns
         # Sorted rows make the key bounds of a flush's chunks disjoint (stable: the last write of a key stays last).
         order = pa.compute.sort_indices(columns[0])
-        return [c.take(order) for c in columns]
+        return [_take_chunked(c, order) for c in columns]
 
     def _describe(self, chunk: pb.Chunk, pieces: list[pa.ChunkedArray]) -> None:
         if self._writer.key_bounds:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pyref import Savepoint, SavepointWriter
+from pyref import Savepoint, SavepointWriter, writer
 from pyref.codecs import MAX_RAW_LENGTH
 from pyref.errors import InvalidArgumentError
 from pyref.serializers import Bytes, Int64, TimeWindow
@@ -26,6 +26,10 @@ _rows = st.lists(st.tuples(st.sampled_from([0, 1, 2, 64, 127]), st.sampled_from(
 _adds = st.lists(_rows, min_size=1, max_size=25)
 _SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                             HealthCheck.function_scoped_fixture])
+#: The most bytes one buffered column may hold, as the writer sees it: the real limit (int32
+#: offsets, 2 GiB), or one small enough that merges of buffered adds and sorted key groups
+#: outgrow it in these tests (a real one takes more than 2 GiB: test_large_buffers_*).
+_column_limits = st.sampled_from([writer.MAX_COLUMN_BYTES, 5000])
 
 
 def _check_chunks(sp: Savepoint, chunks, columns: int, chunk_bytes: int) -> None:
@@ -40,10 +44,11 @@ def _check_chunks(sp: Savepoint, chunks, columns: int, chunk_bytes: int) -> None
 
 @_SETTINGS
 @given(_adds, st.sampled_from([(1 << 12, 1 << 14), (1 << 12, 1 << 16), (1 << 14, 1 << 20)]),
-       st.sampled_from([128, 32768]), st.booleans())
-def test_keyed_rows_come_back_once_each_in_the_order_they_were_added(tmp_path_factory, adds, sizes, max_parallelism,
-                                                                     sort_keys):
+       st.sampled_from([128, 32768]), st.booleans(), _column_limits)
+def test_keyed_rows_come_back_once_each_in_the_order_they_were_added(tmp_path_factory, monkeypatch, adds, sizes,
+                                                                     max_parallelism, sort_keys, column_limit):
     chunk_bytes, buffer_bytes = sizes
+    monkeypatch.setattr(writer, "MAX_COLUMN_BYTES", column_limit)
     path = tmp_path_factory.mktemp("sp") / "sp"
     expected: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
     serial = 0
@@ -75,12 +80,14 @@ def test_keyed_rows_come_back_once_each_in_the_order_they_were_added(tmp_path_fa
 
 
 @_SETTINGS
-@given(_adds, st.sampled_from([(1 << 12, 1 << 14), (1 << 14, 1 << 20)]), st.booleans())
-def test_last_add_of_a_key_wins_across_flush_rounds_and_files(tmp_path_factory, adds, sizes, sort_keys):
+@given(_adds, st.sampled_from([(1 << 12, 1 << 14), (1 << 14, 1 << 20)]), st.booleans(), _column_limits)
+def test_last_add_of_a_key_wins_across_flush_rounds_and_files(tmp_path_factory, monkeypatch, adds, sizes, sort_keys,
+                                                              column_limit):
     """Every add writes the same few keys again: the value read is the last one added, also
     when rounds, spills and small data files spread a key's rows over many chunks, and when
     each flush sorts a key group's rows by key (stably, §7.6)."""
     chunk_bytes, buffer_bytes = sizes
+    monkeypatch.setattr(writer, "MAX_COLUMN_BYTES", column_limit)
     path = tmp_path_factory.mktemp("sp") / "sp"
     last: dict[int, bytes] = {}
     with SavepointWriter(str(path), chunk_bytes=chunk_bytes, buffer_bytes=buffer_bytes, file_bytes=1 << 15,
@@ -99,9 +106,11 @@ def test_last_add_of_a_key_wins_across_flush_rounds_and_files(tmp_path_factory, 
 @_SETTINGS
 @given(st.lists(st.lists(st.tuples(st.integers(0, 4), st.sampled_from([0, 1, 50, 5000])), max_size=40),
                 min_size=1, max_size=25),
-       st.sampled_from([(1 << 12, 1 << 14), (1 << 14, 1 << 20)]))
-def test_list_partitions_keep_every_element_in_the_order_added(tmp_path_factory, adds, sizes):
+       st.sampled_from([(1 << 12, 1 << 14), (1 << 14, 1 << 20)]), _column_limits)
+def test_list_partitions_keep_every_element_in_the_order_added(tmp_path_factory, monkeypatch, adds, sizes,
+                                                               column_limit):
     chunk_bytes, buffer_bytes = sizes
+    monkeypatch.setattr(writer, "MAX_COLUMN_BYTES", column_limit)
     path = tmp_path_factory.mktemp("sp") / "sp"
     expected: dict[int, list[bytes]] = defaultdict(list)
     with SavepointWriter(str(path), chunk_bytes=chunk_bytes, buffer_bytes=buffer_bytes) as w:
@@ -246,3 +255,27 @@ def test_a_file_prefix_that_would_leave_data_or_make_an_unsafe_path_is_refused_u
     with pytest.raises(InvalidArgumentError, match="file_prefix"):
         SavepointWriter(str(tmp_path / "sp"), file_prefix=prefix)
     assert not (tmp_path / "sp").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sort_keys", [False, True])
+def test_large_buffers_hold_more_than_2_gib_of_a_state(tmp_path, sort_keys):
+    """A budget above 2 GiB lets one state buffer more cell bytes than a binary column's int32
+    offsets hold: merging its many small adds (and, with sort_keys, sorting a key group of more
+    than 2 GiB) failed with pyarrow's offset overflow. Needs about 10 GB of memory."""
+    value_bytes, rows, adds = 64 << 10, 800, 48  # 48 adds of 50 MiB: 2.4 GiB, each key group < 1 MiB
+    blob = pa.py_buffer(np.random.default_rng(0).bytes(value_bytes * rows))
+    values = pa.Array.from_buffers(pa.binary(), rows, [None, pa.py_buffer(np.arange(rows + 1, dtype=np.int32)
+                                                                          * value_bytes), blob])
+    # sort_keys: one key group, and a chunk size past it, so that one flush sorts all of it.
+    layout = dict(chunk_bytes=3 << 30, max_parallelism=1) if sort_keys else dict(chunk_bytes=1 << 20,
+                                                                                  max_parallelism=4096)
+    with SavepointWriter(str(tmp_path / "sp"), codec="none", buffer_bytes=4 << 30, chunk_bytes=layout["chunk_bytes"],
+                         sort_keys=sort_keys) as w:
+        op = w.add_operator("op", 1, max_parallelism=layout["max_parallelism"], key_serializer=Int64())
+        state = op.keyed_state("v", Bytes())
+        for a in range(adds):
+            state.add(pa.array(np.arange(a * rows, (a + 1) * rows)), values)
+    view = Savepoint.open(tmp_path / "sp").operator("op").keyed_state("v")
+    assert sum(c.row_count for c in view.proto.chunks) == rows * adds
+    assert [view.get(k) == values[k % rows].as_py() for k in (0, rows * adds - 1, 12345)] == [True] * 3
