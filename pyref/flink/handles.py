@@ -19,10 +19,14 @@ from __future__ import annotations
 import enum
 import mmap
 import os
+import posixpath
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlparse
 
-from ..errors import CorruptSavepointError, UnsupportedFormatError
+from ..errors import CorruptSavepointError, InvalidArgumentError, UnsupportedFormatError
+from ..location import parse_location
+from ..storage import SavepointIO, is_safe_relative_path, open_io
 from .datainput import DataInput
 
 __all__ = [
@@ -36,6 +40,9 @@ __all__ = [
     "read_keyed_handle",
     "read_operator_handle",
     "HandleStore",
+    "LocalHandleStore",
+    "RemoteHandleStore",
+    "open_handle_store",
 ]
 
 # Handle type bytes (MetadataV2V3SerializerBase).
@@ -272,8 +279,43 @@ def read_operator_handle(inp: DataInput) -> OperatorStateHandle | None:
     return OperatorStateHandle(states, read_stream_handle(inp))
 
 
-class HandleStore:
-    """Opens the bytes of stream handles of one savepoint directory.
+class HandleStore(ABC):
+    """Opens the bytes of the stream handles of one savepoint directory: a local one
+    (:class:`LocalHandleStore`) or one on remote storage (:class:`RemoteHandleStore`);
+    :func:`open_handle_store` picks by location. Each state file is read (or mapped) once."""
+
+    def __init__(self) -> None:
+        self._files: dict[str, bytes | mmap.mmap] = {}
+
+    def open(self, handle: StreamHandle) -> tuple[bytes | mmap.mmap, int, int, str]:
+        """``(buffer, start, end, name)``: the handle's bytes are ``buffer[start:end]``."""
+        if handle.kind == "inline":
+            return handle.data or b"", 0, len(handle.data or b""), f"_metadata ({handle.location})"
+        name = self._resolve(handle)
+        buffer = self._files.get(name)
+        if buffer is None:
+            buffer = self._files[name] = self._read(name)
+        start = handle.start
+        end = start + handle.size
+        if handle.size < 0 or end > len(buffer):
+            raise CorruptSavepointError(f"state handle says {handle.size} bytes at {start} but the file has "
+                                        f"{len(buffer)}", path=name, byte_range=(start, end))
+        return buffer, start, end, name
+
+    @abstractmethod
+    def _resolve(self, handle: StreamHandle) -> str:
+        """The state file of a file handle, as :meth:`_read` takes it (it exists)."""
+
+    @abstractmethod
+    def _read(self, name: str) -> bytes | mmap.mmap:
+        """The whole state file ``name``."""
+
+    def close(self) -> None:
+        self._files.clear()
+
+
+class LocalHandleStore(HandleStore):
+    """The state files of a local savepoint directory, memory-mapped.
 
     Relative handles resolve against the savepoint directory and may not
     leave it. An absolute file handle is used when it lies inside the
@@ -283,9 +325,9 @@ class HandleStore:
     """
 
     def __init__(self, directory: str, *, allow_external_files: bool = False) -> None:
+        super().__init__()
         self.directory = os.path.realpath(directory)
         self.allow_external_files = allow_external_files
-        self._maps: dict[str, mmap.mmap | bytes] = {}
 
     def local_path(self, handle: StreamHandle) -> str:
         if handle.kind == "relative-file":
@@ -302,7 +344,8 @@ class HandleStore:
             if os.path.isfile(fallback):
                 return fallback
             raise UnsupportedFormatError(f"state file {handle.location!r} is on {parsed.scheme!r} storage; "
-                                         "copy the savepoint directory to a local path", path=self.directory)
+                                         "open the savepoint at its URL, or copy the savepoint directory here",
+                                         path=self.directory)
         path = os.path.realpath(unquote(parsed.path))
         if self._inside(path) and os.path.isfile(path):
             return path
@@ -319,29 +362,65 @@ class HandleStore:
     def _inside(self, path: str) -> bool:
         return os.path.commonpath([path, self.directory]) == self.directory
 
-    def open(self, handle: StreamHandle) -> tuple[bytes | mmap.mmap, int, int, str]:
-        """``(buffer, start, end, name)``: the handle's bytes are ``buffer[start:end]``."""
-        if handle.kind == "inline":
-            return handle.data or b"", 0, len(handle.data or b""), f"_metadata ({handle.location})"
-        path = self.local_path(handle)
-        buffer = self._maps.get(path)
-        if buffer is None:
-            with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-            self._maps[path] = buffer
-        start = handle.start
-        end = start + handle.size
-        if handle.size < 0 or end > len(buffer):
-            raise CorruptSavepointError(f"state handle says {handle.size} bytes at {start} but the file has "
-                                        f"{len(buffer)}", path=path, byte_range=(start, end))
-        return buffer, start, end, path
+    _resolve = local_path
+
+    def _read(self, name: str) -> bytes | mmap.mmap:
+        with open(name, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
 
     def close(self) -> None:
-        for buffer in self._maps.values():
+        for buffer in self._files.values():
             if isinstance(buffer, mmap.mmap):
                 try:
                     buffer.close()
                 except BufferError:
                     pass  # views of it are still alive (e.g. in a traceback): unmapped when they go
-        self._maps.clear()
+        super().close()
+
+
+class RemoteHandleStore(HandleStore):
+    """The state files of a savepoint directory on an object store or HDFS, read whole
+    through pyref's storage (:func:`pyref.storage.open_io`).
+
+    Flink writes a canonical savepoint's state files into its directory, named by
+    relative handles or by absolute URIs whose scheme and bucket may be spelled
+    otherwise than the location given (``s3a://`` and ``s3p://`` for ``s3://``; a moved
+    savepoint). Either way a state file is read from the directory only: a relative
+    handle must be a safe relative path (spec/format.md §6.2), an absolute one names
+    the file of its base name in the directory. Nothing outside is ever read.
+    """
+
+    def __init__(self, io: SavepointIO) -> None:
+        super().__init__()
+        self.io = io
+
+    def _resolve(self, handle: StreamHandle) -> str:
+        if handle.kind == "relative-file":
+            if not is_safe_relative_path(handle.location):
+                raise CorruptSavepointError(f"relative state path {handle.location!r} leaves the savepoint "
+                                            "directory", path=self.io.describe(""))
+            name = handle.location
+        else:
+            name = posixpath.basename(unquote(urlparse(handle.location).path))
+            if not is_safe_relative_path(name):
+                raise CorruptSavepointError(f"state file {handle.location!r} names no file",
+                                            path=self.io.describe(""))
+        if self.io.stat(name) is None:
+            raise CorruptSavepointError(f"state file {handle.location!r} is not in the savepoint directory",
+                                        path=self.io.describe(name))
+        return name
+
+    def _read(self, name: str) -> bytes:
+        return self.io.read_file(name)
+
+
+def open_handle_store(location: str, *, allow_external_files: bool = False) -> HandleStore:
+    """The handle store of the savepoint directory ``location`` (a local path or a URL
+    :func:`pyref.location.parse_location` accepts)."""
+    parsed = parse_location(location)
+    if parsed.is_local:
+        return LocalHandleStore(parsed.path, allow_external_files=allow_external_files)
+    if allow_external_files:
+        raise InvalidArgumentError("allow_external_files is for local savepoints only", path=location)
+    return RemoteHandleStore(open_io(location))

@@ -14,25 +14,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 
 from ..derived import FORCE_HELP
 from ..errors import CorruptSavepointError, InvalidArgumentError
-from ..io import MANIFEST_NAME
 from ..ttl import TtlConfig
 from .import_plan import parse_ttl
 from .importer import import_flink
 from .inspection import describe_flink, verify_flink
-from .savepoint import FlinkSavepoint
+from .savepoint import FlinkSavepoint, is_flink_savepoint
 
 __all__ = ["add_import_command", "is_flink_savepoint", "inspect_flink", "verify_flink_command", "import_options"]
-
-
-def is_flink_savepoint(path: str) -> bool:
-    """A local directory with a Flink ``_metadata`` and no pyref manifest (or the ``_metadata`` itself)."""
-    if os.path.basename(path) == "_metadata" and os.path.isfile(path):
-        return True
-    return os.path.isfile(os.path.join(path, "_metadata")) and not os.path.exists(os.path.join(path, MANIFEST_NAME))
 
 
 def add_import_command(sub: argparse._SubParsersAction) -> None:
@@ -46,7 +37,7 @@ def add_import_command(sub: argparse._SubParsersAction) -> None:
 
 def add_import_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments ``import-flink`` and ``spark-import-flink`` share."""
-    p.add_argument("source", help="the Flink savepoint directory (or its _metadata)")
+    p.add_argument("source", help="the Flink savepoint directory (or its _metadata): a path or a URL")
     p.add_argument("target")
     p.add_argument("--uid", action="append", default=[], metavar="HEXID=NAME",
                    help="name an operator whose uid Flink did not store: HEXID=NAME, or the job's UID (its id is "

@@ -31,9 +31,11 @@ from functools import cached_property
 import mmh3
 import pyarrow as pa
 
-from ..errors import InvalidArgumentError, SavepointNotFoundError, UnsupportedFormatError
+from ..errors import InvalidArgumentError, SavepointError, SavepointNotFoundError, UnsupportedFormatError
+from ..location import parse_location
+from ..storage import MANIFEST_NAME, open_io
 from .datainput import DataInput
-from .handles import DistributionMode, HandleStore, RefusedHandle
+from .handles import DistributionMode, RefusedHandle, open_handle_store
 from .keyed import KeyedRows, KeyedSubtask, iter_keyed_subtask, read_keyed_backend_meta
 from .meta_info import StateMetaInfo
 from .metadata import CheckpointMetadata, OperatorState, parse_metadata
@@ -271,6 +273,9 @@ class FlinkOperator:
         return FlinkTimerView(service, domain, key_type, namespace_type, rows, _prefix_bytes(self.max_parallelism),
                               self.max_parallelism)
 
+#: The file that makes a directory a Flink checkpoint or savepoint.
+METADATA = "_metadata"
+
 
 class FlinkSavepoint:
     """A Flink savepoint (or a retained aligned checkpoint of operator state),
@@ -280,25 +285,23 @@ class FlinkSavepoint:
                  allow_external_files: bool = False) -> None:
         self.location = path
         self.metadata = metadata
-        self.store = HandleStore(path, allow_external_files=allow_external_files)
+        self.store = open_handle_store(path, allow_external_files=allow_external_files)
         self.operators = [FlinkOperator(self, op, names.get(op.operator_id)) for op in metadata.operators]
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, uids: Iterable[str] | Mapping[str, str] | None = None,
              allow_external_files: bool = False) -> FlinkSavepoint:
-        """Open the savepoint directory ``path`` (or its ``_metadata`` file).
+        """Open the savepoint directory ``path`` (or its ``_metadata`` file): a local
+        path, or a URL of an object store (``s3://``, ``gs://``, ``az://``...) or of HDFS.
 
         ``uids`` names operators whose uid Flink did not store: an iterable of
         the job's uids, or a mapping from a uid or a hex operator id to a name.
         """
-        path = os.fspath(path)
-        if os.path.basename(path) == "_metadata" and os.path.isfile(path):
-            path = os.path.dirname(path) or "."
-        metadata_path = os.path.join(path, "_metadata")
-        if not os.path.isfile(metadata_path):
+        path = flink_directory(path)
+        io = open_io(path)
+        if io.stat(METADATA) is None:
             raise SavepointNotFoundError("no Flink _metadata file", path=path)
-        with open(metadata_path, "rb") as f:
-            metadata = parse_metadata(f.read(), metadata_path)
+        metadata = parse_metadata(io.read_file(METADATA), io.describe(METADATA))
         return cls(path, metadata, _operator_names(uids), allow_external_files=allow_external_files)
 
     def __enter__(self) -> FlinkSavepoint:
@@ -331,6 +334,27 @@ class FlinkSavepoint:
         from .restore import FlinkRestorePlan
 
         return FlinkRestorePlan(self, parallelism)
+
+
+def flink_directory(path: str | os.PathLike[str]) -> str:
+    """The savepoint directory a user names by ``path``: the directory itself, or its
+    ``_metadata`` file; a local one as an absolute path (what Spark's executors open)."""
+    path = os.fspath(path)
+    if parse_location(path).is_local:
+        path = os.path.abspath(path)
+        return os.path.dirname(path) if os.path.basename(path) == METADATA and os.path.isfile(path) else path
+    head, _, tail = path.rstrip("/").rpartition("/")
+    return head if tail == METADATA and open_io(head).stat(METADATA) is not None else path
+
+
+def is_flink_savepoint(path: str | os.PathLike[str]) -> bool:
+    """A directory with a Flink ``_metadata`` and no pyref manifest (or the ``_metadata``
+    itself), local or remote."""
+    try:
+        io = open_io(flink_directory(path))
+        return io.stat(METADATA) is not None and io.stat(MANIFEST_NAME) is None
+    except SavepointError:
+        return False
 
 
 def _operator_names(uids: Iterable[str] | Mapping[str, str] | None) -> dict[str, str]:

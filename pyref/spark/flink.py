@@ -52,7 +52,7 @@ from ..flink.importer import (
     build_report,
     map_value_serializer,
 )
-from ..flink.savepoint import TIMER_DOMAINS, TIMER_PREFIX, FlinkSavepoint
+from ..flink.savepoint import TIMER_DOMAINS, TIMER_PREFIX, FlinkSavepoint, flink_directory
 from ..io import open_io
 from ..serializers import Int64, ListOf
 from ..ttl import TtlConfig, TtlValue, split_timestamps
@@ -174,12 +174,13 @@ def import_flink(spark: SparkSession, source: Path, target: Path, *,
                  options: WriteOptions | None = None, batch_bytes: int = DEFAULT_BATCH_BYTES,
                  progress: bool = True, force: bool = False, target_file_bytes: int | None = None) -> ImportReport:
     """:func:`pyref.flink.import_flink` on Spark, one task per state handle. ``source``
-    must be readable from every executor (a shared file system; local paths with a
-    local master). ``force`` replaces a target shallow savepoints use as a base.
-    ``target_file_bytes`` caps each task's data files (the tasks are the handles)."""
+    must be readable from every executor: an object store or HDFS URL, a shared
+    file system, or a local path with a local master. ``force`` replaces a target
+    shallow savepoints use as a base. ``target_file_bytes`` caps each task's data
+    files (the tasks are the handles)."""
     started = time.monotonic()
     options, _ = sized_options(options, target_file_bytes)
-    source = os.path.abspath(os.fspath(source))
+    source = flink_directory(source)
     io = open_io(os.fspath(target))
     previous = read_previous(io, overwrite, force=force)
     task_options: dict[str, Any] = {"uids": uids if isinstance(uids, Mapping) or uids is None else list(uids),
@@ -361,7 +362,7 @@ def read_flink_state(spark: SparkSession, path: Path, operator: str, state: str 
     """One state (or, with ``timer_service``, one timer service's timers) of the Flink
     savepoint at ``path`` as a DataFrame, one Spark task per subtask that holds it.
     ``operator`` is a uid, a name given in ``uids``, or the hex operator id."""
-    source = os.path.abspath(os.fspath(path))
+    source = flink_directory(path)
     uids = uids if isinstance(uids, Mapping) or uids is None else list(uids)
     with FlinkSavepoint.open(source, uids=uids) as sp:
         operator_id, name = _target(sp, operator, state, timer_service, domain)

@@ -130,13 +130,13 @@ def _file_handle(path: str, size: int) -> bytes:
 
 
 def test_state_paths_stay_in_the_savepoint_directory(tmp_path) -> None:
-    from pyref.flink.handles import HandleStore, StreamHandle
+    from pyref.flink.handles import LocalHandleStore, StreamHandle
 
     sp = tmp_path / "sp"
     sp.mkdir()
     (sp / "state").write_bytes(b"abc")
     (tmp_path / "secret").write_bytes(b"xyz")
-    store = HandleStore(str(sp))
+    store = LocalHandleStore(str(sp))
     assert store.local_path(StreamHandle("relative-file", "state", 3)) == str(sp / "state")
     assert store.local_path(StreamHandle("file", f"file:{sp}/state", 3)) == str(sp / "state")
     # A savepoint moved from elsewhere: its absolute paths resolve to the file of the same name here.
@@ -145,7 +145,7 @@ def test_state_paths_stay_in_the_savepoint_directory(tmp_path) -> None:
         store.local_path(StreamHandle("relative-file", "../secret", 3))
     with pytest.raises(UnsupportedFormatError, match="outside the savepoint directory"):
         store.local_path(StreamHandle("file", str(tmp_path / "secret"), 3))
-    assert HandleStore(str(sp), allow_external_files=True).local_path(
+    assert LocalHandleStore(str(sp), allow_external_files=True).local_path(
         StreamHandle("file", str(tmp_path / "secret"), 3)) == str(tmp_path / "secret")
     with pytest.raises(UnsupportedFormatError, match="s3"):
         store.local_path(StreamHandle("file", "s3://bucket/elsewhere", 3))

@@ -1,0 +1,118 @@
+"""Flink savepoints where Flink jobs keep them, on an object store (moto's S3 server, a real
+S3 API): opened, inspected, verified and imported at their URL exactly as from a local
+copy, and their state files only ever read from inside the savepoint's directory."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+from compat_tests.canonical import dump_savepoint
+from compat_tests.flink.imports import CORPUS, import_options
+from pyref import CorruptSavepointError, InvalidArgumentError, Savepoint, SavepointNotFoundError, verify
+from pyref.cli import main
+from pyref.flink import FlinkSavepoint
+from pyref.flink.handles import RemoteHandleStore, StreamHandle
+from pyref.flink.importer import import_flink
+from pyref.flink.inspection import describe_flink, verify_flink
+from pyref.storage import open_io
+
+#: A RocksDB savepoint with its state in separate files (relative handles), and a heap one
+#: of an older release with windows and timers, part inline in _metadata, part in a file.
+CASES = [CORPUS / "2.3.0/rocksdb/keyed-kinds", CORPUS / "1.17.2/hashmap/windows"]
+
+
+def upload(directory: pathlib.Path, url: str) -> None:
+    io = open_io(url)
+    for path in sorted(directory.iterdir()):
+        out = io.create(path.name)
+        out.write(path.read_bytes())
+        out.close()
+
+
+def _without_location(info: dict) -> dict:
+    return {k: v for k, v in info.items() if k != "location"}
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: "/".join(p.parts[-3:]))
+def test_a_flink_savepoint_on_s3_reads_and_imports_as_its_local_copy(case, s3_prefix, tmp_path):
+    local = case / "savepoint"
+    assert len(list(local.iterdir())) > 1, "the case must have state files besides _metadata"
+    url = f"{s3_prefix}/flink/savepoint-1a2b3c"
+    upload(local, url)
+    uids = list(json.loads((case / "truth.json").read_text())["operators"])
+
+    with FlinkSavepoint.open(url, uids=uids) as remote, FlinkSavepoint.open(local, uids=uids) as here:
+        assert _without_location(describe_flink(remote)) == _without_location(describe_flink(here))
+        assert verify_flink(remote).to_dict() == verify_flink(here).to_dict()
+        for op in here.operators:
+            for name in op.keyed_state_names:
+                assert list(remote.operator(op.operator_id).keyed_state(name).items()) == \
+                    list(op.keyed_state(name).items()), f"{op.name}/{name}"
+    # The _metadata file names its directory too.
+    with FlinkSavepoint.open(f"{url}/_metadata", uids=uids) as by_file:
+        assert by_file.location == url
+
+    import_flink(local, tmp_path / "from-local", **import_options(case))
+    import_flink(url, f"{s3_prefix}/imported", **import_options(case))
+    assert dump_savepoint(f"{s3_prefix}/imported", [1, 3], 2) == dump_savepoint(tmp_path / "from-local", [1, 3], 2)
+
+
+def test_the_cli_inspects_verifies_and_imports_a_flink_savepoint_at_its_url(s3_prefix, capsys):
+    case = CASES[0]
+    url = f"{s3_prefix}/flink/sp"
+    upload(case / "savepoint", url)
+    assert main(["inspect", url, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["format"] == "flink" and info["location"] == url
+    assert main(["verify", url, "--json"]) == 0
+    capsys.readouterr()
+    # The case's Kryo list state cannot be split into elements (tests/flink/test_import_corpus.py),
+    # and Flink does not store the TTL of its states under TTL.
+    assert main(["import-flink", url, f"{s3_prefix}/imported", "--skip-state", "pojo-keys/blobs",
+                 "--ttl-default", "1d", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    imported = Savepoint.open(f"{s3_prefix}/imported")
+    assert {op.operator_id for op in imported.manifest.operators} == {op["name"] for op in info["operators"]}, report
+    assert verify(imported).ok
+
+
+def test_state_files_on_s3_are_read_from_the_savepoint_directory_only(s3_prefix):
+    url = f"{s3_prefix}/flink/sp"
+    upload(CASES[0] / "savepoint", url)
+    some_file = next(p.name for p in (CASES[0] / "savepoint").iterdir() if p.name != "_metadata")
+    outside = open_io(f"{s3_prefix}/flink").create("secret")
+    outside.write(b"not state")
+    outside.close()
+    store = RemoteHandleStore(open_io(url))
+    data, start, end, name = store.open(StreamHandle("relative-file", some_file, 4))
+    assert (start, end) == (0, 4) and bytes(data[:4]) == (CASES[0] / "savepoint" / some_file).read_bytes()[:4]
+    # Flink wrote absolute URIs, under another scheme or before the savepoint was moved: the file of
+    # that name in the directory.
+    for moved in (f"s3p://other-bucket/old/place/{some_file}", f"s3a:{url[3:]}/{some_file}"):
+        assert store.open(StreamHandle("file", moved, 4))[3] == some_file
+    with pytest.raises(CorruptSavepointError, match="leaves the savepoint directory"):
+        store.open(StreamHandle("relative-file", "../secret", 4))
+    with pytest.raises(CorruptSavepointError, match="not in the savepoint directory"):
+        store.open(StreamHandle("file", f"{s3_prefix}/flink/secret", 4))  # a file beside it is not its state
+    with pytest.raises(CorruptSavepointError, match="names no file"):
+        store.open(StreamHandle("file", f"{s3_prefix}/flink/..", 4))
+    with pytest.raises(CorruptSavepointError, match="says 99999999 bytes"):
+        store.open(StreamHandle("relative-file", some_file, 99999999))
+
+
+def test_a_missing_state_file_or_metadata_on_s3_is_named(s3_prefix):
+    with pytest.raises(SavepointNotFoundError, match="_metadata"):
+        FlinkSavepoint.open(f"{s3_prefix}/nothing-here")
+    url = f"{s3_prefix}/flink/sp"
+    upload(CASES[0] / "savepoint", url)
+    victim = next(p.name for p in (CASES[0] / "savepoint").iterdir() if p.name != "_metadata")
+    open_io(url).delete(victim)
+    with FlinkSavepoint.open(url) as sp, pytest.raises(CorruptSavepointError, match=victim):
+        for op in sp.operators:
+            for name in op.keyed_state_names:
+                list(op.keyed_state(name).items())
+    with pytest.raises(InvalidArgumentError, match="local savepoints only"):
+        FlinkSavepoint.open(url, allow_external_files=True)
