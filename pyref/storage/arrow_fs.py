@@ -16,7 +16,16 @@ from urllib.parse import quote
 
 from ..errors import ConcurrentWriteError, InvalidArgumentError, SavepointNotFoundError
 from ..location import ARROW_SCHEMES, parse_location
-from .base import MANIFEST_NAME, FileStat, OutputFile, UrlSavepointIO, check_relative_path, typed_os_error, typed_os_errors
+from .base import (
+    MANIFEST_NAME,
+    FileStat,
+    OutputFile,
+    UrlSavepointIO,
+    check_relative_path,
+    listed_name,
+    typed_os_error,
+    typed_os_errors,
+)
 
 
 class _ArrowOutput(OutputFile):
@@ -90,23 +99,27 @@ class ArrowIO(UrlSavepointIO):
     def list_files(self, rel_dir: str) -> list[str]:
         import pyarrow.fs as pafs
 
-        selector = pafs.FileSelector(self._full(rel_dir), allow_not_found=True)
+        selector = pafs.FileSelector(self._full(rel_dir) if rel_dir else self.root, allow_not_found=True)
         with typed_os_errors("cannot list the directory", self.describe(rel_dir)):
             infos = self.fs.get_file_info(selector)
-        return sorted(f"{rel_dir}/{i.base_name}" for i in infos if i.type == pafs.FileType.File)
+        return sorted(listed_name(rel_dir, i.base_name) for i in infos if i.type == pafs.FileType.File)
 
     def commit_manifest(self, data: bytes, expected_previous: bytes | None) -> None:
         current = self.read_file(MANIFEST_NAME) if self.size(MANIFEST_NAME) is not None else None
         if current != expected_previous:
             raise ConcurrentWriteError("the savepoint changed since this writer started; nothing was committed",
                                        path=self.describe(MANIFEST_NAME))
-        with typed_os_errors("cannot write the manifest", self.describe(MANIFEST_NAME)):
-            self.fs.create_dir(self.root, recursive=True)  # a shallow savepoint may have no data files
-            # Write aside, then rename over the old manifest: readers never see a partial one.
-            tmp = f"{MANIFEST_NAME}.{uuid.uuid4().hex}.tmp"
-            with self.fs.open_output_stream(self._full(tmp)) as f:
+        self.replace_file(MANIFEST_NAME, data)
+
+    def replace_file(self, rel: str, data: bytes) -> None:
+        full = self._full(rel)
+        with typed_os_errors("cannot write the file", self.describe(rel)):
+            self.fs.create_dir(full.rsplit("/", 1)[0], recursive=True)
+            # Write aside, then rename over the old file: readers never see a partial one.
+            tmp = f"{full}.{uuid.uuid4().hex}.tmp"
+            with self.fs.open_output_stream(tmp) as f:
                 f.write(data)
-            self.fs.move(self._full(tmp), self._full(MANIFEST_NAME))
+            self.fs.move(tmp, full)
 
     def _open(self, location: str) -> ArrowIO:
         return ArrowIO(location)

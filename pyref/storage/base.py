@@ -74,6 +74,11 @@ def is_safe_relative_path(path: str) -> bool:
                 or any(s in ("", ".", "..") for s in path.split("/")))
 
 
+def listed_name(rel_dir: str, name: str) -> str:
+    """The relative path of the file ``name`` listed in ``rel_dir`` (``""``: the directory itself)."""
+    return f"{rel_dir}/{name}" if rel_dir else name
+
+
 def check_relative_path(path: str, *, what: str = "path") -> str:
     """Refuse any path that could leave the directory it is relative to."""
     if not is_safe_relative_path(path):
@@ -166,7 +171,13 @@ class SavepointIO(ABC):
 
     @abstractmethod
     def list_files(self, rel_dir: str) -> list[str]:
-        """Relative paths of the files directly inside ``rel_dir`` (empty if missing)."""
+        """Relative paths of the files directly inside ``rel_dir`` (``""``: the directory
+        itself; empty if missing)."""
+
+    @abstractmethod
+    def replace_file(self, rel: str, data: bytes) -> None:
+        """Make ``data`` the whole file ``rel``, created or replaced in one step: a reader sees
+        the old file or the new one, never a part (on HDFS, best effort: a rename)."""
 
     def commit_lock(self, purpose: str = "a writer's commit",
                     wait: float | None = None) -> contextlib.AbstractContextManager[None]:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from ..errors import ConcurrentWriteError, CorruptSavepointError, InvalidArgumentError, SavepointNotFoundError
 from ..location import resolve_local
 from .base import (
+    listed_name,
     DATA_DIR,
     LOCK_NAME,
     LOCK_WAIT_S,
@@ -178,7 +179,7 @@ class LocalIO(SavepointIO):
             os.unlink(full)
 
     def list_files(self, rel_dir: str) -> list[str]:
-        full = self._full(rel_dir)
+        full = self._full(rel_dir) if rel_dir else self.root
         try:
             with os.scandir(full) as entries:
                 names = [e.name for e in entries if e.is_file()]
@@ -186,7 +187,7 @@ class LocalIO(SavepointIO):
             return []
         except OSError as exc:  # a file, a FIFO or a link loop in place of the directory
             raise typed_os_error(exc, "cannot list the directory", self.describe(rel_dir)) from None
-        return sorted(f"{rel_dir}/{n}" for n in names)
+        return sorted(listed_name(rel_dir, n) for n in names)
 
     @contextlib.contextmanager
     def commit_lock(self, purpose: str = "a writer's commit", wait: float | None = None) -> Iterator[None]:
@@ -257,23 +258,29 @@ class LocalIO(SavepointIO):
             with typed_os_errors("cannot make the data directory durable (fsync)", data_dir):
                 if os.path.isdir(data_dir):
                     _fsync_dir(data_dir)
-            tmp = os.path.join(self.root, f"{MANIFEST_NAME}.{uuid.uuid4().hex}.tmp")
-            out = _LocalOutput(tmp, tmp)
-            try:
-                out.write(data)
-                out.close()
-                with typed_os_errors("cannot rename the new manifest into place", manifest):
-                    os.replace(tmp, manifest)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    out.close()
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
-            # The rename happened: the commit is visible. A failing directory fsync now can
-            # only weaken durability; it must not turn into an abort that deletes data files.
+            self.replace_file(MANIFEST_NAME, data)
+
+    def replace_file(self, rel: str, data: bytes) -> None:
+        target = self._full(rel)
+        tmp = f"{target}.{uuid.uuid4().hex}.tmp"  # beside it: the rename stays in one directory
+        with typed_os_errors("cannot create the directory", os.path.dirname(target)):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+        out = _LocalOutput(tmp, tmp)
+        try:
+            out.write(data)
+            out.close()
+            with typed_os_errors("cannot rename the new file into place", target):
+                os.replace(tmp, target)
+        except BaseException:
             with contextlib.suppress(OSError):
-                _fsync_dir(self.root)
+                out.close()
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        # The rename happened: the new file is visible. A failing directory fsync now can only
+        # weaken durability; it must not turn into an abort that deletes what the file names.
+        with contextlib.suppress(OSError):
+            _fsync_dir(os.path.dirname(target))
 
     def sibling(self, name: str) -> SavepointIO:
         check_directory_name(name)

@@ -194,10 +194,16 @@ class ObjectStoreIO(UrlSavepointIO):
                 raise StorageError(f"cannot delete the file: {_message(exc)}", path=self.describe(rel)) from exc
 
     def list_files(self, rel_dir: str) -> list[str]:
-        check_relative_path(rel_dir)
+        if rel_dir:
+            check_relative_path(rel_dir)
         with _typed("cannot list the directory", self.describe(rel_dir)):
-            listed = _obstore().list_with_delimiter(self.store, rel_dir)
-        return sorted(o["path"] for o in listed["objects"] if o["path"].startswith(f"{rel_dir}/"))
+            listed = _obstore().list_with_delimiter(self.store, rel_dir or None)
+        return sorted(o["path"] for o in listed["objects"] if not rel_dir or o["path"].startswith(f"{rel_dir}/"))
+
+    def replace_file(self, rel: str, data: bytes) -> None:
+        check_relative_path(rel)
+        with _typed("cannot write the file", self.describe(rel)):  # one PUT: the object appears whole
+            _obstore().put(self.store, rel, data, use_multipart=False)
 
     def commit_manifest(self, data: bytes, expected_previous: bytes | None) -> None:
         from obstore.exceptions import AlreadyExistsError, PreconditionError

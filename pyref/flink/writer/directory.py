@@ -3,9 +3,10 @@
 Flink takes a directory for a savepoint when it holds a ``_metadata`` file, and
 finds every state file through it. So the state files are written first, each to
 its final name (a random UUID, as Flink names them, relative to the directory),
-and ``_metadata`` last: written to a temporary name, flushed to disk, then renamed
-over ``_metadata`` in one atomic step. Until that rename nothing here is a
-savepoint; after it, the savepoint is complete. A failed export deletes the state
+and ``_metadata`` last, in one step (``SavepointIO.replace_file``: on local disks
+written aside, flushed and renamed; on object stores one PUT). Until then nothing
+here is a savepoint; after it, the savepoint is complete. The directory is a local
+path or a URL (``s3://``, ``gs://``, ``az://``, ``hdfs://``). A failed export deletes the state
 files it wrote and leaves ``_metadata`` (the previous savepoint's, if one was being
 replaced) as it was.
 
@@ -20,11 +21,10 @@ import contextlib
 import os
 import uuid
 from dataclasses import dataclass, field
-from typing import BinaryIO
 
-from ...errors import CorruptSavepointError, InvalidArgumentError, SavepointError
-from ...io import typed_os_errors
-from ...storage.local import _fsync_dir
+from ...errors import CorruptSavepointError, InvalidArgumentError, SavepointError, StorageError
+from ...location import parse_location
+from ...storage import OutputFile, SavepointIO, is_safe_relative_path, open_io, typed_os_errors
 from ..metadata import parse_metadata
 
 __all__ = ["StreamRef", "StateStream", "ExportDirectory", "DEFAULT_INLINE_BYTES", "METADATA", "check_metadata_parses"]
@@ -33,6 +33,8 @@ METADATA = "_metadata"
 #: Flink's default execution.checkpointing.data-inline-threshold.
 DEFAULT_INLINE_BYTES = 20 * 1024
 _PYREF_MANIFEST = "_manifest"
+#: What a state stream gathers before each write to its file.
+WRITE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -51,14 +53,15 @@ class StreamRef:
 
 class StateStream:
     """One state handle's stream: kept in memory up to ``inline_bytes``, then a file
-    of ``directory`` named by a fresh UUID (what Flink's savepoints name them)."""
+    of the directory ``location`` named by a fresh UUID (what Flink's savepoints name them)."""
 
-    def __init__(self, directory: str, inline_bytes: int) -> None:
-        self.directory = directory
+    def __init__(self, location: str, inline_bytes: int) -> None:
+        self.location = location
         self.inline_bytes = inline_bytes
         self.name = str(uuid.uuid4())
         self._buffer = bytearray()
-        self._file: BinaryIO | None = None
+        self._file: OutputFile | None = None
+        self._io: SavepointIO | None = None
         self._size = 0
 
     def tell(self) -> int:
@@ -66,92 +69,76 @@ class StateStream:
 
     def write(self, data) -> None:
         data = memoryview(data).cast("B")  # bytes, memoryviews and numpy arrays alike
-        size = data.nbytes
-        if self._file is None and len(self._buffer) + size > self.inline_bytes:
-            self._spill()
+        self._buffer += data
+        self._size += data.nbytes
+        if len(self._buffer) > (WRITE_BYTES if self._file is not None else self.inline_bytes):
+            self._flush()
+
+    def _flush(self) -> None:
+        """Write the buffer to the file, creating it first (many small writes become few)."""
         if self._file is None:
-            self._buffer += data
-        else:
-            with typed_os_errors("cannot write a state file", self.path):
-                self._file.write(data)
-        self._size += size
-
-    @property
-    def path(self) -> str:
-        return os.path.join(self.directory, self.name)
-
-    def _spill(self) -> None:
-        with typed_os_errors("cannot create a state file", self.path):
-            self._file = open(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb", buffering=1 << 20)
-            self._file.write(self._buffer)
-        self._buffer = bytearray()
+            self._io = open_io(self.location)
+            self._file = self._io.create(self.name)
+        self._file.write(bytes(self._buffer))
+        self._buffer.clear()
 
     def close(self) -> StreamRef:
-        """The finished stream: inline bytes, or the file flushed to disk."""
+        """The finished stream: inline bytes, or the file complete (durable, or uploaded)."""
         if self._file is None:
             return StreamRef(self.name, self._size, bytes(self._buffer))
-        with typed_os_errors("cannot write a state file", self.path):
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
+        self._flush()
+        self._file.close()
         return StreamRef(self.name, self._size)
 
     def discard(self) -> None:
         """Delete what was written (best effort)."""
-        if self._file is not None:
-            with contextlib.suppress(OSError):
+        if self._file is not None and self._io is not None:
+            with contextlib.suppress(SavepointError, OSError):
                 self._file.close()
-            with contextlib.suppress(OSError):
-                os.unlink(self.path)
+            with contextlib.suppress(SavepointError, OSError):
+                self._io.delete(self.name)
 
 
 class ExportDirectory:
-    """The target directory: checked before anything is written, committed by
-    :meth:`commit`, cleaned by :meth:`abort`."""
+    """The target directory, a local path or a URL pyref's storage serves: checked before
+    anything is written, committed by :meth:`commit`, cleaned by :meth:`abort`."""
 
-    def __init__(self, path: str, *, overwrite: bool = False) -> None:
-        self.path = os.path.abspath(path)
-        with typed_os_errors("cannot prepare the export directory", self.path):
-            if os.path.exists(self.path) and not os.path.isdir(self.path):
-                raise InvalidArgumentError("the export target exists and is not a directory", path=self.path)
-            if os.path.exists(os.path.join(self.path, _PYREF_MANIFEST)):
-                raise InvalidArgumentError("the export target holds a pyref savepoint; export to another directory",
-                                           path=self.path)
-            self.previous = self._previous_metadata(overwrite)
-            self.created = not os.path.isdir(self.path)
-            os.makedirs(self.path, exist_ok=True)
-            self.present_before = set(os.listdir(self.path))
+    def __init__(self, location: str, *, overwrite: bool = False) -> None:
+        parsed = parse_location(location)
+        self.path = os.path.abspath(parsed.path) if parsed.is_local else location.rstrip("/")
+        if parsed.is_local and os.path.exists(self.path) and not os.path.isdir(self.path):
+            raise InvalidArgumentError("the export target exists and is not a directory", path=self.path)
+        self.io = open_io(self.path)
+        if self.io.stat(_PYREF_MANIFEST) is not None:
+            raise InvalidArgumentError("the export target holds a pyref savepoint; export to another directory",
+                                       path=self.path)
+        self.previous = self._previous_metadata(overwrite)
+        self.created = parsed.is_local and not os.path.isdir(self.path)
+        if parsed.is_local:
+            with typed_os_errors("cannot prepare the export directory", self.path):
+                os.makedirs(self.path, exist_ok=True)
+        self.present_before = set(self.io.list_files(""))
         #: Set once ``_metadata`` is in place: from then on nothing may be removed.
         self.published = False
 
     def _previous_metadata(self, overwrite: bool) -> bytes | None:
-        metadata = os.path.join(self.path, METADATA)
-        if not os.path.exists(metadata):
+        if self.io.stat(METADATA) is None:
             return None
         if not overwrite:
             raise InvalidArgumentError("a Flink savepoint (_metadata) already exists here; pass overwrite=True "
                                        "(--overwrite) to replace it", path=self.path)
-        with open(metadata, "rb") as f:
-            return f.read()
+        return self.io.read_file(METADATA)
 
     def commit(self, metadata: bytes, files: list[str]) -> None:
         """Publish ``_metadata`` (the savepoint is complete from here on), then delete the
         replaced savepoint's state files that ``files`` (the new ones) does not list."""
-        temporary = os.path.join(self.path, f".{uuid.uuid4()}.metadata.inprogress")
-        target = os.path.join(self.path, METADATA)
-        with typed_os_errors("cannot write _metadata", target):
-            try:
-                with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as f:
-                    f.write(metadata)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(temporary, target)
-                self.published = True
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(temporary)
+        try:
+            self.io.replace_file(METADATA, metadata)
+        except StorageError:
+            # A write that may have landed (an upload whose answer was lost): complete if it did.
+            if self.io.stat(METADATA) is None or self.io.read_file(METADATA) != metadata:
                 raise
-            _fsync_dir(self.path)
+        self.published = True
         self._delete_replaced(set(files))
 
     def _delete_replaced(self, keep: set[str]) -> None:
@@ -162,9 +149,9 @@ class ExportDirectory:
         except SavepointError:
             return  # unreadable: leave its files alone
         for name in _relative_files(old):
-            if name not in keep and os.sep not in name and name not in (METADATA, ".", ".."):
-                with contextlib.suppress(OSError):
-                    os.unlink(os.path.join(self.path, name))
+            if name not in keep and is_safe_relative_path(name) and "/" not in name and name != METADATA:
+                with contextlib.suppress(SavepointError, OSError):
+                    self.io.delete(name)
 
     def abort(self) -> None:
         """Delete every file that appeared since this export began (its state files,
@@ -172,11 +159,11 @@ class ExportDirectory:
         it and it is empty again. Nothing, once ``_metadata`` was published."""
         if self.published:
             return
-        with contextlib.suppress(OSError):
-            for name in set(os.listdir(self.path)) - self.present_before:
+        with contextlib.suppress(SavepointError, OSError):
+            for name in set(self.io.list_files("")) - self.present_before:
                 if name != METADATA:
-                    with contextlib.suppress(OSError):
-                        os.unlink(os.path.join(self.path, name))
+                    with contextlib.suppress(SavepointError, OSError):
+                        self.io.delete(name)
             if self.created and not os.listdir(self.path):
                 os.rmdir(self.path)
 

@@ -1,6 +1,7 @@
 """Flink savepoints where Flink jobs keep them, on an object store (moto's S3 server, a real
 S3 API): opened, inspected, verified and imported at their URL exactly as from a local
-copy, and their state files only ever read from inside the savepoint's directory."""
+copy, their state files only ever read from inside the savepoint's directory; and pyref
+savepoints exported there, as they are to a local directory, committed by _metadata alone."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ import pytest
 
 from compat_tests.canonical import dump_savepoint
 from compat_tests.flink.imports import CORPUS, import_options
-from pyref import CorruptSavepointError, InvalidArgumentError, Savepoint, SavepointNotFoundError, verify
+from pyref import CorruptSavepointError, InvalidArgumentError, Savepoint, SavepointNotFoundError, StorageError, verify
 from pyref.cli import main
-from pyref.flink import FlinkSavepoint
+from pyref.flink import FlinkSavepoint, export_savepoint
 from pyref.flink.handles import RemoteHandleStore, StreamHandle
 from pyref.flink.importer import import_flink
 from pyref.flink.inspection import describe_flink, verify_flink
 from pyref.storage import open_io
+from pyref.testing import write_seeds
+from pyref.testing.s3 import Fault
 
 #: A RocksDB savepoint with its state in separate files (relative handles), and a heap one
 #: of an older release with windows and timers, part inline in _metadata, part in a file.
@@ -116,3 +119,58 @@ def test_a_missing_state_file_or_metadata_on_s3_is_named(s3_prefix):
                 list(op.keyed_state(name).items())
     with pytest.raises(InvalidArgumentError, match="local savepoints only"):
         FlinkSavepoint.open(url, allow_external_files=True)
+
+
+# -- pyref -> Flink, onto an object store ---------------------------------------------------
+
+
+def _flink_states(location: str) -> dict:
+    """Every operator and keyed state of a Flink savepoint, read back by pyref's Flink reader."""
+    with FlinkSavepoint.open(location) as sp:
+        states = {}
+        for op in sp.operators:
+            for name in op.list_state_names:
+                view = op.list_state(name)
+                states[op.operator_id, name] = [view.partition(i) for i in range(len(view.element_counts()))]
+            for name in op.keyed_state_names:
+                states[op.operator_id, name] = sorted(map(repr, op.keyed_state(name).items()))
+        return states
+
+
+def test_an_export_to_s3_is_the_export_to_a_local_directory(s3_prefix, tmp_path):
+    source = tmp_path / "seeds"
+    write_seeds(source)
+    url = f"{s3_prefix}/flink/savepoint-1"
+    remote = export_savepoint(source, url, flink_version="2.3.0", inline_bytes=0)
+    local = export_savepoint(source, tmp_path / "flink", flink_version="2.3.0", inline_bytes=0)
+    assert remote.state_files == local.state_files > 0 and remote.state_bytes == local.state_bytes
+    states = _flink_states(url)
+    assert states == _flink_states(str(tmp_path / "flink"))
+    assert len(states) >= 2 and all(states.values())  # the offsets and the counts, neither empty
+    assert len(open_io(url).list_files("")) == remote.state_files + 1  # and _metadata; nothing else
+
+
+def test_an_export_over_a_flink_savepoint_on_s3_replaces_it_whole_or_not_at_all(s3_prefix, s3_proxy, tmp_path):
+    source = tmp_path / "seeds"
+    write_seeds(source)
+    url = f"{s3_prefix}/flink/sp"
+    export_savepoint(source, url, flink_version="1.20.3", inline_bytes=0)
+    before = sorted(open_io(url).list_files(""))
+    first = open_io(url).read_file("_metadata")
+    with pytest.raises(InvalidArgumentError, match="already exists"):
+        export_savepoint(source, url, flink_version="2.3.0", inline_bytes=0)
+    # The store refuses the new _metadata: the old savepoint stays as it was, the new files go.
+    s3_proxy.inject(Fault("PUT", r"/flink/sp/_metadata$", status=403, code="AccessDenied"))
+    with pytest.raises(StorageError, match="_metadata"):
+        export_savepoint(source, url, flink_version="2.3.0", inline_bytes=0, overwrite=True)
+    assert sorted(open_io(url).list_files("")) == before and open_io(url).read_file("_metadata") == first
+    replaced = export_savepoint(source, url, flink_version="2.3.0", inline_bytes=0, overwrite=True)
+    after = open_io(url).list_files("")
+    assert len(after) == replaced.state_files + 1 and not set(after) & (set(before) - {"_metadata"})
+    assert _flink_states(url) == _flink_states(str(_local_export(source, tmp_path)))
+
+
+def _local_export(source, tmp_path):
+    target = tmp_path / "local-export"
+    export_savepoint(source, target, flink_version="2.3.0", inline_bytes=0)
+    return target
