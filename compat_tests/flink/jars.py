@@ -33,9 +33,9 @@ INDEX_URL = "https://pypi.org/simple/apache-flink-libraries/"
 #: The releases the corpus covers (newest patch release of each minor version; 1.16.3 fails on the local
 #: mini cluster from PyPI's jars: flink-dist lacks shaded curator classes it needs).
 FLINK_VERSIONS = ("1.17.2", "1.18.1", "1.19.3", "1.20.3", "2.0.2", "2.1.3", "2.2.1", "2.3.0")
-#: The jars a DataStream or SQL job (Table API bridge, planner, table runtime) on the local mini cluster
+#: The jars a DataStream or SQL job (Table API bridge, planner, table runtime, CEP the planner links) on the local mini cluster
 #: needs; the connector and format jars are not kept.
-KEPT_JARS = ("flink-dist-", "log4j-", "flink-table-api-java-uber-", "flink-table-planner-loader-",
+KEPT_JARS = ("flink-dist-", "log4j-", "flink-table-api-java-uber-", "flink-table-planner-loader-", "flink-cep-",
              "flink-table-runtime-")
 #: Written last into a version's directory: its presence, naming :data:`KEPT_JARS`, means the extraction
 #: completed (a cache extracted with other kept jars is extracted again).
