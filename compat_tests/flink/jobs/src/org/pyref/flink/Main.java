@@ -80,11 +80,21 @@ public final class Main {
         return Configuration.fromMap(map);
     }
 
-    private static void generate(JsonNode task, ObjectNode result) throws Exception {
-        String job = task.get("job").asText();
+    private static long timeoutMs(JsonNode task) {
+        return task.path("timeout_s").asLong(300) * 1000;
+    }
+
+    /** The task's output directory, created. */
+    private static Path outDir(JsonNode task) throws Exception {
         Path out = Paths.get(task.get("out").asText());
         Files.createDirectories(out);
-        long timeoutMs = task.path("timeout_s").asLong(300) * 1000;
+        return out;
+    }
+
+    private static void generate(JsonNode task, ObjectNode result) throws Exception {
+        String job = task.get("job").asText();
+        Path out = outDir(task);
+        long timeoutMs = timeoutMs(task);
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config(task));
         JobBuilder b = new JobBuilder(env, task.get("max_parallelism").asInt());
         Jobs.build(job, b);
@@ -131,9 +141,8 @@ public final class Main {
 
     private static void sql(JsonNode task, ObjectNode result) throws Exception {
         int phase = task.get("phase").asInt();
-        Path out = Paths.get(task.get("out").asText());
-        Files.createDirectories(out);
-        long timeoutMs = task.path("timeout_s").asLong(300) * 1000;
+        Path out = outDir(task);
+        long timeoutMs = timeoutMs(task);
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config(task));
         SqlJob.build(env, phase, task.get("parallelism").asInt(), task.get("max_parallelism").asInt());
         Map<String, Map<String, Integer>> before = task.has("before") ? Json.MAPPER.convertValue(task.get("before"),
@@ -165,7 +174,7 @@ public final class Main {
 
     private static void restore(JsonNode task, ObjectNode result) throws Exception {
         int parallelism = task.get("parallelism").asInt();
-        long timeoutMs = task.path("timeout_s").asLong(300) * 1000;
+        long timeoutMs = timeoutMs(task);
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config(task));
         RestoreJob.build(env, task.get("spec"), parallelism);
         JobClient client = env.executeAsync("pyref-restore");
