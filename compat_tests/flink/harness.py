@@ -278,3 +278,42 @@ def short_error(error: str, limit: int = 3000) -> str:
     causes = [line for line in error.splitlines() if line.startswith("Caused by") or not line.startswith("\t")]
     text = "\n".join(causes[-12:])
     return text[-limit:]
+
+
+@dataclass(frozen=True)
+class SqlRun:
+    """One run of the SQL job (jobs/SqlJob.java): phase 1 from scratch, stopped with a canonical
+    savepoint into ``out``/savepoint; phase 2 restored from ``restore_from`` (phase 1's changelog
+    as ``before``), cancelled once the changelogs add up to the query over all of the input."""
+    out: str | os.PathLike[str]
+    phase: int = 1
+    backend: str = "hashmap"
+    parallelism: int = 2
+    restore_from: str | os.PathLike[str] | None = None
+    before: dict | None = None
+
+
+#: The max parallelism of the SQL job's operators.
+SQL_MAX_PARALLELISM = 128
+
+
+def run_sql_many(flink_version: str, runs: list[SqlRun], *, timeout: float = 600, download: bool = False) -> list[dict]:
+    """Each run in one JVM; each result is its ``sql.json``: ``changelog`` (this run's, query ->
+    {row: signed count}) and ``expected`` (the query over the input up to the run's phase)."""
+    keys = config_keys(flink_version)
+    tasks = []
+    for run in runs:
+        config = flink_config(flink_version, backend=run.backend)
+        if run.restore_from is not None:
+            config.update({keys.restore_path: pathlib.Path(run.restore_from).resolve().as_uri(),
+                           keys.ignore_unclaimed: "false"})
+        tasks.append({"action": "sql", "phase": run.phase, "parallelism": run.parallelism,
+                      "max_parallelism": SQL_MAX_PARALLELISM, "config": config, "out": str(pathlib.Path(run.out).resolve()),
+                      "timeout_s": 60 if run.phase == 2 else int(timeout),
+                      **({"before": run.before} if run.before is not None else {})})
+    results = run_tasks(flink_version, tasks, timeout=timeout, download=download)
+    for run, result in zip(runs, results):
+        if not result["ok"]:
+            raise FlinkError(f"Flink {flink_version} SQL job (phase {run.phase}, {run.backend}) failed:\n"
+                             f"{short_error(result['error'])}")
+    return [json.loads((pathlib.Path(run.out) / "sql.json").read_text(encoding="utf-8")) for run in runs]

@@ -1,7 +1,7 @@
 """The jars of a real Flink release, fetched from PyPI and cached per version.
 
-PyPI's ``apache-flink-libraries`` distribution carries a whole Flink ``lib/`` (flink-dist
-and its logging jars): Flink 2.2+ as a py2.py3 wheel (``pyflink/lib/``), older releases
+PyPI's ``apache-flink-libraries`` distribution carries a whole Flink ``lib/`` (flink-dist,
+the table planner and runtime, connectors and logging jars): Flink 2.2+ as a py2.py3 wheel (``pyflink/lib/``), older releases
 as an sdist (``deps/lib/``) whose metadata step fails under pip, so the file is fetched
 directly from the simple index and checked against the sha256 the index gives for it.
 No Maven is involved.
@@ -33,9 +33,12 @@ INDEX_URL = "https://pypi.org/simple/apache-flink-libraries/"
 #: The releases the corpus covers (newest patch release of each minor version; 1.16.3 fails on the local
 #: mini cluster from PyPI's jars: flink-dist lacks shaded curator classes it needs).
 FLINK_VERSIONS = ("1.17.2", "1.18.1", "1.19.3", "1.20.3", "2.0.2", "2.1.3", "2.2.1", "2.3.0")
-#: The jars a DataStream job on the local mini cluster needs; the table and connector jars are not kept.
-KEPT_JARS = ("flink-dist-", "log4j-")
-#: Written last into a version's directory: its presence means the extraction completed.
+#: The jars a DataStream or SQL job (Table API bridge, planner, table runtime, CEP the planner links) on the local mini cluster
+#: needs; the connector and format jars are not kept.
+KEPT_JARS = ("flink-dist-", "log4j-", "flink-table-api-java-uber-", "flink-table-planner-loader-", "flink-cep-",
+             "flink-table-runtime-")
+#: Written last into a version's directory: its presence, naming :data:`KEPT_JARS`, means the extraction
+#: completed (a cache extracted with other kept jars is extracted again).
 MANIFEST = "pyref-flink.json"
 TIMEOUT = 60.0
 #: Seconds to wait before each new attempt of a request that failed (a network blip is not a missing release).
@@ -65,7 +68,12 @@ def lib_dir(version: str) -> pathlib.Path:
 def cached_lib(version: str) -> pathlib.Path | None:
     """The extracted ``lib/`` of ``version`` if it is complete in the cache, else None."""
     lib = lib_dir(version)
-    return lib if (lib.parent / MANIFEST).exists() and any(lib.glob("flink-dist-*.jar")) else None
+    try:
+        manifest = json.loads((lib.parent / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    complete = manifest.get("kept") == list(KEPT_JARS) and any(lib.glob("flink-dist-*.jar"))
+    return lib if complete else None
 
 
 def _retried(attempt, what: str):
@@ -189,7 +197,7 @@ def ensure_lib(version: str, *, download: bool = True) -> pathlib.Path:
             raise FlinkJarsUnavailable(f"{release.filename} holds no flink-dist jar")
         (staged / MANIFEST).write_text(json.dumps(
             {"version": version, "archive": release.filename, "url": release.url, "sha256": release.sha256,
-             "jars": jars}, indent=2) + "\n", encoding="utf-8")
+             "kept": list(KEPT_JARS), "jars": jars}, indent=2) + "\n", encoding="utf-8")
         if cached_lib(version) is not None:  # another process extracted it meanwhile
             return lib_dir(version)
         if version_dir.exists():

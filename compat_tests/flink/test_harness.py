@@ -26,7 +26,8 @@ def truth_of(case) -> dict:
 
 # --- jars -------------------------------------------------------------------------------------
 
-JAR_MEMBERS = {"flink-dist-9.9.9.jar": b"dist", "log4j-api-2.0.jar": b"log", "flink-table-runtime-9.9.9.jar": b"table"}
+JAR_MEMBERS = {"flink-dist-9.9.9.jar": b"dist", "log4j-api-2.0.jar": b"log", "flink-table-runtime-9.9.9.jar": b"table",
+               "flink-connector-files-9.9.9.jar": b"connector"}
 
 
 def fake_sdist(path, version="9.9.9"):
@@ -56,12 +57,26 @@ def test_ensure_lib_keeps_the_lib_jars_of_a_verified_archive(tmp_path, monkeypat
     monkeypatch.setenv("PYREF_FLINK_ARCHIVES", str(archives))
     monkeypatch.setattr(jars, "find_release", lambda v: jars.Release(v, filename, "https://invalid/" + filename, digest))
     lib = jars.ensure_lib("9.9.9")
-    assert sorted(p.name for p in lib.iterdir()) == ["flink-dist-9.9.9.jar", "log4j-api-2.0.jar"]
+    assert sorted(p.name for p in lib.iterdir()) == ["flink-dist-9.9.9.jar", "flink-table-runtime-9.9.9.jar",
+                                                     "log4j-api-2.0.jar"]
     assert (lib / "flink-dist-9.9.9.jar").read_bytes() == b"dist"
     assert json.loads((lib.parent / jars.MANIFEST).read_text())["sha256"] == digest
     assert jars.cached_lib("9.9.9") == lib
     monkeypatch.setattr(jars, "find_release", lambda v: pytest.fail("a cached version must not consult the index"))
     assert jars.ensure_lib("9.9.9") == lib
+
+
+def test_a_cache_extracted_with_other_kept_jars_is_not_complete(tmp_path, monkeypatch):
+    """A cache of an older harness (no table jars) is extracted again, not used without them."""
+    monkeypatch.setenv("PYREF_FLINK_CACHE", str(tmp_path))
+    lib = jars.lib_dir("9.9.9")
+    lib.mkdir(parents=True)
+    (lib / "flink-dist-9.9.9.jar").write_bytes(b"dist")
+    manifest = {"version": "9.9.9", "jars": ["flink-dist-9.9.9.jar"]}
+    (lib.parent / jars.MANIFEST).write_text(json.dumps(manifest))
+    assert jars.cached_lib("9.9.9") is None
+    (lib.parent / jars.MANIFEST).write_text(json.dumps({**manifest, "kept": list(jars.KEPT_JARS)}))
+    assert jars.cached_lib("9.9.9") == lib
 
 
 def test_ensure_lib_refuses_an_archive_whose_sha256_is_not_the_index(tmp_path, monkeypatch):

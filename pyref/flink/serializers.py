@@ -5,7 +5,11 @@ the snapshot class name (``writeUTF``), an int version, then a body only that
 class knows how to read, with no length in front. The classes Flink ships for
 the types state is usually made of are parsed here exactly (primitives and
 their boxed and ``Value`` forms, String, arrays, Tuple, Row, POJO, List, Map,
-Set, Either, nullable wrappers, enums, Avro, windows, timers, TTL). Anything
+Set, Either, nullable wrappers, enums, Avro, windows, timers, TTL), and the table
+runtime's row and string serializers of Flink SQL state (``RowData``: its
+field serializers are parsed, the Java-serialized ``LogicalType`` of each
+field before them is stepped over unread, see :func:`_read_row_data`; its
+values stay Flink's bytes, each delimited by its length). Anything
 else (Kryo's registrations with Java-serialized parts, a user's own snapshot)
 is kept opaque, its class name and exact bytes preserved; its end is found by
 *resynchronising*: the first position after it where the bytes that must
@@ -29,6 +33,7 @@ __all__ = [
     "read_serializer_snapshot",
     "looks_like_versioned_snapshot",
     "SNAPSHOT_PROXY_VERSION",
+    "LENGTH_PREFIXED_KINDS",
 ]
 
 #: ``TypeSerializerSnapshotSerializationUtil``'s own version, written before a
@@ -90,6 +95,8 @@ class FlinkType:
 
 
 _OPAQUE_KINDS = frozenset({"opaque", "kryo", "avro", "value-type", "java"})
+#: Kinds whose values are an int length, then that many bytes, kept as Flink's bytes.
+LENGTH_PREFIXED_KINDS = frozenset({"row-data", "string-data"})
 
 # SimpleTypeSerializerSnapshot subclasses (empty body in version 3): kind, getLength().
 _P = "org.apache.flink.api.common.typeutils.base."
@@ -141,6 +148,8 @@ _SIMPLE: dict[str, tuple[str, int]] = {
     "org.apache.flink.streaming.api.windowing.windows.GlobalWindow$Serializer$GlobalWindowSerializerSnapshot":
         ("global-window", 1),
     "org.apache.flink.runtime.state.JavaSerializer$JavaSerializerSnapshot": ("java", -1),
+    # The table runtime's StringData: an int length, then UTF-8.
+    "org.apache.flink.table.runtime.typeutils.StringDataSerializer$StringDataSerializerSnapshot": ("string-data", -1),
 }
 
 # CompositeTypeSerializerSnapshot subclasses: kind, and how their outer snapshot is read.
@@ -158,6 +167,11 @@ _COMPOSITE: dict[str, str] = {
     "org.apache.flink.streaming.api.operators.TimerSerializerSnapshot": "timer",
 }
 
+_T = "org.apache.flink.table.runtime.typeutils."
+_ROW_DATA = _T + "RowDataSerializer$RowDataSerializerSnapshot"
+_BINARY_ROW = _T + "BinaryRowDataSerializer$BinaryRowDataSerializerSnapshot"
+#: ``ObjectOutputStream``'s header: each Java-serialized LogicalType of a RowData snapshot starts with it.
+_JAVA_STREAM_HEADER = b"\xac\xed\x00\x05"
 _ENUM = _P + "EnumSerializer$EnumSerializerSnapshot"
 _POJO = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
 _KRYO = "org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot"
@@ -308,7 +322,31 @@ def _read_known_body(inp: DataInput, class_name: str, version: int, follow: Foll
         return dict(kind="avro", schema=schema, type_name=inp.read_utf("avro class"))
     if class_name in _GENERIC_CLASS and version == 2:
         return dict(kind=_GENERIC_CLASS[class_name], type_name=inp.read_utf("value class"))
+    if class_name == _ROW_DATA and version == 3:
+        return _read_row_data(inp, follow)
+    if class_name == _BINARY_ROW and version == 3:
+        inp.read_count("BinaryRowData field count", 1)
+        return dict(kind="row-data")
     return None
+
+
+def _read_row_data(inp: DataInput, follow: Follow) -> dict:
+    """``RowDataSerializerSnapshot`` (version 3): a field count, each field's ``LogicalType``
+    Java-serialized (one ``ObjectOutputStream`` each, never read: only Java could), then the
+    field serializers' snapshots (``NestedSerializersSnapshotDelegate``). The end of the Java
+    part is the first place where that delegate's header (magic, version 1, the same field
+    count) starts and its snapshots parse."""
+    count = inp.read_count("RowData field count", 4)
+    start = inp.pos
+    if count and bytes(inp.data[start:start + 4]) != _JAVA_STREAM_HEADER:
+        raise inp.corrupt("RowData field types: no Java serialization stream", start, 4)
+
+    def nested_header(probe: DataInput) -> bool:
+        return (probe.read_int() == _NESTED_MAGIC and probe.read_int() == 1 and probe.read_int() == count
+                and (count == 0 or looks_like_versioned_snapshot(probe)))
+
+    inp.pos = _resync(inp, start, nested_header, "the Java-serialized field types of a RowData snapshot")
+    return dict(kind="row-data", children=_read_nested(inp, follow))
 
 
 def _read_nested(inp: DataInput, follow: Follow) -> tuple[FlinkType, ...]:

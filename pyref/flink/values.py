@@ -8,7 +8,8 @@ which takes numpy fast paths where the type allows: fixed-width numbers as one
 big-endian view, ASCII strings without a Python loop per character.
 
 Python forms: integers, floats, ``bool``, ``str`` (``None`` for null),
-``bytes`` (``byte[]`` and any opaque type: Kryo, Avro, a user's serializer),
+``bytes`` (``byte[]`` and any opaque type: Kryo, Avro, a user's serializer;
+a Flink SQL ``RowData`` or ``StringData`` as Flink serialized it, length first),
 ``tuple`` for a Tuple, :class:`Row` for a Row, ``dict`` for a POJO (field name -> value), lists
 for List/Set/arrays, ``dict`` for Map, the constant name for an enum,
 :class:`TimeWindow`, :data:`GLOBAL_WINDOW`, ``None`` for the void namespace,
@@ -31,7 +32,7 @@ import pyarrow as pa
 from ..errors import CorruptSavepointError, UnsupportedFormatError
 from .columns import column_buffers
 from .datainput import DataInput, decode_utf16_units
-from .serializers import FlinkType
+from .serializers import LENGTH_PREFIXED_KINDS, FlinkType
 
 __all__ = [
     "Codec",
@@ -144,6 +145,15 @@ def _fixed(type_: FlinkType, fmt: str, convert: Callable[..., Any] | None = None
 def _opaque(type_: FlinkType) -> Codec:
     def read(inp: DataInput) -> Any:
         raise Undelimited(type_.describe())
+
+    return Codec(type_, read)
+
+
+def _length_prefixed(type_: FlinkType) -> Codec:
+    def read(inp: DataInput) -> bytes:
+        start = inp.pos
+        inp.skip(inp.read_count(f"{type_.kind} length", 1), type_.kind)
+        return bytes(inp.data[start:inp.pos])
 
     return Codec(type_, read)
 
@@ -430,6 +440,8 @@ def codec_for(type_: FlinkType) -> Codec:
         return _either(type_, kids[0], kids[1])
     if kind == "enum":
         return _enum(type_)
+    if kind in LENGTH_PREFIXED_KINDS:
+        return _length_prefixed(type_)
     return _opaque(type_)
 
 

@@ -15,6 +15,7 @@ import java.util.concurrent.TimeUnit;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.core.execution.SavepointFormatType;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.type.TypeReference;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
@@ -27,7 +28,12 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
  *       runs the corpus job, waits until every subtask processed its fixed input, takes a canonical
  *       stop-with-savepoint into DIR/savepoint and writes DIR/truth.json;</li>
  *   <li>{"action": "restore", "spec": {"operators": [...]}, "parallelism": P, "config": {...}, "out": FILE}:
- *       restores the savepoint named in config into {@link RestoreJob} and writes what it read to FILE.</li>
+ *       restores the savepoint named in config into {@link RestoreJob} and writes what it read to FILE;</li>
+ *   <li>{"action": "sql", "phase": 1 or 2, "parallelism": P, "max_parallelism": N, "config": {...}, "out": DIR,
+ *       "before"?: CHANGELOG}: runs {@link SqlJob} until the changelog ("before" plus this run's) is the expected
+ *       one (phase 1: then a canonical stop-with-savepoint into DIR/savepoint; phase 2, restored from the
+ *       savepoint named in config: or until timeout_s, then it is cancelled) and writes DIR/sql.json
+ *       ({"changelog": this run's, "expected": the whole input's up to this phase}).</li>
  * </ul>
  */
 public final class Main {
@@ -42,8 +48,11 @@ public final class Main {
             long start = System.nanoTime();
             try {
                 Truth.reset();
-                if ("generate".equals(task.get("action").asText())) {
+                String action = task.get("action").asText();
+                if ("generate".equals(action)) {
                     generate(task, result);
+                } else if ("sql".equals(action)) {
+                    sql(task, result);
                 } else {
                     restore(task, result);
                 }
@@ -71,11 +80,21 @@ public final class Main {
         return Configuration.fromMap(map);
     }
 
-    private static void generate(JsonNode task, ObjectNode result) throws Exception {
-        String job = task.get("job").asText();
+    private static long timeoutMs(JsonNode task) {
+        return task.path("timeout_s").asLong(300) * 1000;
+    }
+
+    /** The task's output directory, created. */
+    private static Path outDir(JsonNode task) throws Exception {
         Path out = Paths.get(task.get("out").asText());
         Files.createDirectories(out);
-        long timeoutMs = task.path("timeout_s").asLong(300) * 1000;
+        return out;
+    }
+
+    private static void generate(JsonNode task, ObjectNode result) throws Exception {
+        String job = task.get("job").asText();
+        Path out = outDir(task);
+        long timeoutMs = timeoutMs(task);
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config(task));
         JobBuilder b = new JobBuilder(env, task.get("max_parallelism").asInt());
         Jobs.build(job, b);
@@ -91,15 +110,7 @@ public final class Main {
             }
             Thread.sleep(100);
         }
-        long frozen = System.nanoTime();
-        Path target = out.resolve(".flink-savepoints");
-        String savepoint = client.stopWithSavepoint(false, target.toUri().toString(), SavepointFormatType.CANONICAL)
-                .get(timeoutMs, TimeUnit.MILLISECONDS);
-        client.getJobExecutionResult().get(timeoutMs, TimeUnit.MILLISECONDS);
-        result.put("savepoint_seconds", (System.nanoTime() - frozen) / 1e9);
-        Path written = Paths.get(new java.net.URI(savepoint.startsWith("file:") ? savepoint : "file://" + savepoint));
-        Files.move(written, out.resolve("savepoint"));
-        Files.delete(target);
+        stopWithSavepoint(client, out, timeoutMs, result);
         long checkpointId = Truth.lastCheckpoint();
         ObjectNode truth = Json.object();
         truth.put("schema", "pyref-flink-truth/1");
@@ -112,12 +123,58 @@ public final class Main {
         truth.set("operators", Truth.assemble(checkpointId));
         write(out.resolve("truth.json"), truth);
         result.put("checkpoint_id", checkpointId);
+    }
+
+    /** Stops the job with a canonical savepoint, moved to out/savepoint. */
+    private static void stopWithSavepoint(JobClient client, Path out, long timeoutMs, ObjectNode result) throws Exception {
+        long frozen = System.nanoTime();
+        Path target = out.resolve(".flink-savepoints");
+        String savepoint = client.stopWithSavepoint(false, target.toUri().toString(), SavepointFormatType.CANONICAL)
+                .get(timeoutMs, TimeUnit.MILLISECONDS);
+        client.getJobExecutionResult().get(timeoutMs, TimeUnit.MILLISECONDS);
+        result.put("savepoint_seconds", (System.nanoTime() - frozen) / 1e9);
+        Path written = Paths.get(new java.net.URI(savepoint.startsWith("file:") ? savepoint : "file://" + savepoint));
+        Files.move(written, out.resolve("savepoint"));
+        Files.delete(target);
         result.put("flink_savepoint_path", savepoint);
+    }
+
+    private static void sql(JsonNode task, ObjectNode result) throws Exception {
+        int phase = task.get("phase").asInt();
+        Path out = outDir(task);
+        long timeoutMs = timeoutMs(task);
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config(task));
+        SqlJob.build(env, phase, task.get("parallelism").asInt(), task.get("max_parallelism").asInt());
+        Map<String, Map<String, Integer>> before = task.has("before") ? Json.MAPPER.convertValue(task.get("before"),
+                new TypeReference<Map<String, Map<String, Integer>>>() {}) : Map.of();
+        Map<String, Map<String, Integer>> expected = SqlJob.expected(phase);
+        JobClient client = env.executeAsync("pyref-sql-" + phase);
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        while (!expected.equals(SqlJob.plus(before, SqlJob.changelog())) && System.currentTimeMillis() < deadline) {
+            if (client.getJobStatus().get().isGloballyTerminalState()) {
+                client.getJobExecutionResult().get();
+                throw new IllegalStateException("the SQL job ended before its input was processed");
+            }
+            Thread.sleep(100);
+        }
+        if (phase == 1) {
+            if (!expected.equals(SqlJob.changelog())) {
+                throw new IllegalStateException("phase 1 of the SQL job: no expected changelog after " + timeoutMs + " ms: "
+                        + SqlJob.changelog());
+            }
+            stopWithSavepoint(client, out, timeoutMs, result);
+        } else {
+            client.cancel().get(timeoutMs, TimeUnit.MILLISECONDS);
+        }
+        ObjectNode written = Json.object();
+        written.set("changelog", Json.MAPPER.valueToTree(SqlJob.changelog()));
+        written.set("expected", Json.MAPPER.valueToTree(expected));
+        write(out.resolve("sql.json"), written);
     }
 
     private static void restore(JsonNode task, ObjectNode result) throws Exception {
         int parallelism = task.get("parallelism").asInt();
-        long timeoutMs = task.path("timeout_s").asLong(300) * 1000;
+        long timeoutMs = timeoutMs(task);
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config(task));
         RestoreJob.build(env, task.get("spec"), parallelism);
         JobClient client = env.executeAsync("pyref-restore");

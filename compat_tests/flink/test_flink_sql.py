@@ -1,0 +1,83 @@
+"""Flink SQL state through pyref: the SQL job (jobs/SqlJob.java: a group aggregate, a TUMBLE
+window aggregate with windows pending at the savepoint, a join under STATE_TTL) stopped with a
+canonical savepoint, which pyref inspects, verifies, imports and exports back to Flink; the
+export restores into the same SQL job, whose changelog after the restore, added to the one
+before, must be each query over all of the input (so every aggregate, pending window and
+join side came back).
+
+Marked ``flink`` (Java 17 and the Flink jars with their table jars: cached, or
+PYREF_FLINK_DOWNLOAD=1). One JVM per Flink version runs the jobs, another the restores.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from compat_tests.flink import harness
+from compat_tests.flink.sql import TTL_DEFAULT, added_up, keyed_contents
+from pyref.cli import main as pyref_cli
+from pyref.flink import FlinkSavepoint, export_savepoint, import_flink
+
+pytestmark = pytest.mark.flink
+
+DOWNLOAD = os.environ.get("PYREF_FLINK_DOWNLOAD") == "1"
+#: (version, backends): both backends on the newest release, one on the 1.x line.
+CASES = {"2.3.0": ("hashmap", "rocksdb"), "1.20.3": ("rocksdb",)}
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def sql_runs(request, tmp_path_factory):
+    """Per backend: the Flink savepoint, its run's result, pyref's export of its import and
+    the restored run's result."""
+    version = request.param
+    reason = harness.flink_available(version, download=DOWNLOAD)
+    if reason:
+        pytest.skip(reason)
+    root = tmp_path_factory.mktemp(f"sql-{version}")
+    backends = CASES[version]
+    firsts = harness.run_sql_many(version, [harness.SqlRun(root / b, backend=b) for b in backends], download=DOWNLOAD)
+    runs, restores = {}, []
+    for backend, first in zip(backends, firsts):
+        savepoint = root / backend / "savepoint"
+        import_flink(savepoint, root / f"{backend}-pyref", ttl_default=TTL_DEFAULT)
+        export_savepoint(root / f"{backend}-pyref", root / f"{backend}-export", flink_version=version)
+        runs[backend] = {"savepoint": savepoint, "first": first, "export": root / f"{backend}-export"}
+        restores.append(harness.SqlRun(root / f"{backend}-restored", phase=2, backend=backend,
+                                       restore_from=root / f"{backend}-export", before=first["changelog"]))
+    for backend, restored in zip(backends, harness.run_sql_many(version, restores, download=DOWNLOAD)):
+        runs[backend]["restored"] = restored
+    return version, runs
+
+
+def test_inspect_shows_the_row_types_of_sql_state(sql_runs):
+    _, runs = sql_runs
+    for run in runs.values():
+        with FlinkSavepoint.open(run["savepoint"]) as savepoint:
+            types = {}
+            for op in savepoint.operators:
+                for name in op.keyed_state_names:
+                    state = op.keyed_state(name)
+                    types[name] = (op.key_type.describe(), state.stored_type.describe(), state.namespace_type.describe())
+        assert types["accState"] == ("row-data<string-data>", "row-data<int64,int64,string-data>", "void-namespace")
+        assert types["window-aggs"] == ("row-data<string-data>", "row-data<int64,int64>", "int64")
+        assert types["left-records"][1] == "map<row-data<string-data,int64>,ttl<int32>>"
+        assert pyref_cli(["verify", str(run["savepoint"])]) == 0
+
+
+def test_the_export_holds_exactly_the_savepoints_state(sql_runs):
+    """Every key (BinaryRowData bytes), key group, namespace, value and timer as Flink wrote it."""
+    _, runs = sql_runs
+    for run in runs.values():
+        original = keyed_contents(run["savepoint"])
+        assert any(original[name] for name in original if name.endswith("/window-timers"))  # windows were pending
+        assert keyed_contents(run["export"]) == original
+
+
+def test_flink_sql_restores_the_export_and_continues(sql_runs):
+    _, runs = sql_runs
+    for backend, run in runs.items():
+        assert run["first"]["changelog"] == run["first"]["expected"], backend
+        restored = run["restored"]
+        assert added_up(run["first"]["changelog"], restored["changelog"]) == restored["expected"], backend
