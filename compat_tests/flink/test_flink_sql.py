@@ -1,9 +1,9 @@
 """Flink SQL state through pyref: the SQL job (jobs/SqlJob.java: a group aggregate, a TUMBLE
 window aggregate with windows pending at the savepoint, a join under STATE_TTL) stopped with a
-canonical savepoint, which pyref inspects, verifies, imports and exports back to Flink; the
-export restores into the same SQL job, whose changelog after the restore, added to the one
-before, must be each query over all of the input (so every aggregate, pending window and
-join side came back).
+canonical savepoint, which pyref inspects, verifies, imports (and rescales) and exports back to
+Flink; the export restores into the same SQL job, whose changelog after the restore, added to
+the one before, must be each query over all of the input (so every aggregate, pending window
+and join side came back).
 
 Marked ``flink`` (Java 17 and the Flink jars with their table jars: cached, or
 PYREF_FLINK_DOWNLOAD=1). One JVM per Flink version runs the jobs, another the restores.
@@ -18,11 +18,14 @@ import pytest
 from compat_tests.flink import harness
 from compat_tests.flink.sql import TTL_DEFAULT, added_up, keyed_contents
 from pyref.cli import main as pyref_cli
+from pyref import rescale
 from pyref.flink import FlinkSavepoint, export_savepoint, import_flink
 
 pytestmark = pytest.mark.flink
 
 DOWNLOAD = os.environ.get("PYREF_FLINK_DOWNLOAD") == "1"
+#: The parallelism a rescaled export is restored at (the job ran at harness.SqlRun's 2).
+RESCALED = 3
 #: (version, backends): both backends on the newest release, one on the 1.x line.
 CASES = {"2.3.0": ("hashmap", "rocksdb"), "1.20.3": ("rocksdb",)}
 
@@ -46,8 +49,17 @@ def sql_runs(request, tmp_path_factory):
         runs[backend] = {"savepoint": savepoint, "first": first, "export": root / f"{backend}-export"}
         restores.append(harness.SqlRun(root / f"{backend}-restored", phase=2, backend=backend,
                                        restore_from=root / f"{backend}-export", before=first["changelog"]))
-    for backend, restored in zip(backends, harness.run_sql_many(version, restores, download=DOWNLOAD)):
+    # The first backend's import also rescaled by pyref (2 -> 3 subtasks: key groups and source
+    # splits move), exported, and restored by the SQL job at parallelism 3.
+    rescaled = backends[0]
+    rescale(root / f"{rescaled}-pyref", root / f"{rescaled}-pyref-3", RESCALED)
+    export_savepoint(root / f"{rescaled}-pyref-3", root / f"{rescaled}-export-3", flink_version=version)
+    restores.append(harness.SqlRun(root / f"{rescaled}-restored-3", phase=2, backend=rescaled, parallelism=RESCALED,
+                                   restore_from=root / f"{rescaled}-export-3", before=firsts[0]["changelog"]))
+    results = harness.run_sql_many(version, restores, download=DOWNLOAD)
+    for backend, restored in zip(backends, results):
         runs[backend]["restored"] = restored
+    runs[rescaled]["restored-3"] = results[-1]
     return version, runs
 
 
@@ -81,3 +93,12 @@ def test_flink_sql_restores_the_export_and_continues(sql_runs):
         assert run["first"]["changelog"] == run["first"]["expected"], backend
         restored = run["restored"]
         assert added_up(run["first"]["changelog"], restored["changelog"]) == restored["expected"], backend
+
+
+def test_flink_sql_restores_an_export_rescaled_by_pyref(sql_runs):
+    """Rescaled 2 -> 3 by pyref (every key group with the subtask Flink's rule gives it at 3,
+    the source's splits spread): the job at parallelism 3 continues as if nothing moved."""
+    _, runs = sql_runs
+    run = next(r for r in runs.values() if "restored-3" in r)
+    restored = run["restored-3"]
+    assert added_up(run["first"]["changelog"], restored["changelog"]) == restored["expected"]
