@@ -148,7 +148,7 @@ def change_max_parallelism(spark: SparkSession, source: Path, target: Path, max_
                 if new == op.max_parallelism:
                     continue
                 check_parallelism(op.parallelism, new)
-                if op.key_groups == pb.KEY_GROUPS_FROM_WRITER:
+                if op.key_groups == pb.KEY_GROUPS_FROM_WRITER and (op.keyed_states or op.timer_services):
                     raise InvalidArgumentError(
                         f"operator {operator_id!r}: its writer assigned the key groups, so no key can be given a new "
                         "one here; the max parallelism cannot change (spec/format.md §7.12)")

@@ -102,11 +102,17 @@ def test_max_parallelism_change_is_refused_for_writer_assigned_key_groups(spark,
 
     pojo = Opaque("flink", "com.example.Pojo")
     with SavepointWriter(str(tmp_path / "sp")) as w:
+        # An import keeps Flink's key groups for every operator of the job, stateless ones too.
+        w.add_operator("a-stateless-one", 2, max_parallelism=8, key_serializer=pojo, key_groups="writer")
         op = w.add_operator("op", 2, max_parallelism=8, key_serializer=pojo, key_groups="writer")
         op.keyed_state("v", Int64()).add([b"a", b"b"], [1, 2], key_groups=[1, 6])
-    with pytest.raises(InvalidArgumentError, match="cannot change"):
+    with pytest.raises(InvalidArgumentError, match="operator 'op': .*cannot change"):
         change_max_parallelism(spark, tmp_path / "sp", tmp_path / "wider", 16, progress=False)
     assert not (tmp_path / "wider" / "_manifest").exists()
+    # An operator without keyed state or timers has no key to move: its max parallelism changes.
+    wider = change_max_parallelism(spark, tmp_path / "sp", tmp_path / "wider", {"a-stateless-one": 16},
+                                   progress=False)
+    assert wider.operator("a-stateless-one").max_parallelism == 16
 
 
 def test_commit_returns_the_savepoint_open(spark, tmp_path):
