@@ -282,19 +282,26 @@ def read_operator_handle(inp: DataInput) -> OperatorStateHandle | None:
 class HandleStore(ABC):
     """Opens the bytes of the stream handles of one savepoint directory: a local one
     (:class:`LocalHandleStore`) or one on remote storage (:class:`RemoteHandleStore`);
-    :func:`open_handle_store` picks by location. Each state file is read (or mapped) once."""
+    :func:`open_handle_store` picks by location. The state files read are kept, the most
+    recently used first, up to :attr:`cache_bytes` (``None``: all of them)."""
+
+    cache_bytes: int | None = None
 
     def __init__(self) -> None:
-        self._files: dict[str, bytes | mmap.mmap] = {}
+        self._files: dict[str, bytes | mmap.mmap] = {}  # least recently used first
 
     def open(self, handle: StreamHandle) -> tuple[bytes | mmap.mmap, int, int, str]:
         """``(buffer, start, end, name)``: the handle's bytes are ``buffer[start:end]``."""
         if handle.kind == "inline":
             return handle.data or b"", 0, len(handle.data or b""), f"_metadata ({handle.location})"
         name = self._resolve(handle)
-        buffer = self._files.get(name)
+        buffer = self._files.pop(name, None)
         if buffer is None:
-            buffer = self._files[name] = self._read(name)
+            buffer = self._read(name)
+        self._files[name] = buffer
+        if self.cache_bytes is not None:
+            while len(self._files) > 1 and sum(map(len, self._files.values())) > self.cache_bytes:
+                del self._files[next(iter(self._files))]
         start = handle.start
         end = start + handle.size
         if handle.size < 0 or end > len(buffer):
@@ -390,6 +397,10 @@ class RemoteHandleStore(HandleStore):
     handle must be a safe relative path (spec/format.md §6.2), an absolute one names
     the file of its base name in the directory. Nothing outside is ever read.
     """
+
+    #: A state file is read whole; those of one operator's subtasks are read in turn, each
+    #: for every state it holds, so a few are kept, not the whole savepoint.
+    cache_bytes = 512 << 20
 
     def __init__(self, io: SavepointIO) -> None:
         super().__init__()

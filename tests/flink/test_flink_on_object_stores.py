@@ -106,6 +106,24 @@ def test_state_files_on_s3_are_read_from_the_savepoint_directory_only(s3_prefix)
         store.open(StreamHandle("relative-file", some_file, 99999999))
 
 
+def test_state_files_read_from_s3_are_kept_within_the_cache_bound(s3_prefix):
+    """Each state file is read whole; a savepoint of many large files must not pile up in memory."""
+    url = f"{s3_prefix}/flink/sp"
+    local = CASES[0] / "savepoint"
+    upload(local, url)
+    names = sorted(p.name for p in local.iterdir() if p.name != "_metadata")[:3]
+    store = RemoteHandleStore(open_io(url))
+    store.cache_bytes = 1  # below any file: only the one just opened stays
+    for name in [*names, names[0]]:
+        data, _, _, _ = store.open(StreamHandle("relative-file", name, 4))
+        assert bytes(data) == (local / name).read_bytes()
+        assert list(store._files) == [name]
+    store.cache_bytes = None
+    for name in names:
+        store.open(StreamHandle("relative-file", name, 4))
+    assert sorted(store._files) == names
+
+
 def test_a_missing_state_file_or_metadata_on_s3_is_named(s3_prefix):
     with pytest.raises(SavepointNotFoundError, match="_metadata"):
         FlinkSavepoint.open(f"{s3_prefix}/nothing-here")
