@@ -30,13 +30,13 @@ from dataclasses import dataclass
 from compat_tests._build import sha256_file
 
 INDEX_URL = "https://pypi.org/simple/apache-flink-libraries/"
-#: The releases the corpus covers (newest patch release of each minor version; 1.16.3 fails on the local
-#: mini cluster from PyPI's jars: flink-dist lacks shaded curator classes it needs).
-FLINK_VERSIONS = ("1.17.2", "1.18.1", "1.19.3", "1.20.3", "2.0.2", "2.1.3", "2.2.1", "2.3.0")
+#: The releases the corpus covers: the newest patch release of each minor version since 1.15 (1.14's jobs
+#: would need shims: no SavepointFormatType, no Table API bridge they compile against).
+FLINK_VERSIONS = ("1.15.4", "1.16.3", "1.17.2", "1.18.1", "1.19.3", "1.20.3", "2.0.2", "2.1.3", "2.2.1", "2.3.0")
 #: The jars a DataStream or SQL job (Table API bridge, planner, table runtime, CEP the planner links) on the local mini cluster
-#: needs; the connector and format jars are not kept.
+#: needs (up to 1.16, the shaded ZooKeeper and Curator too); the connector and format jars are not kept.
 KEPT_JARS = ("flink-dist-", "log4j-", "flink-table-api-java-uber-", "flink-table-planner-loader-", "flink-cep-",
-             "flink-table-runtime-")
+             "flink-table-runtime-", "flink-shaded-zookeeper-")
 #: Written last into a version's directory: its presence, naming :data:`KEPT_JARS`, means the extraction
 #: completed (a cache extracted with other kept jars is extracted again).
 MANIFEST = "pyref-flink.json"

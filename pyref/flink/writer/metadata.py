@@ -1,6 +1,6 @@
-"""Flink's ``_metadata`` of a canonical savepoint, as ``MetadataV4Serializer`` (Flink
-1.17-1.20), ``MetadataV5Serializer`` (2.0) and ``MetadataV6Serializer`` (2.1-2.3)
-write it; the inverse of :mod:`pyref.flink.metadata`.
+"""Flink's ``_metadata`` of a canonical savepoint, as ``MetadataV3Serializer`` (Flink
+1.15), ``MetadataV4Serializer`` (1.16-1.20), ``MetadataV5Serializer`` (2.0) and
+``MetadataV6Serializer`` (2.1-2.3) write it; the inverse of :mod:`pyref.flink.metadata`.
 
 Layout: int magic ``0x4960672D``, int version, long checkpoint id, int 0 master
 states, int operator count, each operator: [v5+: UTF name, UTF uid, empty =
@@ -8,8 +8,8 @@ none] 16-byte operator id, int parallelism, int max parallelism, the coordinator
 state (a null or inline stream handle), int subtask count, and per subtask its
 index, managed operator state (int 1 and a handle, or int 0), raw operator state
 (int 0), managed keyed state (a ``KeyGroupsSavepointStateHandle``, type 7, or the
-null handle), raw keyed state (null), and no channel state (two int 0). Last,
-the checkpoint properties as a Java serialization stream.
+null handle), raw keyed state (null), and no channel state (two int 0). Last
+(v4+), the checkpoint properties as a Java serialization stream.
 
 Stream handles are inline (``ByteStreamStateHandle``, type 1: UTF name, int
 length, bytes) or relative files (``RelativeFileStateHandle``, type 6: UTF path
@@ -40,7 +40,7 @@ __all__ = ["KeyedHandle", "OperatorHandle", "SubtaskHandles", "OperatorEntry", "
            "flink_release"]
 
 #: _metadata version by Flink minor version (MetadataSerializers of each release).
-METADATA_VERSIONS = {(1, 17): 4, (1, 18): 4, (1, 19): 4, (1, 20): 4, (2, 0): 5, (2, 1): 6, (2, 2): 6, (2, 3): 6}
+METADATA_VERSIONS = {(1, 15): 3, (1, 16): 4, (1, 17): 4, (1, 18): 4, (1, 19): 4, (1, 20): 4, (2, 0): 5, (2, 1): 6, (2, 2): 6, (2, 3): 6}
 
 
 def flink_release(flink_version: str) -> tuple[int, int]:
