@@ -153,6 +153,26 @@ def test_state_paths_stay_in_the_savepoint_directory(tmp_path) -> None:
         store.open(StreamHandle("relative-file", "state", 9))
 
 
+def test_state_paths_through_links_or_with_nul_stay_typed(tmp_path) -> None:
+    """Fuzzing found these: the fallback for a moved savepoint followed a link in the
+    directory to a file outside it, and a NUL in a path raised ValueError."""
+    from pyref.flink.handles import HandleStore, StreamHandle
+
+    sp = tmp_path / "sp"
+    sp.mkdir()
+    (tmp_path / "secret").write_bytes(b"xyz")
+    (sp / "state").symlink_to("../secret")
+    (sp / "bucket").symlink_to("../secret")
+    store = HandleStore(str(sp))
+    for location in ("/old/place/state", "file:///old/place/state", "s3://elsewhere/bucket"):
+        with pytest.raises(CorruptSavepointError, match="link leading out"):
+            store.local_path(StreamHandle("file", location, 3))
+    for kind, location in (("relative-file", "st\0ate"), ("file", "/old/st\0ate"), ("file", "file:///old/st%00ate"),
+                           ("file", "s3://b/st\0ate")):
+        with pytest.raises(CorruptSavepointError, match="NUL"):
+            store.local_path(StreamHandle(kind, location, 3))
+
+
 def test_segment_and_file_handles() -> None:
     segment = b"\x0f" + i64(5) + i64(10) + i32(0) + utf("/cp/shared/merged") + utf("id-1")
     ops = operator_handle({"offsets": (0, [1])}, segment)
