@@ -31,7 +31,12 @@ from pyref.testing.flink_bytes import (
 
 from pyref.errors import CorruptSavepointError
 from pyref.flink.datainput import DataInput
-from pyref.flink.serializers import at_position, looks_like_versioned_snapshot, read_serializer_snapshot
+from pyref.flink.serializers import (
+    MAX_SNAPSHOT_DEPTH,
+    at_position,
+    looks_like_versioned_snapshot,
+    read_serializer_snapshot,
+)
 from pyref.flink.values import (
     TimeWindow,
     Timer,
@@ -110,6 +115,23 @@ def test_bad_snapshots() -> None:
     # An opaque snapshot with nothing valid after it cannot be delimited.
     with pytest.raises(CorruptSavepointError, match="cannot find the end"):
         read_serializer_snapshot(DataInput(proxied(snapshot("com.acme.S", 1, b"zz"))), looks_like_versioned_snapshot)
+
+
+@pytest.mark.parametrize("wrap", [list_snapshot, lambda s: map_snapshot(snapshot(STRING), s),
+                                  lambda s: pojo_snapshot("a.P", [("f", s)])], ids=["list", "map", "pojo"])
+def test_snapshot_nesting_is_bounded(wrap) -> None:
+    """Fuzzing found it: snapshots nested a few hundred deep raised RecursionError
+    (and kept a copy of the bytes per level: quadratic memory)."""
+    deepest = snapshot(LONG)
+    for _ in range(MAX_SNAPSHOT_DEPTH - 1):
+        deepest = wrap(deepest)
+    assert parse(deepest).kind in ("list", "map", "pojo")
+    for levels in (1, 2000):
+        too_deep = deepest
+        for _ in range(levels):
+            too_deep = wrap(too_deep)
+        with pytest.raises(CorruptSavepointError, match=f"nested more than {MAX_SNAPSHOT_DEPTH} levels"):
+            parse(too_deep)
 
 
 P_LIST = "org.apache.flink.api.common.typeutils.base.ListSerializerSnapshot"
