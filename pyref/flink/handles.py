@@ -141,7 +141,10 @@ def read_stream_handle(inp: DataInput) -> StreamHandle | None:
         path = inp.read_utf("relative state path")
         return StreamHandle("relative-file", path, inp.read_long("relative state size"))
     if kind == SEGMENT_FILE:
+        at = inp.pos
         begin = inp.read_long("segment start")
+        if begin < 0:  # a position in its merged file: negative would index from the file's end
+            raise inp.corrupt(f"negative segment start {begin}", at, 8)
         size = inp.read_long("segment size")
         inp.read_int("segment scope")
         path = inp.read_utf("segment file path")

@@ -182,3 +182,14 @@ def test_segment_and_file_handles() -> None:
     keyed = savepoint_keyed_handle(0, [0], _file_handle("file:/sp/abc", 7))
     md = parse_metadata(metadata([operator(OP_ID, 1, 1, [subtask(0, None, keyed)])]))
     assert md.operators[0].subtasks[0].managed_keyed_state.stream.location == "file:/sp/abc"
+
+
+def test_negative_segment_start_is_corrupt() -> None:
+    """Found by fuzzing: a negative start indexed the merged file from its end (struct.error)."""
+    segment = b"\x0f" + i64(-1) + i64(10) + i32(0) + utf("merged") + utf("id-1")
+    keyed = savepoint_keyed_handle(0, [0], segment)
+    data = metadata([operator(OP_ID, 1, 1, [subtask(0, None, keyed)])])
+    with pytest.raises(CorruptSavepointError, match="negative segment start -1") as info:
+        parse_metadata(data, "_metadata")
+    at = data.index(segment) + 1
+    assert info.value.byte_range == (at, at + 8)
