@@ -249,6 +249,25 @@ def test_timers_in_raw_keyed_state_are_refused(tmp_path: pathlib.Path) -> None:
             sp.operators[0].timer_services
 
 
+@pytest.mark.parametrize("mode, found", [(2, "a list state"), (0, "a broadcast state"), (1, "a broadcast state")])
+def test_handle_mode_must_match_the_stream_meta_info(tmp_path: pathlib.Path, mode: int, found: str) -> None:
+    """Found by fuzzing: a list state whose handle said BROADCAST raised KeyError."""
+    meta_list = meta_info("l", 1, {"OPERATOR_STATE_DISTRIBUTION_MODE": "SPLIT_DISTRIBUTE"},
+                          {"VALUE_SERIALIZER": snapshot(LONG)})
+    meta_map = meta_info("b", 2, {"OPERATOR_STATE_DISTRIBUTION_MODE": "BROADCAST"},
+                         {"KEY_SERIALIZER": snapshot(STRING), "VALUE_SERIALIZER": snapshot(LONG)})
+    stream, offsets = operator_stream([(meta_list, [i64(1)])], [(meta_map, [(string_value("a"), i64(2))])])
+    name = "l" if mode == 2 else "b"
+    states = {"l": (mode if name == "l" else 0, offsets[0]), "b": (mode if name == "b" else 2, offsets[1])}
+    path = tmp_path / "sp"
+    path.mkdir()
+    (path / "_metadata").write_bytes(metadata([operator(bytes(16), 1, 4, [
+        subtask(0, operator_handle(states, inline_handle(stream)))])]))
+    with FlinkSavepoint.open(path) as sp:
+        with pytest.raises(CorruptSavepointError, match=f"operator state '{name}' mode .*has {found} of that name"):
+            sp.operators[0].list_state_names
+
+
 def test_runs_cut_rows_by_key_group_and_subtask(tmp_path: pathlib.Path) -> None:
     with FlinkSavepoint.open(_write(tmp_path / "sp"), uids=["proc"]) as sp:
         (first, second) = list(sp.operator("proc").keyed_subtasks())
