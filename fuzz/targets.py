@@ -32,6 +32,8 @@ import tempfile
 import time
 import tracemalloc
 import warnings
+from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 from google.protobuf.message import DecodeError
@@ -519,22 +521,29 @@ def read_everything(path: str) -> None:
             _guard(view.to_arrow)
         _read_1_2_parts(op)
     _guard(verify, sp)
+    for op, sub in _restoring_subtasks(sp, "operator_id"):
+        for name in op.list_state_names:
+            _guard(sub.list_state, name)
+        for name in op.keyed_state_names:
+            _guard(sub.keyed_state, name)
+        for name in op.broadcast_state_names:
+            _guard(sub.broadcast_state, name)
+        for service in op.proto.timer_services:
+            _guard(lambda: list(sub.timers(service.name, service.domain)))
+        _guard(sub.planned_bytes)
+
+
+def _restoring_subtasks(sp, operator_key: str) -> Iterator[tuple[Any, Any]]:
+    """(operator, new subtask) of the restore plans at parallelism 1 and 3, where they plan;
+    ``operator_key`` is the operator attribute the plan names operators by."""
     for parallelism in (1, 3):
         try:
             plan = sp.restore_plan(parallelism)
         except SavepointError:
             continue
         for op in sp.operators:
-            for sub in plan.subtasks(op.operator_id):
-                for name in op.list_state_names:
-                    _guard(sub.list_state, name)
-                for name in op.keyed_state_names:
-                    _guard(sub.keyed_state, name)
-                for name in op.broadcast_state_names:
-                    _guard(sub.broadcast_state, name)
-                for service in op.proto.timer_services:
-                    _guard(lambda: list(sub.timers(service.name, service.domain)))
-                _guard(sub.planned_bytes)
+            for sub in plan.subtasks(getattr(op, operator_key)):
+                yield op, sub
 
 
 _SCRATCH = None
@@ -548,21 +557,32 @@ def _scratch() -> str:
     return _SCRATCH
 
 
-def target_savepoint(data: bytes) -> None:
-    flags, files = _parse_files(data)
-    if flags & 15:
-        _fix(files, flags)
-    root = os.path.join(_scratch(), "t")
+def _materialise(directory: str, files: dict[str, bytes], *, links: bool = False) -> str:
+    """Write ``files`` under a fresh scratch ``directory`` (holding at least an empty
+    ``sp``) and return it; with ``links`` a file named ``*.link`` becomes a symbolic
+    link to its content."""
+    root = os.path.join(_scratch(), directory)
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(os.path.join(root, "sp"))
     for name, content in files.items():
         full = os.path.join(root, *name.split("/"))
         try:
             os.makedirs(os.path.dirname(full), exist_ok=True)
+            if links and name.endswith(".link"):
+                os.symlink(content.decode("utf-8", "replace").replace("\0", ""), full)
+                continue
             with open(full, "wb") as f:
                 f.write(content)
         except (IsADirectoryError, NotADirectoryError, FileExistsError):
             continue  # "a" and "a/b" both named: keep the first
+    return root
+
+
+def target_savepoint(data: bytes) -> None:
+    flags, files = _parse_files(data)
+    if flags & 15:
+        _fix(files, flags)
+    root = _materialise("t", files)
     if flags & 16:
         _make_sparse(os.path.join(root, "sp", "_manifest"), SPARSE_MANIFEST_BYTES)
     if flags & 32:
@@ -613,6 +633,13 @@ _original_local_path = HandleStore.local_path
 HandleStore.local_path = _confined_local_path  # type: ignore[method-assign]
 
 
+def _read_flink_keyed(op, name: str) -> None:
+    view = op.keyed_state(name)
+    _guard(_first_item, view)
+    _guard(view.to_arrow)
+    _guard(view.check_key_groups)
+
+
 def _first_item(view) -> None:
     first = next(view.items(with_ttl=True), None)
     if first is not None:
@@ -637,13 +664,7 @@ def _read_flink_operator(op) -> None:
         _guard(lambda: [op.broadcast_state(name).to_dict(i) for i in range(op.parallelism)])
         _guard(lambda: op.broadcast_state(name).to_arrow())
     for name in _names(op, "keyed_state_names"):
-        try:
-            view = op.keyed_state(name)
-        except SavepointError:
-            continue
-        _guard(_first_item, view)
-        _guard(view.to_arrow)
-        _guard(view.check_key_groups)
+        _guard(_read_flink_keyed, op, name)
     for service, domain in _names(op, "timer_services"):
         _guard(lambda: list(op.timers(service, domain).items()))
         _guard(lambda: op.timers(service, domain).to_arrow())
@@ -658,21 +679,15 @@ def read_flink(path: str, scratch: str) -> None:
         _guard(lambda: json.dumps(verify_flink(sp).to_dict()))
         for op in sp.operators:
             _read_flink_operator(op)
-        for parallelism in (1, 3):
-            try:
-                plan = sp.restore_plan(parallelism)
-            except SavepointError:
-                continue
-            for op in sp.operators:
-                for sub in plan.subtasks(op.name):
-                    for name in _names(op, "list_state_names"):
-                        _guard(sub.list_state, name)
-                    for name in _names(op, "broadcast_state_names"):
-                        _guard(sub.broadcast_state, name)
-                    for name in _names(op, "keyed_state_names"):
-                        _guard(sub.keyed_rows, name)
-                    for service, domain in _names(op, "timer_services"):
-                        _guard(sub.timers, service, domain)
+        for op, sub in _restoring_subtasks(sp, "name"):
+            for name in _names(op, "list_state_names"):
+                _guard(sub.list_state, name)
+            for name in _names(op, "broadcast_state_names"):
+                _guard(sub.broadcast_state, name)
+            for name in _names(op, "keyed_state_names"):
+                _guard(sub.keyed_rows, name)
+            for service, domain in _names(op, "timer_services"):
+                _guard(sub.timers, service, domain)
     target = os.path.join(scratch, "imported")
     try:
         import_flink(path, target, ttl_default=_FLINK_TTL, overwrite=True)
@@ -686,22 +701,11 @@ def read_flink(path: str, scratch: str) -> None:
 
 def target_flink(data: bytes) -> None:
     flags, files = _parse_files(data, _FLINK_MAX_FILES)
-    root = os.path.join(_scratch(), "f")
-    shutil.rmtree(root, ignore_errors=True)
-    os.makedirs(os.path.join(root, "sp"))
-    for name, content in files.items():
-        full = os.path.join(root, *name.split("/"))
-        try:
-            os.makedirs(os.path.dirname(full), exist_ok=True)
-            if flags & 2 and name.endswith(".link"):
-                os.symlink(content.decode("utf-8", "replace").replace("\0", ""), full)
-                continue
-            with open(full, "wb") as f:
-                f.write(content)
-        except (IsADirectoryError, NotADirectoryError, FileExistsError):
-            continue  # "a" and "a/b" both named: keep the first
-        if flags & 1 and name.startswith("sp/") and name != "sp/_metadata":
-            _make_sparse(full, SPARSE_STATE_BYTES)
+    root = _materialise("f", files, links=bool(flags & 2))
+    if flags & 1:
+        for name in files:
+            if name.startswith("sp/") and name != "sp/_metadata":
+                _make_sparse(os.path.join(root, *name.split("/")), SPARSE_STATE_BYTES)
     try:
         read_flink(os.path.join(root, "sp"), root)
     except SavepointError:
