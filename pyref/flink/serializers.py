@@ -193,8 +193,9 @@ def looks_like_versioned_snapshot(inp: DataInput) -> bool:
     n = (inp.data[inp.pos] << 8) | inp.data[inp.pos + 1]
     if n == 0 or n > 1024:
         return False
-    name = inp.read_utf("snapshot class")
-    return _is_class_name(name) and 0 <= inp.read_int("snapshot version") <= 100
+    # A class name is ASCII: other bytes are refused undecoded (probes run at every position).
+    raw = inp.read_bytes(inp.read_ushort("snapshot class"), "snapshot class")
+    return raw.isascii() and _is_class_name(raw.decode("ascii")) and 0 <= inp.read_int("snapshot version") <= 100
 
 
 def at_position(end: int) -> Follow:
