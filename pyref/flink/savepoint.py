@@ -56,6 +56,17 @@ def operator_id_of_uid(uid: str) -> str:
     return mmh3.hash_bytes(uid.encode("utf-8")).hex()
 
 
+def timer_types(info: StateMetaInfo) -> tuple[FlinkType, FlinkType]:
+    """The key and namespace types of a timer queue's elements; a queue of anything else
+    (a priority queue of the user's own elements) is not read."""
+    timer = info.serializers["VALUE_SERIALIZER"]
+    if timer.kind != "timer":
+        raise UnsupportedFormatError(f"timer queue {info.name!r} holds {timer.describe()}, not timers",
+                                     state=info.name)
+    key_type, namespace_type = timer.children
+    return key_type, namespace_type
+
+
 def _prefix_bytes(max_parallelism: int) -> int:
     return 1 if max_parallelism <= 128 else 2
 
@@ -287,10 +298,7 @@ class FlinkOperator:
         if name not in states:
             raise InvalidArgumentError(f"operator {self.name} has no {domain} timers of service {service!r}")
         info, rows = states[name]
-        timer = info.serializers["VALUE_SERIALIZER"]
-        if timer.kind != "timer":
-            raise UnsupportedFormatError(f"timer queue {name!r} holds {timer.describe()}, not timers", state=name)
-        key_type, namespace_type = timer.children
+        key_type, namespace_type = timer_types(info)
         return FlinkTimerView(service, domain, key_type, namespace_type, rows, _prefix_bytes(self.max_parallelism),
                               self.max_parallelism)
 

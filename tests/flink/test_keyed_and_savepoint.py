@@ -299,6 +299,24 @@ def test_each_stream_is_parsed_once_even_when_it_fails(tmp_path: pathlib.Path, m
     assert calls == {"read_keyed_backend_meta": 1, "read_operator_stream": 1}
 
 
+def test_a_priority_queue_of_other_elements_is_not_read_as_timers(tmp_path: pathlib.Path) -> None:
+    """Found by fuzzing: verify took any priority-queue state for timers (IndexError)."""
+    from pyref.flink.inspection import verify_flink
+
+    queue = timer_queue_meta("_timer_state/event_user-timers", snapshot(LONG))
+    stream, offsets = keyed_stream(keyed_proxy(snapshot(STRING), [queue]),
+                                   {0: key_group_section([(0, [(b"\x00" + i64(7), b"")])])})
+    handle = savepoint_keyed_handle(0, [offsets[0], 0, 0, 0], inline_handle(stream))
+    path = tmp_path / "sp"
+    path.mkdir()
+    (path / "_metadata").write_bytes(metadata([operator(bytes(16), 1, 4, [subtask(0, None, handle)])]))
+    with FlinkSavepoint.open(path) as sp:
+        report = verify_flink(sp)
+        assert any("holds" in w and "not timers" in w for w in report.warnings), report.warnings
+        with pytest.raises(UnsupportedFormatError, match="not timers"):
+            sp.operators[0].timers("user-timers")
+
+
 def test_runs_cut_rows_by_key_group_and_subtask(tmp_path: pathlib.Path) -> None:
     with FlinkSavepoint.open(_write(tmp_path / "sp"), uids=["proc"]) as sp:
         (first, second) = list(sp.operator("proc").keyed_subtasks())
