@@ -624,7 +624,8 @@ def flink_input(files: dict[str, bytes], *, flags: int = 0) -> bytes:
 def _confined_local_path(store: HandleStore, handle) -> str:
     path = _original_local_path(store, handle)
     real = os.path.realpath(path)
-    if os.path.commonpath([real, store.directory]) != store.directory:
+    # This module patches pyref for the whole process: a caller that allowed external files keeps them.
+    if not store.allow_external_files and os.path.commonpath([real, store.directory]) != store.directory:
         raise PathEscape(f"state handle {handle.location!r} opened {real}, outside {store.directory}")
     return path
 
