@@ -26,7 +26,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-TARGETS = ("manifest", "chunk", "serializer", "savepoint", "operations")
+TARGETS = ("manifest", "chunk", "serializer", "savepoint", "operations", "flink")
 
 
 def _inputs(directory: str) -> list[str]:

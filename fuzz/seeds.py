@@ -4,7 +4,8 @@ Seeds are real savepoints written by pyref's writer (and a shallow rescale with 
 base), cut into the input layouts of :mod:`fuzz.targets`. Deterministic apart from
 savepoint ids and timestamps; rerun it when the format changes. The ``operations``
 seeds are the sequences of :data:`fuzz.operations.SEEDS` (``--target operations``
-writes only those).
+writes only those). The ``flink`` seeds are real Flink savepoints of the compatibility
+corpus (:data:`FLINK_CASES`, ``--target flink`` writes only those).
 """
 
 from __future__ import annotations
@@ -47,9 +48,23 @@ from pyref.ttl import TtlConfig
 
 from .operations import SEEDS as OPERATION_SEEDS
 from .operations import operations_input
-from .targets import CHUNK_SERIALIZERS, KEY_SERIALIZERS, chunk_input, manifest_input, savepoint_input, serializer_input
+from .targets import (
+    CHUNK_SERIALIZERS,
+    KEY_SERIALIZERS,
+    chunk_input,
+    flink_input,
+    manifest_input,
+    savepoint_input,
+    serializer_input,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+FLINK_CORPUS = os.path.join(os.path.dirname(HERE), "compat_tests", "flink", "corpus")
+#: Small real Flink savepoints (``<version>/<backend>/<case>``): inline-only (seeds, types),
+#: with separate state files (operator-state, keyed-kinds), snappy-compressed (windows).
+FLINK_CASES = ("1.17.2/hashmap/seeds", "2.3.0/rocksdb/seeds", "1.17.2/rocksdb/operator-state",
+               "2.3.0/hashmap/operator-state", "2.0.2/rocksdb/types", "1.17.2/hashmap/windows",
+               "1.20.3/hashmap/keyed-kinds")
 #: Savepoint seeds per savepoint: as written; repaired (7); with shared ranges and rows
 #: (15); with a sparse 64 GiB manifest (17); with sparse 8 GiB data files declared so (39).
 SAVEPOINT_FLAGS = (0, 7, 15, 17, 39)
@@ -157,9 +172,31 @@ def _index(serializers, snapshot) -> int:
     return 0
 
 
+def _flink_seeds() -> list[bytes]:
+    """Each case as Flink wrote it; one with sparse state files, one with a planted link
+    out of the savepoint directory (flink_input flags 1 and 2)."""
+    seeds = []
+    for case in FLINK_CASES:
+        directory = os.path.join(FLINK_CORPUS, *case.split("/"), "savepoint")
+        files = {}
+        for name in sorted(os.listdir(directory)):
+            with open(os.path.join(directory, name), "rb") as f:
+                files[f"sp/{name}"] = f.read()
+        seeds.append(flink_input(files))
+        if case == "1.17.2/rocksdb/operator-state":
+            seeds.append(flink_input(files, flags=1))
+            seeds.append(flink_input({**files, "sp/state.link": b"../outside/state", "outside/state": b"secret"},
+                                     flags=2))
+    return seeds
+
+
 def build(out: str, only: str | None = None) -> dict[str, int]:
-    seeds = {"operations": [operations_input(ops) for ops in OPERATION_SEEDS.values()]}
-    if only != "operations":
+    seeds: dict[str, list[bytes]] = {}
+    if only in (None, "operations"):
+        seeds["operations"] = [operations_input(ops) for ops in OPERATION_SEEDS.values()]
+    if only in (None, "flink"):
+        seeds["flink"] = _flink_seeds()
+    if only is None:
         seeds.update(_savepoint_seeds())
     counts = {}
     for target, inputs in seeds.items():
@@ -234,7 +271,7 @@ def _savepoint_seeds() -> dict[str, list[bytes]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(HERE, "corpus"))
-    parser.add_argument("--target", choices=["operations"], help="write only this target's seeds")
+    parser.add_argument("--target", choices=["operations", "flink"], help="write only this target's seeds")
     args = parser.parse_args()
     print(build(args.out, args.target))
 

@@ -15,6 +15,8 @@ Targets
                  opened and read in full: every state, verify, describe, restore plans
     operations   writes, rescales, cleans, links, planted locks and faults on a tree of
                  savepoints, checked against a model (fuzz/operations.py)
+    flink        a Flink savepoint directory (_metadata, state files, planted links) materialised
+                 from the input: inspected, verified, every state read, restore plans, imported
 
 Input layouts are documented on each ``*_input`` builder; ``fuzz/seeds.py`` makes
 the committed seed corpus with them from real savepoints.
@@ -22,6 +24,7 @@ the committed seed corpus with them from real savepoints.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import struct
@@ -29,6 +32,8 @@ import tempfile
 import time
 import tracemalloc
 import warnings
+from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 from google.protobuf.message import DecodeError
@@ -39,6 +44,12 @@ from pyref._proto.savepoint.v1 import manifest_pb2 as pb
 from pyref._proto.savepoint.v1 import serializer_pb2
 from pyref.checksum import crc32c
 from pyref.errors import SavepointError
+from pyref.flink import compression as _flink_compression
+from pyref.flink import operator_state as _flink_operator_state
+from pyref.flink.handles import LocalHandleStore
+from pyref.flink.importer import import_flink
+from pyref.flink.inspection import describe_flink, verify_flink
+from pyref.flink.savepoint import FlinkSavepoint
 from pyref.inspection import describe, verify
 from pyref.io import LocalIO
 from pyref.manifest import ENVELOPE_OVERHEAD, decode_manifest, encode_envelope, encode_manifest, validate_manifest
@@ -59,10 +70,11 @@ from pyref.serializers import (
     resolve_compatibility,
     serializer_from_snapshot,
 )
+from pyref.ttl import TtlConfig
 
 from .operations import target_operations as run_operations
 
-TARGETS = ("manifest", "chunk", "serializer", "savepoint", "operations")
+TARGETS = ("manifest", "chunk", "serializer", "savepoint", "operations", "flink")
 
 #: Resource bounds per input (spec/security.md §"Bounded allocation").
 TIME_LIMIT_S = 10.0
@@ -110,6 +122,19 @@ def _counting_decompress(codec, stored, raw_length, **kw):
 
 _original_decompress = _reader.decompress
 _reader.decompress = _counting_decompress
+
+
+def _counting_snappy(data, start: int, end: int, **kw):
+    """Flink's snapshot compression: what it adds counts like zstd's (its ratio is bounded by
+    the Snappy format itself, spec/security.md §5.1)."""
+    out, index = _original_snappy(data, start, end, **kw)
+    _Accounting.expanded += max(0, len(out) - (end - start))
+    return out, index
+
+
+_original_snappy = _flink_compression.decode_framed_indexed
+# decode_framed calls it through the module; operator_state imported the name.
+_flink_compression.decode_framed_indexed = _flink_operator_state.decode_framed_indexed = _counting_snappy
 
 if not os.environ.get("PYREF_FUZZ_THREADS"):
     # A thread pool per read costs more than the tiny reads themselves; the
@@ -362,11 +387,11 @@ def _safe_name(name: str) -> bool:
             and all(ch.isalnum() or ch in "._-/" for ch in name) and name.isascii())
 
 
-def _parse_files(data: bytes) -> tuple[int, dict[str, bytes]]:
+def _parse_files(data: bytes, max_files: int = _MAX_FILES) -> tuple[int, dict[str, bytes]]:
     c = _Cursor(data)
     flags = c.u8()
     files: dict[str, bytes] = {}
-    while c.pos < len(data) and len(files) < _MAX_FILES:
+    while c.pos < len(data) and len(files) < max_files:
         try:
             name = c.take(c.u16()).decode("ascii")
         except UnicodeDecodeError:
@@ -496,22 +521,29 @@ def read_everything(path: str) -> None:
             _guard(view.to_arrow)
         _read_1_2_parts(op)
     _guard(verify, sp)
+    for op, sub in _restoring_subtasks(sp, "operator_id"):
+        for name in op.list_state_names:
+            _guard(sub.list_state, name)
+        for name in op.keyed_state_names:
+            _guard(sub.keyed_state, name)
+        for name in op.broadcast_state_names:
+            _guard(sub.broadcast_state, name)
+        for service in op.proto.timer_services:
+            _guard(lambda: list(sub.timers(service.name, service.domain)))
+        _guard(sub.planned_bytes)
+
+
+def _restoring_subtasks(sp, operator_key: str) -> Iterator[tuple[Any, Any]]:
+    """(operator, new subtask) of the restore plans at parallelism 1 and 3, where they plan;
+    ``operator_key`` is the operator attribute the plan names operators by."""
     for parallelism in (1, 3):
         try:
             plan = sp.restore_plan(parallelism)
         except SavepointError:
             continue
         for op in sp.operators:
-            for sub in plan.subtasks(op.operator_id):
-                for name in op.list_state_names:
-                    _guard(sub.list_state, name)
-                for name in op.keyed_state_names:
-                    _guard(sub.keyed_state, name)
-                for name in op.broadcast_state_names:
-                    _guard(sub.broadcast_state, name)
-                for service in op.proto.timer_services:
-                    _guard(lambda: list(sub.timers(service.name, service.domain)))
-                _guard(sub.planned_bytes)
+            for sub in plan.subtasks(getattr(op, operator_key)):
+                yield op, sub
 
 
 _SCRATCH = None
@@ -525,21 +557,32 @@ def _scratch() -> str:
     return _SCRATCH
 
 
-def target_savepoint(data: bytes) -> None:
-    flags, files = _parse_files(data)
-    if flags & 15:
-        _fix(files, flags)
-    root = os.path.join(_scratch(), "t")
+def _materialise(directory: str, files: dict[str, bytes], *, links: bool = False) -> str:
+    """Write ``files`` under a fresh scratch ``directory`` (holding at least an empty
+    ``sp``) and return it; with ``links`` a file named ``*.link`` becomes a symbolic
+    link to its content."""
+    root = os.path.join(_scratch(), directory)
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(os.path.join(root, "sp"))
     for name, content in files.items():
         full = os.path.join(root, *name.split("/"))
         try:
             os.makedirs(os.path.dirname(full), exist_ok=True)
+            if links and name.endswith(".link"):
+                os.symlink(content.decode("utf-8", "replace").replace("\0", ""), full)
+                continue
             with open(full, "wb") as f:
                 f.write(content)
         except (IsADirectoryError, NotADirectoryError, FileExistsError):
             continue  # "a" and "a/b" both named: keep the first
+    return root
+
+
+def target_savepoint(data: bytes) -> None:
+    flags, files = _parse_files(data)
+    if flags & 15:
+        _fix(files, flags)
+    root = _materialise("t", files)
     if flags & 16:
         _make_sparse(os.path.join(root, "sp", "_manifest"), SPARSE_MANIFEST_BYTES)
     if flags & 32:
@@ -548,6 +591,124 @@ def target_savepoint(data: bytes) -> None:
                 _make_sparse(os.path.join(root, *name.split("/")), SPARSE_DATA_BYTES)
     try:
         read_everything(os.path.join(root, "sp"))
+    except SavepointError:
+        pass
+
+
+# --------------------------------------------------------------------------
+# flink
+# --------------------------------------------------------------------------
+
+#: Flag bit 0 extends every state file to this size (sparse) and leaves the sizes
+#: ``_metadata`` declares alone: a reader must read the handles' ranges, never whole files.
+SPARSE_STATE_BYTES = 1 << 30
+#: A Flink savepoint has a state file per subtask and operator: more than a pyref one.
+_FLINK_MAX_FILES = 64
+#: What the import is told about states under TTL (Flink does not store their TTL).
+_FLINK_TTL = TtlConfig(60_000)
+
+
+class PathEscape(AssertionError):
+    """A Flink state handle resolved to a file outside the savepoint directory."""
+
+
+def flink_input(files: dict[str, bytes], *, flags: int = 0) -> bytes:
+    """The layout of :func:`savepoint_input`: names are relative to a scratch directory,
+    the Flink savepoint is ``sp`` (``sp/_metadata`` and its state files) and other
+    top-level directories lie outside it (what an escaping path could reach). Flag bit 0
+    makes every state file a sparse file of 1 GiB; with bit 1 a file named ``*.link``
+    becomes a symbolic link to its content (a path)."""
+    return savepoint_input(files, flags=flags)
+
+
+def _confined_local_path(store: LocalHandleStore, handle) -> str:
+    path = _original_local_path(store, handle)
+    real = os.path.realpath(path)
+    # This module patches pyref for the whole process: a caller that allowed external files keeps them.
+    if not store.allow_external_files and os.path.commonpath([real, store.directory]) != store.directory:
+        raise PathEscape(f"state handle {handle.location!r} opened {real}, outside {store.directory}")
+    return path
+
+
+_original_local_path = LocalHandleStore.local_path
+LocalHandleStore.local_path = _confined_local_path  # type: ignore[method-assign]
+
+
+def _read_flink_keyed(op, name: str) -> None:
+    view = op.keyed_state(name)
+    _guard(_first_item, view)
+    _guard(view.to_arrow)
+    _guard(view.check_key_groups)
+
+
+def _first_item(view) -> None:
+    first = next(view.items(with_ttl=True), None)
+    if first is not None:
+        view.get(first[0], namespace=first[1] if view.has_namespace else None)
+
+
+def _names(op, attribute: str) -> list:
+    """``op.list_state_names`` and the like, or none when reading them fails (typed)."""
+    try:
+        return getattr(op, attribute)
+    except SavepointError:
+        return []
+
+
+def _read_flink_operator(op) -> None:
+    """Every state of one operator through every view a user has."""
+    _guard(op.source_coordinator_checkpoint)
+    for name in _names(op, "list_state_names"):
+        _guard(lambda: op.list_state(name).elements())
+        _guard(lambda: op.list_state(name).to_arrow())
+    for name in _names(op, "broadcast_state_names"):
+        _guard(lambda: [op.broadcast_state(name).to_dict(i) for i in range(op.parallelism)])
+        _guard(lambda: op.broadcast_state(name).to_arrow())
+    for name in _names(op, "keyed_state_names"):
+        _guard(_read_flink_keyed, op, name)
+    for service, domain in _names(op, "timer_services"):
+        _guard(lambda: list(op.timers(service, domain).items()))
+        _guard(lambda: op.timers(service, domain).to_arrow())
+    _guard(op.keyed_subtasks, 256)  # small runs of key groups, as the import reads them
+
+
+def read_flink(path: str, scratch: str) -> None:
+    """Open a Flink savepoint and do all a user does with it: inspect and verify (their
+    JSON), read every state, restore plans at 1 and 3, import it as a pyref savepoint."""
+    with FlinkSavepoint.open(path) as sp:
+        _guard(lambda: json.dumps(describe_flink(sp)))
+        _guard(lambda: json.dumps(verify_flink(sp).to_dict()))
+        for op in sp.operators:
+            _read_flink_operator(op)
+        for op, sub in _restoring_subtasks(sp, "name"):
+            for name in _names(op, "list_state_names"):
+                _guard(sub.list_state, name)
+            for name in _names(op, "broadcast_state_names"):
+                _guard(sub.broadcast_state, name)
+            for name in _names(op, "keyed_state_names"):
+                _guard(sub.keyed_rows, name)
+            for service, domain in _names(op, "timer_services"):
+                _guard(sub.timers, service, domain)
+    target = os.path.join(scratch, "imported")
+    try:
+        import_flink(path, target, ttl_default=_FLINK_TTL, overwrite=True)
+    except SavepointError:
+        return
+    # What the import committed is a pyref savepoint like any other: it must verify.
+    report = verify(Savepoint.open(target))
+    if not report.ok:
+        raise AssertionError(f"import-flink committed a savepoint that does not verify: {report.errors[:3]}")
+
+
+def target_flink(data: bytes) -> None:
+    flags, files = _parse_files(data, _FLINK_MAX_FILES)
+    root = _materialise("f", files, links=bool(flags & 2))
+    if flags & 1:
+        for name in files:
+            if name.startswith("sp/") and name != "sp/_metadata":
+                _make_sparse(os.path.join(root, *name.split("/")), SPARSE_STATE_BYTES)
+    try:
+        read_flink(os.path.join(root, "sp"), root)
     except SavepointError:
         pass
 
@@ -566,6 +727,7 @@ FUNCTIONS = {
     "serializer": target_serializer,
     "savepoint": target_savepoint,
     "operations": target_operations,
+    "flink": target_flink,
 }
 
 

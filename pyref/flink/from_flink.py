@@ -264,9 +264,13 @@ class _String(Mapped):
         prefix = np.where(b0 < 0x80, 1, np.where(b1 < 0x80, 2, np.where(b2 < 0x80, 3, 0)))
         declared = np.where(prefix == 1, b0, np.where(prefix == 2, (b0 & 0x7F) | (b1 << 7),
                                                       (b0 & 0x7F) | ((b1 & 0x7F) << 7) | (b2 << 14)))
-        # Every char takes at least one byte, so as many body bytes as chars means all are ASCII.
+        # As many body bytes as chars, none with the varint continuation bit, means all are
+        # ASCII (a high last byte would be a truncated char: corrupt, left to the slow path).
         null = (prefix == 1) & (b0 == 0) & (lengths == 1)
         fast = (prefix > 0) & (prefix <= lengths) & (lengths - prefix == declared - 1) & (declared > 0)
+        high = np.concatenate([[0], np.cumsum(buf >= 0x80, dtype=np.int64)])
+        ends = starts + lengths
+        fast &= high[ends] - high[np.minimum(starts + prefix, ends)] == 0
         if null.any() and not self.nullable:
             raise Demotion("nullable", "a null String")
         body = cells.cut(prefix, np.where(fast, lengths - prefix, 0))

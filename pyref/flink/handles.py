@@ -148,7 +148,10 @@ def read_stream_handle(inp: DataInput) -> StreamHandle | None:
         path = inp.read_utf("relative state path")
         return StreamHandle("relative-file", path, inp.read_long("relative state size"))
     if kind == SEGMENT_FILE:
+        at = inp.pos
         begin = inp.read_long("segment start")
+        if begin < 0:  # a position in its merged file: negative would index from the file's end
+            raise inp.corrupt(f"negative segment start {begin}", at, 8)
         size = inp.read_long("segment size")
         inp.read_int("segment scope")
         path = inp.read_utf("segment file path")
@@ -337,6 +340,7 @@ class LocalHandleStore(HandleStore):
         self.allow_external_files = allow_external_files
 
     def local_path(self, handle: StreamHandle) -> str:
+        self._no_nul(handle.location, handle.location)
         if handle.kind == "relative-file":
             path = os.path.realpath(os.path.join(self.directory, handle.location))
             if not self._inside(path):
@@ -347,17 +351,17 @@ class LocalHandleStore(HandleStore):
             return path
         parsed = urlparse(handle.location)
         if parsed.scheme not in ("", "file"):
-            fallback = os.path.join(self.directory, os.path.basename(parsed.path))
-            if os.path.isfile(fallback):
+            fallback = self._moved(handle.location, os.path.basename(parsed.path))
+            if fallback is not None:
                 return fallback
             raise UnsupportedFormatError(f"state file {handle.location!r} is on {parsed.scheme!r} storage; "
                                          "open the savepoint at its URL, or copy the savepoint directory here",
                                          path=self.directory)
-        path = os.path.realpath(unquote(parsed.path))
+        path = os.path.realpath(self._no_nul(unquote(parsed.path), handle.location))
         if self._inside(path) and os.path.isfile(path):
             return path
-        moved = os.path.join(self.directory, os.path.basename(path))
-        if os.path.isfile(moved):
+        moved = self._moved(handle.location, os.path.basename(path))
+        if moved is not None:
             return moved
         if self.allow_external_files and os.path.isfile(path):
             return path
@@ -366,10 +370,31 @@ class LocalHandleStore(HandleStore):
                                          "allow_external_files=True to read it", path=self.directory)
         raise CorruptSavepointError(f"state file {handle.location!r} does not exist", path=self.directory)
 
+    def _no_nul(self, path: str, location: str) -> str:
+        # No file name holds NUL (os functions raise ValueError on it), nor does a %00 decode to one.
+        if "\0" in path:
+            raise CorruptSavepointError(f"state file path {location!r} contains a NUL character",
+                                        path=self.directory)
+        return path
+
+    def _moved(self, location: str, name: str) -> str | None:
+        """The file ``name`` in the savepoint directory, where a savepoint that was moved
+        keeps the file an absolute handle names; a link there must not lead out."""
+        if not name:
+            return None
+        path = os.path.realpath(os.path.join(self.directory, name))
+        if not os.path.isfile(path):
+            return None
+        if not self._inside(path):
+            raise CorruptSavepointError(f"state file {location!r}: {name!r} in the savepoint directory is a link "
+                                        "leading out of it", path=self.directory)
+        return path
+
     def _inside(self, path: str) -> bool:
         return os.path.commonpath([path, self.directory]) == self.directory
 
-    _resolve = local_path
+    def _resolve(self, handle: StreamHandle) -> str:
+        return self.local_path(handle)
 
     def _read(self, name: str) -> bytes | mmap.mmap:
         with open(name, "rb") as f:

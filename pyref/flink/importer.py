@@ -55,7 +55,7 @@ from ..writer import OperatorWriter, SavepointWriter
 from .from_flink import Demotion, Mapped
 from .import_plan import BroadcastPlan, KeyedPlan, ListPlan, OperatorPlan, Place, TimerPlan, plan_import
 from .keyed import KeyedSubtask
-from .savepoint import FlinkSavepoint, _prefix_bytes
+from .savepoint import FlinkSavepoint, _prefix_bytes, timer_types
 from .spans import Spans, constant, join, reversed_fixed, u32_le
 from .state_views import FlinkKeyedStateView, FlinkTimerView
 
@@ -148,8 +148,8 @@ class OperatorColumns:
         found = batch.states.get(p.queue)
         if found is None or not len(found[1].keys):
             return None
-        timer = found[0].serializers["VALUE_SERIALIZER"]
-        return FlinkTimerView(p.service, p.flink_domain, timer.children[0], timer.children[1], found[1],
+        # Planned from one subtask's meta info; this run's subtask may say otherwise.
+        return FlinkTimerView(p.service, p.flink_domain, *timer_types(found[0]), found[1],
                               self._prefix, self.plan.flink.max_parallelism)
 
     def keyed(self, p: KeyedPlan, batch: KeyedSubtask) -> tuple[list[pa.BinaryArray], np.ndarray] | None:

@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import InvalidArgumentError, SavepointError, UnsupportedFormatError
 from ..inspection import VerifyReport
 from .import_plan import plan_import
-from .savepoint import FlinkOperator, FlinkSavepoint, _prefix_bytes
+from .savepoint import FlinkOperator, FlinkSavepoint, _prefix_bytes, timer_types
 from .state_views import FlinkKeyedStateView, FlinkTimerView
 from .values import decode_column
 
@@ -155,8 +155,7 @@ def _verify_keyed_state(op: FlinkOperator, report: FlinkVerifyReport) -> None:
                 try:
                     view: FlinkTimerView | FlinkKeyedStateView
                     if name in timers:
-                        timer = info.serializers["VALUE_SERIALIZER"]
-                        view = FlinkTimerView(name, "", timer.children[0], timer.children[1], rows,
+                        view = FlinkTimerView(name, "", *timer_types(info), rows,
                                               _prefix_bytes(op.max_parallelism), op.max_parallelism)
                     else:
                         view = FlinkKeyedStateView(name, info.options.get("KEYED_STATE_TYPE", info.backend_type),

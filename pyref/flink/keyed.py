@@ -400,13 +400,16 @@ def read_keyed_subtask(buffer, start: int, end: int, subtask: int, key_groups: r
 
 
 def iter_keyed_subtask(buffer, start: int, end: int, subtask: int, key_groups: range, offsets: tuple[int, ...],
-                       name: str, prefix_bytes: int, batch_bytes: int | None = None) -> Iterator[KeyedSubtask]:
+                       name: str, prefix_bytes: int, batch_bytes: int | None = None,
+                       meta: KeyedBackendMeta | None = None) -> Iterator[KeyedSubtask]:
     """One subtask's keyed stream as runs of whole key groups of about ``batch_bytes``
     stored bytes each (None: one run), in stream order: what bounds an importer's
-    memory by the batch, not by the subtask. Every run lists every state."""
+    memory by the batch, not by the subtask. Every run lists every state. ``meta``: the
+    stream's head if already parsed."""
     present = {kg: o for kg, o in zip(key_groups, offsets) if o}
-    proxy_end = start + (min(present.values()) if present else end - start)
-    meta = read_keyed_backend_meta(DataInput(buffer, start, end, path=name), proxy_end)
+    if meta is None:
+        proxy_end = start + (min(present.values()) if present else end - start)
+        meta = read_keyed_backend_meta(DataInput(buffer, start, end, path=name), proxy_end)
     bounds = section_bounds(present, end - start, name, start)
     runs: list[list[tuple[int, int, int]]] = [[]]
     for b in bounds:

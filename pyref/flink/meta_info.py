@@ -24,6 +24,7 @@ __all__ = ["StateMetaInfo", "read_state_meta_infos", "looks_like_meta_info", "BA
 BACKEND_STATE_TYPES = ("KEY_VALUE", "OPERATOR", "BROADCAST", "PRIORITY_QUEUE", "KEY_VALUE_V2")
 SERIALIZER_KEYS = frozenset({"KEY_SERIALIZER", "NAMESPACE_SERIALIZER", "VALUE_SERIALIZER", "USER_KEY_SERIALIZER"})
 OPTION_KEYS = frozenset({"KEYED_STATE_TYPE", "OPERATOR_STATE_DISTRIBUTION_MODE"})
+_LONGEST_KEY = max(len(k) for k in SERIALIZER_KEYS | OPTION_KEYS)
 _REQUIRED_SERIALIZERS = {
     "KEY_VALUE": {"NAMESPACE_SERIALIZER", "VALUE_SERIALIZER"},
     "KEY_VALUE_V2": {"NAMESPACE_SERIALIZER", "VALUE_SERIALIZER"},
@@ -43,17 +44,25 @@ class StateMetaInfo:
     serializers: dict[str, FlinkType]
 
 
+def _one_of(inp: DataInput, names: frozenset[str], what: str) -> bool:
+    """Is the ``writeUTF`` string at ``inp`` one of ``names`` (ASCII)? Compared undecoded:
+    probes run at every position of a stream, where decoding a hostile 64 KiB string
+    each time would make the search quadratic."""
+    n = inp.read_ushort(what)
+    return n <= _LONGEST_KEY and inp.read_bytes(n, what).decode("latin-1") in names
+
+
 def looks_like_meta_info(inp: DataInput) -> bool:
-    inp.read_utf("state name")
+    inp.skip(inp.read_ushort("state name"), "state name")
     if not 0 <= inp.read_int("backend state type") < len(BACKEND_STATE_TYPES):
         return False
     options = inp.read_int("option count")
     if not 0 <= options <= len(OPTION_KEYS):
         return False
     for _ in range(options):
-        if inp.read_utf("option key") not in OPTION_KEYS:
+        if not _one_of(inp, OPTION_KEYS, "option key"):
             return False
-        inp.read_utf("option value")
+        inp.skip(inp.read_ushort("option value"), "option value")
     count = inp.read_int("serializer count")
     if not 0 <= count <= len(SERIALIZER_KEYS):
         return False
@@ -61,7 +70,7 @@ def looks_like_meta_info(inp: DataInput) -> bool:
 
 
 def _looks_like_serializer_entry(inp: DataInput) -> bool:
-    return (inp.read_utf("serializer key") in SERIALIZER_KEYS
+    return (_one_of(inp, SERIALIZER_KEYS, "serializer key")
             and inp.read_int("snapshot proxy version") == SNAPSHOT_PROXY_VERSION
             and looks_like_versioned_snapshot(inp))
 

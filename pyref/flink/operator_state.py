@@ -79,10 +79,16 @@ def read_operator_stream(buffer, start: int, end: int, handle: OperatorStateHand
     proxy_end = all_offsets[0] if all_offsets else length
     inp = DataInput(buffer, start, start + proxy_end, base=0, path=name)
     meta = _read_meta(inp, start + proxy_end)
-    known = {m.name for m in meta.list_states} | {m.name for m in meta.broadcast_states}
-    missing = sorted(set(handle.states) - known)
-    if missing:
-        raise CorruptSavepointError(f"operator states {missing} have offsets but no meta info", path=name)
+    list_names = {m.name for m in meta.list_states}
+    broadcast_types = {m.name: m.serializers for m in meta.broadcast_states}
+    for state_name, info in handle.states.items():
+        # The handle's mode and the stream's meta info must name the same kind of state.
+        if state_name not in (broadcast_types if info.mode is DistributionMode.BROADCAST else list_names):
+            found = ("a broadcast state" if state_name in broadcast_types else
+                     "a list state" if state_name in list_names else "no state")
+            raise CorruptSavepointError(f"_metadata gives operator state {state_name!r} mode {info.mode.name}, but "
+                                        f"the stream's meta info has {found} of that name", path=name,
+                                        state=state_name)
 
     if meta.compressed and all_offsets:
         data, index = decode_framed_indexed(buffer, start + proxy_end, end, base=0, path=name)
@@ -105,7 +111,7 @@ def read_operator_stream(buffer, start: int, end: int, handle: OperatorStateHand
     broadcast: dict[str, tuple[pa.BinaryArray, pa.BinaryArray]] = {}
     for state_name, info in handle.states.items():
         if info.mode is DistributionMode.BROADCAST:
-            types = {m.name: m for m in meta.broadcast_states}[state_name].serializers
+            types = broadcast_types[state_name]
             begin = position[info.offsets[0]] if info.offsets else payload_end
             stop = next_position(info.offsets[0], {info.offsets[0]}) if info.offsets else payload_end
             broadcast[state_name] = _read_broadcast(payload, begin, stop, types, name, state_name)

@@ -25,8 +25,9 @@ What an importer consumes, a column at a time (all bytes as Flink stored them):
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cached_property
+from typing import Any, TypeVar
 
 import mmh3
 import pyarrow as pa
@@ -35,8 +36,8 @@ from ..errors import InvalidArgumentError, SavepointError, SavepointNotFoundErro
 from ..location import parse_location
 from ..storage import MANIFEST_NAME, open_io
 from .datainput import DataInput
-from .handles import DistributionMode, RefusedHandle, open_handle_store
-from .keyed import KeyedRows, KeyedSubtask, iter_keyed_subtask, read_keyed_backend_meta
+from .handles import DistributionMode, KeyGroupsHandle, RefusedHandle, open_handle_store
+from .keyed import KeyedBackendMeta, KeyedRows, KeyedSubtask, iter_keyed_subtask, read_keyed_backend_meta
 from .meta_info import StateMetaInfo
 from .metadata import CheckpointMetadata, OperatorState, parse_metadata
 from .operator_state import OperatorStream, read_operator_stream
@@ -44,6 +45,8 @@ from .serializers import FlinkType
 from .state_views import FlinkBroadcastStateView, FlinkKeyedStateView, FlinkListStateView, FlinkTimerView
 
 __all__ = ["FlinkSavepoint", "FlinkOperator", "operator_id_of_uid"]
+
+T = TypeVar("T")
 
 TIMER_PREFIX = "_timer_state/"
 TIMER_DOMAINS = {"event_": "event-time", "processing_": "processing-time"}
@@ -53,6 +56,17 @@ def operator_id_of_uid(uid: str) -> str:
     """The hex ``OperatorID`` Flink derives from an operator's uid
     (``StreamGraphHasherV2``: Guava's ``murmur3_128(0)`` of the UTF-8 uid)."""
     return mmh3.hash_bytes(uid.encode("utf-8")).hex()
+
+
+def timer_types(info: StateMetaInfo) -> tuple[FlinkType, FlinkType]:
+    """The key and namespace types of a timer queue's elements; a queue of anything else
+    (a priority queue of the user's own elements) is not read."""
+    timer = info.serializers["VALUE_SERIALIZER"]
+    if timer.kind != "timer":
+        raise UnsupportedFormatError(f"timer queue {info.name!r} holds {timer.describe()}, not timers",
+                                     state=info.name)
+    key_type, namespace_type = timer.children
+    return key_type, namespace_type
 
 
 def _prefix_bytes(max_parallelism: int) -> int:
@@ -72,6 +86,7 @@ class FlinkOperator:
         self.parallelism = state.parallelism
         self.max_parallelism = state.max_parallelism
         self.finished = state.finished
+        self._parsed: dict[tuple[str, int], Any] = {}
 
     def __repr__(self) -> str:
         return f"FlinkOperator({self.name!r}, id={self.operator_id}, parallelism={self.parallelism})"
@@ -101,6 +116,26 @@ class FlinkOperator:
             raise inp.corrupt(f"{inp.remaining()} bytes after the enumerator checkpoint")
         return version, checkpoint
 
+    def _once(self, key: tuple[str, int], read: Callable[[], T]) -> T:
+        """``read()``'s result, or the typed error it raised, kept under ``key``: every view
+        needs a subtask's stream head, and delimiting an opaque serializer snapshot there may
+        take a scan of the stream, so each stream is parsed once however often it is asked for."""
+        if key not in self._parsed:
+            try:
+                self._parsed[key] = read()
+            except SavepointError as exc:
+                self._parsed[key] = exc
+        result = self._parsed[key]
+        if isinstance(result, SavepointError):
+            raise result.with_traceback(None)
+        return result
+
+    def _keyed_head(self, handle: KeyGroupsHandle, buffer, start: int, end: int, name: str) -> KeyedBackendMeta:
+        """The key serializer and state meta infos at the head of a subtask's keyed stream."""
+        present = [o for o in handle.offsets if o]
+        return self._once(("keyed", id(handle)), lambda: read_keyed_backend_meta(
+            DataInput(buffer, start, end, path=name), start + (min(present) if present else end - start)))
+
     @property
     def has_raw_state(self) -> bool:
         """True when some subtask wrote raw (user-serialized) operator or keyed state."""
@@ -124,7 +159,7 @@ class FlinkOperator:
             if sub.index != subtask or handle is None or handle.stream is None:
                 continue
             buffer, start, end, name = self._savepoint.store.open(handle.stream)
-            return read_operator_stream(buffer, start, end, handle, name)
+            return self._once(("operator", id(handle)), lambda: read_operator_stream(buffer, start, end, handle, name))
         return None
 
     def keyed_meta(self) -> tuple[FlinkType | None, dict[str, StateMetaInfo]]:
@@ -139,9 +174,7 @@ class FlinkOperator:
             if handle is None or handle.stream is None:
                 continue
             buffer, start, end, name = self._savepoint.store.open(handle.stream)
-            present = [o for o in handle.offsets if o]
-            meta = read_keyed_backend_meta(DataInput(buffer, start, end, path=name),
-                                           start + (min(present) if present else end - start))
+            meta = self._keyed_head(handle, buffer, start, end, name)
             key_type = key_type or meta.key_type
             for info in meta.states:
                 infos.setdefault(info.name, info)
@@ -203,7 +236,8 @@ class FlinkOperator:
                 continue
             buffer, start, end, name = self._savepoint.store.open(handle.stream)
             yield from iter_keyed_subtask(buffer, start, end, sub.index, handle.key_groups, handle.offsets, name,
-                                          _prefix_bytes(self.max_parallelism), batch_bytes)
+                                          _prefix_bytes(self.max_parallelism), batch_bytes,
+                                          self._keyed_head(handle, buffer, start, end, name))
 
     @cached_property
     def _keyed(self) -> tuple[FlinkType | None, dict[str, tuple[StateMetaInfo, KeyedRows]]]:
@@ -266,10 +300,7 @@ class FlinkOperator:
         if name not in states:
             raise InvalidArgumentError(f"operator {self.name} has no {domain} timers of service {service!r}")
         info, rows = states[name]
-        timer = info.serializers["VALUE_SERIALIZER"]
-        if timer.kind != "timer":
-            raise UnsupportedFormatError(f"timer queue {name!r} holds {timer.describe()}, not timers", state=name)
-        key_type, namespace_type = timer.children
+        key_type, namespace_type = timer_types(info)
         return FlinkTimerView(service, domain, key_type, namespace_type, rows, _prefix_bytes(self.max_parallelism),
                               self.max_parallelism)
 

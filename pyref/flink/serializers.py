@@ -207,8 +207,9 @@ def looks_like_versioned_snapshot(inp: DataInput) -> bool:
     n = (inp.data[inp.pos] << 8) | inp.data[inp.pos + 1]
     if n == 0 or n > 1024:
         return False
-    name = inp.read_utf("snapshot class")
-    return _is_class_name(name) and 0 <= inp.read_int("snapshot version") <= 100
+    # A class name is ASCII: other bytes are refused undecoded (probes run at every position).
+    raw = inp.read_bytes(inp.read_ushort("snapshot class"), "snapshot class")
+    return raw.isascii() and _is_class_name(raw.decode("ascii")) and 0 <= inp.read_int("snapshot version") <= 100
 
 
 def at_position(end: int) -> Follow:
@@ -253,9 +254,18 @@ def read_serializer_snapshot(inp: DataInput, follow: Follow) -> FlinkType:
     return read_versioned_snapshot(inp, follow)
 
 
-def read_versioned_snapshot(inp: DataInput, follow: Follow) -> FlinkType:
-    """One ``writeVersionedSnapshot``: class name, int version, body."""
+#: How deep snapshots may nest (a list of maps of POJOs...). Flink sets no limit; this one
+#: keeps hostile input from exhausting the stack, and lies far above real types and above
+#: what pyref itself exports (its 32 levels, plus Flink's list, map and TTL wrappers).
+MAX_SNAPSHOT_DEPTH = 64
+
+
+def read_versioned_snapshot(inp: DataInput, follow: Follow, depth: int = 1) -> FlinkType:
+    """One ``writeVersionedSnapshot``: class name, int version, body; ``depth`` is its
+    nesting level (1 at the top)."""
     start = inp.pos
+    if depth > MAX_SNAPSHOT_DEPTH:
+        raise inp.corrupt(f"serializer snapshots nested more than {MAX_SNAPSHOT_DEPTH} levels deep", start)
     class_name = inp.read_utf("serializer snapshot class")
     if not _is_class_name(class_name):
         raise inp.corrupt(f"serializer snapshot class {class_name!r} is not a Java class name", start,
@@ -263,7 +273,7 @@ def read_versioned_snapshot(inp: DataInput, follow: Follow) -> FlinkType:
     version = inp.read_int("serializer snapshot version")
     body = inp.pos
     try:
-        parsed = _read_known_body(inp, class_name, version, follow)
+        parsed = _read_known_body(inp, class_name, version, follow, depth)
     except CorruptSavepointError:
         if class_name not in _EXACT_ONLY:
             raise
@@ -294,7 +304,7 @@ def _peek_utf(inp: DataInput, pos: int) -> str | None:
         return None
 
 
-def _read_known_body(inp: DataInput, class_name: str, version: int, follow: Follow) -> dict | None:
+def _read_known_body(inp: DataInput, class_name: str, version: int, follow: Follow, depth: int) -> dict | None:
     """Parse a known snapshot body; ``None`` for a class kept opaque."""
     if class_name in _SIMPLE:
         kind, length = _SIMPLE[class_name]
@@ -302,7 +312,7 @@ def _read_known_body(inp: DataInput, class_name: str, version: int, follow: Foll
             inp.read_utf("legacy serializer class")  # SimpleTypeSerializerSnapshot before v3
         return dict(kind=kind, length=length)
     if class_name in _COMPOSITE:
-        return _read_composite(inp, _COMPOSITE[class_name], version, follow)
+        return _read_composite(inp, _COMPOSITE[class_name], version, follow, depth)
     if class_name == _ENUM:
         if version != 3:
             return None
@@ -311,7 +321,7 @@ def _read_known_body(inp: DataInput, class_name: str, version: int, follow: Foll
         symbols = tuple(inp.read_utf("enum constant") for _ in range(count))
         return dict(kind="enum", length=4, type_name=enum_class, symbols=symbols)
     if class_name == _POJO:
-        return _read_pojo(inp, version)
+        return _read_pojo(inp, version, depth)
     if class_name == _KRYO:
         return _read_kryo(inp, version)
     if class_name == _AVRO:
@@ -322,14 +332,14 @@ def _read_known_body(inp: DataInput, class_name: str, version: int, follow: Foll
     if class_name in _GENERIC_CLASS and version == 2:
         return dict(kind=_GENERIC_CLASS[class_name], type_name=inp.read_utf("value class"))
     if class_name == _ROW_DATA and version == 3:
-        return _read_row_data(inp, follow)
+        return _read_row_data(inp, follow, depth)
     if class_name == _BINARY_ROW and version == 3:
         inp.read_count("BinaryRowData field count", 1)
         return dict(kind="row-data")
     return None
 
 
-def _read_row_data(inp: DataInput, follow: Follow) -> dict:
+def _read_row_data(inp: DataInput, follow: Follow, depth: int) -> dict:
     """``RowDataSerializerSnapshot`` (version 3): a field count, each field's ``LogicalType``
     Java-serialized (one ``ObjectOutputStream`` each, never read: only Java could), then the
     field serializers' snapshots (``NestedSerializersSnapshotDelegate``). The end of the Java
@@ -345,10 +355,10 @@ def _read_row_data(inp: DataInput, follow: Follow) -> dict:
                 and (count == 0 or looks_like_versioned_snapshot(probe)))
 
     inp.pos = _resync(inp, start, nested_header, "the Java-serialized field types of a RowData snapshot")
-    return dict(kind="row-data", children=_read_nested(inp, follow))
+    return dict(kind="row-data", children=_read_nested(inp, follow, depth))
 
 
-def _read_nested(inp: DataInput, follow: Follow) -> tuple[FlinkType, ...]:
+def _read_nested(inp: DataInput, follow: Follow, depth: int) -> tuple[FlinkType, ...]:
     """``NestedSerializersSnapshotDelegate``: magic, version 1, count, snapshots."""
     start = inp.pos
     if inp.read_int("nested serializers magic") != _NESTED_MAGIC:
@@ -360,11 +370,11 @@ def _read_nested(inp: DataInput, follow: Follow) -> tuple[FlinkType, ...]:
     children = []
     for i in range(count):
         last = i == count - 1
-        children.append(read_versioned_snapshot(inp, follow if last else looks_like_versioned_snapshot))
+        children.append(read_versioned_snapshot(inp, follow if last else looks_like_versioned_snapshot, depth + 1))
     return tuple(children)
 
 
-def _read_composite(inp: DataInput, kind: str, version: int, follow: Follow) -> dict:
+def _read_composite(inp: DataInput, kind: str, version: int, follow: Follow, depth: int) -> dict:
     """``CompositeTypeSerializerSnapshot``: magic, outer version, outer snapshot, nested."""
     outer_version = version  # before base version 3 the outer version was the snapshot version
     if version > 2:
@@ -383,7 +393,7 @@ def _read_composite(inp: DataInput, kind: str, version: int, follow: Follow) -> 
             raise inp.corrupt(f"null padding length {extra['padding']}", inp.pos - 4, 4)
     elif kind == "row":
         extra["row_kind"] = outer_version == 3 or (outer_version > 3 and inp.read_bool("row kind flag"))
-    children = _read_nested(inp, follow)
+    children = _read_nested(inp, follow, depth)
     expected = {"list": 1, "set": 1, "object-array": 1, "nullable": 1, "map": 2, "either": 2, "ttl": 2,
                 "timer": 2}.get(kind)
     if expected is not None and len(children) != expected:
@@ -426,16 +436,16 @@ def _read_optional_map(inp: DataInput, what: str) -> list[tuple[str, tuple[int, 
     return entries
 
 
-def _framed_snapshot(inp: DataInput, frame: tuple[int, int], what: str) -> FlinkType:
+def _framed_snapshot(inp: DataInput, frame: tuple[int, int], what: str, depth: int) -> FlinkType:
     pos, size = frame
     sub = DataInput(inp.data, pos, pos + size, base=inp.base, path=inp.path, state=inp.state)
-    result = read_versioned_snapshot(sub, at_position(pos + size))
+    result = read_versioned_snapshot(sub, at_position(pos + size), depth)
     if sub.pos != pos + size:
         raise sub.corrupt(f"{what}: {pos + size - sub.pos} bytes left in its frame")
     return result
 
 
-def _read_pojo(inp: DataInput, version: int) -> dict | None:
+def _read_pojo(inp: DataInput, version: int, depth: int) -> dict | None:
     """``PojoSerializerSnapshotData``: class, fields map, two subclass maps."""
     if version != 2:
         return None
@@ -445,7 +455,7 @@ def _read_pojo(inp: DataInput, version: int) -> dict | None:
         if value is None:
             raise inp.corrupt(f"POJO field {name!r} has no serializer snapshot")
         names.append(name)
-        children.append(_framed_snapshot(inp, value, f"POJO field {name!r}"))
+        children.append(_framed_snapshot(inp, value, f"POJO field {name!r}", depth + 1))
     subclasses = _read_optional_map(inp, "POJO registered subclasses")
     subclasses += _read_optional_map(inp, "POJO non-registered subclasses")
     return dict(kind="pojo", type_name=pojo_class, field_names=tuple(names), children=tuple(children),

@@ -151,6 +151,10 @@ def test_fixed_width_values_and_tuples_are_byte_swapped() -> None:
     (enum_snapshot("org.example.Color", ["RED"]), i32(3), "ordinal 3"),
     (snapshot(LONG), b"\x00" * 7, "7 bytes"),
     (snapshot(STRING), b"\x05ab", "truncated"),
+    # Found by fuzzing: a last char cut after its first varint byte passed as ASCII, so the
+    # import wrote bytes that are not UTF-8.
+    (snapshot(STRING), b"\x03a\xc3", "truncated"),
+    (snapshot(STRING), b"\x02\x80", "truncated"),
 ])
 def test_corrupt_cells_are_typed_errors(snap: bytes, cell: bytes, problem: str) -> None:
     with pytest.raises(CorruptSavepointError, match=problem):

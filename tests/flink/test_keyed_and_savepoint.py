@@ -249,6 +249,74 @@ def test_timers_in_raw_keyed_state_are_refused(tmp_path: pathlib.Path) -> None:
             sp.operators[0].timer_services
 
 
+@pytest.mark.parametrize("mode, found", [(2, "a list state"), (0, "a broadcast state"), (1, "a broadcast state")])
+def test_handle_mode_must_match_the_stream_meta_info(tmp_path: pathlib.Path, mode: int, found: str) -> None:
+    """Found by fuzzing: a list state whose handle said BROADCAST raised KeyError."""
+    meta_list = meta_info("l", 1, {"OPERATOR_STATE_DISTRIBUTION_MODE": "SPLIT_DISTRIBUTE"},
+                          {"VALUE_SERIALIZER": snapshot(LONG)})
+    meta_map = meta_info("b", 2, {"OPERATOR_STATE_DISTRIBUTION_MODE": "BROADCAST"},
+                         {"KEY_SERIALIZER": snapshot(STRING), "VALUE_SERIALIZER": snapshot(LONG)})
+    stream, offsets = operator_stream([(meta_list, [i64(1)])], [(meta_map, [(string_value("a"), i64(2))])])
+    name = "l" if mode == 2 else "b"
+    states = {"l": (mode if name == "l" else 0, offsets[0]), "b": (mode if name == "b" else 2, offsets[1])}
+    path = tmp_path / "sp"
+    path.mkdir()
+    (path / "_metadata").write_bytes(metadata([operator(bytes(16), 1, 4, [
+        subtask(0, operator_handle(states, inline_handle(stream)))])]))
+    with FlinkSavepoint.open(path) as sp:
+        with pytest.raises(CorruptSavepointError, match=f"operator state '{name}' mode .*has {found} of that name"):
+            sp.operators[0].list_state_names
+
+
+def test_each_stream_is_parsed_once_even_when_it_fails(tmp_path: pathlib.Path, monkeypatch) -> None:
+    """Found by fuzzing: an opaque key serializer with nothing valid after it costs a scan of
+    the stream to refuse, and every view (names, timers, verify, each import pass) parsed
+    the stream again: a 60 KB _metadata took minutes."""
+    import pyref.flink.savepoint as savepoint_module
+    from pyref.flink.inspection import describe_flink, verify_flink
+
+    keyed = savepoint_keyed_handle(0, [0] * 4, inline_handle(i32(6) + b"\x00" + i32(2) + snapshot("com.acme.S", 1, b"z" * 99)))
+    operator_bytes, _ = operator_stream([(meta_info("l", 1, {}, {"VALUE_SERIALIZER": snapshot(LONG)}), [i64(1)])])
+    ops = operator_handle({"l": (0, [12])}, inline_handle(operator_bytes[:12]))  # its meta info cut short
+    path = tmp_path / "sp"
+    path.mkdir()
+    (path / "_metadata").write_bytes(metadata([operator(bytes(16), 1, 4, [subtask(0, ops, keyed)])]))
+    calls = collections.Counter()
+    for name in ("read_keyed_backend_meta", "read_operator_stream"):
+        original = getattr(savepoint_module, name)
+        monkeypatch.setattr(savepoint_module, name,
+                            lambda *args, _f=original, _n=name: calls.update([_n]) or _f(*args))
+    with FlinkSavepoint.open(path) as sp:
+        op = sp.operators[0]
+        for read in (lambda: op.keyed_state_names, lambda: op.timer_services, op.keyed_meta,
+                     lambda: list(op.keyed_subtasks(64)), lambda: op.list_state_names):
+            for _ in range(3):
+                with pytest.raises(CorruptSavepointError, match="cannot find the end|truncated"):
+                    read()
+        with pytest.raises(CorruptSavepointError, match="truncated"):
+            describe_flink(sp)
+        assert not verify_flink(sp).ok
+    assert calls == {"read_keyed_backend_meta": 1, "read_operator_stream": 1}
+
+
+def test_a_priority_queue_of_other_elements_is_not_read_as_timers(tmp_path: pathlib.Path) -> None:
+    """Found by fuzzing: verify took any priority-queue state for timers (IndexError)."""
+    from pyref.flink.inspection import verify_flink
+
+    queue = timer_queue_meta("_timer_state/event_user-timers", snapshot(LONG))
+    stream, offsets = keyed_stream(keyed_proxy(snapshot(STRING), [queue]),
+                                   {0: key_group_section([(0, [(b"\x00" + i64(7), b"")])])})
+    handle = savepoint_keyed_handle(0, [offsets[0], 0, 0, 0], inline_handle(stream))
+    path = tmp_path / "sp"
+    path.mkdir()
+    (path / "_metadata").write_bytes(metadata([operator(bytes(16), 1, 4, [subtask(0, None, handle)])]))
+    with FlinkSavepoint.open(path) as sp:
+        report = verify_flink(sp)
+        assert any("holds" in w and "not timers" in w for w in report.warnings), report.warnings
+        with pytest.raises(UnsupportedFormatError, match="not timers"):
+            sp.operators[0].timers("user-timers")
+
+
 def test_runs_cut_rows_by_key_group_and_subtask(tmp_path: pathlib.Path) -> None:
     with FlinkSavepoint.open(_write(tmp_path / "sp"), uids=["proc"]) as sp:
         (first, second) = list(sp.operator("proc").keyed_subtasks())

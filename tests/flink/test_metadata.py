@@ -153,6 +153,26 @@ def test_state_paths_stay_in_the_savepoint_directory(tmp_path) -> None:
         store.open(StreamHandle("relative-file", "state", 9))
 
 
+def test_state_paths_through_links_or_with_nul_stay_typed(tmp_path) -> None:
+    """Fuzzing found these: the fallback for a moved savepoint followed a link in the
+    directory to a file outside it, and a NUL in a path raised ValueError."""
+    from pyref.flink.handles import LocalHandleStore, StreamHandle
+
+    sp = tmp_path / "sp"
+    sp.mkdir()
+    (tmp_path / "secret").write_bytes(b"xyz")
+    (sp / "state").symlink_to("../secret")
+    (sp / "bucket").symlink_to("../secret")
+    store = LocalHandleStore(str(sp))
+    for location in ("/old/place/state", "file:///old/place/state", "s3://elsewhere/bucket"):
+        with pytest.raises(CorruptSavepointError, match="link leading out"):
+            store.local_path(StreamHandle("file", location, 3))
+    for kind, location in (("relative-file", "st\0ate"), ("file", "/old/st\0ate"), ("file", "file:///old/st%00ate"),
+                           ("file", "s3://b/st\0ate")):
+        with pytest.raises(CorruptSavepointError, match="NUL"):
+            store.local_path(StreamHandle(kind, location, 3))
+
+
 def test_segment_and_file_handles() -> None:
     segment = b"\x0f" + i64(5) + i64(10) + i32(0) + utf("/cp/shared/merged") + utf("id-1")
     ops = operator_handle({"offsets": (0, [1])}, segment)
@@ -162,3 +182,14 @@ def test_segment_and_file_handles() -> None:
     keyed = savepoint_keyed_handle(0, [0], _file_handle("file:/sp/abc", 7))
     md = parse_metadata(metadata([operator(OP_ID, 1, 1, [subtask(0, None, keyed)])]))
     assert md.operators[0].subtasks[0].managed_keyed_state.stream.location == "file:/sp/abc"
+
+
+def test_negative_segment_start_is_corrupt() -> None:
+    """Found by fuzzing: a negative start indexed the merged file from its end (struct.error)."""
+    segment = b"\x0f" + i64(-1) + i64(10) + i32(0) + utf("merged") + utf("id-1")
+    keyed = savepoint_keyed_handle(0, [0], segment)
+    data = metadata([operator(OP_ID, 1, 1, [subtask(0, None, keyed)])])
+    with pytest.raises(CorruptSavepointError, match="negative segment start -1") as info:
+        parse_metadata(data, "_metadata")
+    at = data.index(segment) + 1
+    assert info.value.byte_range == (at, at + 8)

@@ -17,6 +17,7 @@ from pyref.testing.flink_bytes import (
     enum_snapshot,
     i32,
     i64,
+    keyed_state_meta,
     list_snapshot,
     map_snapshot,
     pojo_snapshot,
@@ -31,7 +32,13 @@ from pyref.testing.flink_bytes import (
 
 from pyref.errors import CorruptSavepointError
 from pyref.flink.datainput import DataInput
-from pyref.flink.serializers import at_position, looks_like_versioned_snapshot, read_serializer_snapshot
+from pyref.flink.meta_info import looks_like_meta_info
+from pyref.flink.serializers import (
+    MAX_SNAPSHOT_DEPTH,
+    at_position,
+    looks_like_versioned_snapshot,
+    read_serializer_snapshot,
+)
 from pyref.flink.values import (
     TimeWindow,
     Timer,
@@ -110,6 +117,35 @@ def test_bad_snapshots() -> None:
     # An opaque snapshot with nothing valid after it cannot be delimited.
     with pytest.raises(CorruptSavepointError, match="cannot find the end"):
         read_serializer_snapshot(DataInput(proxied(snapshot("com.acme.S", 1, b"zz"))), looks_like_versioned_snapshot)
+
+
+@pytest.mark.parametrize("wrap", [list_snapshot, lambda s: map_snapshot(snapshot(STRING), s),
+                                  lambda s: pojo_snapshot("a.P", [("f", s)])], ids=["list", "map", "pojo"])
+def test_snapshot_nesting_is_bounded(wrap) -> None:
+    """Fuzzing found it: snapshots nested a few hundred deep raised RecursionError
+    (and kept a copy of the bytes per level: quadratic memory)."""
+    deepest = snapshot(LONG)
+    for _ in range(MAX_SNAPSHOT_DEPTH - 1):
+        deepest = wrap(deepest)
+    assert parse(deepest).kind in ("list", "map", "pojo")
+    for levels in (1, 2000):
+        too_deep = deepest
+        for _ in range(levels):
+            too_deep = wrap(too_deep)
+        with pytest.raises(CorruptSavepointError, match=f"nested more than {MAX_SNAPSHOT_DEPTH} levels"):
+            parse(too_deep)
+
+
+def test_probes_for_what_follows_an_opaque_snapshot_decode_no_strings(monkeypatch) -> None:
+    """Found by fuzzing: the search for an opaque snapshot's end decoded, at every position,
+    the string whose length it found there (up to 64 KiB): quadratic, seconds per read of
+    60 KB of _metadata."""
+    import pyref.flink.datainput as datainput
+
+    monkeypatch.setattr(datainput, "decode_modified_utf8", lambda raw: pytest.fail("a probe decoded a string"))
+    assert looks_like_meta_info(DataInput(keyed_state_meta("\u00e9" * 20000, "VALUE", snapshot(LONG))))
+    assert not looks_like_meta_info(DataInput(utf("s") + i32(0) + i32(1) + utf("K" * 60000)))
+    assert not looks_like_versioned_snapshot(DataInput(utf("\u00e9" * 500) + i32(1)))
 
 
 P_LIST = "org.apache.flink.api.common.typeutils.base.ListSerializerSnapshot"
