@@ -18,11 +18,14 @@ _JOIN_KEY = "row-data<string-data,int64>"
 _TIMESTAMP_ROW = "row-data<string-data,int64,timestamp-data(3)>"
 #: Every keyed state of the SQL job: (state, key type, stored type, namespace type), sorted.
 STATE_TYPES = sorted([
-    # group aggregate; TUMBLE and HOP window TVFs (slices by their end); legacy GROUP BY TUMBLE
+    # group aggregate; TUMBLE and HOP window TVFs (slices by their end); legacy GROUP BY TUMBLE;
+    # the last two with COUNT(DISTINCT), a MapView per window (a placeholder in the accumulators)
     ("accState", _ROW_KEY, "row-data<int64,int64,string-data>", "void-namespace"),
     ("window-aggs", _ROW_KEY, "row-data<int64,int64>", "int64"),
-    ("window-aggs", _ROW_KEY, "row-data<int64,int64>", "int64"),
-    ("window-aggs", _ROW_KEY, "row-data<int64,int64>", "time-window"),
+    *[(state, _ROW_KEY, stored, window) for window in ("int64", "time-window") for state, stored in (
+        ("window-aggs", "row-data<int64,int64,int64,raw-value<void>>"),
+        ("distinctAcc_0", "map<external<int32>,external<int64>>"),
+        ("distinctAcc_0_null_state", "external<int64>"))],
     # regular join under STATE_TTL
     ("left-records", _JOIN_KEY, "map<row-data<string-data,int64>,ttl<int32>>", "void-namespace"),
     ("right-records", _JOIN_KEY, "map<row-data<string-data,int64,int64>,ttl<int32>>", "void-namespace"),

@@ -25,7 +25,8 @@ import org.apache.flink.util.Collector;
  * group aggregate, a TUMBLE window aggregate (windows after the final watermark stay pending), a
  * regular join with a STATE_TTL hint, deduplication (keep first and keep last by rowtime), Top-N,
  * a group aggregate with COUNT(DISTINCT) and TIMESTAMP/DECIMAL accumulators, a HOP window
- * aggregate, a legacy GROUP BY TUMBLE window and an interval join. Each query's changelog is
+ * aggregate and a legacy GROUP BY TUMBLE window (both with a COUNT(DISTINCT): a MapView per window)
+ * and an interval join. Each query's changelog is
  * collected in this JVM as a signed multiset of rows ({@link #changelog}).
  *
  * Phase 1 emits the first half of the input and idles; phase 2 (restored from phase 1's savepoint)
@@ -131,10 +132,11 @@ final class SqlJob {
                     + "WHERE rn <= " + TOP_N,
             "SELECT MOD(seq, 3) AS g, COUNT(DISTINCT k) AS dk, MAX(rowtime) AS mt, MAX(CAST(rowtime AS TIMESTAMP(6))) AS mt6, "
                     + "SUM(CAST(v AS DECIMAL(12, 2))) AS dv, MAX(CAST(v AS DECIMAL(10, 1))) AS mv FROM t GROUP BY MOD(seq, 3)",
-            "SELECT k, window_start, window_end, COUNT(*) AS c, SUM(v) AS total "
+            "SELECT k, window_start, window_end, COUNT(*) AS c, SUM(v) AS total, COUNT(DISTINCT MOD(seq, 2)) AS parities "
                     + "FROM TABLE(HOP(TABLE t, DESCRIPTOR(rowtime), INTERVAL '2' SECOND, INTERVAL '4' SECOND)) "
                     + "GROUP BY k, window_start, window_end",
-            "SELECT k, COUNT(*) AS c, SUM(v) AS total FROM t GROUP BY k, TUMBLE(rowtime, INTERVAL '4' SECOND)",
+            "SELECT k, COUNT(*) AS c, SUM(v) AS total, COUNT(DISTINCT MOD(seq, 2)) AS parities "
+                    + "FROM t GROUP BY k, TUMBLE(rowtime, INTERVAL '4' SECOND)",
             "SELECT a.k, a.seq, b.seq FROM t AS a, t AS b WHERE a.k = b.k AND a.seq = b.seq + 2 "
                     + "AND a.rowtime BETWEEN b.rowtime - INTERVAL '5' SECOND AND b.rowtime + INTERVAL '5' SECOND",
         };
@@ -232,7 +234,8 @@ final class SqlJob {
                     }
                 }
             }
-            windows(group, WINDOW, WINDOW, watermark).forEach((start, w) -> add(legacy, Row.of(k, w[0], w[1]).toString(), 1));
+            windows(group, WINDOW, watermark).forEach((start, w) ->
+                    add(legacy, Row.of(k, (long) w.size(), sum(w), parities(w)).toString(), 1));
         });
         result.put("group-aggregate", aggregates);
         result.put("window-aggregate", windowRows(byKey, WINDOW, watermark));
@@ -247,25 +250,35 @@ final class SqlJob {
         return result;
     }
 
-    /** The windows of size WINDOW every {@code slide} ms that fired by {@code watermark}: start -> {count, sum}. */
-    private static Map<Long, long[]> windows(List<Input> group, long slide, long size, long watermark) {
-        Map<Long, long[]> windows = new TreeMap<>();
+    /** The windows of size WINDOW every {@code slide} ms that fired by {@code watermark}: start -> rows. */
+    private static Map<Long, List<Input>> windows(List<Input> group, long slide, long watermark) {
+        Map<Long, List<Input>> windows = new TreeMap<>();
         for (Input in : group) {
-            for (long start = in.ts - in.ts % slide; start > in.ts - size; start -= slide) {
-                if (start + size - 1 <= watermark) {
-                    long[] w = windows.computeIfAbsent(start, s -> new long[2]);
-                    w[0]++;
-                    w[1] += in.v;
+            for (long start = in.ts - in.ts % slide; start > in.ts - WINDOW; start -= slide) {
+                if (start + WINDOW - 1 <= watermark) {
+                    windows.computeIfAbsent(start, s -> new ArrayList<>()).add(in);
                 }
             }
         }
         return windows;
     }
 
+    private static long sum(List<Input> rows) {
+        return rows.stream().mapToLong(in -> in.v).sum();
+    }
+
+    /** COUNT(DISTINCT MOD(seq, 2)). */
+    private static long parities(List<Input> rows) {
+        return rows.stream().map(in -> in.seq % 2).distinct().count();
+    }
+
+    /** A window TVF's rows (HOP's with the parities of its rows, which its distinct view counted). */
     private static Map<String, Integer> windowRows(Map<String, List<Input>> byKey, long slide, long watermark) {
         Map<String, Integer> fired = new TreeMap<>();
-        byKey.forEach((k, group) -> windows(group, slide, WINDOW, watermark).forEach((start, w) ->
-                add(fired, Row.of(k, time(start), time(start + WINDOW), w[0], w[1]).toString(), 1)));
+        byKey.forEach((k, group) -> windows(group, slide, watermark).forEach((start, w) -> {
+            Row row = Row.of(k, time(start), time(start + WINDOW), (long) w.size(), sum(w));
+            add(fired, (slide == WINDOW ? row : Row.join(row, Row.of(parities(w)))).toString(), 1);
+        }));
         return fired;
     }
 
