@@ -1,6 +1,6 @@
-"""The SQL job's savepoints (jobs/SqlJob.java) as pyref sees them: what every keyed state
-and timer of a Flink savepoint holds, to compare an export with the savepoint it came from,
-and the changelogs of a run and its restore added up."""
+"""The SQL job's savepoints (jobs/SqlJob.java) as pyref sees them: the types of its states,
+what every keyed state and timer of a Flink savepoint holds, to compare an export with the
+savepoint it came from, and the changelogs of a run and its restore added up."""
 
 from __future__ import annotations
 
@@ -11,6 +11,58 @@ from pyref.flink import FlinkSavepoint
 
 #: The SQL job's states under TTL (its join's STATE_TTL hint: one hour); Flink does not store it.
 TTL_DEFAULT = TtlConfig(3_600_000)
+
+
+_ROW_KEY = "row-data<string-data>"
+_JOIN_KEY = "row-data<string-data,int64>"
+_TIMESTAMP_ROW = "row-data<string-data,int64,timestamp-data(3)>"
+#: Every keyed state of the SQL job: (state, key type, stored type, namespace type), sorted.
+STATE_TYPES = sorted([
+    # group aggregate; TUMBLE and HOP window TVFs (slices by their end); legacy GROUP BY TUMBLE;
+    # the last two with COUNT(DISTINCT), a MapView per window (a placeholder in the accumulators)
+    ("accState", _ROW_KEY, "row-data<int64,int64,string-data>", "void-namespace"),
+    ("window-aggs", _ROW_KEY, "row-data<int64,int64>", "int64"),
+    *[(state, _ROW_KEY, stored, window) for window in ("int64", "time-window") for state, stored in (
+        ("window-aggs", "row-data<int64,int64,int64,raw-value<void>>"),
+        ("distinctAcc_0", "map<external<int32>,external<int64>>"),
+        ("distinctAcc_0_null_state", "external<int64>"))],
+    # regular join under STATE_TTL
+    ("left-records", _JOIN_KEY, "map<row-data<string-data,int64>,ttl<int32>>", "void-namespace"),
+    ("right-records", _JOIN_KEY, "map<row-data<string-data,int64,int64>,ttl<int32>>", "void-namespace"),
+    # deduplication keeping the last row by rowtime; Top-N (sort key -> rows)
+    ("deduplicate-state", _ROW_KEY, _TIMESTAMP_ROW, "void-namespace"),
+    ("data-state-with-append", _ROW_KEY, "map<row-data<int64>,list<row-data<string-data,int64,int64>>>",
+     "void-namespace"),
+    # COUNT(DISTINCT) (a MapView), TIMESTAMP and DECIMAL accumulators
+    ("accState", "row-data<int32>", "row-data<int64,timestamp-data(3),timestamp-data(6),decimal-data(38,2),"
+     "decimal-data(10,1),raw-value<void>>", "void-namespace"),
+    ("distinctAcc_0", "row-data<int32>", "map<external<string-data>,external<int64>>", "void-namespace"),
+    ("distinctAcc_0_null_state", "row-data<int32>", "external<int64>", "void-namespace"),
+    # interval join: rows by time, and their cleanup times
+    ("IntervalJoinLeftCache", _JOIN_KEY, f"map<int64,list<tuple<{_TIMESTAMP_ROW},boolean>>>", "void-namespace"),
+    ("IntervalJoinLeftTimerState", _JOIN_KEY, "int64", "void-namespace"),
+    ("IntervalJoinRightCache", _JOIN_KEY,
+     "map<int64,list<tuple<row-data<string-data,int64,timestamp-data(3),int64>,boolean>>>", "void-namespace"),
+    ("IntervalJoinRightTimerState", _JOIN_KEY, "int64", "void-namespace"),
+])
+#: Deduplication keeping the first row by rowtime: Flink 2 keeps it until a watermark passes it.
+KEEP_FIRST_TYPES = {
+    "1": [("deduplicate-state", _ROW_KEY, _TIMESTAMP_ROW, "void-namespace")],
+    "2": [("already-emitted-state-boolean", _ROW_KEY, "boolean", "void-namespace"),
+          ("waiting-to-emit-on-timer", _ROW_KEY, _TIMESTAMP_ROW, "void-namespace")],
+}
+
+
+def expected_state_types(flink_version: str) -> list[tuple[str, str, str, str]]:
+    return sorted(STATE_TYPES + KEEP_FIRST_TYPES[flink_version.split(".")[0]])
+
+
+def state_types(path: str | os.PathLike[str]) -> list[tuple[str, str, str, str]]:
+    """Each keyed state of a savepoint as (state, key type, stored type, namespace type), sorted."""
+    with FlinkSavepoint.open(path) as savepoint:
+        return sorted((name, op.key_type.describe(), op.keyed_state(name).stored_type.describe(),
+                       op.keyed_state(name).namespace_type.describe())
+                      for op in savepoint.operators for name in op.keyed_state_names)
 
 
 def keyed_contents(path: str | os.PathLike[str]) -> dict[str, list[str]]:

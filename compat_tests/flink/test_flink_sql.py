@@ -1,6 +1,7 @@
-"""Flink SQL state through pyref: the SQL job (jobs/SqlJob.java: a group aggregate, a TUMBLE
-window aggregate with windows pending at the savepoint, a join under STATE_TTL) stopped with a
-canonical savepoint, which pyref inspects, verifies, imports (and rescales) and exports back to
+"""Flink SQL state through pyref: the SQL job (jobs/SqlJob.java: group aggregates (one with
+COUNT(DISTINCT), TIMESTAMP and DECIMAL accumulators), TUMBLE and HOP window aggregates and a
+legacy GROUP BY TUMBLE with windows pending at the savepoint, a join under STATE_TTL, an
+interval join, deduplication and Top-N) stopped with a canonical savepoint, which pyref inspects, verifies, imports (and rescales) and exports back to
 Flink; the export restores into the same SQL job, whose changelog after the restore, added to
 the one before, must be each query over all of the input (so every aggregate, pending window
 and join side came back).
@@ -16,7 +17,7 @@ import os
 import pytest
 
 from compat_tests.flink import harness
-from compat_tests.flink.sql import TTL_DEFAULT, added_up, keyed_contents
+from compat_tests.flink.sql import TTL_DEFAULT, added_up, expected_state_types, keyed_contents, state_types
 from pyref.cli import main as pyref_cli
 from pyref import rescale
 from pyref.flink import FlinkSavepoint, export_savepoint, import_flink
@@ -64,17 +65,9 @@ def sql_runs(request, tmp_path_factory):
 
 
 def test_inspect_shows_the_row_types_of_sql_state(sql_runs):
-    _, runs = sql_runs
+    version, runs = sql_runs
     for run in runs.values():
-        with FlinkSavepoint.open(run["savepoint"]) as savepoint:
-            types = {}
-            for op in savepoint.operators:
-                for name in op.keyed_state_names:
-                    state = op.keyed_state(name)
-                    types[name] = (op.key_type.describe(), state.stored_type.describe(), state.namespace_type.describe())
-        assert types["accState"] == ("row-data<string-data>", "row-data<int64,int64,string-data>", "void-namespace")
-        assert types["window-aggs"] == ("row-data<string-data>", "row-data<int64,int64>", "int64")
-        assert types["left-records"][1] == "map<row-data<string-data,int64>,ttl<int32>>"
+        assert state_types(run["savepoint"]) == expected_state_types(version)
         assert pyref_cli(["verify", str(run["savepoint"])]) == 0
 
 

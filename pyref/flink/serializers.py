@@ -6,10 +6,14 @@ class knows how to read, with no length in front. The classes Flink ships for
 the types state is usually made of are parsed here exactly (primitives and
 their boxed and ``Value`` forms, String, arrays, Tuple, Row, POJO, List, Map,
 Set, Either, nullable wrappers, enums, Avro, windows, timers, TTL), and the table
-runtime's row and string serializers of Flink SQL state (``RowData``: its
-field serializers are parsed, the Java-serialized ``LogicalType`` of each
-field before them is stepped over unread, see :func:`_read_row_data`; its
-values stay Flink's bytes, each delimited by its length). Anything
+runtime's serializers of Flink SQL state (``RowData``: its field serializers
+are parsed, the Java-serialized ``LogicalType`` of each field before them is
+stepped over unread, see :func:`_read_row_data`; its values stay Flink's
+bytes, each delimited by its length; ``StringData``, ``TimestampData``,
+``DecimalData``, ``RawValueData``, ``ExternalSerializer`` and the table
+runtime's windows). A table-runtime snapshot of another class is refused
+where its end can only be guessed across Java-serialized bytes (their class
+names look like snapshots). Anything
 else (Kryo's registrations with Java-serialized parts, a user's own snapshot)
 is kept opaque, its class name and exact bytes preserved; its end is found by
 *resynchronising*: the first position after it where the bytes that must
@@ -23,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..errors import CorruptSavepointError
+from ..errors import CorruptSavepointError, UnsupportedFormatError
 from .datainput import DataInput
 
 __all__ = [
@@ -74,6 +78,8 @@ class FlinkType:
     padding: int = 0  # NullableSerializer's null padding
     row_kind: bool = False  # RowSerializer writes the RowKind in its mask
     subclasses: tuple[str, ...] = ()  # POJO subclasses registered or seen (not decodable)
+    precision: int = 0  # the table runtime's TimestampData / DecimalData
+    scale: int = 0  # DecimalData
 
     @property
     def is_opaque(self) -> bool:
@@ -87,6 +93,10 @@ class FlinkType:
             name = f"{self.kind}:{self.type_name}"
         elif self.kind == "opaque":
             name = f"opaque:{self.class_name}"
+        elif self.kind == "timestamp-data":
+            name = f"timestamp-data({self.precision})"
+        elif self.kind == "decimal-data":
+            name = f"decimal-data({self.precision},{self.scale})"
         if self.children and self.kind != "ttl":
             name += "<" + ",".join(c.describe() for c in self.children) + ">"
         elif self.kind == "ttl":
@@ -96,7 +106,7 @@ class FlinkType:
 
 _OPAQUE_KINDS = frozenset({"opaque", "kryo", "avro", "value-type", "java"})
 #: Kinds whose values are an int length, then that many bytes, kept as Flink's bytes.
-LENGTH_PREFIXED_KINDS = frozenset({"row-data", "string-data"})
+LENGTH_PREFIXED_KINDS = frozenset({"row-data", "string-data", "raw-value"})
 
 # SimpleTypeSerializerSnapshot subclasses (empty body in version 3): kind, getLength().
 _P = "org.apache.flink.api.common.typeutils.base."
@@ -150,6 +160,13 @@ _SIMPLE: dict[str, tuple[str, int]] = {
     "org.apache.flink.runtime.state.JavaSerializer$JavaSerializerSnapshot": ("java", -1),
     # The table runtime's StringData: an int length, then UTF-8.
     "org.apache.flink.table.runtime.typeutils.StringDataSerializer$StringDataSerializerSnapshot": ("string-data", -1),
+    # The table runtime's own windows (legacy GROUP BY TUMBLE/HOP/SESSION): Flink's window encodings.
+    "org.apache.flink.table.runtime.operators.window.TimeWindow$Serializer$TimeWindowSerializerSnapshot":
+        ("time-window", 16),
+    "org.apache.flink.table.runtime.operators.window.CountWindow$Serializer$CountWindowSerializerSnapshot":
+        ("count-window", 8),
+    # A data view's placeholder in an accumulator row: one zero byte, like Void.
+    "org.apache.flink.table.dataview.NullSerializer$NullSerializerSnapshot": ("void", 1),
 }
 
 # CompositeTypeSerializerSnapshot subclasses: kind, and how their outer snapshot is read.
@@ -165,11 +182,21 @@ _COMPOSITE: dict[str, str] = {
     "org.apache.flink.api.java.typeutils.runtime.JavaEitherSerializerSnapshot": "either",
     "org.apache.flink.runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot": "ttl",
     "org.apache.flink.streaming.api.operators.TimerSerializerSnapshot": "timer",
+    # RawValueData: the nested serializer wrote the bytes that follow an int length.
+    "org.apache.flink.table.runtime.typeutils.RawValueDataSerializer$RawValueDataSerializerSnapshot": "raw-value",
 }
 
 _T = "org.apache.flink.table.runtime.typeutils."
 _ROW_DATA = _T + "RowDataSerializer$RowDataSerializerSnapshot"
 _BINARY_ROW = _T + "BinaryRowDataSerializer$BinaryRowDataSerializerSnapshot"
+_TIMESTAMP_DATA = _T + "TimestampDataSerializer$TimestampDataSerializerSnapshot"
+_DECIMAL_DATA = _T + "DecimalDataSerializer$DecimalSerializerSnapshot"
+_EXTERNAL = _T + "ExternalSerializer$ExternalSerializerSnapshot"
+#: TimestampData up to this precision is one long (epoch ms), else the long and an int (nanos of the ms).
+TIMESTAMP_COMPACT_PRECISION = 3
+#: DecimalData up to this precision is its unscaled long, else the unscaled bytes after an int length.
+DECIMAL_COMPACT_PRECISION = 18
+_TABLE_PACKAGE = "org.apache.flink.table."
 #: ``ObjectOutputStream``'s header: each Java-serialized LogicalType of a RowData snapshot starts with it.
 _JAVA_STREAM_HEADER = b"\xac\xed\x00\x05"
 _ENUM = _P + "EnumSerializer$EnumSerializerSnapshot"
@@ -281,6 +308,7 @@ def read_versioned_snapshot(inp: DataInput, follow: Follow, depth: int = 1) -> F
     if parsed is None:
         # Unknown class or a body with Java-serialized parts: keep it opaque.
         inp.pos = _resync(inp, body, follow, f"serializer snapshot {class_name}")
+        _refuse_guessed_java_end(inp, class_name, body, follow)
         kind, type_name = "opaque", None
         if class_name == _KRYO:
             kind, type_name = "kryo", _peek_utf(inp, body)
@@ -289,6 +317,18 @@ def read_versioned_snapshot(inp: DataInput, follow: Follow, depth: int = 1) -> F
         parsed = dict(kind=kind, type_name=type_name)
     snapshot = bytes(inp.data[start:inp.pos])
     return FlinkType(class_name=class_name, version=version, snapshot=snapshot, **parsed)
+
+
+def _refuse_guessed_java_end(inp: DataInput, class_name: str, body: int, follow: Follow) -> None:
+    """The table runtime writes Java-serialized types into snapshots; the class names in
+    them parse as a following snapshot, so an end found by resynchronising across them
+    may be a guess inside them: refused, unless the end was known."""
+    if (class_name.startswith(_TABLE_PACKAGE) and getattr(follow, "position", None) is None
+            and _JAVA_STREAM_HEADER in inp.data[body:inp.pos]):
+        raise UnsupportedFormatError(
+            f"serializer snapshot {class_name} (a table runtime class pyref does not parse) holds Java-serialized "
+            "objects, so where it ends cannot be told from its bytes", path=inp.path, state=inp.state,
+            byte_range=(inp.base + body, inp.base + inp.pos))
 
 
 # Snapshot classes whose exact parser may legitimately fail (Java-serialized
@@ -336,7 +376,58 @@ def _read_known_body(inp: DataInput, class_name: str, version: int, follow: Foll
     if class_name == _BINARY_ROW and version == 3:
         inp.read_count("BinaryRowData field count", 1)
         return dict(kind="row-data")
+    if class_name == _TIMESTAMP_DATA and version == 1:
+        precision = _read_precision(inp, "TimestampData", 9)
+        return dict(kind="timestamp-data", precision=precision,
+                    length=8 if precision <= TIMESTAMP_COMPACT_PRECISION else 12)
+    if class_name == _DECIMAL_DATA and version == 3:
+        precision = _read_precision(inp, "DecimalData", 38)
+        scale = inp.read_int("DecimalData scale")
+        if not 0 <= scale <= precision:
+            raise inp.corrupt(f"DecimalData scale {scale} outside 0..{precision}", inp.pos - 4, 4)
+        return dict(kind="decimal-data", precision=precision, scale=scale)  # getLength() is -1 even when compact
+    if class_name == _EXTERNAL and version == 3:
+        return _read_external(inp, follow, depth)
     return None
+
+
+def _read_precision(inp: DataInput, what: str, most: int) -> int:
+    precision = inp.read_int(f"{what} precision")
+    if not 0 <= precision <= most:
+        raise inp.corrupt(f"{what} precision {precision} outside 0..{most}", inp.pos - 4, 4)
+    return precision
+
+
+def _skip_java_types(inp: DataInput, count: int, before_nested: Callable[[DataInput], bool], what: str) -> None:
+    """Step over Java-serialized types (never read: only Java could) to where the
+    ``NestedSerializersSnapshotDelegate`` of ``count`` snapshots that follows them starts
+    and its first snapshot parses; ``before_nested`` reads what lies in between."""
+    start = inp.pos
+    if bytes(inp.data[start:start + 4]) != _JAVA_STREAM_HEADER:
+        raise inp.corrupt(f"{what}: no Java serialization stream", start, 4)
+
+    def nested_header(probe: DataInput) -> bool:
+        return (before_nested(probe) and probe.read_int() == _NESTED_MAGIC and probe.read_int() == 1
+                and probe.read_int() == count and (count == 0 or looks_like_versioned_snapshot(probe)))
+
+    inp.pos = _resync(inp, start, nested_header, what)
+
+
+def _read_external(inp: DataInput, follow: Follow, depth: int) -> dict:
+    """``ExternalSerializerSnapshot`` (a composite, outer version 1): the ``DataType``
+    Java-serialized, the ``isInternalInput`` flag, then the one internal serializer, which
+    writes the values (so they are its values)."""
+    start = inp.pos
+    if inp.read_int("composite serializer magic") != _COMPOSITE_MAGIC:
+        raise inp.corrupt("ExternalSerializer snapshot: bad magic number", start, 4)
+    outer_version = inp.read_int("outer snapshot version")
+    if outer_version != 1:
+        raise inp.corrupt(f"ExternalSerializer snapshot: unknown outer version {outer_version}", inp.pos - 4, 4)
+    _skip_java_types(inp, 1, lambda probe: probe.read_ubyte() <= 1, "the Java-serialized DataType of an "
+                     "ExternalSerializer snapshot")
+    inp.read_bool("ExternalSerializer internal input flag")
+    (internal,) = _read_nested(inp, follow, depth)
+    return dict(kind="external", children=(internal,), length=internal.length)
 
 
 def _read_row_data(inp: DataInput, follow: Follow, depth: int) -> dict:
@@ -346,15 +437,8 @@ def _read_row_data(inp: DataInput, follow: Follow, depth: int) -> dict:
     part is the first place where that delegate's header (magic, version 1, the same field
     count) starts and its snapshots parse."""
     count = inp.read_count("RowData field count", 4)
-    start = inp.pos
-    if count and bytes(inp.data[start:start + 4]) != _JAVA_STREAM_HEADER:
-        raise inp.corrupt("RowData field types: no Java serialization stream", start, 4)
-
-    def nested_header(probe: DataInput) -> bool:
-        return (probe.read_int() == _NESTED_MAGIC and probe.read_int() == 1 and probe.read_int() == count
-                and (count == 0 or looks_like_versioned_snapshot(probe)))
-
-    inp.pos = _resync(inp, start, nested_header, "the Java-serialized field types of a RowData snapshot")
+    if count:
+        _skip_java_types(inp, count, lambda probe: True, "the Java-serialized field types of a RowData snapshot")
     return dict(kind="row-data", children=_read_nested(inp, follow, depth))
 
 
@@ -395,7 +479,7 @@ def _read_composite(inp: DataInput, kind: str, version: int, follow: Follow, dep
         extra["row_kind"] = outer_version == 3 or (outer_version > 3 and inp.read_bool("row kind flag"))
     children = _read_nested(inp, follow, depth)
     expected = {"list": 1, "set": 1, "object-array": 1, "nullable": 1, "map": 2, "either": 2, "ttl": 2,
-                "timer": 2}.get(kind)
+                "timer": 2, "raw-value": 1}.get(kind)
     if expected is not None and len(children) != expected:
         raise inp.corrupt(f"{kind} serializer snapshot has {len(children)} nested serializers, "
                           f"expected {expected}")

@@ -9,7 +9,9 @@ big-endian view, ASCII strings without a Python loop per character.
 
 Python forms: integers, floats, ``bool``, ``str`` (``None`` for null),
 ``bytes`` (``byte[]`` and any opaque type: Kryo, Avro, a user's serializer;
-a Flink SQL ``RowData`` or ``StringData`` as Flink serialized it, length first),
+a Flink SQL ``RowData``, ``StringData`` or ``RawValueData`` as Flink serialized it, length first;
+a ``TimestampData`` in epoch nanoseconds, a ``DecimalData`` as ``decimal.Decimal``, a value of an
+``ExternalSerializer`` as its internal serializer's value, a ``CountWindow`` its id),
 ``tuple`` for a Tuple, :class:`Row` for a Row, ``dict`` for a POJO (field name -> value), lists
 for List/Set/arrays, ``dict`` for Map, the constant name for an enum,
 :class:`TimeWindow`, :data:`GLOBAL_WINDOW`, ``None`` for the void namespace,
@@ -32,7 +34,7 @@ import pyarrow as pa
 from ..errors import CorruptSavepointError, UnsupportedFormatError
 from .columns import column_buffers
 from .datainput import DataInput, decode_utf16_units
-from .serializers import LENGTH_PREFIXED_KINDS, FlinkType
+from .serializers import DECIMAL_COMPACT_PRECISION, LENGTH_PREFIXED_KINDS, TIMESTAMP_COMPACT_PRECISION, FlinkType
 
 __all__ = [
     "Codec",
@@ -173,10 +175,7 @@ def _read_bigdec(inp: DataInput) -> decimal.Decimal | None:
     unscaled = _read_bigint(inp)
     if unscaled is None:
         return None
-    scale = inp.read_int("BigDecimal scale")
-    # Exact whatever the scale: a Decimal built from (sign, digits, exponent), no context rounding.
-    sign, digits = (1 if unscaled < 0 else 0), tuple(int(d) for d in str(abs(unscaled)))
-    return decimal.Decimal((sign, digits, -scale))
+    return _unscaled(unscaled, inp.read_int("BigDecimal scale"))
 
 
 def _null_min(value: int, null: int = -(2**63)) -> int | None:
@@ -213,6 +212,30 @@ def _read_local_date_time(inp: DataInput) -> int | None:
         return None
     days = (date - datetime.date(1970, 1, 1)).days
     return days * 86_400_000_000_000 + (_local_time(hour, minute, second, nano) or 0)
+
+
+def _unscaled(unscaled: int, scale: int) -> decimal.Decimal:
+    # Exact whatever the scale: a Decimal built from (sign, digits, exponent), no context rounding.
+    sign, digits = (1 if unscaled < 0 else 0), tuple(int(d) for d in str(abs(unscaled)))
+    return decimal.Decimal((sign, digits, -scale))
+
+
+def _timestamp_data(type_: FlinkType) -> Codec:
+    if type_.precision <= TIMESTAMP_COMPACT_PRECISION:
+        return _fixed(type_, "q", lambda ms: ms * 1_000_000)
+    return _fixed(type_, "qi", lambda ms, nanos: ms * 1_000_000 + nanos)
+
+
+def _decimal_data(type_: FlinkType) -> Codec:
+    scale = type_.scale
+    if type_.precision <= DECIMAL_COMPACT_PRECISION:
+        return _fixed(type_, "q", lambda unscaled: _unscaled(unscaled, scale))
+
+    def read(inp: DataInput) -> decimal.Decimal:
+        n = inp.read_count("DecimalData length", 1)
+        return _unscaled(int.from_bytes(inp.read_bytes(n, "DecimalData"), "big", signed=True), scale)
+
+    return Codec(type_, read)
 
 
 def _read_char(inp: DataInput) -> str:
@@ -440,6 +463,8 @@ def codec_for(type_: FlinkType) -> Codec:
         return _either(type_, kids[0], kids[1])
     if kind == "enum":
         return _enum(type_)
+    if kind == "external":  # the internal serializer writes the values
+        return kids[0]
     if kind in LENGTH_PREFIXED_KINDS:
         return _length_prefixed(type_)
     return _opaque(type_)
@@ -459,6 +484,9 @@ _SCALARS: dict[str, Callable[[FlinkType], Codec]] = {
     "void-namespace": lambda t: _fixed(t, "x", lambda: None),
     "global-window": lambda t: _fixed(t, "x", lambda: GLOBAL_WINDOW),
     "time-window": lambda t: _fixed(t, "qq", TimeWindow),
+    "count-window": lambda t: _fixed(t, "q"),
+    "timestamp-data": _timestamp_data,
+    "decimal-data": _decimal_data,
     "bigint": lambda t: Codec(t, _read_bigint),
     "bigdec": lambda t: Codec(t, _read_bigdec),
     "date": lambda t: _fixed(t, "q", _null_min),

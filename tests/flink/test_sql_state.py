@@ -1,9 +1,10 @@
 """Flink SQL state (the table runtime's RowData serializers) read, imported and exported.
 
 The fixtures under data/sql are real canonical savepoints of compat_tests/flink's SQL job
-(jobs/SqlJob.java: a group aggregate, a TUMBLE window aggregate with pending windows, a join
-under STATE_TTL), one of Flink 2.3.0 (HashMap backend) and one of 1.20.3 (RocksDB), state
-inlined in ``_metadata``."""
+(jobs/SqlJob.java at parallelism 1: group aggregates, one with COUNT(DISTINCT) and TIMESTAMP /
+DECIMAL accumulators, TUMBLE and HOP window aggregates and a legacy GROUP BY TUMBLE with pending
+windows, a join under STATE_TTL, an interval join, deduplication and Top-N), one of Flink 2.3.0
+(HashMap backend) and one of 1.20.3 (RocksDB), state inlined in ``_metadata``."""
 
 from __future__ import annotations
 
@@ -11,40 +12,47 @@ import pathlib
 
 import pytest
 
-from compat_tests.flink.sql import TTL_DEFAULT, keyed_contents
+import decimal
+
+from compat_tests.flink.sql import TTL_DEFAULT, expected_state_types, keyed_contents, state_types
 from pyref.cli import main as pyref_cli
-from pyref.errors import CorruptSavepointError
+from pyref.errors import CorruptSavepointError, UnsupportedFormatError
 from pyref.flink import FlinkSavepoint, export_savepoint, import_flink
 from pyref.flink.datainput import DataInput
 from pyref.flink.serializers import at_position, read_versioned_snapshot
-from pyref.flink.values import codec_for, decode_cell
-from pyref.testing.flink_bytes import LONG, i32, i64, snapshot, utf
+from pyref.flink.values import TimeWindow, codec_for, decode_cell
+from pyref.testing.flink_bytes import LONG, composite, i32, i64, map_snapshot, snapshot, utf
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "sql"
 SAVEPOINTS = {"2.3.0": DATA / "2.3.0-hashmap", "1.20.3": DATA / "1.20.3-rocksdb"}
 _T = "org.apache.flink.table.runtime.typeutils."
 ROW_DATA = _T + "RowDataSerializer$RowDataSerializerSnapshot"
 STRING_DATA = _T + "StringDataSerializer$StringDataSerializerSnapshot"
-
-
-def stored_types(path: pathlib.Path) -> dict[str, tuple[str, str, str]]:
-    with FlinkSavepoint.open(path) as savepoint:
-        return {name: (op.key_type.describe(), op.keyed_state(name).stored_type.describe(),
-                       op.keyed_state(name).namespace_type.describe())
-                for op in savepoint.operators for name in op.keyed_state_names}
+TIMESTAMP_DATA = _T + "TimestampDataSerializer$TimestampDataSerializerSnapshot"
+DECIMAL_DATA = _T + "DecimalDataSerializer$DecimalSerializerSnapshot"
+EXTERNAL = _T + "ExternalSerializer$ExternalSerializerSnapshot"
+COUNT_WINDOW = "org.apache.flink.table.runtime.operators.window.CountWindow$Serializer$CountWindowSerializerSnapshot"
 
 
 @pytest.mark.parametrize("version", sorted(SAVEPOINTS))
 def test_sql_state_has_row_types_from_the_field_serializers(version):
-    assert stored_types(SAVEPOINTS[version]) == {
-        "accState": ("row-data<string-data>", "row-data<int64,int64,string-data>", "void-namespace"),
-        "window-aggs": ("row-data<string-data>", "row-data<int64,int64>", "int64"),
-        "left-records": ("row-data<string-data,int64>", "map<row-data<string-data,int64>,ttl<int32>>",
-                         "void-namespace"),
-        "right-records": ("row-data<string-data,int64>", "map<row-data<string-data,int64,int64>,ttl<int32>>",
-                          "void-namespace"),
-    }
+    assert state_types(SAVEPOINTS[version]) == expected_state_types(version)
     assert pyref_cli(["verify", str(SAVEPOINTS[version])]) == 0
+
+
+@pytest.mark.parametrize("version", sorted(SAVEPOINTS))
+def test_legacy_window_namespaces_and_distinct_views_decode(version):
+    """The table runtime's TimeWindow namespaces split from the RowData keys; COUNT(DISTINCT)'s
+    MapView holds each distinct key (StringData bytes) with its count."""
+    with FlinkSavepoint.open(SAVEPOINTS[version]) as savepoint:
+        states = {(name, op.keyed_state(name).namespace_type.kind): op.keyed_state(name)
+                  for op in savepoint.operators for name in op.keyed_state_names}
+        windows = [item[1] for item in states["window-aggs", "time-window"].items()]
+        distinct = list(states["distinctAcc_0", "void-namespace"].items())
+    assert windows and all(isinstance(w, TimeWindow) and w.end - w.start == 4000 and w.start % 4000 == 0
+                           for w in windows)
+    assert {key for _, key, _ in distinct} == {i32(2) + f"k{i}".encode() for i in range(6)}
+    assert all(isinstance(count, int) and count >= 1 for _, _, count in distinct)
 
 
 @pytest.mark.parametrize("version", sorted(SAVEPOINTS))
@@ -76,3 +84,54 @@ def test_rowdata_snapshot_steps_over_the_java_types_to_its_field_serializers():
     assert decode_cell(codec_for(parsed), cell) == cell
     with pytest.raises(CorruptSavepointError, match="bytes left"):
         decode_cell(codec_for(parsed), cell + b"x")
+
+
+def parse(data: bytes, state: str | None = None):
+    inp = DataInput(data, state=state)
+    parsed = read_versioned_snapshot(inp, at_position(len(data)))
+    assert inp.pos == len(data)
+    return parsed
+
+
+@pytest.mark.parametrize("body, described, cell, value", [
+    (snapshot(TIMESTAMP_DATA, 1, i32(3)), "timestamp-data(3)", i64(10_500), 10_500_000_000),
+    (snapshot(TIMESTAMP_DATA, 1, i32(6)), "timestamp-data(6)", i64(10_500) + i32(123), 10_500_000_123),
+    (snapshot(DECIMAL_DATA, 3, i32(10) + i32(1)), "decimal-data(10,1)", i64(-525), decimal.Decimal("-52.5")),
+    (snapshot(DECIMAL_DATA, 3, i32(38) + i32(2)), "decimal-data(38,2)", i32(2) + b"\x30\x39",
+     decimal.Decimal("123.45")),
+    (snapshot(COUNT_WINDOW), "count-window", i64(7), 7),
+])
+def test_table_runtime_scalar_snapshots_parse_exactly(body, described, cell, value):
+    parsed = parse(body)
+    assert parsed.describe() == described
+    assert decode_cell(codec_for(parsed), cell) == value
+    with pytest.raises(CorruptSavepointError, match="bytes left"):
+        decode_cell(codec_for(parsed), cell + b"x")
+
+
+def test_external_serializer_steps_over_its_java_data_type_to_the_internal_serializer():
+    """The Java-serialized DataType names classes (StringData...) that look like snapshots:
+    only the internal serializer's header ends it."""
+    external = composite(EXTERNAL, [snapshot(STRING_DATA)], java_stream("org.apache.flink.table.data.StringData")
+                         + b"\x01")
+    parsed = parse(map_snapshot(external, composite(EXTERNAL, [snapshot(LONG)], java_stream(
+        "org.apache.flink.table.types.AtomicDataType") + b"\x00")))
+    assert parsed.describe() == "map<external<string-data>,external<int64>>"
+    assert decode_cell(codec_for(parsed.children[0]), i32(2) + b"k1") == i32(2) + b"k1"
+    assert decode_cell(codec_for(parsed.children[1]), i64(3)) == 3
+
+
+def test_an_unknown_table_runtime_snapshot_is_kept_opaque_or_refused_by_name():
+    unknown = _T + "FutureSerializer$FutureSerializerSnapshot"
+    # Plain bytes: its end is found, it stays opaque (exported as it was).
+    plain = parse(map_snapshot(snapshot(unknown, 1, i32(7)), snapshot(LONG)))
+    assert plain.children[0].describe() == f"opaque:{unknown}" and plain.children[0].snapshot == snapshot(
+        unknown, 1, i32(7))
+    # Java-serialized bytes: an end inside them would be a guess.
+    with pytest.raises(UnsupportedFormatError, match="FutureSerializer") as refused:
+        parse(map_snapshot(snapshot(unknown, 1, java_stream("org.apache.flink.table.data.StringData")),
+                           snapshot(LONG)), state="distinctAcc_0")
+    assert refused.value.state == "distinctAcc_0"
+    # Its end known (the last snapshot before the state data): kept opaque as it is.
+    known = snapshot(unknown, 1, java_stream("org.apache.flink.table.data.StringData"))
+    assert parse(known).describe() == f"opaque:{unknown}"

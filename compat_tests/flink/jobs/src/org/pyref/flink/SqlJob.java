@@ -1,8 +1,11 @@
 package org.pyref.flink;
 
+import java.math.BigDecimal;
+import java.time.Instant;
 import java.time.LocalDateTime;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -18,10 +21,13 @@ import org.apache.flink.util.Collector;
 
 /**
  * The SQL job: a {@link FixedSource} turned into a table (event time from the source's watermarks)
- * and three queries whose state is the table runtime's (RowData keys and values): a group
- * aggregate, a TUMBLE window aggregate (windows after the final watermark stay pending) and a
- * regular join with a STATE_TTL hint. Each query's changelog is collected in this JVM as a signed
- * multiset of rows ({@link #changelog}).
+ * and the queries whose state real SQL jobs keep (the table runtime's RowData keys and values): a
+ * group aggregate, a TUMBLE window aggregate (windows after the final watermark stay pending), a
+ * regular join with a STATE_TTL hint, deduplication (keep first and keep last by rowtime), Top-N,
+ * a group aggregate with COUNT(DISTINCT) and TIMESTAMP/DECIMAL accumulators, a HOP window
+ * aggregate and a legacy GROUP BY TUMBLE window (both with a COUNT(DISTINCT): a MapView per window)
+ * and an interval join. Each query's changelog is
+ * collected in this JVM as a signed multiset of rows ({@link #changelog}).
  *
  * Phase 1 emits the first half of the input and idles; phase 2 (restored from phase 1's savepoint)
  * continues every split where its position stands and emits the second half: phase 1's changelog
@@ -31,13 +37,18 @@ import org.apache.flink.util.Collector;
 final class SqlJob {
     private SqlJob() {}
 
-    static final String[] QUERIES = {"group-aggregate", "window-aggregate", "join"};
+    static final String[] QUERIES = {"group-aggregate", "window-aggregate", "join", "dedup-first", "dedup-last",
+        "top-n", "distinct-aggregate", "hop-window", "legacy-window", "interval-join"};
     static final int SPLITS = 2;
     static final int KEYS = 6;
     /** Phase 1's final watermark: windows of [8000, 12000) and later stay pending. */
     static final long PHASE1_END = 10_000L;
     static final long PHASE2_END = 30_000L;
     static final long WINDOW = 4_000L;
+    static final long HOP_SLIDE = 2_000L;
+    static final int TOP_N = 3;
+    /** The interval join's bound: a.rowtime within this many ms of b.rowtime. */
+    static final long INTERVAL = 5_000L;
 
     private static final Map<String, Map<String, Integer>> CHANGELOG = new ConcurrentHashMap<>();
 
@@ -113,6 +124,21 @@ final class SqlJob {
                     + "GROUP BY k, window_start, window_end",
             "SELECT /*+ STATE_TTL('a' = '1h', 'b' = '1h') */ a.k, a.seq, b.seq "
                     + "FROM t AS a JOIN t AS b ON a.k = b.k AND a.seq = b.seq + 1",
+            "SELECT k, seq FROM (SELECT k, seq, ROW_NUMBER() OVER (PARTITION BY k ORDER BY rowtime ASC) AS rn FROM t) "
+                    + "WHERE rn = 1",
+            "SELECT k, seq FROM (SELECT k, seq, ROW_NUMBER() OVER (PARTITION BY k ORDER BY rowtime DESC) AS rn FROM t) "
+                    + "WHERE rn = 1",
+            "SELECT k, seq, rn FROM (SELECT k, seq, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) AS rn FROM t) "
+                    + "WHERE rn <= " + TOP_N,
+            "SELECT MOD(seq, 3) AS g, COUNT(DISTINCT k) AS dk, MAX(rowtime) AS mt, MAX(CAST(rowtime AS TIMESTAMP(6))) AS mt6, "
+                    + "SUM(CAST(v AS DECIMAL(12, 2))) AS dv, MAX(CAST(v AS DECIMAL(10, 1))) AS mv FROM t GROUP BY MOD(seq, 3)",
+            "SELECT k, window_start, window_end, COUNT(*) AS c, SUM(v) AS total, COUNT(DISTINCT MOD(seq, 2)) AS parities "
+                    + "FROM TABLE(HOP(TABLE t, DESCRIPTOR(rowtime), INTERVAL '2' SECOND, INTERVAL '4' SECOND)) "
+                    + "GROUP BY k, window_start, window_end",
+            "SELECT k, COUNT(*) AS c, SUM(v) AS total, COUNT(DISTINCT MOD(seq, 2)) AS parities "
+                    + "FROM t GROUP BY k, TUMBLE(rowtime, INTERVAL '4' SECOND)",
+            "SELECT a.k, a.seq, b.seq FROM t AS a, t AS b WHERE a.k = b.k AND a.seq = b.seq + 2 "
+                    + "AND a.rowtime BETWEEN b.rowtime - INTERVAL '5' SECOND AND b.rowtime + INTERVAL '5' SECOND",
         };
         for (int i = 0; i < QUERIES.length; i++) {
             tables.toChangelogStream(tables.sqlQuery(sql[i])).process(new Collect(QUERIES[i])).name("collect-" + QUERIES[i]);
@@ -174,39 +200,105 @@ final class SqlJob {
             rows.addAll(input(2));
         }
         long watermark = phase == 1 ? PHASE1_END : PHASE2_END;
-        Map<String, Map<String, Integer>> result = new TreeMap<>();
-        Map<String, long[]> groups = new TreeMap<>();
-        Map<String, String> max = new TreeMap<>();
-        Map<List<Object>, long[]> windows = new TreeMap<>((a, b) -> a.toString().compareTo(b.toString()));
-        Map<String, Integer> joined = new TreeMap<>();
+        Map<String, List<Input>> byKey = new TreeMap<>();
         for (Input in : rows) {
-            long[] g = groups.computeIfAbsent(in.key, k -> new long[2]);
-            g[0]++;
-            g[1] += in.v;
-            max.merge(in.key, "s" + in.v, (x, y) -> x.compareTo(y) >= 0 ? x : y);
-            long start = in.ts - in.ts % WINDOW;
-            if (start + WINDOW - 1 <= watermark) {
-                long[] w = windows.computeIfAbsent(List.of(in.key, start), k -> new long[2]);
-                w[0]++;
-                w[1] += in.v;
+            byKey.computeIfAbsent(in.key, k -> new ArrayList<>()).add(in);
+        }
+        Map<String, Map<String, Integer>> result = new TreeMap<>();
+        Map<String, Integer> aggregates = new TreeMap<>();
+        Map<String, Integer> first = new TreeMap<>();
+        Map<String, Integer> last = new TreeMap<>();
+        Map<String, Integer> top = new TreeMap<>();
+        Map<String, Integer> joined = new TreeMap<>();
+        Map<String, Integer> intervalJoined = new TreeMap<>();
+        Map<String, Integer> legacy = new TreeMap<>();
+        byKey.forEach((k, group) -> {
+            long total = group.stream().mapToLong(in -> in.v).sum();
+            String max = group.stream().map(in -> "s" + in.v).max(Comparator.naturalOrder()).get();
+            add(aggregates, Row.of(k, (long) group.size(), total, max).toString(), 1);
+            Comparator<Input> byTime = Comparator.comparingLong(in -> in.ts);
+            add(first, Row.of(k, group.stream().min(byTime).get().seq).toString(), 1);
+            add(last, Row.of(k, group.stream().max(byTime).get().seq).toString(), 1);
+            List<Input> byValue = new ArrayList<>(group);
+            byValue.sort(Comparator.comparingLong((Input in) -> in.v).reversed());
+            for (int rank = 1; rank <= Math.min(TOP_N, byValue.size()); rank++) {
+                add(top, Row.of(k, byValue.get(rank - 1).seq, (long) rank).toString(), 1);
             }
-            for (Input other : rows) {
-                if (other.key.equals(in.key) && in.seq == other.seq + 1) {
-                    add(joined, Row.of(in.key, in.seq, other.seq).toString(), 1);
+            for (Input a : group) {
+                for (Input b : group) {
+                    if (a.seq == b.seq + 1) {
+                        add(joined, Row.of(k, a.seq, b.seq).toString(), 1);
+                    }
+                    if (a.seq == b.seq + 2 && Math.abs(a.ts - b.ts) <= INTERVAL) {
+                        add(intervalJoined, Row.of(k, a.seq, b.seq).toString(), 1);
+                    }
+                }
+            }
+            windows(group, WINDOW, watermark).forEach((start, w) ->
+                    add(legacy, Row.of(k, (long) w.size(), sum(w), parities(w)).toString(), 1));
+        });
+        result.put("group-aggregate", aggregates);
+        result.put("window-aggregate", windowRows(byKey, WINDOW, watermark));
+        result.put("join", joined);
+        result.put("dedup-first", first);
+        result.put("dedup-last", last);
+        result.put("top-n", top);
+        result.put("distinct-aggregate", distinctAggregate(rows));
+        result.put("hop-window", windowRows(byKey, HOP_SLIDE, watermark));
+        result.put("legacy-window", legacy);
+        result.put("interval-join", intervalJoined);
+        return result;
+    }
+
+    /** The windows of size WINDOW every {@code slide} ms that fired by {@code watermark}: start -> rows. */
+    private static Map<Long, List<Input>> windows(List<Input> group, long slide, long watermark) {
+        Map<Long, List<Input>> windows = new TreeMap<>();
+        for (Input in : group) {
+            for (long start = in.ts - in.ts % slide; start > in.ts - WINDOW; start -= slide) {
+                if (start + WINDOW - 1 <= watermark) {
+                    windows.computeIfAbsent(start, s -> new ArrayList<>()).add(in);
                 }
             }
         }
-        Map<String, Integer> aggregates = new TreeMap<>();
-        groups.forEach((k, g) -> add(aggregates, Row.of(k, g[0], g[1], max.get(k)).toString(), 1));
+        return windows;
+    }
+
+    private static long sum(List<Input> rows) {
+        return rows.stream().mapToLong(in -> in.v).sum();
+    }
+
+    /** COUNT(DISTINCT MOD(seq, 2)). */
+    private static long parities(List<Input> rows) {
+        return rows.stream().map(in -> in.seq % 2).distinct().count();
+    }
+
+    /** A window TVF's rows (HOP's with the parities of its rows, which its distinct view counted). */
+    private static Map<String, Integer> windowRows(Map<String, List<Input>> byKey, long slide, long watermark) {
         Map<String, Integer> fired = new TreeMap<>();
-        windows.forEach((kw, w) -> {
-            long start = (Long) kw.get(1);
-            add(fired, Row.of(kw.get(0), time(start), time(start + WINDOW), w[0], w[1]).toString(), 1);
+        byKey.forEach((k, group) -> windows(group, slide, watermark).forEach((start, w) -> {
+            Row row = Row.of(k, time(start), time(start + WINDOW), (long) w.size(), sum(w));
+            add(fired, (slide == WINDOW ? row : Row.join(row, Row.of(parities(w)))).toString(), 1);
+        }));
+        return fired;
+    }
+
+    /** The DISTINCT / TIMESTAMP / DECIMAL aggregate, grouped by seq mod 3. */
+    private static Map<String, Integer> distinctAggregate(List<Input> rows) {
+        Map<Long, List<Input>> groups = new TreeMap<>();
+        for (Input in : rows) {
+            groups.computeIfAbsent(in.seq % 3, g -> new ArrayList<>()).add(in);
+        }
+        Map<String, Integer> out = new TreeMap<>();
+        groups.forEach((g, group) -> {
+            long distinctKeys = group.stream().map(in -> in.key).distinct().count();
+            long maxTs = group.stream().mapToLong(in -> in.ts).max().getAsLong();
+            long sum = group.stream().mapToLong(in -> in.v).sum();
+            long maxV = group.stream().mapToLong(in -> in.v).max().getAsLong();
+            add(out, Row.of(g, distinctKeys, Instant.ofEpochMilli(maxTs),
+                    LocalDateTime.ofInstant(Instant.ofEpochMilli(maxTs), ZoneOffset.UTC),
+                    BigDecimal.valueOf(sum).setScale(2), BigDecimal.valueOf(maxV).setScale(1)).toString(), 1);
         });
-        result.put(QUERIES[0], aggregates);
-        result.put(QUERIES[1], fired);
-        result.put(QUERIES[2], joined);
-        return result;
+        return out;
     }
 
     private static LocalDateTime time(long millis) {
