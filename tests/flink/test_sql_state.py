@@ -26,11 +26,12 @@ from pyref.testing.flink_bytes import LONG, composite, i32, i64, map_snapshot, s
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "sql"
 SAVEPOINTS = {"2.3.0": DATA / "2.3.0-hashmap", "1.20.3": DATA / "1.20.3-rocksdb"}
 _T = "org.apache.flink.table.runtime.typeutils."
-ROW_DATA = _T + "RowDataSerializer$RowDataSerializerSnapshot"
-STRING_DATA = _T + "StringDataSerializer$StringDataSerializerSnapshot"
-TIMESTAMP_DATA = _T + "TimestampDataSerializer$TimestampDataSerializerSnapshot"
-DECIMAL_DATA = _T + "DecimalDataSerializer$DecimalSerializerSnapshot"
-EXTERNAL = _T + "ExternalSerializer$ExternalSerializerSnapshot"
+# Spelled here as Flink's sources spell them, not taken from pyref: a typo there must fail here.
+ROW_DATA, STRING_DATA, TIMESTAMP_DATA, DECIMAL_DATA, EXTERNAL = (
+    f"{_T}{outer}${snapshot_class}" for outer, snapshot_class in (
+        ("RowDataSerializer", "RowDataSerializerSnapshot"), ("StringDataSerializer", "StringDataSerializerSnapshot"),
+        ("TimestampDataSerializer", "TimestampDataSerializerSnapshot"),
+        ("DecimalDataSerializer", "DecimalSerializerSnapshot"), ("ExternalSerializer", "ExternalSerializerSnapshot")))
 COUNT_WINDOW = "org.apache.flink.table.runtime.operators.window.CountWindow$Serializer$CountWindowSerializerSnapshot"
 
 
