@@ -64,9 +64,9 @@ def _handle_of(row: Any) -> KeyedHandle | OperatorHandle:
     return OperatorHandle({s.name: (DistributionMode[s.mode], tuple(s.offsets)) for s in row.states}, stream)
 
 
-def _write_handles(location: str, flink_version: str, directory: str, inline_bytes: int,
+def _write_handles(location: str, flink_version: str, directory: str, file_prefix: str, inline_bytes: int,
                    rows: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    writer = HandleWriter(Savepoint.open(location), flink_version, directory, inline_bytes)
+    writer = HandleWriter(Savepoint.open(location), flink_version, directory, file_prefix, inline_bytes)
     for batch in rows:
         for task in batch.to_pylist():
             handle = writer.write(HandleTask(task["operator_id"], task["subtask"], task["parallelism"], task["keyed"]))
@@ -86,7 +86,8 @@ def export_flink(spark: SparkSession, source: str | os.PathLike[str], target: st
         try:
             report.step(f"export to Flink {flink_version}: {len(tasks)} state handles of {len(plan.operators)} "
                         "operators")
-            write = partial(_write_handles, sp.location, flink_version, directory.path, inline_bytes)
+            write = partial(_write_handles, sp.location, flink_version, directory.path, directory.file_prefix,
+                            inline_bytes)
             with typed_errors():  # a task's pyref error is raised as itself
                 written = map_per_task(spark, [(i, t.operator_id, t.subtask, t.parallelism, t.keyed)
                                                for i, t in enumerate(tasks)],

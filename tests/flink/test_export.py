@@ -454,6 +454,27 @@ def test_a_failed_overwrite_keeps_the_previous_savepoint(tmp_path, monkeypatch):
     assert {name: (tmp_path / "flink" / name).read_bytes() for name in os.listdir(tmp_path / "flink")} == before
 
 
+def test_a_failed_export_never_deletes_a_concurrent_exports_files(tmp_path, monkeypatch):
+    """Two exports into one directory: the second publishes while the first is still writing,
+    then the first fails. Its abort deletes its own state files only; the published savepoint
+    keeps every file its _metadata names (an abort used to delete whatever had appeared since
+    it began)."""
+    from pyref.flink.writer.directory import ExportDirectory, StateStream
+
+    write_seeds(tmp_path / "seeds", windowed=True)
+    target = tmp_path / "flink"
+    first = ExportDirectory(str(target))
+    mine = StateStream(first.path, first.file_prefix, 0)
+    mine.write(b"half of the first export")
+    mine.close()
+    export_savepoint(tmp_path / "seeds", target, flink_version="2.3", inline_bytes=0, overwrite=True)
+    published = set(os.listdir(target))
+    first.abort()
+    assert set(os.listdir(target)) == published - {mine.name}
+    with FlinkSavepoint.open(target) as sp:  # every state of the published export still reads
+        assert all(list(op.keyed_state(name).items()) for op in sp.operators for name in op.keyed_state_names)
+
+
 def test_metadata_is_published_last_and_atomically(tmp_path, monkeypatch):
     """A failure writing _metadata (the rename that publishes it) removes every state file; a
     successful overwrite then replaces the old savepoint and deletes its files."""

@@ -53,12 +53,13 @@ class StreamRef:
 
 class StateStream:
     """One state handle's stream: kept in memory up to ``inline_bytes``, then a file
-    of the directory ``location`` named by a fresh UUID (what Flink's savepoints name them)."""
+    of the directory ``location`` named by its export's ``file_prefix`` and a fresh UUID
+    (Flink names its state files by a UUID and finds them only through ``_metadata``)."""
 
-    def __init__(self, location: str, inline_bytes: int) -> None:
+    def __init__(self, location: str, file_prefix: str, inline_bytes: int) -> None:
         self.location = location
         self.inline_bytes = inline_bytes
-        self.name = str(uuid.uuid4())
+        self.name = f"{file_prefix}{uuid.uuid4()}"
         self._buffer = bytearray()
         self._file: OutputFile | None = None
         self._io: SavepointIO | None = None
@@ -117,7 +118,9 @@ class ExportDirectory:
         if parsed.is_local:
             with typed_os_errors("cannot prepare the export directory", self.path):
                 os.makedirs(self.path, exist_ok=True)
-        self.present_before = set(self.io.list_files(""))
+        #: Starts the name of every state file of this export (its Spark tasks' too), so that an
+        #: abort deletes those and never another export's into the same directory.
+        self.file_prefix = f"pyref-{uuid.uuid4().hex[:12]}-"
         #: Set once ``_metadata`` is in place: from then on nothing may be removed.
         self.published = False
 
@@ -154,14 +157,14 @@ class ExportDirectory:
                     self.io.delete(name)
 
     def abort(self) -> None:
-        """Delete every file that appeared since this export began (its state files,
-        those of failed Spark tasks too); remove the directory if this export created
+        """Delete every state file of this export (:attr:`file_prefix`: those of failed Spark
+        tasks too, never a concurrent export's); remove the directory if this export created
         it and it is empty again. Nothing, once ``_metadata`` was published."""
         if self.published:
             return
         with contextlib.suppress(SavepointError, OSError):
-            for name in set(self.io.list_files("")) - self.present_before:
-                if name != METADATA:
+            for name in self.io.list_files(""):
+                if name.startswith(self.file_prefix):
                     with contextlib.suppress(SavepointError, OSError):
                         self.io.delete(name)
             if self.created and not os.listdir(self.path):

@@ -198,11 +198,12 @@ class HandleWriter:
     """Writes handles of one source savepoint for a Flink release into a directory (one per
     process: it keeps each operator's serializers and plans between tasks)."""
 
-    def __init__(self, source: Savepoint, flink_version: str, directory: str,
+    def __init__(self, source: Savepoint, flink_version: str, directory: str, file_prefix: str,
                  inline_bytes: int = DEFAULT_INLINE_BYTES) -> None:
         self.source = source
         self.release = flink_release(flink_version)
         self.directory = directory
+        self.file_prefix = file_prefix
         self.inline_bytes = inline_bytes
         self._exports: dict = {}
 
@@ -216,7 +217,7 @@ class HandleWriter:
 
     def write(self, task: HandleTask) -> KeyedHandle | OperatorHandle:
         export = self._export(task)
-        stream = StateStream(self.directory, self.inline_bytes)
+        stream = StateStream(self.directory, self.file_prefix, self.inline_bytes)
         try:
             if task.keyed:
                 groups = key_group_range(export.operator.max_parallelism, task.parallelism, task.subtask)
@@ -267,7 +268,7 @@ def export_savepoint(src: Path, dst: Path, *, flink_version: str, parallelism: i
     plan = plan_export(source, flink_version, parallelism, operators, checkpoint_id)
     directory = ExportDirectory(os.fspath(dst), overwrite=overwrite)
     try:
-        writer = HandleWriter(source, plan.flink_version, directory.path, inline_bytes)
+        writer = HandleWriter(source, plan.flink_version, directory.path, directory.file_prefix, inline_bytes)
         handles = {task: writer.write(task) for task in plan.tasks()}
         return publish(source, plan, directory, handles)
     except BaseException:
