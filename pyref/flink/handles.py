@@ -24,7 +24,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlparse
 
-from ..errors import CorruptSavepointError, InvalidArgumentError, UnsupportedFormatError
+from ..errors import CorruptSavepointError, InvalidArgumentError, SavepointNotFoundError, UnsupportedFormatError
 from ..location import parse_location
 from ..storage import SavepointIO, is_safe_relative_path, open_io
 from .datainput import DataInput
@@ -314,7 +314,7 @@ class HandleStore(ABC):
 
     @abstractmethod
     def _resolve(self, handle: StreamHandle) -> str:
-        """The state file of a file handle, as :meth:`_read` takes it (it exists)."""
+        """The state file of a file handle, as :meth:`_read` takes it."""
 
     @abstractmethod
     def _read(self, name: str) -> bytes | mmap.mmap:
@@ -442,13 +442,15 @@ class RemoteHandleStore(HandleStore):
             if not is_safe_relative_path(name):
                 raise CorruptSavepointError(f"state file {handle.location!r} names no file",
                                             path=self.io.describe(""))
-        if self.io.stat(name) is None:
-            raise CorruptSavepointError(f"state file {handle.location!r} is not in the savepoint directory",
-                                        path=self.io.describe(name))
         return name
 
     def _read(self, name: str) -> bytes:
-        return self.io.read_file(name)
+        # No stat first: a file already read is served from the cache without a request.
+        try:
+            return self.io.read_file(name)
+        except SavepointNotFoundError:
+            raise CorruptSavepointError(f"state file {name!r} is not in the savepoint directory",
+                                        path=self.io.describe(name)) from None
 
 
 def open_handle_store(location: str, *, allow_external_files: bool = False) -> HandleStore:
