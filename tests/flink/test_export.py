@@ -464,7 +464,7 @@ def test_a_failed_export_never_deletes_a_concurrent_exports_files(tmp_path, monk
     write_seeds(tmp_path / "seeds", windowed=True)
     target = tmp_path / "flink"
     first = ExportDirectory(str(target))
-    mine = StateStream(first.path, first.file_prefix, 0)
+    mine = StateStream(first.io, first.file_prefix, 0)
     mine.write(b"half of the first export")
     mine.close()
     export_savepoint(tmp_path / "seeds", target, flink_version="2.3", inline_bytes=0, overwrite=True)

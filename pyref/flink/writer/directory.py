@@ -53,16 +53,15 @@ class StreamRef:
 
 class StateStream:
     """One state handle's stream: kept in memory up to ``inline_bytes``, then a file
-    of the directory ``location`` named by its export's ``file_prefix`` and a fresh UUID
+    of the export directory ``io`` named by its export's ``file_prefix`` and a fresh UUID
     (Flink names its state files by a UUID and finds them only through ``_metadata``)."""
 
-    def __init__(self, location: str, file_prefix: str, inline_bytes: int) -> None:
-        self.location = location
+    def __init__(self, io: SavepointIO, file_prefix: str, inline_bytes: int) -> None:
+        self.io = io
         self.inline_bytes = inline_bytes
         self.name = f"{file_prefix}{uuid.uuid4()}"
         self._buffer = bytearray()
         self._file: OutputFile | None = None
-        self._io: SavepointIO | None = None
         self._size = 0
 
     def tell(self) -> int:
@@ -78,8 +77,7 @@ class StateStream:
     def _flush(self) -> None:
         """Write the buffer to the file, creating it first (many small writes become few)."""
         if self._file is None:
-            self._io = open_io(self.location)
-            self._file = self._io.create(self.name)
+            self._file = self.io.create(self.name)
         self._file.write(bytes(self._buffer))
         self._buffer.clear()
 
@@ -93,11 +91,11 @@ class StateStream:
 
     def discard(self) -> None:
         """Delete what was written (best effort)."""
-        if self._file is not None and self._io is not None:
+        if self._file is not None:
             with contextlib.suppress(SavepointError, OSError):
                 self._file.close()
             with contextlib.suppress(SavepointError, OSError):
-                self._io.delete(self.name)
+                self.io.delete(self.name)
 
 
 class ExportDirectory:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from ...errors import InvalidArgumentError
 from ...key_groups import UPPER_BOUND_MAX_PARALLELISM, key_group_range
 from ...reader import OperatorView, Savepoint
+from ...storage import open_io
 from ..dataoutput import utf
 from ..savepoint import operator_id_of_uid
 from .directory import DEFAULT_INLINE_BYTES, ExportDirectory, StateStream, StreamRef, check_metadata_parses
@@ -202,7 +203,7 @@ class HandleWriter:
                  inline_bytes: int = DEFAULT_INLINE_BYTES) -> None:
         self.source = source
         self.release = flink_release(flink_version)
-        self.directory = directory
+        self.io = open_io(directory)  # one client for every stream this process writes
         self.file_prefix = file_prefix
         self.inline_bytes = inline_bytes
         self._exports: dict = {}
@@ -217,7 +218,7 @@ class HandleWriter:
 
     def write(self, task: HandleTask) -> KeyedHandle | OperatorHandle:
         export = self._export(task)
-        stream = StateStream(self.directory, self.file_prefix, self.inline_bytes)
+        stream = StateStream(self.io, self.file_prefix, self.inline_bytes)
         try:
             if task.keyed:
                 groups = key_group_range(export.operator.max_parallelism, task.parallelism, task.subtask)
