@@ -475,6 +475,26 @@ def test_a_failed_export_never_deletes_a_concurrent_exports_files(tmp_path, monk
         assert all(list(op.keyed_state(name).items()) for op in sp.operators for name in op.keyed_state_names)
 
 
+def test_a_metadata_write_that_landed_but_reported_failure_counts_as_published(tmp_path, monkeypatch):
+    """An object store's PUT can land while its answer is lost: the export must see its own
+    _metadata there and keep the state files it names, not abort and delete them."""
+    from pyref.errors import StorageError
+    from pyref.storage import LocalIO
+
+    write_seeds(tmp_path / "seeds", windowed=True)
+    real = LocalIO.replace_file
+
+    def lands_then_fails(self, rel, data):
+        real(self, rel, data)
+        raise StorageError("the answer was lost", path=rel)
+
+    monkeypatch.setattr(LocalIO, "replace_file", lands_then_fails)
+    result = export_savepoint(tmp_path / "seeds", tmp_path / "flink", flink_version="2.3", inline_bytes=0)
+    assert result.state_files > 0
+    with FlinkSavepoint.open(tmp_path / "flink") as sp:
+        assert all(list(op.keyed_state(name).items()) for op in sp.operators for name in op.keyed_state_names)
+
+
 def test_metadata_is_published_last_and_atomically(tmp_path, monkeypatch):
     """A failure writing _metadata (the rename that publishes it) removes every state file; a
     successful overwrite then replaces the old savepoint and deletes its files."""
