@@ -14,13 +14,14 @@ import contextlib
 import uuid
 from urllib.parse import quote
 
-from ..errors import ConcurrentWriteError, InvalidArgumentError, SavepointNotFoundError
+from ..errors import InvalidArgumentError, SavepointNotFoundError
 from ..location import ARROW_SCHEMES, parse_location
 from .base import (
     MANIFEST_NAME,
     FileStat,
     OutputFile,
     UrlSavepointIO,
+    changed_since_start,
     check_relative_path,
     listed_name,
     typed_os_error,
@@ -104,12 +105,12 @@ class ArrowIO(UrlSavepointIO):
             infos = self.fs.get_file_info(selector)
         return sorted(listed_name(rel_dir, i.base_name) for i in infos if i.type == pafs.FileType.File)
 
-    def commit_manifest(self, data: bytes, expected_previous: bytes | None) -> None:
-        current = self.read_file(MANIFEST_NAME) if self.size(MANIFEST_NAME) is not None else None
+    def commit_file(self, rel: str, data: bytes, expected_previous: bytes | None) -> None:
+        # HDFS has no conditional rename: the check narrows the race, it cannot close it (§10.5).
+        current = self.read_file(rel) if self.size(rel) is not None else None
         if current != expected_previous:
-            raise ConcurrentWriteError("the savepoint changed since this writer started; nothing was committed",
-                                       path=self.describe(MANIFEST_NAME))
-        self.replace_file(MANIFEST_NAME, data)
+            raise changed_since_start(rel, self.describe(rel))
+        self.replace_file(rel, data)
 
     def replace_file(self, rel: str, data: bytes) -> None:
         full = self._full(rel)

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 from urllib.parse import quote, unquote_to_bytes
 
-from ..errors import CorruptSavepointError, SavepointError, SavepointNotFoundError, StorageError
+from ..errors import ConcurrentWriteError, CorruptSavepointError, SavepointError, SavepointNotFoundError, StorageError
 from ..parallel import WORKERS
 
 MANIFEST_NAME = "_manifest"
@@ -121,6 +121,12 @@ class OutputFile(ABC):
     def close(self) -> None: ...
 
 
+def changed_since_start(rel: str, path: str) -> ConcurrentWriteError:
+    """What :meth:`SavepointIO.commit_file` raises when ``rel`` is no longer what the writer read."""
+    what = "committed (the manifest changed)" if rel == MANIFEST_NAME else f"published {rel}"
+    return ConcurrentWriteError(f"another writer {what} since this writer started; nothing was committed", path=path)
+
+
 class SavepointIO(ABC):
     """The files of one savepoint directory."""
 
@@ -188,13 +194,21 @@ class SavepointIO(ABC):
         (object stores, HDFS: :attr:`has_commit_lock` is False) it holds nothing."""
         return contextlib.nullcontext()
 
-    @abstractmethod
     def commit_manifest(self, data: bytes, expected_previous: bytes | None) -> None:
         """Atomically make ``data`` the manifest, if the current one is still ``expected_previous``.
 
         Raises :class:`ConcurrentWriteError` when it is not, having published nothing;
         any other error leaves the outcome unknown (the manifest may be published).
         """
+        self.commit_file(MANIFEST_NAME, data, expected_previous)
+
+    @abstractmethod
+    def commit_file(self, rel: str, data: bytes, expected_previous: bytes | None) -> None:
+        """:meth:`commit_manifest` for the file ``rel``: make ``data`` the whole file in one step
+        if the file is still ``expected_previous`` (None: absent), else raise
+        :class:`ConcurrentWriteError` having written nothing. What publishes a savepoint (the
+        manifest; a Flink export's ``_metadata``) goes through it, so that of two writers racing
+        for one directory exactly one succeeds and the other is told."""
 
     @abstractmethod
     def sibling(self, name: str) -> SavepointIO:

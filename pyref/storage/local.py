@@ -25,6 +25,7 @@ from .base import (
     FileStat,
     OutputFile,
     SavepointIO,
+    changed_since_start,
     check_directory_name,
     check_relative_path,
     typed_os_error,
@@ -242,23 +243,39 @@ class LocalIO(SavepointIO):
                 delay = min(2 * delay, 0.1)
 
     def commit_manifest(self, data: bytes, expected_previous: bytes | None) -> None:
-        with self.commit_lock():
-            manifest = os.path.join(self.root, MANIFEST_NAME)
-            with typed_os_errors("cannot read the current manifest", manifest):
-                try:
-                    with open(manifest, "rb") as f:
-                        current: bytes | None = f.read()
-                except FileNotFoundError:
-                    current = None
-            if current != expected_previous:
-                raise ConcurrentWriteError("the savepoint changed since this writer started; nothing was committed",
-                                           path=manifest)
-            # New data files' directory entries must be durable before the manifest names them.
-            data_dir = os.path.join(self.root, DATA_DIR)
-            with typed_os_errors("cannot make the data directory durable (fsync)", data_dir):
-                if os.path.isdir(data_dir):
-                    _fsync_dir(data_dir)
-            self.replace_file(MANIFEST_NAME, data)
+        with self.commit_lock():  # the lock every writer of a pyref savepoint takes (spec/format.md §10.2)
+            self._commit_locked(MANIFEST_NAME, data, expected_previous)
+
+    def commit_file(self, rel: str, data: bytes, expected_previous: bytes | None) -> None:
+        # Not a pyref manifest (a Flink export's _metadata): no lock file is left beside it; an
+        # exclusive flock of the directory itself keeps pyref processes apart just as well.
+        directory = os.path.dirname(self._full(rel))
+        with typed_os_errors("cannot lock the directory", directory):
+            os.makedirs(directory, exist_ok=True)
+            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            with typed_os_errors("cannot lock the directory", directory):
+                fcntl.flock(fd, fcntl.LOCK_EX)  # held for a read and a rename: never long
+            self._commit_locked(rel, data, expected_previous)
+        finally:
+            os.close(fd)  # releases the flock
+
+    def _commit_locked(self, rel: str, data: bytes, expected_previous: bytes | None) -> None:
+        target = self._full(rel)
+        with typed_os_errors("cannot read the current file", target):
+            try:
+                with open(target, "rb") as f:
+                    current: bytes | None = f.read()
+            except FileNotFoundError:
+                current = None
+        if current != expected_previous:
+            raise changed_since_start(rel, target)
+        # The directory entries of the files the new one names must be durable before it is.
+        for directory in {os.path.join(self.root, DATA_DIR), os.path.dirname(target)}:
+            with typed_os_errors("cannot make the directory durable (fsync)", directory):
+                if os.path.isdir(directory):
+                    _fsync_dir(directory)
+        self.replace_file(rel, data)
 
     def replace_file(self, rel: str, data: bytes) -> None:
         target = self._full(rel)

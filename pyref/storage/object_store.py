@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 from ..errors import (
-    ConcurrentWriteError,
     CorruptSavepointError,
     InvalidArgumentError,
     MissingDependencyError,
@@ -29,7 +28,7 @@ from ..errors import (
     StorageError,
 )
 from ..location import OBJECT_STORE_SCHEMES, parse_location
-from .base import MANIFEST_NAME, FileStat, OutputFile, UrlSavepointIO, check_relative_path
+from .base import MANIFEST_NAME, FileStat, OutputFile, UrlSavepointIO, changed_since_start, check_relative_path
 
 #: How obstore retries a failing request: server errors (500, 503 SlowDown), dropped
 #: connections and timeouts, with exponential backoff and jitter, and never longer than
@@ -134,8 +133,9 @@ class ObjectStoreIO(UrlSavepointIO):
         with _typed("cannot configure the store", url):
             self.store = _obstore().store.from_url(native, **{"retry_config": RETRY, **store_options})
         self.read_concurrency = READ_CONCURRENCY
-        #: The manifest as last read, with the version the store gave it (ETag, generation).
-        self._seen_manifest: tuple[bytes, dict[str, str]] | None = None
+        #: Files as last read for a conditional replace (the manifest always), with the version
+        #: the store gave them (ETag, generation).
+        self._seen: dict[str, tuple[bytes, dict[str, str]]] = {}
 
     def stat(self, rel: str) -> FileStat | None:
         check_relative_path(rel)
@@ -165,7 +165,9 @@ class ObjectStoreIO(UrlSavepointIO):
                                path=self.describe(rel)) from exc
         return self._whole(rel, offset, length, bytes(data))
 
-    def read_file(self, rel: str) -> bytes:
+    def read_file(self, rel: str, *, keep_version: bool = False) -> bytes:
+        """The whole file; with ``keep_version`` (always for the manifest) the version the store
+        gave these bytes is kept for a later :meth:`commit_file`."""
         check_relative_path(rel)
         try:
             result = _obstore().get(self.store, rel)
@@ -174,9 +176,9 @@ class ObjectStoreIO(UrlSavepointIO):
             if _is_not_found(exc):
                 raise SavepointNotFoundError("file does not exist", path=self.describe(rel)) from None
             raise StorageError(f"cannot read the file: {_message(exc)}", path=self.describe(rel)) from exc
-        if rel == MANIFEST_NAME:
+        if keep_version or rel == MANIFEST_NAME:
             meta = result.meta
-            self._seen_manifest = (data, {k: meta[k] for k in ("e_tag", "version") if meta.get(k)})
+            self._seen[rel] = (data, {k: meta[k] for k in ("e_tag", "version") if meta.get(k)})
         return self._whole(rel, 0, result.meta["size"], data)
 
     def create(self, rel: str) -> OutputFile:
@@ -205,40 +207,40 @@ class ObjectStoreIO(UrlSavepointIO):
         with _typed("cannot write the file", self.describe(rel)):  # one PUT: the object appears whole
             _obstore().put(self.store, rel, data, use_multipart=False)
 
-    def commit_manifest(self, data: bytes, expected_previous: bytes | None) -> None:
+    def commit_file(self, rel: str, data: bytes, expected_previous: bytes | None) -> None:
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 
-        where = self.describe(MANIFEST_NAME)
-        mode = "create" if expected_previous is None else self._version_of(expected_previous)
+        check_relative_path(rel)
+        where = self.describe(rel)
+        mode = "create" if expected_previous is None else self._version_of(rel, expected_previous)
         try:
-            _obstore().put(self.store, MANIFEST_NAME, data, mode=mode, use_multipart=False)
+            _obstore().put(self.store, rel, data, mode=mode, use_multipart=False)
         except (AlreadyExistsError, PreconditionError):
             # A retried write whose first attempt landed is refused by its own condition.
-            if self._current_manifest() == data:
+            if self._current(rel) == data:
                 return
-            raise ConcurrentWriteError("another writer committed since this writer started; nothing was committed",
-                                       path=where) from None
+            raise changed_since_start(rel, where) from None
         except Exception as exc:  # the request may have landed: the outcome is unknown
-            raise StorageError(f"cannot write the manifest (it may or may not be published): {_message(exc)}",
+            raise StorageError(f"cannot write {rel} (it may or may not be published): {_message(exc)}",
                                path=where) from exc
 
-    def _version_of(self, expected: bytes) -> dict[str, str]:
-        """The store's version of the manifest ``expected``, as this IO read it (when the
-        writer started), or as it is now if it still has those bytes."""
-        if self._seen_manifest is None or self._seen_manifest[0] != expected:
-            if self._current_manifest() != expected:
-                raise ConcurrentWriteError("the savepoint changed since this writer started; nothing was committed",
-                                           path=self.describe(MANIFEST_NAME))
-        assert self._seen_manifest is not None  # _current_manifest() read it
-        _, version = self._seen_manifest
+    def _version_of(self, rel: str, expected: bytes) -> dict[str, str]:
+        """The store's version of ``rel`` holding ``expected``, as this IO read it (the
+        manifest, when the writer started), or as it is now if it still has those bytes."""
+        seen = self._seen.get(rel)
+        if seen is None or seen[0] != expected:
+            if self._current(rel) != expected:
+                raise changed_since_start(rel, self.describe(rel))
+        _, version = self._seen[rel]  # _current() read it
         if not version:
-            raise StorageError("the store gave the manifest no ETag or version, so it cannot be replaced "
-                               "conditionally (spec/format.md §10.5)", path=self.describe(MANIFEST_NAME))
+            raise StorageError(f"the store gave {rel} no ETag or version, so it cannot be replaced "
+                               "conditionally (spec/format.md §10.5)", path=self.describe(rel))
         return version
 
-    def _current_manifest(self) -> bytes | None:
+    def _current(self, rel: str) -> bytes | None:
+        """``rel`` as it is now (None: absent), its version kept for a conditional write."""
         try:
-            return self.read_file(MANIFEST_NAME)
+            return self.read_file(rel, keep_version=True)
         except SavepointNotFoundError:
             return None
 

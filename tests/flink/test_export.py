@@ -475,6 +475,40 @@ def test_a_failed_export_never_deletes_a_concurrent_exports_files(tmp_path, monk
         assert all(list(op.keyed_state(name).items()) for op in sp.operators for name in op.keyed_state_names)
 
 
+@pytest.mark.parametrize("overwrite", [False, True], ids=["new-directory", "over-a-savepoint"])
+def test_of_two_exports_racing_for_one_directory_one_publishes_and_the_other_is_refused(tmp_path, monkeypatch,
+                                                                                           overwrite):
+    """Export B publishes while export A is writing: A must not replace B's _metadata (which
+    would leave B's caller believing in a savepoint that is gone, and A's files orphaned); it
+    is refused, deletes its own files and leaves B's savepoint whole."""
+    from pyref.errors import ConcurrentWriteError
+    from pyref.flink.writer.directory import ExportDirectory
+
+    write_seeds(tmp_path / "seeds", windowed=True)
+    target = tmp_path / "flink"
+    if overwrite:
+        export_savepoint(tmp_path / "seeds", target, flink_version="2.3", inline_bytes=0)
+    real_commit = ExportDirectory.commit
+    race = {"ran": False}
+
+    def b_publishes_first(self, metadata, files):
+        if not race["ran"]:
+            race["ran"] = True
+            race["b"] = export_savepoint(tmp_path / "seeds", target, flink_version="2.3", inline_bytes=0,
+                                         overwrite=True)
+            race["published"] = {name: (target / name).read_bytes() for name in os.listdir(target)
+                                  if not name.startswith(self.file_prefix)}  # A's own files are not B's
+        return real_commit(self, metadata, files)
+
+    monkeypatch.setattr(ExportDirectory, "commit", b_publishes_first)
+    with pytest.raises(ConcurrentWriteError, match="_metadata"):
+        export_savepoint(tmp_path / "seeds", target, flink_version="2.3", inline_bytes=0, overwrite=overwrite)
+    assert {name: (target / name).read_bytes() for name in os.listdir(target)} == race["published"]
+    assert len(race["published"]) == race["b"].state_files + 1  # and its _metadata
+    with FlinkSavepoint.open(target) as sp:
+        assert dict(sp.operator("url-counter").keyed_state("count").items()) == SEED_COUNTS
+
+
 def test_a_metadata_write_that_landed_but_reported_failure_counts_as_published(tmp_path, monkeypatch):
     """An object store's PUT can land while its answer is lost: the export must see its own
     _metadata there and keep the state files it names, not abort and delete them."""

@@ -188,6 +188,30 @@ def test_an_export_over_a_flink_savepoint_on_s3_replaces_it_whole_or_not_at_all(
     assert _flink_states(url) == _flink_states(str(_local_export(source, tmp_path)))
 
 
+def test_of_two_exports_racing_for_one_s3_directory_the_later_is_refused(s3_prefix, tmp_path):
+    """An export that began before another one published into the same prefix is refused by
+    the conditional PUT of its _metadata (a plain PUT silently replaced the other's), and its
+    abort deletes its own files only."""
+    from pyref.errors import ConcurrentWriteError
+    from pyref.flink.writer.directory import ExportDirectory, StateStream
+
+    source = tmp_path / "seeds"
+    write_seeds(source)
+    url = f"{s3_prefix}/flink/raced"
+    late = ExportDirectory(url)  # sees no savepoint there yet
+    mine = StateStream(late.io, late.file_prefix, 0)
+    mine.write(b"the late export's state")
+    mine.close()
+    export_savepoint(source, url, flink_version="2.3.0", inline_bytes=0)
+    published = {name: open_io(url).read_file(name) for name in open_io(url).list_files("")
+                 if not name.startswith(late.file_prefix)}
+    with pytest.raises(ConcurrentWriteError, match="_metadata"):
+        late.commit(b"never published", [mine.name])
+    late.abort()
+    assert {name: open_io(url).read_file(name) for name in open_io(url).list_files("")} == published
+    assert _flink_states(url) == _flink_states(str(_local_export(source, tmp_path)))
+
+
 def _local_export(source, tmp_path):
     target = tmp_path / "local-export"
     export_savepoint(source, target, flink_version="2.3.0", inline_bytes=0)

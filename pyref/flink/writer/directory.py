@@ -3,8 +3,9 @@
 Flink takes a directory for a savepoint when it holds a ``_metadata`` file, and
 finds every state file through it. So the state files are written first, each to
 its final name (a random UUID, as Flink names them, relative to the directory),
-and ``_metadata`` last, in one step (``SavepointIO.replace_file``: on local disks
-written aside, flushed and renamed; on object stores one PUT). Until then nothing
+and ``_metadata`` last, in one step (``SavepointIO.commit_file``: on local disks
+written aside, flushed and renamed; on object stores one conditional PUT), and only if
+no other export published one meanwhile. Until then nothing
 here is a savepoint; after it, the savepoint is complete. The directory is a local
 path or a URL (``s3://``, ``gs://``, ``az://``, ``hdfs://``). A failed export deletes the state
 files it wrote and leaves ``_metadata`` (the previous savepoint's, if one was being
@@ -134,7 +135,9 @@ class ExportDirectory:
         """Publish ``_metadata`` (the savepoint is complete from here on), then delete the
         replaced savepoint's state files that ``files`` (the new ones) does not list."""
         try:
-            self.io.replace_file(METADATA, metadata)
+            # Conditional: of two exports racing for this directory one publishes, the other is
+            # refused (ConcurrentWriteError) and its abort deletes only its own files.
+            self.io.commit_file(METADATA, metadata, self.previous)
         except StorageError:
             # A write that may have landed (an upload whose answer was lost): complete if it did.
             if self.io.stat(METADATA) is None or self.io.read_file(METADATA) != metadata:
