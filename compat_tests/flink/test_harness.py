@@ -170,8 +170,9 @@ def test_config_keys_follow_the_renames_of_flink_1_20():
         harness.flink_config("2.3.0", backend="memory")
 
 
-def test_api_family_splits_at_1_19():
-    assert [harness.api_family(v) for v in ("1.18.1", "1.19.3", "2.3.0")] == ["1.18", "1.19", "1.19"]
+def test_api_families_split_at_1_15_and_1_19():
+    assert [harness.api_families(v) for v in ("1.14.6", "1.15.4", "1.18.1", "1.19.3", "2.3.0")] == [
+        ("1.14", "1.18"), ("1.15", "1.18"), ("1.15", "1.18"), ("1.15", "1.19"), ("1.15", "1.19")]
 
 
 # --- job specs and restore comparison ---------------------------------------------------------
