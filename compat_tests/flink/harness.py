@@ -85,14 +85,16 @@ def flink_available(flink_version: str, *, download: bool = False) -> str | None
     return None
 
 
-def api_family(flink_version: str) -> str:
-    """Which compat/ shim compiles against the version: 1.18 lacks the Duration-based API of 1.19+."""
+def api_families(flink_version: str) -> tuple[str, str]:
+    """Which compat/ shims compile against the version: stop-with-savepoint (1.14 has no SavepointFormatType;
+    1.15+) and the windowing / TTL / runtime-context calls (1.18 and older lack the Duration-based API of 1.19+)."""
     major, minor = (int(x) for x in flink_version.split(".")[:2])
-    return "1.18" if (major, minor) <= (1, 18) else "1.19"
+    return ("1.14" if (major, minor) <= (1, 14) else "1.15", "1.18" if (major, minor) <= (1, 18) else "1.19")
 
 
 def _sources(flink_version: str) -> list[pathlib.Path]:
-    return sorted((JOBS_DIR / "src").rglob("*.java")) + sorted((JOBS_DIR / "compat" / api_family(flink_version)).rglob("*.java"))
+    return sorted((JOBS_DIR / "src").rglob("*.java")) + [
+        src for family in api_families(flink_version) for src in sorted((JOBS_DIR / "compat" / family).rglob("*.java"))]
 
 
 def jobs_fingerprint(flink_version: str) -> str:

@@ -30,15 +30,17 @@ from dataclasses import dataclass
 from compat_tests._build import sha256_file
 
 INDEX_URL = "https://pypi.org/simple/apache-flink-libraries/"
-#: The releases the corpus covers: the newest patch release of each minor version since 1.15 (1.14's jobs
-#: would need shims: no SavepointFormatType, no Table API bridge they compile against).
-FLINK_VERSIONS = ("1.15.4", "1.16.3", "1.17.2", "1.18.1", "1.19.3", "1.20.3", "2.0.2", "2.1.3", "2.2.1", "2.3.0")
+#: The releases the corpus covers: the newest patch release of each minor version since 1.14.
+FLINK_VERSIONS = ("1.14.6", "1.15.4", "1.16.3", "1.17.2", "1.18.1", "1.19.3", "1.20.3", "2.0.2", "2.1.3", "2.2.1", "2.3.0")
 #: The jars a DataStream or SQL job (Table API bridge, planner, table runtime, CEP the planner links) on the local mini cluster
-#: needs (up to 1.16, the shaded ZooKeeper and Curator too); the connector and format jars are not kept.
-KEPT_JARS = ("flink-dist-", "log4j-", "flink-table-api-java-uber-", "flink-table-planner-loader-", "flink-cep-",
-             "flink-table-runtime-", "flink-shaded-zookeeper-")
+#: needs (up to 1.16, the shaded ZooKeeper and Curator too; 1.14's Scala-suffixed flink-dist_2.11 and
+#: flink-table_2.11, the latter holding its whole Table API, bridge and planner); the connector and format jars are not kept.
+DIST_JARS = ("flink-dist-", "flink-dist_")
+KEPT_JARS = (*DIST_JARS, "log4j-", "flink-table-api-java-uber-", "flink-table-planner-loader-", "flink-cep-",
+             "flink-table-runtime-", "flink-shaded-zookeeper-", "flink-table_")
 #: Written last into a version's directory: its presence, naming :data:`KEPT_JARS`, means the extraction
-#: completed (a cache extracted with other kept jars is extracted again).
+#: completed (a cache extracted with other kept jars is extracted again: adding 1.14's prefixes re-extracted
+#: every cached version once).
 MANIFEST = "pyref-flink.json"
 TIMEOUT = 60.0
 #: Seconds to wait before each new attempt of a request that failed (a network blip is not a missing release).
@@ -72,7 +74,7 @@ def cached_lib(version: str) -> pathlib.Path | None:
         manifest = json.loads((lib.parent / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    complete = manifest.get("kept") == list(KEPT_JARS) and any(lib.glob("flink-dist-*.jar"))
+    complete = manifest.get("kept") == list(KEPT_JARS) and any(p.name.startswith(DIST_JARS) for p in lib.glob("*.jar"))
     return lib if complete else None
 
 
@@ -193,7 +195,7 @@ def ensure_lib(version: str, *, download: bool = True) -> pathlib.Path:
         staged = tmp_path / "version"
         (staged / "lib").mkdir(parents=True)
         jars = _extract(archive, staged / "lib")
-        if not any(j.startswith("flink-dist-") for j in jars):
+        if not any(j.startswith(DIST_JARS) for j in jars):
             raise FlinkJarsUnavailable(f"{release.filename} holds no flink-dist jar")
         (staged / MANIFEST).write_text(json.dumps(
             {"version": version, "archive": release.filename, "url": release.url, "sha256": release.sha256,

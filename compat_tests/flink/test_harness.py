@@ -30,9 +30,9 @@ JAR_MEMBERS = {"flink-dist-9.9.9.jar": b"dist", "log4j-api-2.0.jar": b"log", "fl
                "flink-connector-files-9.9.9.jar": b"connector"}
 
 
-def fake_sdist(path, version="9.9.9"):
+def fake_sdist(path, version="9.9.9", members=JAR_MEMBERS):
     with tarfile.open(path, "w:gz") as t:
-        for name, data in {**JAR_MEMBERS, "README.txt": b"x"}.items():
+        for name, data in {**members, "README.txt": b"x"}.items():
             folder = "deps/lib" if name.endswith(".jar") else "deps"
             info = tarfile.TarInfo(f"apache-flink-libraries-{version}/{folder}/{name}")
             info.size = len(data)
@@ -64,6 +64,20 @@ def test_ensure_lib_keeps_the_lib_jars_of_a_verified_archive(tmp_path, monkeypat
     assert jars.cached_lib("9.9.9") == lib
     monkeypatch.setattr(jars, "find_release", lambda v: pytest.fail("a cached version must not consult the index"))
     assert jars.ensure_lib("9.9.9") == lib
+
+
+def test_ensure_lib_keeps_the_scala_suffixed_jars_of_1_14(tmp_path, monkeypatch):
+    """1.14's lib names flink-dist and its one Table API jar with a Scala suffix; flink-scala_2.12 (1.15+) stays out."""
+    filename = "apache-flink-libraries-9.9.9.tar.gz"
+    fake_sdist(tmp_path / filename, members={"flink-dist_2.11-9.9.9.jar": b"dist", "flink-table_2.11-9.9.9.jar": b"table",
+                                             "flink-scala_2.12-9.9.9.jar": b"scala", "flink-csv-9.9.9.jar": b"csv"})
+    digest = hashlib.sha256((tmp_path / filename).read_bytes()).hexdigest()
+    monkeypatch.setenv("PYREF_FLINK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PYREF_FLINK_ARCHIVES", str(tmp_path))
+    monkeypatch.setattr(jars, "find_release", lambda v: jars.Release(v, filename, "https://invalid/" + filename, digest))
+    lib = jars.ensure_lib("9.9.9")
+    assert sorted(p.name for p in lib.iterdir()) == ["flink-dist_2.11-9.9.9.jar", "flink-table_2.11-9.9.9.jar"]
+    assert jars.cached_lib("9.9.9") == lib
 
 
 def test_a_cache_extracted_with_other_kept_jars_is_not_complete(tmp_path, monkeypatch):
@@ -151,13 +165,15 @@ def test_config_keys_follow_the_renames_of_flink_1_20():
     assert new["execution.checkpointing.dir"] == "file:///tmp/c"
     assert harness.flink_config("2.3.0")["execution.checkpointing.storage"] == "jobmanager"
     assert harness.config_keys("1.18.1").restore_path == "execution.savepoint.path"
+    assert harness.flink_config("1.14.6", backend="rocksdb")["state.backend"] == "rocksdb"  # before 1.17's .type
     assert harness.config_keys("2.0.2").restore_path == "execution.state-recovery.path"
     with pytest.raises(ValueError, match="backend"):
         harness.flink_config("2.3.0", backend="memory")
 
 
-def test_api_family_splits_at_1_19():
-    assert [harness.api_family(v) for v in ("1.18.1", "1.19.3", "2.3.0")] == ["1.18", "1.19", "1.19"]
+def test_api_families_split_at_1_15_and_1_19():
+    assert [harness.api_families(v) for v in ("1.14.6", "1.15.4", "1.18.1", "1.19.3", "2.3.0")] == [
+        ("1.14", "1.18"), ("1.15", "1.18"), ("1.15", "1.18"), ("1.15", "1.19"), ("1.15", "1.19")]
 
 
 # --- job specs and restore comparison ---------------------------------------------------------

@@ -14,7 +14,6 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.core.execution.JobClient;
-import org.apache.flink.core.execution.SavepointFormatType;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.type.TypeReference;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
@@ -129,8 +128,7 @@ public final class Main {
     private static void stopWithSavepoint(JobClient client, Path out, long timeoutMs, ObjectNode result) throws Exception {
         long frozen = System.nanoTime();
         Path target = out.resolve(".flink-savepoints");
-        String savepoint = client.stopWithSavepoint(false, target.toUri().toString(), SavepointFormatType.CANONICAL)
-                .get(timeoutMs, TimeUnit.MILLISECONDS);
+        String savepoint = Savepoints.stopCanonical(client, target.toUri().toString()).get(timeoutMs, TimeUnit.MILLISECONDS);
         client.getJobExecutionResult().get(timeoutMs, TimeUnit.MILLISECONDS);
         result.put("savepoint_seconds", (System.nanoTime() - frozen) / 1e9);
         Path written = Paths.get(new java.net.URI(savepoint.startsWith("file:") ? savepoint : "file://" + savepoint));
