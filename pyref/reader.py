@@ -610,6 +610,8 @@ class KeyGroupedView(StateView):
             raise CorruptSavepointError(f"row {row}: its key belongs to key group {int(groups[first])}, not to the "
                                         f"chunk's key group {chunk.key_group}", path=self._store.describe(chunk),
                                         state=self.label)
+        if decoded is keys:  # decoding is the identity (byte-string keys): every row's key is the column itself
+            return CheckedKeys(every_key, None, rows)
         return CheckedKeys(decoded, starts, rows)
 
     def scan_key_groups(self) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
