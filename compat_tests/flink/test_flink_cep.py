@@ -88,7 +88,7 @@ def test_views_decode_pending_matches_and_buffered_events(cep_runs):
                 assert all(lockable.ref_count > 0 and lockable.element["key"] == key
                            for (key, _), lockable in events.items())
                 queued = list(op.keyed_state("eventQueuesStateName").items())
-                timers = {(t["timestamp"]) for t in op.timers("watermark-callbacks", "event-time").to_arrow().to_pylist()}
+                timers = {t["timestamp"] for t in op.timers("watermark-callbacks", "event-time").to_arrow().to_pylist()}
                 assert queued and {ts for _, ts, _ in queued} <= timers
 
 

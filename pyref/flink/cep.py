@@ -2,8 +2,9 @@
 
 A CEP operator keeps, per key: ``nfaStateName`` (the ``NFAState``: its partial and completed
 matches, each a ``ComputationState``), the shared buffer (``sharedBuffer-events``: each event
-by its ``EventId`` under a reference count; ``sharedBuffer-entries-with-lockable-edges``, in
-Flink 1.x before 1.16 ``sharedBuffer-entries``: the match graph's nodes by ``NodeId``, each
+by its ``EventId`` under a reference count; ``sharedBuffer-entries-with-lockable-edges``
+(``sharedBuffer-entries`` in older releases' savepoints, which Flink migrates on restore: the
+``cep-shared-buffer-node-v1`` values below): the match graph's nodes by ``NodeId``, each
 edge to a predecessor node versioned by a ``DeweyNumber``; ``sharedBuffer-events-count``:
 events seen per timestamp), the events waiting for the watermark (``eventQueuesStateName``:
 timestamp -> list of events, plain Flink types) and its timers.
@@ -23,7 +24,7 @@ cep-shared-buffer-     the target node id (null: a match's first event), the dew
 edge
 cep-shared-buffer-     int edge count, per edge an int reference count and the edge
 node                   (``SharedBufferNodeSerializer``)
-cep-shared-buffer-     the edges as a ``List`` (the serializer of 1.x's ``sharedBuffer-entries``:
+cep-shared-buffer-     the edges as a ``List`` (the legacy ``sharedBuffer-entries``' serializer:
 node-v1                no reference count per edge)
 cep-lockable           int reference count, the element
 cep-nfa-state          partial matches, then completed matches: each an int count of

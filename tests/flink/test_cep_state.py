@@ -21,7 +21,7 @@ from pyref.flink.cep import ComputationState, EventId, Lockable, NFAState, NodeI
 from pyref.flink.datainput import DataInput
 from pyref.flink.serializers import at_position, read_versioned_snapshot
 from pyref.flink.values import codec_for, decode_cell
-from pyref.testing.flink_bytes import composite, i32, i64, snapshot
+from pyref.testing.flink_bytes import composite, i32, i64, list_snapshot, snapshot
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "cep"
 SAVEPOINTS = {"2.3.0": DATA / "2.3.0-hashmap", "1.20.3": DATA / "1.20.3-rocksdb"}
@@ -129,3 +129,17 @@ def test_a_node_id_flag_other_than_0_or_1_is_corrupt():
     assert decode_cell(codec, b"\x00") is None
     with pytest.raises(CorruptSavepointError, match="node id flag"):
         decode_cell(codec, b"\x02" + i32(0) + i64(1) + b"\x02a")
+
+
+def test_the_legacy_shared_buffer_node_is_a_list_of_edges_without_reference_counts():
+    """The serializer of older releases' ``sharedBuffer-entries`` (migrated by Flink on restore)."""
+    edge = composite(_N + "sharedbuffer.SharedBufferEdge$SharedBufferEdgeSerializer$SharedBufferEdgeSerializerSnapshot",
+                     [composite(NODE_ID, [snapshot(EVENT_ID)]), snapshot(DEWEY)])
+    data = composite(_N + "sharedbuffer.SharedBufferNode$SharedBufferNodeSerializer$SharedBufferNodeSerializerSnapshot",
+                     [list_snapshot(edge)])
+    type_ = read_versioned_snapshot(DataInput(data), at_position(len(data)))
+    assert type_.describe() == ("cep-shared-buffer-node-v1<list<cep-shared-buffer-edge<cep-node-id<cep-event-id>,"
+                                "cep-dewey-number>>>")
+    value = i32(2) + b"\x00" + i32(1) + i32(1) + b"\x01" + i32(0) + i64(5) + b"\x02a" + i32(2) + i32(1) + i32(0)
+    assert decode_cell(codec_for(type_), value) == [SharedBufferEdge(None, (1,)),
+                                                    SharedBufferEdge(NodeId(EventId(0, 5), "a"), (1, 0))]
