@@ -15,12 +15,14 @@ import pytest
 from compat_tests.flink.cep import OPERATORS, STATE_TYPES
 from compat_tests.flink.sql import keyed_contents, state_types
 from pyref.cli import main as pyref_cli
-from pyref.errors import CorruptSavepointError
+from pyref.errors import CorruptSavepointError, UnsupportedFormatError
 from pyref.flink import FlinkSavepoint, export_savepoint, import_flink
 from pyref.flink.cep import ComputationState, EventId, Lockable, NFAState, NodeId, SharedBufferEdge
 from pyref.flink.datainput import DataInput
 from pyref.flink.serializers import at_position, read_versioned_snapshot
+from pyref.flink.transcode import transcoder
 from pyref.flink.values import codec_for, decode_cell
+from pyref.serializers import Int32, Int64, Tuple
 from pyref.testing.flink_bytes import composite, i32, i64, list_snapshot, snapshot
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "cep"
@@ -143,3 +145,11 @@ def test_the_legacy_shared_buffer_node_is_a_list_of_edges_without_reference_coun
     value = i32(2) + b"\x00" + i32(1) + i32(1) + b"\x01" + i32(0) + i64(5) + b"\x02a" + i32(2) + i32(1) + i32(0)
     assert decode_cell(codec_for(type_), value) == [SharedBufferEdge(None, (1,)),
                                                     SharedBufferEdge(NodeId(EventId(0, 5), "a"), (1, 0))]
+
+
+def test_pyref_values_are_not_written_as_cep_values():
+    """An export writes CEP state only from the Flink bytes an import kept (opaque)."""
+    data = composite(NODE_ID, [snapshot(EVENT_ID)])
+    target = read_versioned_snapshot(DataInput(data), at_position(len(data)))
+    with pytest.raises(UnsupportedFormatError, match="cep-node-id<cep-event-id> values are only kept as opaque bytes"):
+        transcoder(Tuple(Int32(), Int64()), target, "sharedBuffer-entries-with-lockable-edges")
