@@ -80,6 +80,42 @@ def test_partial_matches_point_into_the_shared_buffer(version):
         assert all(m.previous_timestamp is not None for state in nfa.values() for m in state.partial_matches)
 
 
+#: The first events (seq) of each key's partial matches at the savepoint, from CepJob's KINDS (seq 0-9
+#: processed): followed-by waits for a large event after each small one since the last large one
+#: that is still within 3.5 s of the watermark; run extends the block of small events ending at 9
+#: from each of its events.
+PENDING = {
+    "followed-by": {"k0": {7, 8, 9}, "k1": {8, 9}, "k2": {7, 8, 9}, "k4": {7, 8, 9}, "k5": {8, 9}},
+    "run": {"k0": {7, 8, 9}, "k1": {8, 9}, "k2": {6, 7, 8, 9}, "k4": {7, 8, 9}, "k5": {8, 9}},
+}
+
+
+@pytest.mark.parametrize("version", sorted(SAVEPOINTS))
+def test_partial_matches_start_where_the_patterns_say(version):
+    pending = []
+    for states in cep_states(version):
+        starts: dict[str, set[int]] = {}
+        for key, state in states["nfaStateName"]:
+            for m in state.partial_matches:
+                if m.start_event is not None:
+                    starts.setdefault(key, set()).add((m.start_event.timestamp - 100 - 10 * int(key[1:])) // 1000)
+        pending.append(starts)
+    assert sorted(pending, key=str) == sorted(PENDING.values(), key=str)
+
+
+@pytest.mark.parametrize("version", sorted(SAVEPOINTS))
+def test_run_nodes_chain_back_through_versioned_edges(version):
+    """The oneOrMore run's nodes: each event of a block of small events is reached from the next
+    one by an edge per run through it (so the shared buffer holds edges between nodes, Dewey
+    versions several digits long and nodes locked more than once)."""
+    entries = [node for states in cep_states(version)
+               for node in states["sharedBuffer-entries-with-lockable-edges"]]
+    assert any(lockable.ref_count > 1 for _, _, lockable in entries)
+    linked = [edge.element for _, _, lockable in entries for edge in lockable.element if edge.element.target]
+    assert linked and all(e.target.page == "a" for e in linked)
+    assert max(len(e.version) for e in linked) >= 3
+
+
 @pytest.mark.parametrize("version", sorted(SAVEPOINTS))
 def test_events_after_the_watermark_wait_in_the_queue_with_their_timers(version):
     for states in cep_states(version):

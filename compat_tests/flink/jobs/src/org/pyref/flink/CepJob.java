@@ -72,9 +72,20 @@ final class CepJob {
         }
     };
 
+    /** Each key's events by seq: S small, L large, N neither. Phase 1 (seq 0-11) ends its processed
+     * part (seq 0-9) in small events, so both patterns' runs are partial at its savepoint. */
+    private static final String[] KINDS = {
+        "SNSLSSLSSSLS" + "SSLNSSSLSLNS",
+        "NSSLNSLNSSSL" + "LSSSLNSLSSLN",
+        "SSSSLNSSSSNL" + "SLSSNLLSSSLN",
+        "LNSLSLSNSLSS" + "LSNSSLSSSLNN",
+        "SLSSSLNSSSSS" + "LNSSLSSSLSLS",
+        "NNSSLSSNSSLL" + "SSSLNSLSNSSL",
+    };
+
     /** Event seq of key k: 1000 ms apart (distinct per key); num mod 3 says small, large or neither. */
     private static Event event(int key, long seq) {
-        Event e = new Event("k" + key, (key * 7 + seq * seq + 2 * seq) % 5 % 3, 1000L * seq + 100L + 10L * key);
+        Event e = new Event("k" + key, 3 * seq + "SLN".indexOf(KINDS[key].charAt((int) seq)), 1000L * seq + 100L + 10L * key);
         e.seq = seq;
         return e;
     }
