@@ -283,10 +283,11 @@ def short_error(error: str, limit: int = 3000) -> str:
 
 
 @dataclass(frozen=True)
-class SqlRun:
-    """One run of the SQL job (jobs/SqlJob.java): phase 1 from scratch, stopped with a canonical
-    savepoint into ``out``/savepoint; phase 2 restored from ``restore_from`` (phase 1's changelog
-    as ``before``), cancelled once the changelogs add up to the query over all of the input."""
+class PhasedRun:
+    """One run of a two-phase job (jobs/PhasedJob.java: the SQL job, jobs/SqlJob.java, or the CEP
+    job, jobs/CepJob.java): phase 1 from scratch, stopped with a canonical savepoint into
+    ``out``/savepoint; phase 2 restored from ``restore_from`` (phase 1's changelog as ``before``),
+    cancelled once the changelogs add up to the job's output over all of the input."""
     out: str | os.PathLike[str]
     phase: int = 1
     backend: str = "hashmap"
@@ -295,13 +296,16 @@ class SqlRun:
     before: dict | None = None
 
 
-#: The max parallelism of the SQL job's operators.
-SQL_MAX_PARALLELISM = 128
+SqlRun = CepRun = PhasedRun
+#: The max parallelism of the two-phase jobs' operators.
+PHASED_MAX_PARALLELISM = 128
 
 
-def run_sql_many(flink_version: str, runs: list[SqlRun], *, timeout: float = 600, download: bool = False) -> list[dict]:
-    """Each run in one JVM; each result is its ``sql.json``: ``changelog`` (this run's, query ->
-    {row: signed count}) and ``expected`` (the query over the input up to the run's phase)."""
+def run_phased_many(flink_version: str, action: str, runs: list[PhasedRun], *, timeout: float = 600,
+                    download: bool = False) -> list[dict]:
+    """Each run of the job of ``action`` ("sql" or "cep") in one JVM; each result is its
+    ``<action>.json``: ``changelog`` (this run's, query or pattern -> {row: signed count}) and
+    ``expected`` (the job's output over the input up to the run's phase)."""
     keys = config_keys(flink_version)
     tasks = []
     for run in runs:
@@ -309,13 +313,23 @@ def run_sql_many(flink_version: str, runs: list[SqlRun], *, timeout: float = 600
         if run.restore_from is not None:
             config.update({keys.restore_path: pathlib.Path(run.restore_from).resolve().as_uri(),
                            keys.ignore_unclaimed: "false"})
-        tasks.append({"action": "sql", "phase": run.phase, "parallelism": run.parallelism,
-                      "max_parallelism": SQL_MAX_PARALLELISM, "config": config, "out": str(pathlib.Path(run.out).resolve()),
+        tasks.append({"action": action, "phase": run.phase, "parallelism": run.parallelism,
+                      "max_parallelism": PHASED_MAX_PARALLELISM, "config": config, "out": str(pathlib.Path(run.out).resolve()),
                       "timeout_s": 60 if run.phase == 2 else int(timeout),
                       **({"before": run.before} if run.before is not None else {})})
     results = run_tasks(flink_version, tasks, timeout=timeout, download=download)
     for run, result in zip(runs, results):
         if not result["ok"]:
-            raise FlinkError(f"Flink {flink_version} SQL job (phase {run.phase}, {run.backend}) failed:\n"
+            raise FlinkError(f"Flink {flink_version} {action} job (phase {run.phase}, {run.backend}) failed:\n"
                              f"{short_error(result['error'])}")
-    return [json.loads((pathlib.Path(run.out) / "sql.json").read_text(encoding="utf-8")) for run in runs]
+    return [json.loads((pathlib.Path(run.out) / f"{action}.json").read_text(encoding="utf-8")) for run in runs]
+
+
+def run_sql_many(flink_version: str, runs: list[PhasedRun], *, timeout: float = 600, download: bool = False) -> list[dict]:
+    """The SQL job's runs (see :func:`run_phased_many`)."""
+    return run_phased_many(flink_version, "sql", runs, timeout=timeout, download=download)
+
+
+def run_cep_many(flink_version: str, runs: list[PhasedRun], *, timeout: float = 600, download: bool = False) -> list[dict]:
+    """The CEP job's runs (see :func:`run_phased_many`): each changelog holds each pattern's matches."""
+    return run_phased_many(flink_version, "cep", runs, timeout=timeout, download=download)

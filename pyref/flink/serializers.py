@@ -80,6 +80,7 @@ class FlinkType:
     subclasses: tuple[str, ...] = ()  # POJO subclasses registered or seen (not decodable)
     precision: int = 0  # the table runtime's TimestampData / DecimalData
     scale: int = 0  # DecimalData
+    previous_timestamp: bool = False  # CEP's NFAState: each match stores its previous event's time
 
     @property
     def is_opaque(self) -> bool:
@@ -110,6 +111,7 @@ LENGTH_PREFIXED_KINDS = frozenset({"row-data", "string-data", "raw-value"})
 
 # SimpleTypeSerializerSnapshot subclasses (empty body in version 3): kind, getLength().
 _P = "org.apache.flink.api.common.typeutils.base."
+_CEP = "org.apache.flink.cep.nfa."
 _A = "org.apache.flink.api.common.typeutils.base.array."
 _SIMPLE: dict[str, tuple[str, int]] = {
     _P + "BooleanSerializer$BooleanSerializerSnapshot": ("boolean", 1),
@@ -167,6 +169,9 @@ _SIMPLE: dict[str, tuple[str, int]] = {
         ("count-window", 8),
     # A data view's placeholder in an accumulator row: one zero byte, like Void.
     "org.apache.flink.table.dataview.NullSerializer$NullSerializerSnapshot": ("void", 1),
+    # Flink CEP's event ids and Dewey numbers (values: pyref/flink/cep.py).
+    _CEP + "DeweyNumber$DeweyNumberSerializer$DeweyNumberSerializerSnapshot": ("cep-dewey-number", -1),
+    _CEP + "sharedbuffer.EventId$EventIdSerializer$EventIdSerializerSnapshot": ("cep-event-id", 12),
 }
 
 # CompositeTypeSerializerSnapshot subclasses: kind, and how their outer snapshot is read.
@@ -184,6 +189,15 @@ _COMPOSITE: dict[str, str] = {
     "org.apache.flink.streaming.api.operators.TimerSerializerSnapshot": "timer",
     # RawValueData: the nested serializer wrote the bytes that follow an int length.
     "org.apache.flink.table.runtime.typeutils.RawValueDataSerializer$RawValueDataSerializerSnapshot": "raw-value",
+    # Flink CEP's NFA state and shared buffer (values: pyref/flink/cep.py).
+    _CEP + "NFAStateSerializerSnapshot": "cep-nfa-state",
+    _CEP + "sharedbuffer.NodeId$NodeIdSerializer$NodeIdSerializerSnapshot": "cep-node-id",
+    _CEP + "sharedbuffer.SharedBufferEdge$SharedBufferEdgeSerializer$SharedBufferEdgeSerializerSnapshot":
+        "cep-shared-buffer-edge",
+    _CEP + "sharedbuffer.SharedBufferNodeSerializerSnapshotV2": "cep-shared-buffer-node",
+    _CEP + "sharedbuffer.SharedBufferNode$SharedBufferNodeSerializer$SharedBufferNodeSerializerSnapshot":
+        "cep-shared-buffer-node-v1",
+    _CEP + "sharedbuffer.LockableTypeSerializerSnapshot": "cep-lockable",
 }
 
 _T = "org.apache.flink.table.runtime.typeutils."
@@ -477,9 +491,12 @@ def _read_composite(inp: DataInput, kind: str, version: int, follow: Follow, dep
             raise inp.corrupt(f"null padding length {extra['padding']}", inp.pos - 4, 4)
     elif kind == "row":
         extra["row_kind"] = outer_version == 3 or (outer_version > 3 and inp.read_bool("row kind flag"))
+    elif kind == "cep-nfa-state":  # outer version 2 (Flink 1.16+) added the flag
+        extra["previous_timestamp"] = outer_version >= 2 and inp.read_bool("NFA state previous timestamp flag")
     children = _read_nested(inp, follow, depth)
     expected = {"list": 1, "set": 1, "object-array": 1, "nullable": 1, "map": 2, "either": 2, "ttl": 2,
-                "timer": 2, "raw-value": 1}.get(kind)
+                "timer": 2, "raw-value": 1, "cep-nfa-state": 3, "cep-node-id": 1, "cep-shared-buffer-edge": 2,
+                "cep-shared-buffer-node": 1, "cep-shared-buffer-node-v1": 1, "cep-lockable": 1}.get(kind)
     if expected is not None and len(children) != expected:
         raise inp.corrupt(f"{kind} serializer snapshot has {len(children)} nested serializers, "
                           f"expected {expected}")

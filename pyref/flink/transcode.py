@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 from ..errors import CorruptSavepointError, UnsupportedFormatError
 from ..serializers import Enum, ListOf, MapOf, Nullable, Opaque, Serializer, Tuple
 from ..serializers.base import binary_input, binary_parts, fixed_width_binary, fixed_width_values
+from .cep import CEP_KINDS
 from .columns import gather_spans
 from .dataoutput import string_value
 from .rows import be_bytes, from_bytes, join_rows, lengths, varints
@@ -53,7 +54,7 @@ _FIELD_WIDTHS = {"boolean": (1,), "int8": (1,), "int16": (2,), "int32": (4,), "i
 _ENGINE_ONLY = frozenset({"opaque", "kryo", "avro", "value-type", "java", "either", "bigint", "bigdec", "date",
                           "sql-date", "sql-time", "sql-timestamp", "instant", "local-date", "local-time",
                           "local-date-time", "void", "row-data", "string-data", "raw-value", "timestamp-data",
-                          "decimal-data", "external", "count-window"})
+                          "decimal-data", "external", "count-window"}) | CEP_KINDS
 _STRUCTS = {"boolean": "?", "int8": "b", "int16": "h", "int32": "i", "int64": "q", "float32": "f", "float64": "d"}
 
 

@@ -15,7 +15,8 @@ a ``TimestampData`` in epoch nanoseconds, a ``DecimalData`` as ``decimal.Decimal
 ``tuple`` for a Tuple, :class:`Row` for a Row, ``dict`` for a POJO (field name -> value), lists
 for List/Set/arrays, ``dict`` for Map, the constant name for an enum,
 :class:`TimeWindow`, :data:`GLOBAL_WINDOW`, ``None`` for the void namespace,
-:class:`TtlValue` for a TTL cell and :class:`Timer` for a timer. Dates:
+:class:`TtlValue` for a TTL cell and :class:`Timer` for a timer, the named tuples of
+:mod:`pyref.flink.cep` for Flink CEP's NFA state and shared buffer. Dates:
 ``date``/``sql-date``/``sql-time`` are epoch milliseconds, ``sql-timestamp``,
 ``instant`` and ``local-date-time`` epoch nanoseconds, ``local-date`` a
 ``datetime.date``, ``local-time`` nanoseconds of the day.
@@ -32,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import CorruptSavepointError, UnsupportedFormatError
+from .cep import CEP_KINDS, cep_reader
 from .columns import column_buffers
 from .datainput import DataInput, decode_utf16_units
 from .serializers import DECIMAL_COMPACT_PRECISION, LENGTH_PREFIXED_KINDS, TIMESTAMP_COMPACT_PRECISION, FlinkType
@@ -467,6 +469,8 @@ def codec_for(type_: FlinkType) -> Codec:
         return kids[0]
     if kind in LENGTH_PREFIXED_KINDS:
         return _length_prefixed(type_)
+    if kind in CEP_KINDS:
+        return Codec(type_, cep_reader(type_, [k.read for k in kids]), width=type_.length if type_.length > 0 else None)
     return _opaque(type_)
 
 

@@ -33,6 +33,8 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
  *       one (phase 1: then a canonical stop-with-savepoint into DIR/savepoint; phase 2, restored from the
  *       savepoint named in config: or until timeout_s, then it is cancelled) and writes DIR/sql.json
  *       ({"changelog": this run's, "expected": the whole input's up to this phase}).</li>
+ *   <li>{"action": "cep", ...}: the same as "sql" for {@link CepJob} (its changelog: the matches of each
+ *       pattern), written to DIR/cep.json.</li>
  * </ul>
  */
 public final class Main {
@@ -51,7 +53,9 @@ public final class Main {
                 if ("generate".equals(action)) {
                     generate(task, result);
                 } else if ("sql".equals(action)) {
-                    sql(task, result);
+                    phased(task, result, SqlJob.PHASED, "sql");
+                } else if ("cep".equals(action)) {
+                    phased(task, result, CepJob.PHASED, "cep");
                 } else {
                     restore(task, result);
                 }
@@ -137,37 +141,37 @@ public final class Main {
         result.put("flink_savepoint_path", savepoint);
     }
 
-    private static void sql(JsonNode task, ObjectNode result) throws Exception {
+    private static void phased(JsonNode task, ObjectNode result, PhasedJob job, String name) throws Exception {
         int phase = task.get("phase").asInt();
         Path out = outDir(task);
         long timeoutMs = timeoutMs(task);
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config(task));
-        SqlJob.build(env, phase, task.get("parallelism").asInt(), task.get("max_parallelism").asInt());
+        job.build(env, phase, task.get("parallelism").asInt(), task.get("max_parallelism").asInt());
         Map<String, Map<String, Integer>> before = task.has("before") ? Json.MAPPER.convertValue(task.get("before"),
                 new TypeReference<Map<String, Map<String, Integer>>>() {}) : Map.of();
-        Map<String, Map<String, Integer>> expected = SqlJob.expected(phase);
-        JobClient client = env.executeAsync("pyref-sql-" + phase);
+        Map<String, Map<String, Integer>> expected = job.expected(phase);
+        JobClient client = env.executeAsync("pyref-" + name + "-" + phase);
         long deadline = System.currentTimeMillis() + timeoutMs;
-        while (!expected.equals(SqlJob.plus(before, SqlJob.changelog())) && System.currentTimeMillis() < deadline) {
+        while (!expected.equals(job.plus(before, job.output())) && System.currentTimeMillis() < deadline) {
             if (client.getJobStatus().get().isGloballyTerminalState()) {
                 client.getJobExecutionResult().get();
-                throw new IllegalStateException("the SQL job ended before its input was processed");
+                throw new IllegalStateException("the " + name + " job ended before its input was processed");
             }
             Thread.sleep(100);
         }
         if (phase == 1) {
-            if (!expected.equals(SqlJob.changelog())) {
-                throw new IllegalStateException("phase 1 of the SQL job: no expected changelog after " + timeoutMs + " ms: "
-                        + SqlJob.changelog());
+            if (!expected.equals(job.output())) {
+                throw new IllegalStateException("phase 1 of the " + name + " job: no expected changelog after " + timeoutMs + " ms: "
+                        + job.output() + ", expected " + expected);
             }
             stopWithSavepoint(client, out, timeoutMs, result);
         } else {
             client.cancel().get(timeoutMs, TimeUnit.MILLISECONDS);
         }
         ObjectNode written = Json.object();
-        written.set("changelog", Json.MAPPER.valueToTree(SqlJob.changelog()));
+        written.set("changelog", Json.MAPPER.valueToTree(job.output()));
         written.set("expected", Json.MAPPER.valueToTree(expected));
-        write(out.resolve("sql.json"), written);
+        write(out.resolve(name + ".json"), written);
     }
 
     private static void restore(JsonNode task, ObjectNode result) throws Exception {

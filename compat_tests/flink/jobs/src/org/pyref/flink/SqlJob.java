@@ -52,6 +52,29 @@ final class SqlJob {
 
     private static final Map<String, Map<String, Integer>> CHANGELOG = new ConcurrentHashMap<>();
 
+    /** This job for Main's "sql" action. */
+    static final PhasedJob PHASED = new PhasedJob() {
+        @Override
+        public String[] outputs() {
+            return QUERIES;
+        }
+
+        @Override
+        public void build(StreamExecutionEnvironment env, int phase, int parallelism, int maxParallelism) {
+            SqlJob.build(env, phase, parallelism, maxParallelism);
+        }
+
+        @Override
+        public Map<String, Map<String, Integer>> output() {
+            return changelog();
+        }
+
+        @Override
+        public Map<String, Map<String, Integer>> expected(int phase) {
+            return SqlJob.expected(phase);
+        }
+    };
+
     private static final class Input {
         final String key;
         final long v;
@@ -180,17 +203,6 @@ final class SqlJob {
             }
         }
         return copy;
-    }
-
-    /** The two changelogs added up (a restored run's after its savepoint's). */
-    static Map<String, Map<String, Integer>> plus(Map<String, Map<String, Integer>> a, Map<String, Map<String, Integer>> b) {
-        Map<String, Map<String, Integer>> sum = new TreeMap<>();
-        for (String q : QUERIES) {
-            Map<String, Integer> rows = new TreeMap<>(a.getOrDefault(q, Map.of()));
-            b.getOrDefault(q, Map.of()).forEach((row, n) -> add(rows, row, n));
-            sum.put(q, rows);
-        }
-        return sum;
     }
 
     /** Each query over the input of phases 1 .. phase, after the phase's final watermark. */

@@ -3,6 +3,7 @@ package org.pyref.flink;
 import java.time.Duration;
 import org.apache.flink.api.common.functions.RuntimeContext;
 import org.apache.flink.api.common.state.StateTtlConfig;
+import org.apache.flink.cep.pattern.Pattern;
 import org.apache.flink.streaming.api.datastream.WindowedStream;
 import org.apache.flink.streaming.api.windowing.assigners.SlidingEventTimeWindows;
 import org.apache.flink.streaming.api.windowing.assigners.TumblingEventTimeWindows;
@@ -30,5 +31,9 @@ final class Compat {
 
     static int subtask(RuntimeContext context) {
         return context.getTaskInfo().getIndexOfThisSubtask();
+    }
+
+    static <T, F extends T> Pattern<T, F> within(Pattern<T, F> pattern, long millis) {
+        return pattern.within(Duration.ofMillis(millis));
     }
 }
