@@ -86,8 +86,9 @@ def flink_available(flink_version: str, *, download: bool = False) -> str | None
 
 
 def api_families(flink_version: str) -> tuple[str, str]:
-    """Which compat/ shims compile against the version: stop-with-savepoint (1.14 has no SavepointFormatType;
-    1.15+) and the windowing / TTL / runtime-context calls (1.18 and older lack the Duration-based API of 1.19+)."""
+    """Which compat/ shims compile against the version: stop-with-savepoint and CEP (1.14 has no
+    SavepointFormatType and no flink-cep jar in lib/; 1.15+) and the windowing / TTL / runtime-context calls
+    (1.18 and older lack the Duration-based API of 1.19+)."""
     major, minor = (int(x) for x in flink_version.split(".")[:2])
     return ("1.14" if (major, minor) <= (1, 14) else "1.15", "1.18" if (major, minor) <= (1, 18) else "1.19")
 
