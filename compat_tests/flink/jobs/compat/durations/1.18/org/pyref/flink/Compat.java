@@ -8,7 +8,7 @@ import org.apache.flink.streaming.api.windowing.assigners.TumblingEventTimeWindo
 import org.apache.flink.streaming.api.windowing.time.Time;
 import org.apache.flink.streaming.api.windowing.windows.Window;
 
-/** The API calls that changed between Flink 1.18 (this file) and 1.19+ (compat/1.19). */
+/** The API calls that changed between Flink 1.18 (this file) and 1.19+ (compat/durations/1.19). */
 final class Compat {
     private Compat() {}
 

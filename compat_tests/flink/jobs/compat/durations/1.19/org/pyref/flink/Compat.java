@@ -8,7 +8,7 @@ import org.apache.flink.streaming.api.windowing.assigners.SlidingEventTimeWindow
 import org.apache.flink.streaming.api.windowing.assigners.TumblingEventTimeWindows;
 import org.apache.flink.streaming.api.windowing.windows.Window;
 
-/** The API calls that changed between Flink 1.18 (compat/1.18) and 1.19+ (this file, also 2.x). */
+/** The API calls that changed between Flink 1.18 (compat/durations/1.18) and 1.19+ (this file, also 2.x). */
 final class Compat {
     private Compat() {}
 

@@ -4,7 +4,7 @@ import java.util.concurrent.CompletableFuture;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.core.execution.SavepointFormatType;
 
-/** Stop-with-savepoint of Flink 1.14 (compat/1.14), which has no SavepointFormatType, and 1.15+ (this file). */
+/** Stop-with-savepoint of Flink 1.13 and 1.14 (compat/savepoints/1.14), which has no SavepointFormatType, and 1.15+ (this file). */
 final class Savepoints {
     private Savepoints() {}
 
