@@ -277,7 +277,7 @@ def read_serializer_snapshot(inp: DataInput, follow: Follow) -> FlinkType:
     if version != SNAPSHOT_PROXY_VERSION:
         raise inp.corrupt(
             f"serializer snapshot proxy version {version}: only version {SNAPSHOT_PROXY_VERSION} "
-            "(a TypeSerializerSnapshot, as Flink 1.14 to 2.3 write it) can be read", start, 4)
+            "(a TypeSerializerSnapshot, as Flink 1.13 to 2.3 write it) can be read", start, 4)
     return read_versioned_snapshot(inp, follow)
 
 

@@ -64,10 +64,10 @@ def operator(metadata, uid):
 # -- the bytes Flink writes -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", ["1.14.6", "1.15.4", "1.16.3", "1.17.2", "1.20.3", "2.0.2", "2.3.0"])
+@pytest.mark.parametrize("version", ["1.13.6", "1.14.6", "1.15.4", "1.16.3", "1.17.2", "1.20.3", "2.0.2", "2.3.0"])
 def test_seeds_export_has_the_bytes_flink_wrote(tmp_path, version):
     """The seeds exported for a Flink release next to the seeds that release wrote itself (the
-    corpus): the same _metadata version, operator ids, operator-state streams (Flink 1.14 to
+    corpus): the same _metadata version, operator ids, operator-state streams (Flink 1.13 to
     1.17's older operator-state header included), keyed-backend metadata and key groups; per key
     group the same records (Flink's heap backend orders a key group's keys by hash, pyref by
     its chunks), and a whole keyed stream byte for byte where the orders agree."""
@@ -130,7 +130,7 @@ def test_checkpoint_properties_are_javas():
     assert b"\x00\tSavepoint~r" in ours and ours.endswith(b"t\x00\x04NONE") and b"CANONICAL" in ours
 
 
-@pytest.mark.parametrize("version, expected", [("1.14.6", 3), ("1.15", 3), ("1.16.3", 4), ("1.17", 4), ("1.20.3", 4), ("2.0", 5), ("2.0.2", 5), ("2.1", 6),
+@pytest.mark.parametrize("version, expected", [("1.13.6", 3), ("1.14.6", 3), ("1.15", 3), ("1.16.3", 4), ("1.17", 4), ("1.20.3", 4), ("2.0", 5), ("2.0.2", 5), ("2.1", 6),
                                                ("2.3.0", 6)])
 def test_metadata_version_per_flink_release(tmp_path, version, expected):
     write_seeds(tmp_path / "seeds")
@@ -141,7 +141,7 @@ def test_metadata_version_per_flink_release(tmp_path, version, expected):
     assert uids == ({"kafka-source", "url-counter"} if expected >= 5 else {None})
 
 
-@pytest.mark.parametrize("version", ["3.0", "1.13", "2", "2.3.x", "1.20.3.1"])
+@pytest.mark.parametrize("version", ["3.0", "1.12", "2", "2.3.x", "1.20.3.1"])
 def test_unknown_flink_versions_are_refused(tmp_path, version):
     write_seeds(tmp_path / "seeds")
     with pytest.raises(InvalidArgumentError, match="not one this exporter writes"):

@@ -2,7 +2,7 @@
 the inverse of :mod:`pyref.flink.operator_state`.
 
 The stream: the ``OperatorBackendSerializationProxy`` (int version 6 and a boolean
-"compressed" (false); Flink 1.14 to 1.17 read only version 5, without it), a short count of list-state meta infos and the meta infos, a
+"compressed" (false); Flink 1.13 to 1.17 read only version 5, without it), a short count of list-state meta infos and the meta infos, a
 short count of broadcast-state meta infos and those), then each list state's
 elements back to back, each broadcast state as an int entry count and its (key,
 value) pairs. The handle records the offset of every element, and of every
