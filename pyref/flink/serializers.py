@@ -38,6 +38,7 @@ __all__ = [
     "looks_like_versioned_snapshot",
     "SNAPSHOT_PROXY_VERSION",
     "LENGTH_PREFIXED_KINDS",
+    "NESTED_LAST_KINDS",
 ]
 
 #: ``TypeSerializerSnapshotSerializationUtil``'s own version, written before a
@@ -187,6 +188,9 @@ _COMPOSITE: dict[str, str] = {
 }
 
 _T = "org.apache.flink.table.runtime.typeutils."
+#: Kinds whose snapshot ends with its nested snapshots (a NestedSerializersSnapshotDelegate is
+#: written last), so a writer can replace them in place: the composites, RowData and ExternalSerializer.
+NESTED_LAST_KINDS = frozenset(_COMPOSITE.values()) | {"row-data", "external"}
 _ROW_DATA = _T + "RowDataSerializer$RowDataSerializerSnapshot"
 _BINARY_ROW = _T + "BinaryRowDataSerializer$BinaryRowDataSerializerSnapshot"
 _TIMESTAMP_DATA = _T + "TimestampDataSerializer$TimestampDataSerializerSnapshot"

@@ -20,10 +20,11 @@ from hypothesis import strategies as st
 from pyref import Savepoint, SavepointWriter, TtlConfig
 from pyref.cli import main as cli
 from pyref.errors import CorruptSavepointError, InvalidArgumentError, UnsupportedFormatError
-from pyref.flink import FlinkSavepoint, export_savepoint, operator_id_of_uid
+from pyref.flink import FlinkSavepoint, export_savepoint, import_flink, operator_id_of_uid
 from pyref.flink.metadata import parse_metadata
 from pyref.flink.to_flink import (
     VOID_NAMESPACE,
+    FlinkSerializer,
     flink_serializer,
     list_serializer,
     map_serializer,
@@ -97,6 +98,49 @@ def test_seeds_export_has_the_bytes_flink_wrote(tmp_path, version):
         ours_rows = sp.operator("url-counter").keyed_state("count").to_arrow().sort_by("key")
         flink_rows = flink.operator("url-counter").keyed_state("count").to_arrow().sort_by("key")
         assert ours_rows.equals(flink_rows)
+
+
+def row_snapshot(savepoint, state="row"):
+    """The value serializer snapshot of the types case's keyed state ``state``."""
+    with FlinkSavepoint.open(savepoint, uids=["types"]) as sp:
+        info, _ = next(sp.operator("types").keyed_subtasks()).states[state]
+    return info.serializers["VALUE_SERIALIZER"].snapshot
+
+
+def test_a_row_serializer_of_flink_1_14_is_exported_for_1_13_as_1_13_wrote_it(tmp_path):
+    """Flink 1.14's RowSerializerSnapshot (outer version 4) has a RowKind flag that 1.13 would read
+    as the nested snapshots' magic: the 1.14.6 types case imported and exported for 1.13 names its
+    Row state with the snapshot Flink 1.13.6 wrote itself (version 3), and for 1.14 with 1.14's."""
+    case = CORPUS / "1.14.6/hashmap/types"
+    import_flink(case / "savepoint", tmp_path / "imported", uids=["types", "types-source", "types-source-filter"])
+    for version in ("1.13.6", "1.14.6"):
+        export_savepoint(tmp_path / "imported", tmp_path / version, flink_version=version)
+        assert row_snapshot(tmp_path / version) == row_snapshot(CORPUS / version / "hashmap/types/savepoint"), version
+    assert row_snapshot(tmp_path / "1.13.6", "tuple3") == row_snapshot(case / "savepoint", "tuple3")  # no Row: as kept
+
+
+def kept_row(flag: int) -> ListOf:
+    """A pyref list whose element serializer keeps Flink 1.14.6's Row snapshot (RowKind flag ``flag``)."""
+    row = row_snapshot(CORPUS / "1.14.6/hashmap/types/savepoint")
+    at = row.index(struct.pack(">ii", 911108, 4)) + 8  # the flag after the composite magic and outer version 4
+    element = String().snapshot()
+    element.engine.engine, element.engine.class_name = "flink", "Row"
+    element.engine.snapshot = row[:at] + bytes([flag]) + row[at + 1:]
+
+    class Kept(String):
+        def snapshot(self):
+            return element
+
+    return ListOf(Kept())
+
+
+def test_a_row_serializer_inside_a_list_is_rewritten_for_1_13_and_one_without_row_kind_refused():
+    ours = flink_serializer(kept_row(1).snapshot(), "w", release=(1, 13))
+    flinks = FlinkSerializer.parse(row_snapshot(CORPUS / "1.13.6/hashmap/types/savepoint"), "w")
+    assert ours.snapshot == list_serializer(flinks, "w").snapshot and ours.type.children[0].row_kind
+    assert flink_serializer(kept_row(0).snapshot(), "w", release=(1, 14)).type.children[0].row_kind is False
+    with pytest.raises(UnsupportedFormatError, match="carry no RowKind"):
+        flink_serializer(kept_row(0).snapshot(), "w", release=(1, 13))
 
 
 def test_default_serializer_snapshots_are_flinks():
