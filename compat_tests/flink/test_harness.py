@@ -179,6 +179,7 @@ def test_config_keys_follow_the_renames_of_flink_1_20():
     assert harness.flink_config("2.3.0")["execution.checkpointing.storage"] == "jobmanager"
     assert harness.config_keys("1.18.1").restore_path == "execution.savepoint.path"
     assert harness.flink_config("1.14.6", backend="rocksdb")["state.backend"] == "rocksdb"  # before 1.17's .type
+    assert harness.flink_config("1.13.6", checkpoint_dir="/tmp/c")["state.checkpoint-storage"] == "filesystem"  # since 1.13
     assert harness.config_keys("2.0.2").restore_path == "execution.state-recovery.path"
     with pytest.raises(ValueError, match="backend"):
         harness.flink_config("2.3.0", backend="memory")
