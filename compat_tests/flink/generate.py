@@ -75,9 +75,9 @@ def metadata_version(savepoint: pathlib.Path) -> int:
 
 
 def savepoint_format(version: str) -> str:
-    """How the savepoint's format was chosen: 1.14 has no SavepointFormatType (its savepoints are all canonical)."""
-    if harness.api_families(version)[0] == "1.14":
-        return "canonical (Flink 1.14 writes no other format)"
+    """How the savepoint's format was chosen: 1.13 and 1.14 have no SavepointFormatType (their savepoints are all canonical)."""
+    if harness.api_families(version)["savepoints"] == "1.14":
+        return f"canonical (Flink {'.'.join(version.split('.')[:2])} writes no other format)"
     return "SavepointFormatType.CANONICAL"
 
 

@@ -85,17 +85,22 @@ def flink_available(flink_version: str, *, download: bool = False) -> str | None
     return None
 
 
-def api_families(flink_version: str) -> tuple[str, str]:
-    """Which compat/ shims compile against the version: stop-with-savepoint and CEP (1.14 has no
-    SavepointFormatType and no flink-cep jar in lib/; 1.15+) and the windowing / TTL / runtime-context calls
-    (1.18 and older lack the Duration-based API of 1.19+)."""
-    major, minor = (int(x) for x in flink_version.split(".")[:2])
-    return ("1.14" if (major, minor) <= (1, 14) else "1.15", "1.18" if (major, minor) <= (1, 18) else "1.19")
+def api_families(flink_version: str) -> dict[str, str]:
+    """Which compat/<concern>/<family> shims compile against the version, by concern: stop-with-savepoint (1.13 and
+    1.14 have no SavepointFormatType; 1.15+), the end-of-input hook (1.13 has no finish(); 1.14+) and the windowing /
+    TTL / runtime-context calls (1.18 and older lack the Duration-based API of 1.19+) and CEP (1.14 and older ship no
+    flink-cep jar in lib/: a stub refuses the CEP job)."""
+    release = tuple(int(x) for x in flink_version.split(".")[:2])
+    return {"savepoints": "1.14" if release <= (1, 14) else "1.15",
+            "lifecycle": "1.13" if release <= (1, 13) else "1.14",
+            "durations": "1.18" if release <= (1, 18) else "1.19",
+            "cep": "1.14" if release <= (1, 14) else "1.15"}
 
 
 def _sources(flink_version: str) -> list[pathlib.Path]:
     return sorted((JOBS_DIR / "src").rglob("*.java")) + [
-        src for family in api_families(flink_version) for src in sorted((JOBS_DIR / "compat" / family).rglob("*.java"))]
+        src for concern, family in api_families(flink_version).items()
+        for src in sorted((JOBS_DIR / "compat" / concern / family).rglob("*.java"))]
 
 
 def jobs_fingerprint(flink_version: str) -> str:

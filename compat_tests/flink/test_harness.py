@@ -80,6 +80,19 @@ def test_ensure_lib_keeps_the_scala_suffixed_jars_of_1_14(tmp_path, monkeypatch)
     assert jars.cached_lib("9.9.9") == lib
 
 
+def test_ensure_lib_keeps_the_table_planner_of_1_13(tmp_path, monkeypatch):
+    """1.13's lib splits the Table API (flink-table_2.12) from its planner (flink-table-blink_2.12): both are kept."""
+    filename = "apache-flink-libraries-9.9.9.tar.gz"
+    fake_sdist(tmp_path / filename, members={"flink-dist_2.12-9.9.9.jar": b"dist", "flink-table_2.12-9.9.9.jar": b"table",
+                                             "flink-table-blink_2.12-9.9.9.jar": b"planner", "flink-json-9.9.9.jar": b"json"})
+    digest = hashlib.sha256((tmp_path / filename).read_bytes()).hexdigest()
+    monkeypatch.setenv("PYREF_FLINK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PYREF_FLINK_ARCHIVES", str(tmp_path))
+    monkeypatch.setattr(jars, "find_release", lambda v: jars.Release(v, filename, "https://invalid/" + filename, digest))
+    assert sorted(p.name for p in jars.ensure_lib("9.9.9").iterdir()) == [
+        "flink-dist_2.12-9.9.9.jar", "flink-table-blink_2.12-9.9.9.jar", "flink-table_2.12-9.9.9.jar"]
+
+
 def test_a_cache_extracted_with_other_kept_jars_is_not_complete(tmp_path, monkeypatch):
     """A cache of an older harness (no table jars) is extracted again, not used without them."""
     monkeypatch.setenv("PYREF_FLINK_CACHE", str(tmp_path))
@@ -166,14 +179,20 @@ def test_config_keys_follow_the_renames_of_flink_1_20():
     assert harness.flink_config("2.3.0")["execution.checkpointing.storage"] == "jobmanager"
     assert harness.config_keys("1.18.1").restore_path == "execution.savepoint.path"
     assert harness.flink_config("1.14.6", backend="rocksdb")["state.backend"] == "rocksdb"  # before 1.17's .type
+    assert harness.flink_config("1.13.6", checkpoint_dir="/tmp/c")["state.checkpoint-storage"] == "filesystem"  # since 1.13
     assert harness.config_keys("2.0.2").restore_path == "execution.state-recovery.path"
     with pytest.raises(ValueError, match="backend"):
         harness.flink_config("2.3.0", backend="memory")
 
 
-def test_api_families_split_at_1_15_and_1_19():
-    assert [harness.api_families(v) for v in ("1.14.6", "1.15.4", "1.18.1", "1.19.3", "2.3.0")] == [
-        ("1.14", "1.18"), ("1.15", "1.18"), ("1.15", "1.18"), ("1.15", "1.19"), ("1.15", "1.19")]
+def test_api_families_split_at_1_14_1_15_and_1_19():
+    families = {v: tuple(harness.api_families(v).values()) for v in ("1.13.6", "1.14.6", "1.15.4", "1.18.1", "1.19.3", "2.3.0")}
+    assert families == {"1.13.6": ("1.14", "1.13", "1.18", "1.14"), "1.14.6": ("1.14", "1.14", "1.18", "1.14"),
+                        "1.15.4": ("1.15", "1.14", "1.18", "1.15"), "1.18.1": ("1.15", "1.14", "1.18", "1.15"),
+                        "1.19.3": ("1.15", "1.14", "1.19", "1.15"), "2.3.0": ("1.15", "1.14", "1.19", "1.15")}
+    for version in families:  # every family is a directory of shims
+        assert all(list((harness.JOBS_DIR / "compat" / concern / family).rglob("*.java"))
+                   for concern, family in harness.api_families(version).items())
 
 
 # --- job specs and restore comparison ---------------------------------------------------------

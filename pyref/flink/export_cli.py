@@ -31,7 +31,7 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", help="pyref savepoint to export")
     p.add_argument("target", help="directory of the Flink savepoint to write")
     p.add_argument("--flink-version", required=True, metavar="V",
-                   help="Flink release that restores it: 1.14 and 1.15 (_metadata version 3), 1.16 to 1.20 (4), 2.0 (5), "
+                   help="Flink release that restores it: 1.13 to 1.15 (_metadata version 3), 1.16 to 1.20 (4), 2.0 (5), "
                         "2.1 to 2.3 (6)")
     p.add_argument("-p", "--parallelism", type=count, help="Flink parallelism of every operator (default: its own)")
     p.add_argument("--operator", action="append", metavar="ID=N", help="Flink parallelism of one operator")

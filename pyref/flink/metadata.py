@@ -15,7 +15,7 @@ Layout: int magic ``0x4960672D``, int version, then
   [v7: optional long of the regional checkpoint it came from];
 * v4+: ``CheckpointProperties`` as a Java-serialized object, kept as bytes.
 
-Versions 2 (Flink 1.6-1.10) through 7 are read; Flink 1.14-1.15 write
+Versions 2 (Flink 1.6-1.10) through 7 are read; Flink 1.13-1.15 write
 version 3, 1.16-1.20 version 4, 2.0 version 5, 2.1-2.3 version 6.
 """
 

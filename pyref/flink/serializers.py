@@ -38,6 +38,7 @@ __all__ = [
     "looks_like_versioned_snapshot",
     "SNAPSHOT_PROXY_VERSION",
     "LENGTH_PREFIXED_KINDS",
+    "NESTED_LAST_KINDS",
 ]
 
 #: ``TypeSerializerSnapshotSerializationUtil``'s own version, written before a
@@ -201,6 +202,9 @@ _COMPOSITE: dict[str, str] = {
 }
 
 _T = "org.apache.flink.table.runtime.typeutils."
+#: Kinds whose snapshot ends with its nested snapshots (a NestedSerializersSnapshotDelegate is
+#: written last), so a writer can replace them in place: the composites, RowData and ExternalSerializer.
+NESTED_LAST_KINDS = frozenset(_COMPOSITE.values()) | {"row-data", "external"}
 _ROW_DATA = _T + "RowDataSerializer$RowDataSerializerSnapshot"
 _BINARY_ROW = _T + "BinaryRowDataSerializer$BinaryRowDataSerializerSnapshot"
 _TIMESTAMP_DATA = _T + "TimestampDataSerializer$TimestampDataSerializerSnapshot"
@@ -291,7 +295,7 @@ def read_serializer_snapshot(inp: DataInput, follow: Follow) -> FlinkType:
     if version != SNAPSHOT_PROXY_VERSION:
         raise inp.corrupt(
             f"serializer snapshot proxy version {version}: only version {SNAPSHOT_PROXY_VERSION} "
-            "(a TypeSerializerSnapshot, as Flink 1.14 to 2.3 write it) can be read", start, 4)
+            "(a TypeSerializerSnapshot, as Flink 1.13 to 2.3 write it) can be read", start, 4)
     return read_versioned_snapshot(inp, follow)
 
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from .._proto.savepoint.v1 import serializer_pb2
 from ..errors import CorruptSavepointError, UnsupportedFormatError
 from .datainput import DataInput
-from .serializers import FlinkType, at_position, read_versioned_snapshot, snapshot_class
+from .serializers import NESTED_LAST_KINDS, FlinkType, at_position, read_versioned_snapshot, snapshot_class
 from .dataoutput import utf
 
 __all__ = [
@@ -164,12 +164,45 @@ def _snapshot_bytes(snapshot: serializer_pb2.SerializerSnapshot, where: str, *, 
     raise _refuse(snapshot, where, f"Flink has no built-in serializer for {sid} values")
 
 
-def flink_serializer(snapshot: serializer_pb2.SerializerSnapshot, where: str, *,
-                     nulls_handled: bool = False) -> FlinkSerializer:
+def flink_serializer(snapshot: serializer_pb2.SerializerSnapshot, where: str, *, nulls_handled: bool = False,
+                     release: tuple[int, int] = (2, 3)) -> FlinkSerializer:
     """The Flink serializer of the values ``snapshot`` describes (``where`` names the
-    state for errors); ``nulls_handled``: the values are a MAP state's, whose null
-    flag Flink writes itself, so a nullable is its inner type."""
-    return FlinkSerializer.parse(_snapshot_bytes(snapshot, where, nulls_handled=nulls_handled), where)
+    state for errors) as the Flink ``release`` (major, minor) reads it; ``nulls_handled``:
+    the values are a MAP state's, whose null flag Flink writes itself, so a nullable is
+    its inner type."""
+    serializer = FlinkSerializer.parse(_snapshot_bytes(snapshot, where, nulls_handled=nulls_handled), where)
+    if release < ROW_KIND_FLAG_SINCE:
+        serializer = FlinkSerializer.parse(_without_row_kind_flag(serializer.type, where), where)
+    return serializer
+
+
+#: Flink 1.14 wrote RowSerializerSnapshot's outer version 4: a boolean after it says whether the
+#: rows carry their RowKind. Flink 1.13 knows version 3 only (RowKind always there) and would read
+#: that byte as the start of the nested snapshots (a snapshot kept from a 1.14+ import).
+ROW_KIND_FLAG_SINCE = (1, 14)
+
+
+def _without_row_kind_flag(flink_type: FlinkType, where: str) -> bytes:
+    """The snapshot of ``flink_type`` with every RowSerializerSnapshot of outer version 4
+    written as version 3 (without the flag): the same rows, when they carry their RowKind."""
+    nested = [_without_row_kind_flag(child, where) for child in flink_type.children]
+    kept_nested = b"".join(child.snapshot for child in flink_type.children)
+    at = len(utf(flink_type.class_name)) + 8  # the outer version: after the class, version and magic
+    flagged = (flink_type.kind == "row" and flink_type.version > 2
+               and struct.unpack_from(">i", flink_type.snapshot, at)[0] == 4)
+    if not flagged and b"".join(nested) == kept_nested:
+        return flink_type.snapshot
+    if flink_type.kind not in NESTED_LAST_KINDS:
+        raise UnsupportedFormatError(f"a Row serializer of Flink 1.14+ inside {flink_type.describe()}: Flink 1.13 "
+                                     "reads only its older snapshot, which pyref writes only inside composite "
+                                     "serializers", state=where)
+    head = flink_type.snapshot[:len(flink_type.snapshot) - len(kept_nested)]
+    if flagged:
+        if not flink_type.row_kind:
+            raise UnsupportedFormatError("a Row serializer whose rows carry no RowKind (the legacy mode of Flink "
+                                         "1.14+): Flink 1.13's rows always carry it", state=where)
+        head = head[:at] + struct.pack(">i", 3) + head[at + 5:]
+    return head + b"".join(nested)
 
 
 def list_serializer(element: FlinkSerializer, where: str) -> FlinkSerializer:

@@ -20,10 +20,11 @@ from hypothesis import strategies as st
 from pyref import Savepoint, SavepointWriter, TtlConfig
 from pyref.cli import main as cli
 from pyref.errors import CorruptSavepointError, InvalidArgumentError, UnsupportedFormatError
-from pyref.flink import FlinkSavepoint, export_savepoint, operator_id_of_uid
+from pyref.flink import FlinkSavepoint, export_savepoint, import_flink, operator_id_of_uid
 from pyref.flink.metadata import parse_metadata
 from pyref.flink.to_flink import (
     VOID_NAMESPACE,
+    FlinkSerializer,
     flink_serializer,
     list_serializer,
     map_serializer,
@@ -64,10 +65,10 @@ def operator(metadata, uid):
 # -- the bytes Flink writes -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", ["1.14.6", "1.15.4", "1.16.3", "1.17.2", "1.20.3", "2.0.2", "2.3.0"])
+@pytest.mark.parametrize("version", ["1.13.6", "1.14.6", "1.15.4", "1.16.3", "1.17.2", "1.20.3", "2.0.2", "2.3.0"])
 def test_seeds_export_has_the_bytes_flink_wrote(tmp_path, version):
     """The seeds exported for a Flink release next to the seeds that release wrote itself (the
-    corpus): the same _metadata version, operator ids, operator-state streams (Flink 1.14 to
+    corpus): the same _metadata version, operator ids, operator-state streams (Flink 1.13 to
     1.17's older operator-state header included), keyed-backend metadata and key groups; per key
     group the same records (Flink's heap backend orders a key group's keys by hash, pyref by
     its chunks), and a whole keyed stream byte for byte where the orders agree."""
@@ -97,6 +98,49 @@ def test_seeds_export_has_the_bytes_flink_wrote(tmp_path, version):
         ours_rows = sp.operator("url-counter").keyed_state("count").to_arrow().sort_by("key")
         flink_rows = flink.operator("url-counter").keyed_state("count").to_arrow().sort_by("key")
         assert ours_rows.equals(flink_rows)
+
+
+def row_snapshot(savepoint, state="row"):
+    """The value serializer snapshot of the types case's keyed state ``state``."""
+    with FlinkSavepoint.open(savepoint, uids=["types"]) as sp:
+        info, _ = next(sp.operator("types").keyed_subtasks()).states[state]
+    return info.serializers["VALUE_SERIALIZER"].snapshot
+
+
+def test_a_row_serializer_of_flink_1_14_is_exported_for_1_13_as_1_13_wrote_it(tmp_path):
+    """Flink 1.14's RowSerializerSnapshot (outer version 4) has a RowKind flag that 1.13 would read
+    as the nested snapshots' magic: the 1.14.6 types case imported and exported for 1.13 names its
+    Row state with the snapshot Flink 1.13.6 wrote itself (version 3), and for 1.14 with 1.14's."""
+    case = CORPUS / "1.14.6/hashmap/types"
+    import_flink(case / "savepoint", tmp_path / "imported", uids=["types", "types-source", "types-source-filter"])
+    for version in ("1.13.6", "1.14.6"):
+        export_savepoint(tmp_path / "imported", tmp_path / version, flink_version=version)
+        assert row_snapshot(tmp_path / version) == row_snapshot(CORPUS / version / "hashmap/types/savepoint"), version
+    assert row_snapshot(tmp_path / "1.13.6", "tuple3") == row_snapshot(case / "savepoint", "tuple3")  # no Row: as kept
+
+
+def kept_row(flag: int) -> ListOf:
+    """A pyref list whose element serializer keeps Flink 1.14.6's Row snapshot (RowKind flag ``flag``)."""
+    row = row_snapshot(CORPUS / "1.14.6/hashmap/types/savepoint")
+    at = row.index(struct.pack(">ii", 911108, 4)) + 8  # the flag after the composite magic and outer version 4
+    element = String().snapshot()
+    element.engine.engine, element.engine.class_name = "flink", "Row"
+    element.engine.snapshot = row[:at] + bytes([flag]) + row[at + 1:]
+
+    class Kept(String):
+        def snapshot(self):
+            return element
+
+    return ListOf(Kept())
+
+
+def test_a_row_serializer_inside_a_list_is_rewritten_for_1_13_and_one_without_row_kind_refused():
+    ours = flink_serializer(kept_row(1).snapshot(), "w", release=(1, 13))
+    flinks = FlinkSerializer.parse(row_snapshot(CORPUS / "1.13.6/hashmap/types/savepoint"), "w")
+    assert ours.snapshot == list_serializer(flinks, "w").snapshot and ours.type.children[0].row_kind
+    assert flink_serializer(kept_row(0).snapshot(), "w", release=(1, 14)).type.children[0].row_kind is False
+    with pytest.raises(UnsupportedFormatError, match="carry no RowKind"):
+        flink_serializer(kept_row(0).snapshot(), "w", release=(1, 13))
 
 
 def test_default_serializer_snapshots_are_flinks():
@@ -130,7 +174,7 @@ def test_checkpoint_properties_are_javas():
     assert b"\x00\tSavepoint~r" in ours and ours.endswith(b"t\x00\x04NONE") and b"CANONICAL" in ours
 
 
-@pytest.mark.parametrize("version, expected", [("1.14.6", 3), ("1.15", 3), ("1.16.3", 4), ("1.17", 4), ("1.20.3", 4), ("2.0", 5), ("2.0.2", 5), ("2.1", 6),
+@pytest.mark.parametrize("version, expected", [("1.13.6", 3), ("1.14.6", 3), ("1.15", 3), ("1.16.3", 4), ("1.17", 4), ("1.20.3", 4), ("2.0", 5), ("2.0.2", 5), ("2.1", 6),
                                                ("2.3.0", 6)])
 def test_metadata_version_per_flink_release(tmp_path, version, expected):
     write_seeds(tmp_path / "seeds")
@@ -141,7 +185,7 @@ def test_metadata_version_per_flink_release(tmp_path, version, expected):
     assert uids == ({"kafka-source", "url-counter"} if expected >= 5 else {None})
 
 
-@pytest.mark.parametrize("version", ["3.0", "1.13", "2", "2.3.x", "1.20.3.1"])
+@pytest.mark.parametrize("version", ["3.0", "1.12", "2", "2.3.x", "1.20.3.1"])
 def test_unknown_flink_versions_are_refused(tmp_path, version):
     write_seeds(tmp_path / "seeds")
     with pytest.raises(InvalidArgumentError, match="not one this exporter writes"):

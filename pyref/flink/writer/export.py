@@ -188,7 +188,7 @@ def plan_export(source: Savepoint, flink_version: str, parallelism: int | Mappin
         utf(op.proto.name, f"name of operator {op.operator_id!r}")
         keyed = bool(op.keyed_state_names or op.proto.timer_services)
         if keyed:
-            KeyedExport(op)  # refuses what Flink cannot take before anything is written
+            KeyedExport(op, flink_release(flink_version))  # refuses what Flink cannot take before anything is written
         has_operator_state = OperatorStateExport(op, p, flink_release(flink_version)).has_state
         plans.append(OperatorPlan(op.operator_id, flink_id, uid, op.proto.name, p, op.max_parallelism, keyed,
                                   has_operator_state))
@@ -212,7 +212,7 @@ class HandleWriter:
         key = (task.operator_id, task.parallelism, task.keyed)
         if key not in self._exports:
             op = self.source.operator(task.operator_id)
-            self._exports[key] = (KeyedExport(op) if task.keyed
+            self._exports[key] = (KeyedExport(op, self.release) if task.keyed
                                   else OperatorStateExport(op, task.parallelism, self.release))
         return self._exports[key]
 

@@ -190,24 +190,26 @@ def _timestamps(cells: pa.Array, where: str) -> tuple[np.ndarray, pa.Array]:
 class _KeyedState(_State):
     view: KeyedStateView
 
-    def __init__(self, view: KeyedStateView, prefix_bytes: int, key: FlinkSerializer, key_source: Serializer) -> None:
+    def __init__(self, view: KeyedStateView, prefix_bytes: int, key: FlinkSerializer, key_source: Serializer,
+                 release: tuple[int, int]) -> None:
         proto, where = view.proto, view.label
         self.name, self.view, self.kind, self.where = view.name, view, view.kind, where
         self.ttl = view.ttl is not None
-        namespace = (flink_serializer(proto.namespace_serializer, where) if view.namespaced else VOID_NAMESPACE)
+        namespace = (flink_serializer(proto.namespace_serializer, where, release=release) if view.namespaced
+                     else VOID_NAMESPACE)
         self.composite = _CompositeKey(prefix_bytes, key, key_source, namespace, view.namespace_serializer, where)
         self.value_source = view.value_serializer
         if self.kind == "map":
             user_key_source = view.user_key_serializer
             assert user_key_source is not None  # the reader resolves one for every MAP state
-            user_key = flink_serializer(proto.user_key_serializer, where)
+            user_key = flink_serializer(proto.user_key_serializer, where, release=release)
             self.user_key = transcoder(user_key_source, user_key.type, f"{where} (user key)")
-            value = flink_serializer(proto.value_serializer, where, nulls_handled=True)
+            value = flink_serializer(proto.value_serializer, where, nulls_handled=True, release=release)
             self.nullable = isinstance(self.value_source, Nullable)
             source = self.value_source.inner if isinstance(self.value_source, Nullable) else self.value_source
             stored = map_serializer(user_key, ttl_serializer(value, where) if self.ttl else value, where)
         else:
-            value = flink_serializer(proto.value_serializer, where)
+            value = flink_serializer(proto.value_serializer, where, release=release)
             source = self.value_source
             cell = ttl_serializer(value, where) if self.ttl else value
             stored = list_serializer(cell, where) if self.kind == "list" else cell
@@ -276,11 +278,13 @@ class _KeyedState(_State):
 class _TimerQueue(_State):
     view: TimerServiceView
 
-    def __init__(self, view: TimerServiceView, prefix_bytes: int, key: FlinkSerializer, key_source: Serializer) -> None:
+    def __init__(self, view: TimerServiceView, prefix_bytes: int, key: FlinkSerializer, key_source: Serializer,
+                 release: tuple[int, int]) -> None:
         self.view, where = view, view.label
         self.name = TIMER_STATE_PREFIX + _DOMAIN_PREFIX[view.domain] + view.name
         self.namespaced = view.namespace_serializer is not None
-        namespace = (flink_serializer(view.proto.namespace_serializer, where) if self.namespaced else VOID_NAMESPACE)
+        namespace = (flink_serializer(view.proto.namespace_serializer, where, release=release) if self.namespaced
+                     else VOID_NAMESPACE)
         self.composite = _CompositeKey(prefix_bytes, key, key_source, namespace, view.namespace_serializer, where)
         self.composite.ambiguous = False  # TimerSerializer writes key and namespace without lengths
         self.meta = timer_meta_info(self.name, where, timer_serializer(key, namespace, where))
@@ -300,22 +304,24 @@ def _hashes_bytes(key_type) -> bool:
 
 
 class KeyedExport:
-    """An operator's keyed state and timers as Flink keyed streams, one per subtask."""
+    """An operator's keyed state and timers as Flink keyed streams, one per subtask, for the
+    Flink ``release`` (major, minor)."""
 
-    def __init__(self, op: OperatorView) -> None:
+    def __init__(self, op: OperatorView, release: tuple[int, int]) -> None:
         proto = op.proto
         self.operator = op
         where = f"{op.operator_id} (key)"
         self.prefix_bytes = 1 if op.max_parallelism <= 128 else 2
-        key = flink_serializer(proto.key_serializer, where)
+        key = flink_serializer(proto.key_serializer, where, release=release)
         key_source = serializer_from_snapshot(proto.key_serializer)
         if not op.writer_assigned_key_groups and _hashes_bytes(key_type_of(proto.key_serializer)):
             raise UnsupportedFormatError("byte-string keys: Flink cannot key by byte[] (its hash is the array's "
                                          "identity) and would put them elsewhere than pyref's key groups",
                                          state=where)
         self.states: list[_State] = [
-            _KeyedState(op.keyed_state(name), self.prefix_bytes, key, key_source) for name in op.keyed_state_names]
-        self.states += [_TimerQueue(view, self.prefix_bytes, key, key_source) for view in op.timer_services]
+            _KeyedState(op.keyed_state(name), self.prefix_bytes, key, key_source, release)
+            for name in op.keyed_state_names]
+        self.states += [_TimerQueue(view, self.prefix_bytes, key, key_source, release) for view in op.timer_services]
         for state in self.states:
             if isinstance(state, _KeyedState) and state.name.startswith(TIMER_STATE_PREFIX):
                 raise UnsupportedFormatError(f"a keyed state named {state.name!r}: Flink keeps its timers under "

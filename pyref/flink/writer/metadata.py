@@ -1,5 +1,5 @@
 """Flink's ``_metadata`` of a canonical savepoint, as ``MetadataV3Serializer`` (Flink
-1.14-1.15), ``MetadataV4Serializer`` (1.16-1.20), ``MetadataV5Serializer`` (2.0) and
+1.13-1.15), ``MetadataV4Serializer`` (1.16-1.20), ``MetadataV5Serializer`` (2.0) and
 ``MetadataV6Serializer`` (2.1-2.3) write it; the inverse of :mod:`pyref.flink.metadata`.
 
 Layout: int magic ``0x4960672D``, int version, long checkpoint id, int 0 master
@@ -40,7 +40,7 @@ __all__ = ["KeyedHandle", "OperatorHandle", "SubtaskHandles", "OperatorEntry", "
            "flink_release"]
 
 #: _metadata version by Flink minor version (MetadataSerializers of each release).
-METADATA_VERSIONS = {(1, 14): 3, (1, 15): 3, (1, 16): 4, (1, 17): 4, (1, 18): 4, (1, 19): 4, (1, 20): 4, (2, 0): 5, (2, 1): 6, (2, 2): 6, (2, 3): 6}
+METADATA_VERSIONS = {(1, 13): 3, (1, 14): 3, (1, 15): 3, (1, 16): 4, (1, 17): 4, (1, 18): 4, (1, 19): 4, (1, 20): 4, (2, 0): 5, (2, 1): 6, (2, 2): 6, (2, 3): 6}
 
 
 def flink_release(flink_version: str) -> tuple[int, int]:

@@ -2,7 +2,7 @@
 the inverse of :mod:`pyref.flink.operator_state`.
 
 The stream: the ``OperatorBackendSerializationProxy`` (int version 6 and a boolean
-"compressed" (false); Flink 1.14 to 1.17 read only version 5, without it), a short count of list-state meta infos and the meta infos, a
+"compressed" (false); Flink 1.13 to 1.17 read only version 5, without it), a short count of list-state meta infos and the meta infos, a
 short count of broadcast-state meta infos and those), then each list state's
 elements back to back, each broadcast state as an int entry count and its (key,
 value) pairs. The handle records the offset of every element, and of every
@@ -58,14 +58,14 @@ class OperatorStateExport:
                 raise UnsupportedFormatError(f"a list state in {view.mode.name} mode: Flink's list states are "
                                              "SPLIT_DISTRIBUTE or UNION (its BROADCAST state is a map)",
                                              state=view.label)
-            element = flink_serializer(view.proto.element_serializer, view.label)
+            element = flink_serializer(view.proto.element_serializer, view.label, release=release)
             self.lists.append((view, _MODES[view.mode], transcoder(view.serializer, element.type, view.label),
                                list_meta_info(name, view.label, _MODES[view.mode].name, element)))
         self.broadcasts: list[tuple[BroadcastStateView, Transcoder, Transcoder, bytes]] = []
         for name in op.broadcast_state_names:
             broadcast = op.broadcast_state(name)
-            key = flink_serializer(broadcast.proto.key_serializer, broadcast.label)
-            value = flink_serializer(broadcast.proto.value_serializer, broadcast.label)
+            key = flink_serializer(broadcast.proto.key_serializer, broadcast.label, release=release)
+            value = flink_serializer(broadcast.proto.value_serializer, broadcast.label, release=release)
             where = broadcast.label
             self.broadcasts.append((broadcast, transcoder(broadcast.key_serializer, key.type, f"{where} (key)"),
                                     transcoder(broadcast.value_serializer, value.type, f"{where} (value)"),

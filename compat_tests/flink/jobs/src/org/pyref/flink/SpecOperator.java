@@ -16,7 +16,6 @@ import org.apache.flink.runtime.state.VoidNamespaceSerializer;
 import org.apache.flink.runtime.state.internal.InternalKvState;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ArrayNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
-import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
 import org.apache.flink.streaming.api.operators.InternalTimer;
 import org.apache.flink.streaming.api.operators.InternalTimerService;
 import org.apache.flink.streaming.api.operators.OneInputStreamOperator;
@@ -32,7 +31,7 @@ import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
  * {@link Behaviour} updates the state), once after restore when it runs in a restore job (then
  * it also records every timer that fires).
  */
-public class SpecOperator<T> extends AbstractStreamOperator<T> implements OneInputStreamOperator<T, T> {
+public class SpecOperator<T> extends FinishingOperator<T> implements OneInputStreamOperator<T, T> {
     private static final long serialVersionUID = 1L;
 
     private final OperatorSpec spec;
@@ -170,8 +169,7 @@ public class SpecOperator<T> extends AbstractStreamOperator<T> implements OneInp
     }
 
     @Override
-    public void finish() throws Exception {
-        super.finish();
+    void finished() {
         if (restoring()) {
             ObjectNode part = Truth.part(spec.uid, subtask());
             part.set("fired_timers", fired);
