@@ -935,11 +935,18 @@ class OperatorView:
         return state
 
 
+FLINK_METADATA_NAME = "_metadata"  # a Flink savepoint's one file at its root
+
+
 def read_committed(io: SavepointIO) -> tuple[bytes, pb.Manifest, FormatVersion]:
     """The committed manifest: its bytes, decoded and validated, and its format version."""
     data = read_manifest_file(io)
     if data is None:
-        raise SavepointNotFoundError("no committed savepoint here (no _manifest)", path=io.location)
+        # Flink users hand pyref their Flink savepoints first: say which commands read those.
+        hint = ("; it is a Flink savepoint (_metadata): pyref inspect, verify and import-flink read it, "
+                "as do pyref.flink.FlinkSavepoint and pyref.spark.read_state; import it for the rest"
+                if io.stat(FLINK_METADATA_NAME) is not None else "")
+        raise SavepointNotFoundError(f"no committed savepoint here (no _manifest){hint}", path=io.location)
     manifest, version = decode_manifest(data, path=io.describe(MANIFEST_NAME))
     return data, manifest, version
 

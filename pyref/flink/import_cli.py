@@ -79,14 +79,15 @@ def print_import(result: dict, as_json: bool) -> None:
         print(json.dumps(result, indent=2))
         return
     print(f"imported {result['source']} as {result['target']} ({result['savepoint_id']}, format "
-          f"{result['format_version']}): {result['rows']} rows, {result['new_data_bytes']} bytes, "
+          f"{result['format_version']}): {result['rows']} rows, {result['new_data_bytes']} bytes in data files, "
           f"{result['seconds']:.2f} s")
     for op in result["operators"]:
         keys = f", keys {op['key_serializer']} ({op['key_groups']} key groups)" if op["key_serializer"] else ""
         print(f"operator {op['operator_id']} (Flink {op['flink_operator_id']}): parallelism {op['parallelism']}, "
               f"max parallelism {op['max_parallelism']}{keys}")
         for st in op["states"]:
-            print(f"  {st['type']} {st['name']} [{st['kind']}] {st.get('serializer') or ''}: {st['rows']} rows")
+            serializer = f" {st['serializer']}" if st.get("serializer") else ""  # timers have none
+            print(f"  {st['type']} {st['name']} [{st['kind']}]{serializer}: {st['rows']} rows")
         for name in op["skipped"]:
             print(f"  skipped {name}")
     for d in result["demotions"]:
@@ -141,5 +142,5 @@ def verify_flink_command(path: str, as_json: bool) -> int:
         for e in report.errors:
             print(f"error: {e}")
         print(f"{'OK' if report.ok else 'FAILED'}: {report.chunks} state handles, {report.values} values decoded, "
-              f"{report.keys_checked} key groups recomputed")
+              f"{report.keys_checked} keys' key groups recomputed")
     return 0 if report.ok else CorruptSavepointError.exit_code

@@ -95,3 +95,19 @@ def test_ttl_and_duration_syntax() -> None:
     for bad in ("", "1.5h", "-3s", "1h:sometimes", "1h:a:b:c"):
         with pytest.raises(InvalidArgumentError):
             parse_ttl(bad)
+
+
+def test_commands_for_pyref_savepoints_say_a_flink_savepoint_is_read_otherwise(capsys) -> None:
+    code, result = run(capsys, "plan", str(KEYED), "-p", "2")
+    assert code == 4 and result["type"] == "SavepointNotFoundError"
+    assert "it is a Flink savepoint (_metadata)" in result["error"] and "import-flink" in result["error"]
+
+
+def test_import_and_verify_text_say_what_they_counted(tmp_path, capsys) -> None:
+    assert main(["import-flink", str(KEYED), str(tmp_path / "sp"), "--skip-state", "pojo-keys/blobs",
+                 "--ttl-default", "100d"]) == 0
+    out = capsys.readouterr().out
+    assert "bytes in data files" in out
+    assert "  timers user-timers [event_time]: " in out  # a timer service has no serializer to print
+    assert main(["verify", str(KEYED)]) == 0
+    assert "keys' key groups recomputed" in capsys.readouterr().out  # keys, not (fewer) key groups
