@@ -123,6 +123,8 @@ def test_rescale_command(tmp_path, capsys):
     assert code == 0 and result["new_data_bytes"] == 0 and result["bases"] == ["sp"]
     code, info = run_json(capsys, "inspect", str(tmp_path / "sp4"))
     assert [o["parallelism"] for o in info["operators"]] == [4, 2]
+    code, result = run_json(capsys, "rescale", str(tmp_path / "sp"), str(tmp_path / "sp4"), "-p", "3")
+    assert code == 2 and "already exists" in result["error"] and "--overwrite" in result["error"]  # the CLI's name
 
 
 @pytest.mark.parametrize("argv,code", [
