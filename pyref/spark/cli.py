@@ -18,7 +18,7 @@ from ..derived import FORCE_HELP
 from ..errors import InvalidArgumentError, MissingDependencyError, SavepointError
 from ..flink.export_cli import add_export_arguments, export_options, print_exported
 from ..flink.import_cli import add_import_arguments, import_options, print_import
-from ..flink.importer import ImportReport
+from ..flink.importer import ImportReport, check_import_target
 from ..io import open_io
 from ..reader import Savepoint
 from ..rewrite import check_target
@@ -268,6 +268,7 @@ def _migrate(args: argparse.Namespace) -> int:
 
 def _spark_import_flink(args: argparse.Namespace) -> int:
     options = import_options(args)
+    check_import_target(args.target)
     read_previous(open_io(args.target), args.overwrite, force=args.force)
 
     def job(spark):

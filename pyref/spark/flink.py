@@ -50,6 +50,7 @@ from ..flink.importer import (
     Replan,
     add_demotion,
     build_report,
+    check_import_target,
     map_value_serializer,
 )
 from ..flink.savepoint import TIMER_DOMAINS, TIMER_PREFIX, FlinkSavepoint, flink_directory
@@ -181,6 +182,7 @@ def import_flink(spark: SparkSession, source: Path, target: Path, *,
     started = time.monotonic()
     options, _ = sized_options(options, target_file_bytes)
     source = flink_directory(source)
+    check_import_target(target)
     io = open_io(os.fspath(target))
     previous = read_previous(io, overwrite, force=force)
     task_options: dict[str, Any] = {"uids": uids if isinstance(uids, Mapping) or uids is None else list(uids),

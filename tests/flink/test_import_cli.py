@@ -111,3 +111,12 @@ def test_import_and_verify_text_say_what_they_counted(tmp_path, capsys) -> None:
     assert "  timers user-timers [event_time]: " in out  # a timer service has no serializer to print
     assert main(["verify", str(KEYED)]) == 0
     assert "keys' key groups recomputed" in capsys.readouterr().out  # keys, not (fewer) key groups
+
+
+@pytest.mark.parametrize("command", ["import-flink", "spark-import-flink"])  # the Spark one before Spark starts
+def test_importing_into_a_flink_savepoint_is_refused(tmp_path, capsys, command) -> None:
+    flink = tmp_path / "flink"
+    shutil.copytree(OLD_SEEDS, flink)
+    code, result = run(capsys, command, str(flink), str(flink))  # a user's slip: the source as the target
+    assert code == 2 and "holds a Flink savepoint" in result["error"]
+    assert sorted(p.name for p in flink.iterdir()) == ["_metadata"]
