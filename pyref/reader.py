@@ -882,10 +882,13 @@ class OperatorView:
         return self.key_serializer
 
     def _find(self, states: Iterable[_Named], name: str) -> Any:
+        states = list(states)
         for s in states:
             if s.name == name:
                 return s
-        raise InvalidArgumentError(f"operator {self.operator_id!r} has no such state", state=f"{self.operator_id}/{name}")
+        there = ", ".join(repr(s.name) for s in states) or "none"
+        raise InvalidArgumentError(f"operator {self.operator_id!r} has no such state (of this type it has {there})",
+                                   state=f"{self.operator_id}/{name}")
 
     def list_state(self, name: str, serializer: Serializer | None = None) -> ListStateView:
         """A list state; with ``serializer``, resolved against the stored snapshot."""
@@ -995,7 +998,9 @@ class Savepoint:
         for op in self.manifest.operators:
             if op.operator_id == operator_id:
                 return OperatorView(self.store, op)
-        raise InvalidArgumentError(f"savepoint has no operator {operator_id!r}", path=self.location)
+        raise InvalidArgumentError(f"savepoint has no operator {operator_id!r}; its operators: "
+                                   f"{', '.join(repr(op.operator_id) for op in self.manifest.operators)}",
+                                   path=self.location)
 
     def restore_plan(self, parallelism: int | Mapping[str, int]) -> RestorePlan:
         """Which key groups and list elements each subtask restores at a new parallelism."""

@@ -53,7 +53,7 @@ from ..flink.importer import (
     check_import_target,
     map_value_serializer,
 )
-from ..flink.savepoint import TIMER_DOMAINS, TIMER_PREFIX, FlinkSavepoint, flink_directory
+from ..flink.savepoint import TIMER_DOMAINS, TIMER_PREFIX, FlinkSavepoint, flink_directory, timer_domain
 from ..io import open_io
 from ..serializers import Int64, ListOf
 from ..ttl import TtlConfig, TtlValue, split_timestamps
@@ -235,8 +235,9 @@ def _target(sp: FlinkSavepoint, operator: str, state: str | None, timer_service:
         return op.operator_id, state
     _, infos = op.keyed_meta()
     assert timer_service is not None  # checked above: the state or a timer service
+    wanted = None if domain is None else timer_domain(domain)
     queues = [TIMER_PREFIX + prefix + timer_service for prefix, name in TIMER_DOMAINS.items()
-              if domain in (None, name.replace("-", "_")) and TIMER_PREFIX + prefix + timer_service in infos]
+              if wanted in (None, name) and TIMER_PREFIX + prefix + timer_service in infos]
     if len(queues) != 1:
         raise InvalidArgumentError(f"{'no' if not queues else 'more than one (give domain)'} timer service "
                                    f"{timer_service!r} in operator {op.name}")

@@ -12,6 +12,7 @@ import pytest
 from pyref import Savepoint, TtlConfig
 from pyref.cli import main
 from pyref.errors import InvalidArgumentError
+from pyref.flink import FlinkSavepoint
 from pyref.flink.import_plan import parse_duration_ms, parse_ttl
 
 CORPUS = pathlib.Path(__file__).resolve().parents[2] / "compat_tests/flink/corpus"
@@ -120,3 +121,28 @@ def test_importing_into_a_flink_savepoint_is_refused(tmp_path, capsys, command) 
     code, result = run(capsys, command, str(flink), str(flink))  # a user's slip: the source as the target
     assert code == 2 and "holds a Flink savepoint" in result["error"]
     assert sorted(p.name for p in flink.iterdir()) == ["_metadata"]
+
+
+def test_a_typo_is_answered_with_the_names_there_are(tmp_path, capsys) -> None:
+    with FlinkSavepoint.open(KEYED) as sp:
+        with pytest.raises(InvalidArgumentError, match="no operator 'keyed-kind'; its operators: .*'keyed-kinds'"):
+            sp.operator("keyed-kind")
+        op = sp.operator("keyed-kinds")
+        with pytest.raises(InvalidArgumentError, match="no keyed state 'counts' \\(its keyed states: .*'count'"):
+            op.keyed_state("counts")
+        with pytest.raises(InvalidArgumentError, match="no list state 'count' \\(its list states: none\\)"):
+            op.list_state("count")
+        # pyref's spelling of a timer domain (event_time) is Flink's (event-time) too
+        assert len(op.timers("user-timers", "event_time")) == len(op.timers("user-timers", "event-time")) > 0
+    code, result = run(capsys, "import-flink", str(KEYED), str(tmp_path / "sp"), "--skip-state", "pojo-keys/blobs",
+                       "--skip-state", "keyed-kinds/blobs", "--ttl-default", "1d", "--ttl", "keyed-kinds/count=1d")
+    assert code == 2 and "--skip-state (skip_states) names no state: keyed-kinds/blobs" in result["error"]
+    assert "--ttl (ttl) names no state under TTL: keyed-kinds/count" in result["error"]
+    import_flink_args = ("import-flink", str(KEYED), str(tmp_path / "sp"), "--skip-state", "pojo-keys/blobs",
+                         "--ttl-default", "1d")
+    assert run(capsys, *import_flink_args)[0] == 0
+    sp = Savepoint.open(tmp_path / "sp")
+    with pytest.raises(InvalidArgumentError, match="no operator 'keyed-kind'; its operators: .*'keyed-kinds'"):
+        sp.operator("keyed-kind")
+    with pytest.raises(InvalidArgumentError, match="no such state \\(of this type it has .*'count'"):
+        sp.operator("keyed-kinds").keyed_state("counts")
