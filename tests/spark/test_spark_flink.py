@@ -114,3 +114,12 @@ def test_max_parallelism_change_of_an_import_follows_flinks_hash(spark, tmp_path
             assert len(list(new.timer_service(service.name, service.domain).timers())) == len(list(service.timers()))
     with pytest.raises(InvalidArgumentError, match="writer assigned"):
         change_max_parallelism(spark, tmp_path / "sp", tmp_path / "pojo", {"pojo-keys": 128}, progress=False)
+
+
+@pytest.mark.parametrize("selection", [{"keys": ["user-01"]}, {"key_groups": [3]}, {"subtasks": [0]},
+                                       {"target_parallelism": 2}])
+def test_a_selection_on_a_flink_savepoint_is_refused_not_ignored(selection) -> None:
+    from pyref.spark import read_state
+
+    with pytest.raises(InvalidArgumentError, match=f"{next(iter(selection))}: for pyref savepoints"):
+        read_state(None, CORPUS / "2.3.0/hashmap/keyed-kinds/savepoint", "keyed-kinds", "count", **selection)
