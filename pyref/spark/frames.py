@@ -96,7 +96,8 @@ def read_state(spark: SparkSession, path: str | os.PathLike[str], operator: str,
                                           ("key_groups", key_groups), ("subtasks", subtasks)) if value is not None]
         if given:
             raise InvalidArgumentError(f"{', '.join(given)}: for pyref savepoints; filter a Flink savepoint's "
-                                       "DataFrame (.where(...)) or import the Flink savepoint first", path=path)
+                                       "DataFrame (.where(...)) or import the Flink savepoint first",
+                                       path=os.fspath(path))
         from .flink import read_flink_state
 
         return read_flink_state(spark, path, operator, state, timer_service=timer_service, domain=domain, raw=raw)
