@@ -14,6 +14,7 @@ from pyref.cli import main
 from pyref.errors import InvalidArgumentError
 from pyref.flink import FlinkSavepoint
 from pyref.flink.import_plan import parse_duration_ms, parse_ttl
+from pyref.testing import write_seeds
 
 CORPUS = pathlib.Path(__file__).resolve().parents[2] / "compat_tests/flink/corpus"
 KEYED = CORPUS / "2.3.0/rocksdb/keyed-kinds/savepoint"  # Flink 2.3 stores uids: operators are named
@@ -146,3 +147,17 @@ def test_a_typo_is_answered_with_the_names_there_are(tmp_path, capsys) -> None:
         sp.operator("keyed-kind")
     with pytest.raises(InvalidArgumentError, match="no such state \\(of this type it has .*'count'"):
         sp.operator("keyed-kinds").keyed_state("counts")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["spark-import-flink", str(KEYED), "{tmp}/sp"], "pojo-keys/blobs"),
+    (["spark-import-flink", str(KEYED), "{tmp}/sp", "--skip-state", "pojo-keys/blobs"], "keyed-kinds/ttl-last"),
+    (["spark-import-flink", "{tmp}/nope", "{tmp}/sp"], "no Flink _metadata"),
+    (["spark-export-flink", "{tmp}/seeds", "{tmp}/f", "--flink-version", "2.9"], "'2.9'"),
+    (["spark-export-flink", "{tmp}/seeds", "{tmp}/f", "--flink-version", "2.3", "--only", "nope"], "nope"),
+])
+def test_spark_flink_commands_refuse_before_spark_starts(tmp_path, capsys, monkeypatch, argv, message) -> None:
+    write_seeds(tmp_path / "seeds")
+    monkeypatch.setattr("pyref.spark.cli._run_on_spark", lambda *args: pytest.fail("Spark was started"))
+    code, result = run(capsys, *[a.format(tmp=tmp_path) for a in argv])
+    assert code in (2, 4, 5) and message in result["error"]

@@ -266,6 +266,18 @@ def publish(source: Savepoint, plan: ExportPlan, directory: ExportDirectory,
     return result
 
 
+def prepare_export(src: Path, dst: Path, *, flink_version: str, parallelism: int | Mapping[str, int] | None = None,
+                   operators: Iterable[str] | None = None, inline_bytes: int = DEFAULT_INLINE_BYTES,
+                   overwrite: bool = False, checkpoint_id: int = 1) -> tuple[Savepoint, ExportPlan, ExportDirectory]:
+    """What an export checks before it writes anything: the source, the plan (serializers,
+    names, ids, parallelism) and the target; the Spark export's CLI checks it before Spark starts."""
+    if isinstance(inline_bytes, bool) or not isinstance(inline_bytes, int) or inline_bytes < 0:
+        raise InvalidArgumentError(f"inline_bytes must be a whole number >= 0, got {inline_bytes!r}")
+    source = Savepoint.open(src)
+    plan = plan_export(source, flink_version, parallelism, operators, checkpoint_id)
+    return source, plan, ExportDirectory(os.fspath(dst), overwrite=overwrite)
+
+
 def export_savepoint(src: Path, dst: Path, *, flink_version: str, parallelism: int | Mapping[str, int] | None = None,
                      operators: Iterable[str] | None = None, inline_bytes: int = DEFAULT_INLINE_BYTES,
                      overwrite: bool = False, checkpoint_id: int = 1) -> ExportResult:
@@ -276,11 +288,9 @@ def export_savepoint(src: Path, dst: Path, *, flink_version: str, parallelism: i
 
     ``_metadata`` is written last and atomically; a failed export removes what it wrote.
     An existing Flink savepoint at ``dst`` is replaced only with ``overwrite``."""
-    if isinstance(inline_bytes, bool) or not isinstance(inline_bytes, int) or inline_bytes < 0:
-        raise InvalidArgumentError(f"inline_bytes must be a whole number >= 0, got {inline_bytes!r}")
-    source = Savepoint.open(src)
-    plan = plan_export(source, flink_version, parallelism, operators, checkpoint_id)
-    directory = ExportDirectory(os.fspath(dst), overwrite=overwrite)
+    source, plan, directory = prepare_export(src, dst, flink_version=flink_version, parallelism=parallelism,
+                                             operators=operators, inline_bytes=inline_bytes, overwrite=overwrite,
+                                             checkpoint_id=checkpoint_id)
     try:
         writer = HandleWriter(source, plan.flink_version, directory.path, directory.file_prefix, inline_bytes)
         handles = {task: writer.write(task) for task in plan.tasks()}
