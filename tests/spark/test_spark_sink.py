@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from pyref import Savepoint
+from pyref import Savepoint, rescale
 from pyref.inspection import verify
 from pyref.testing import SEED_COUNTS, write_seeds
 
@@ -90,3 +90,14 @@ def test_readme_overwrite_example_runs(spark, tmp_path):
     exec(compile(block.replace("/savepoints/sp-1", path), "README.md", "exec"), {"counts": counts})
     state = Savepoint.open(path).operator("url-counter").keyed_state("count")
     assert dict(state.items()) == {url: n * 10 for url, n in SEED_COUNTS.items()}
+
+
+def test_replacing_a_state_of_a_base_is_refused_before_any_task(spark, tmp_path):
+    from pyspark.errors import AnalysisException  # the driver's planning error, not a task's PythonException
+
+    path = str(tmp_path / "sp")
+    write_seeds(path, inline_bytes=0)
+    rescale(path, str(tmp_path / "sp3"), 3)  # a shallow savepoint on sp's data files
+    counts = spark.createDataFrame([("/a", 1)], "key string, value long")
+    with pytest.raises(AnalysisException, match="is the base of .*sp3"):
+        _write(counts, state="count", valueSerializer="int64").mode("overwrite").save(path)
