@@ -236,7 +236,9 @@ def run(args: argparse.Namespace) -> int:
     if hasattr(args, "handler"):
         return args.handler(args)
     if args.command in ("inspect", "verify") and is_flink_savepoint(args.path):
-        return (inspect_flink if args.command == "inspect" else verify_flink_command)(args.path, args.json)
+        if args.command == "inspect":
+            return inspect_flink(args.path, args.json, args.subtasks)
+        return verify_flink_command(args.path, args.json)
     if args.command == "inspect":
         info = describe(Savepoint.open(args.path), subtasks=args.subtasks).to_dict()
         print(json.dumps(info, indent=2)) if args.json else _print_describe(info)

@@ -17,6 +17,7 @@ import json
 
 from ..derived import FORCE_HELP
 from ..errors import CorruptSavepointError, InvalidArgumentError
+from ..key_groups import key_group_bounds
 from ..ttl import TtlConfig
 from .import_plan import parse_ttl
 from .importer import import_flink
@@ -94,9 +95,13 @@ def print_import(result: dict, as_json: bool) -> None:
         print(f"replanned {d}")
 
 
-def inspect_flink(path: str, as_json: bool) -> int:
+def inspect_flink(path: str, as_json: bool, subtasks: bool = False) -> int:
     with FlinkSavepoint.open(path) as sp:
         info = describe_flink(sp)
+    if subtasks:  # as pyref's inspect --subtasks: the key groups Flink gives each subtask
+        for op in info["operators"]:
+            firsts, lasts = key_group_bounds(op["max_parallelism"], op["parallelism"])
+            op["subtask_key_groups"] = [[int(first), int(last)] for first, last in zip(firsts, lasts)]
     if as_json:
         print(json.dumps(info, indent=2))
         return 0
@@ -112,6 +117,9 @@ def inspect_flink(path: str, as_json: bool) -> int:
         imported += f", {target['key_groups']} key groups" if target and target["key_groups"] else ""
         print(f"operator {op['operator_id']}{name}: parallelism {op['parallelism']}, max parallelism "
               f"{op['max_parallelism']}" + (f", keys {op['key_type']}" if op["key_type"] else "") + imported)
+        if subtasks:
+            print("  key groups " + ", ".join(f"{i}:{first}-{last}"
+                                              for i, (first, last) in enumerate(op["subtask_key_groups"])))
         for st in op["states"]:
             extra = f" namespace {st['namespace']}" if st.get("namespace") else ""
             extra += " ttl" if st.get("ttl") else ""

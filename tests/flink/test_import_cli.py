@@ -161,3 +161,11 @@ def test_spark_flink_commands_refuse_before_spark_starts(tmp_path, capsys, monke
     monkeypatch.setattr("pyref.spark.cli._run_on_spark", lambda *args: pytest.fail("Spark was started"))
     code, result = run(capsys, *[a.format(tmp=tmp_path) for a in argv])
     assert code in (2, 4, 5) and message in result["error"]
+
+
+def test_inspect_subtasks_lists_a_flink_savepoints_key_groups(capsys) -> None:
+    code, info = run(capsys, "inspect", str(KEYED), "--subtasks")
+    ops = {op["name"]: op for op in info["operators"]}
+    assert code == 0 and ops["keyed-kinds"]["subtask_key_groups"] == [[0, 333], [334, 666], [667, 999]]
+    assert main(["inspect", str(KEYED), "--subtasks"]) == 0
+    assert "  key groups 0:0-333, 1:334-666, 2:667-999" in capsys.readouterr().out
