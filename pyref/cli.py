@@ -7,7 +7,8 @@ verify); 4 no savepoint at the path; 5 unsupported format, feature, codec or
 serializer; 6 incompatible serializer; 7 concurrent writer (another commit, a
 busy commit lock, files deleted by clean, a savepoint replaced while reading);
 8 storage error (I/O error, permission denied, disk full); 9 a missing optional
-package (pyspark for the Spark subcommands, obstore for object stores); 1 anything else.
+package (pyspark for the Spark subcommands, obstore for object stores); 130 interrupted
+(Ctrl-C: a write stopped before its atomic commit leaves the target as it was); 1 anything else.
 ``--json`` prints one JSON document on stdout for scripts; every error, argument
 errors included, then goes to stdout too, as ``{"error": ..., "type": ...,
 "exit_code": ...}``.
@@ -45,6 +46,8 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str):
         raise InvalidArgumentError(f"{self.prog}: {message}")
 
+
+INTERRUPTED = 130  # a shell's code for a command ended by SIGINT
 
 _COUNT = re.compile(r"[0-9]{1,9}")
 _HOURS = re.compile(r"[0-9]{1,9}(\.[0-9]{1,9})?")
@@ -233,7 +236,9 @@ def run(args: argparse.Namespace) -> int:
     if hasattr(args, "handler"):
         return args.handler(args)
     if args.command in ("inspect", "verify") and is_flink_savepoint(args.path):
-        return (inspect_flink if args.command == "inspect" else verify_flink_command)(args.path, args.json)
+        if args.command == "inspect":
+            return inspect_flink(args.path, args.json, args.subtasks)
+        return verify_flink_command(args.path, args.json)
     if args.command == "inspect":
         info = describe(Savepoint.open(args.path), subtasks=args.subtasks).to_dict()
         print(json.dumps(info, indent=2)) if args.json else _print_describe(info)
@@ -284,6 +289,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(build_parser().parse_args(argv))
     except SavepointError as exc:
         return _report(exc, as_json)
+    except KeyboardInterrupt:  # Ctrl-C: a writer has aborted on its way out; no traceback to show
+        if as_json:
+            print(json.dumps({"error": "interrupted", "type": "KeyboardInterrupt", "exit_code": INTERRUPTED}))
+        else:
+            print("pyref: interrupted", file=sys.stderr)
+        return INTERRUPTED
     except BrokenPipeError:  # whoever read stdout went away (| head): nothing more to say
         with contextlib.suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

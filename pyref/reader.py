@@ -884,10 +884,13 @@ class OperatorView:
         return self.key_serializer
 
     def _find(self, states: Iterable[_Named], name: str) -> Any:
+        states = list(states)
         for s in states:
             if s.name == name:
                 return s
-        raise InvalidArgumentError(f"operator {self.operator_id!r} has no such state", state=f"{self.operator_id}/{name}")
+        there = ", ".join(repr(s.name) for s in states) or "none"
+        raise InvalidArgumentError(f"operator {self.operator_id!r} has no such state (of this type it has {there})",
+                                   state=f"{self.operator_id}/{name}")
 
     def list_state(self, name: str, serializer: Serializer | None = None) -> ListStateView:
         """A list state; with ``serializer``, resolved against the stored snapshot."""
@@ -937,11 +940,18 @@ class OperatorView:
         return state
 
 
+FLINK_METADATA_NAME = "_metadata"  # a Flink savepoint's one file at its root
+
+
 def read_committed(io: SavepointIO) -> tuple[bytes, pb.Manifest, FormatVersion]:
     """The committed manifest: its bytes, decoded and validated, and its format version."""
     data = read_manifest_file(io)
     if data is None:
-        raise SavepointNotFoundError("no committed savepoint here (no _manifest)", path=io.location)
+        # Flink users hand pyref their Flink savepoints first: say which commands read those.
+        hint = ("; it is a Flink savepoint (_metadata): pyref inspect, verify and import-flink read it, "
+                "as do pyref.flink.FlinkSavepoint and pyref.spark.read_state; import it for the rest"
+                if io.stat(FLINK_METADATA_NAME) is not None else "")
+        raise SavepointNotFoundError(f"no committed savepoint here (no _manifest){hint}", path=io.location)
     manifest, version = decode_manifest(data, path=io.describe(MANIFEST_NAME))
     return data, manifest, version
 
@@ -990,7 +1000,9 @@ class Savepoint:
         for op in self.manifest.operators:
             if op.operator_id == operator_id:
                 return OperatorView(self.store, op)
-        raise InvalidArgumentError(f"savepoint has no operator {operator_id!r}", path=self.location)
+        raise InvalidArgumentError(f"savepoint has no operator {operator_id!r}; its operators: "
+                                   f"{', '.join(repr(op.operator_id) for op in self.manifest.operators)}",
+                                   path=self.location)
 
     def restore_plan(self, parallelism: int | Mapping[str, int]) -> RestorePlan:
         """Which key groups and list elements each subtask restores at a new parallelism."""

@@ -1076,7 +1076,7 @@ def read_previous(io: SavepointIO, overwrite: bool, *, force: bool = False) -> b
     if size is None:
         return None
     if not overwrite:
-        raise InvalidArgumentError("a savepoint already exists here; pass overwrite=True to replace it",
+        raise InvalidArgumentError("a savepoint already exists here; pass overwrite=True (--overwrite) to replace it",
                                    path=io.location)
     if size > MAX_MANIFEST_BYTES:  # not a manifest: reading it whole could exhaust memory
         raise CorruptSavepointError(f"the _manifest here is {size} bytes, longer than any manifest; remove it first",

@@ -123,6 +123,8 @@ def test_rescale_command(tmp_path, capsys):
     assert code == 0 and result["new_data_bytes"] == 0 and result["bases"] == ["sp"]
     code, info = run_json(capsys, "inspect", str(tmp_path / "sp4"))
     assert [o["parallelism"] for o in info["operators"]] == [4, 2]
+    code, result = run_json(capsys, "rescale", str(tmp_path / "sp"), str(tmp_path / "sp4"), "-p", "3")
+    assert code == 2 and "already exists" in result["error"] and "--overwrite" in result["error"]  # the CLI's name
 
 
 @pytest.mark.parametrize("argv,code", [
@@ -245,3 +247,17 @@ def test_spark_conf_file_then_conf_flags(tmp_path):
     conf_file.write_text("just-a-key\n")
     with pytest.raises(InvalidArgumentError, match="line 1: expected 'key value'"):
         spark_conf(argparse.Namespace(spark_conf=str(conf_file), conf=None))
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_ctrl_c_is_exit_130_without_a_traceback(seeds, capsys, monkeypatch, as_json):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("pyref.cli.run", interrupted)
+    assert main(["inspect", str(seeds), *(["--json"] if as_json else [])]) == 130
+    out, err = capsys.readouterr()
+    if as_json:
+        assert json.loads(out) == {"error": "interrupted", "type": "KeyboardInterrupt", "exit_code": 130}
+    else:
+        assert err == "pyref: interrupted\n"

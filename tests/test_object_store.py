@@ -408,3 +408,13 @@ def test_pyarrow_filesystems_are_not_used_for_object_stores():
     """pyarrow's S3 and GCS clients cannot write conditionally: they must not commit there."""
     with pytest.raises(InvalidArgumentError, match="ObjectStoreIO"):
         ArrowIO("s3://bucket/sp")
+
+
+def test_a_store_without_credentials_is_named_as_such():
+    """Without credentials obstore asks the instance metadata service and reports only that request."""
+    from pyref.storage.object_store import _message
+
+    exc = RuntimeError("Generic S3 error: Error performing PUT http://169.254.169.254/latest/api/token in 1.1ms - "
+                       "Server returned non-2xx status code: 403 Forbidden\nDebug dump ...")
+    assert "no credentials in the environment" in _message(exc) and "Debug dump" not in _message(exc)
+    assert _message(RuntimeError("Generic S3 error: 404 Not Found")) == "Generic S3 error: 404 Not Found"

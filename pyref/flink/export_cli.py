@@ -44,7 +44,7 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
 
 def export_options(args: argparse.Namespace) -> dict:
     """The keyword arguments of the export functions from the parsed arguments."""
-    parallelism = operator_numbers(args, "--parallelism") if args.operator or args.parallelism else None
+    parallelism = operator_numbers(args, "--parallelism") if args.operator or args.parallelism is not None else None
     return {"flink_version": args.flink_version, "parallelism": parallelism, "operators": args.only,
             "inline_bytes": args.inline_bytes, "overwrite": args.overwrite}
 

@@ -17,6 +17,7 @@ import json
 
 from ..derived import FORCE_HELP
 from ..errors import CorruptSavepointError, InvalidArgumentError
+from ..key_groups import key_group_bounds
 from ..ttl import TtlConfig
 from .import_plan import parse_ttl
 from .importer import import_flink
@@ -79,23 +80,28 @@ def print_import(result: dict, as_json: bool) -> None:
         print(json.dumps(result, indent=2))
         return
     print(f"imported {result['source']} as {result['target']} ({result['savepoint_id']}, format "
-          f"{result['format_version']}): {result['rows']} rows, {result['new_data_bytes']} bytes, "
+          f"{result['format_version']}): {result['rows']} rows, {result['new_data_bytes']} bytes in data files, "
           f"{result['seconds']:.2f} s")
     for op in result["operators"]:
         keys = f", keys {op['key_serializer']} ({op['key_groups']} key groups)" if op["key_serializer"] else ""
         print(f"operator {op['operator_id']} (Flink {op['flink_operator_id']}): parallelism {op['parallelism']}, "
               f"max parallelism {op['max_parallelism']}{keys}")
         for st in op["states"]:
-            print(f"  {st['type']} {st['name']} [{st['kind']}] {st.get('serializer') or ''}: {st['rows']} rows")
+            serializer = f" {st['serializer']}" if st.get("serializer") else ""  # timers have none
+            print(f"  {st['type']} {st['name']} [{st['kind']}]{serializer}: {st['rows']} rows")
         for name in op["skipped"]:
             print(f"  skipped {name}")
     for d in result["demotions"]:
         print(f"replanned {d}")
 
 
-def inspect_flink(path: str, as_json: bool) -> int:
+def inspect_flink(path: str, as_json: bool, subtasks: bool = False) -> int:
     with FlinkSavepoint.open(path) as sp:
         info = describe_flink(sp)
+    if subtasks:  # as pyref's inspect --subtasks: the key groups Flink gives each subtask
+        for op in info["operators"]:
+            firsts, lasts = key_group_bounds(op["max_parallelism"], op["parallelism"])
+            op["subtask_key_groups"] = [[int(first), int(last)] for first, last in zip(firsts, lasts)]
     if as_json:
         print(json.dumps(info, indent=2))
         return 0
@@ -111,6 +117,9 @@ def inspect_flink(path: str, as_json: bool) -> int:
         imported += f", {target['key_groups']} key groups" if target and target["key_groups"] else ""
         print(f"operator {op['operator_id']}{name}: parallelism {op['parallelism']}, max parallelism "
               f"{op['max_parallelism']}" + (f", keys {op['key_type']}" if op["key_type"] else "") + imported)
+        if subtasks:
+            print("  key groups " + ", ".join(f"{i}:{first}-{last}"
+                                              for i, (first, last) in enumerate(op["subtask_key_groups"])))
         for st in op["states"]:
             extra = f" namespace {st['namespace']}" if st.get("namespace") else ""
             extra += " ttl" if st.get("ttl") else ""
@@ -141,5 +150,5 @@ def verify_flink_command(path: str, as_json: bool) -> int:
         for e in report.errors:
             print(f"error: {e}")
         print(f"{'OK' if report.ok else 'FAILED'}: {report.chunks} state handles, {report.values} values decoded, "
-              f"{report.keys_checked} key groups recomputed")
+              f"{report.keys_checked} keys' key groups recomputed")
     return 0 if report.ok else CorruptSavepointError.exit_code

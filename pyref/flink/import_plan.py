@@ -294,9 +294,12 @@ def plan_import(sp: FlinkSavepoint, *, ttl: Mapping[str, TtlConfig] | None = Non
             "give each with --ttl OPERATOR/STATE=DURATION[:update][:visibility] (ttl={'op/state': TtlConfig(...)}) "
             "or all with --ttl-default", path=sp.location)
     if wanted is None and only is None:
-        unknown = sorted(set(planner.skip_states) - planner.used_skips) + sorted(set(planner.ttl) - planner.used_ttls)
+        skips = sorted(set(planner.skip_states) - planner.used_skips)
+        ttls = sorted(set(planner.ttl) - planner.used_ttls)
+        unknown = ([f"--skip-state (skip_states) names no state: {', '.join(skips)}"] if skips else []) + (
+            [f"--ttl (ttl) names no state under TTL: {', '.join(ttls)}"] if ttls else [])
         if unknown:
-            raise InvalidArgumentError(f"no such state (or no TTL on it): {', '.join(unknown)}", path=sp.location)
+            raise InvalidArgumentError("; ".join(unknown) + " (pyref inspect lists the states)", path=sp.location)
     return plans
 
 

@@ -44,22 +44,23 @@ import numpy as np
 import pyarrow as pa
 
 from .._proto.savepoint.v1 import manifest_pb2 as pb
-from ..errors import CorruptSavepointError, UnsupportedFormatError
+from ..errors import CorruptSavepointError, InvalidArgumentError, UnsupportedFormatError
 from ..descriptions import serializer_label
 from ..key_groups import compute_key_groups
 from ..reader import Savepoint
 from ..serializers import Nullable, Serializer
+from ..storage import open_io
 from ..serializers.base import fixed_width_binary
 from ..ttl import TtlConfig
 from ..writer import OperatorWriter, SavepointWriter
 from .from_flink import Demotion, Mapped
 from .import_plan import BroadcastPlan, KeyedPlan, ListPlan, OperatorPlan, Place, TimerPlan, plan_import
 from .keyed import KeyedSubtask
-from .savepoint import FlinkSavepoint, _prefix_bytes, timer_types
+from .savepoint import METADATA, FlinkSavepoint, _prefix_bytes, timer_types
 from .spans import Spans, constant, join, reversed_fixed, u32_le
 from .state_views import FlinkKeyedStateView, FlinkTimerView
 
-__all__ = ["import_flink", "ImportReport", "OperatorColumns", "OperatorImport", "Replan", "DEFAULT_BATCH_BYTES"]
+__all__ = ["import_flink", "check_import_target", "ImportReport", "OperatorColumns", "OperatorImport", "Replan", "DEFAULT_BATCH_BYTES"]
 
 #: Stored bytes of keyed state read and transcoded at once (whole key groups).
 DEFAULT_BATCH_BYTES = 64 << 20
@@ -384,6 +385,15 @@ def write_operator(writer: SavepointWriter, plan: OperatorPlan, batch_bytes: int
     return imp
 
 
+def check_import_target(target: str | os.PathLike[str]) -> None:
+    """Refuse a target holding a Flink savepoint (its own source, say): a pyref manifest beside
+    Flink's ``_metadata`` would make inspect and verify see only the pyref savepoint there."""
+    io = open_io(os.fspath(target))
+    if io.stat(METADATA) is not None:
+        raise InvalidArgumentError("the import target holds a Flink savepoint (_metadata); import into another "
+                                   "directory", path=io.location)
+
+
 def import_flink(source: str | os.PathLike[str], target: str | os.PathLike[str], *,
                  uids: Iterable[str] | Mapping[str, str] | None = None, ttl: Mapping[str, TtlConfig] | None = None,
                  ttl_default: TtlConfig | None = None, skip_states: Iterable[str] = (), overwrite: bool = False,
@@ -399,6 +409,7 @@ def import_flink(source: str | os.PathLike[str], target: str | os.PathLike[str],
     :class:`~pyref.writer.SavepointWriter` (codec, chunk_bytes...).
     """
     started = time.monotonic()
+    check_import_target(target)
     demotions: dict[Place, str] = {}
     skip_states = list(skip_states)
     with FlinkSavepoint.open(source, uids=uids, allow_external_files=allow_external_files) as sp:

@@ -198,7 +198,8 @@ class FlinkOperator:
     def list_state(self, name: str) -> FlinkListStateView:
         types = self._operator_meta(False)
         if name not in types:
-            raise InvalidArgumentError(f"operator {self.name} has no list state {name!r}", state=name)
+            raise InvalidArgumentError(f"operator {self.name} has no list state {name!r} (its list states: "
+                                       f"{', '.join(map(repr, sorted(types))) or 'none'})", state=name)
         empty = pa.array([], pa.binary())
         modes = {s.managed_operator_state.states[name].mode for s in self.state.subtasks
                  if s.managed_operator_state is not None and name in s.managed_operator_state.states}
@@ -281,7 +282,8 @@ class FlinkOperator:
     def keyed_state(self, name: str) -> FlinkKeyedStateView:
         key_type, states = self._keyed
         if name not in states or states[name][0].backend_type == "PRIORITY_QUEUE":
-            raise InvalidArgumentError(f"operator {self.name} has no keyed state {name!r}", state=name)
+            raise InvalidArgumentError(f"operator {self.name} has no keyed state {name!r} (its keyed states: "
+                                       f"{', '.join(map(repr, self.keyed_state_names)) or 'none'})", state=name)
         info, rows = states[name]
         assert key_type is not None  # a keyed stream's head holds the key serializer
         kind, serializers = info.options.get("KEYED_STATE_TYPE", info.backend_type), info.serializers
@@ -292,9 +294,8 @@ class FlinkOperator:
                                    self.max_parallelism)
 
     def timers(self, service: str, domain: str = "event-time") -> FlinkTimerView:
-        prefix = {v: k for k, v in TIMER_DOMAINS.items()}.get(domain)
-        if prefix is None:
-            raise InvalidArgumentError(f"timer domain must be 'event-time' or 'processing-time', got {domain!r}")
+        domain = timer_domain(domain)
+        prefix = {v: k for k, v in TIMER_DOMAINS.items()}[domain]
         name = TIMER_PREFIX + prefix + service
         states = self._keyed[1]
         if name not in states:
@@ -303,6 +304,15 @@ class FlinkOperator:
         key_type, namespace_type = timer_types(info)
         return FlinkTimerView(service, domain, key_type, namespace_type, rows, _prefix_bytes(self.max_parallelism),
                               self.max_parallelism)
+
+def timer_domain(domain: str) -> str:
+    """Flink's name of a timer domain, also given as pyref names it (``event_time``)."""
+    name = domain.replace("_", "-")
+    if name not in TIMER_DOMAINS.values():
+        raise InvalidArgumentError(f"timer domain must be 'event-time' or 'processing-time' ('event_time', "
+                                   f"'processing_time'), got {domain!r}")
+    return name
+
 
 #: The file that makes a directory a Flink checkpoint or savepoint.
 METADATA = "_metadata"
@@ -358,7 +368,9 @@ class FlinkSavepoint:
         for op in self.operators:
             if name in (op.name, op.uid, op.operator_id):
                 return op
-        raise InvalidArgumentError(f"savepoint has no operator {name!r}", path=self.location)
+        names = ", ".join(repr(op.name) + ("" if op.name == op.operator_id else f" ({op.operator_id})")
+                          for op in self.operators)
+        raise InvalidArgumentError(f"savepoint has no operator {name!r}; its operators: {names}", path=self.location)
 
     def restore_plan(self, parallelism: int | Mapping[str, int]):
         """What each subtask restores at a new parallelism (see :mod:`pyref.flink.restore`)."""

@@ -18,7 +18,10 @@ from ..derived import FORCE_HELP
 from ..errors import InvalidArgumentError, MissingDependencyError, SavepointError
 from ..flink.export_cli import add_export_arguments, export_options, print_exported
 from ..flink.import_cli import add_import_arguments, import_options, print_import
-from ..flink.importer import ImportReport
+from ..flink.import_plan import plan_import
+from ..flink.importer import ImportReport, check_import_target
+from ..flink.savepoint import FlinkSavepoint
+from ..flink.writer.export import prepare_export
 from ..io import open_io
 from ..reader import Savepoint
 from ..rewrite import check_target
@@ -268,7 +271,10 @@ def _migrate(args: argparse.Namespace) -> int:
 
 def _spark_import_flink(args: argparse.Namespace) -> int:
     options = import_options(args)
+    check_import_target(args.target)
     read_previous(open_io(args.target), args.overwrite, force=args.force)
+    with FlinkSavepoint.open(args.source, uids=options["uids"]) as sp:  # its refusals before Spark starts
+        plan_import(sp, ttl=options["ttl"], ttl_default=options["ttl_default"], skip_states=options["skip_states"])
 
     def job(spark):
         from .flink import import_flink
@@ -285,6 +291,7 @@ def _spark_import_flink(args: argparse.Namespace) -> int:
 
 def _spark_export_flink(args: argparse.Namespace) -> int:
     options = export_options(args)
+    prepare_export(args.path, args.target, **options)  # its refusals before Spark starts
 
     def job(spark):
         from .flink_export import export_flink

@@ -50,11 +50,13 @@ from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
 from ..errors import InvalidArgumentError
+from ..flink.savepoint import is_flink_savepoint
 from ..inspection import describe
 from ..reader import Savepoint
 from .fragments import DEFAULT_FRAGMENT_BYTES, Fragment, Selection, StateScan, fragment_batches
 
 if TYPE_CHECKING:
+    from .flink import FlinkStateRead
     from .session import AnySparkSession
 
 
@@ -131,10 +133,23 @@ class _Options:
         self.target_parallelism = int_option(values, "targetParallelism")
         self.fragment_bytes = int_option(values, "fragmentBytes", DEFAULT_FRAGMENT_BYTES)
         self.push_filters = bool_option(values, "pushFilters")
+        self.flink = is_flink_savepoint(path)
+        pyref_only = [o for o in ("targetParallelism", "fragmentBytes", "pushFilters") if o in values]
+        if self.flink and pyref_only:  # they plan a pyref savepoint's chunks
+            raise InvalidArgumentError(f"option {', '.join(map(repr, pyref_only))}: for pyref savepoints; filter a "
+                                       "Flink savepoint's DataFrame (.where(...)) or import it first", path=path)
         if self.push_filters and not hasattr(DataSourceReader, "pushFilters"):  # pyspark 4.0 would ignore it
             raise InvalidArgumentError("option 'pushFilters' needs pyspark >= 4.1 (filter pushdown into Python data "
                                        "sources); read_state(keys=..., key_groups=..., subtasks=...) selects chunks "
                                        "on any pyspark", path=path)
+
+    def flink_read(self) -> FlinkStateRead:
+        from .flink import FlinkStateRead  # it builds on this module
+
+        if not self.operator:
+            raise InvalidArgumentError("option 'operator' is required", path=self.path)
+        return FlinkStateRead.plan(self.path, self.operator, self.state, timer_service=self.timer_service,
+                                   domain=self.domain, raw=self.raw)
 
     def plan(self, selection: Selection | None = None) -> StateScan:
         return StateScan.plan(self.path, self.operator, self.state, raw=self.raw,
@@ -150,10 +165,15 @@ class SavepointDataSource(DataSource):
         return "savepoint"
 
     def schema(self) -> StructType:
-        return spark_schema(_Options(self.options).plan().schema)
+        options = _Options(self.options)
+        return options.flink_read().schema if options.flink else spark_schema(options.plan().schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         options = _Options(self.options)
+        if options.flink:  # a Flink savepoint's state: read_flink_state's rows, a partition per subtask
+            read = options.flink_read()
+            check_user_schema(schema, read.schema)
+            return FlinkStateReader(read)
         check_user_schema(schema, spark_schema(options.plan().schema))
         return (FilteringSavepointReader if options.push_filters else SavepointReader)(options, schema)
 
@@ -192,6 +212,21 @@ class SavepointReader(DataSourceReader):
             return
         batches = fragment_batches(fragment, raw=self.options.raw, target_parallelism=self.options.target_parallelism)
         yield from as_spark_batches((self.selection.rows(b) for b in batches), self.schema)
+
+
+class FlinkStateReader(DataSourceReader):
+    """One state of a Flink savepoint (:class:`pyref.spark.flink.FlinkStateRead`): a partition per subtask."""
+
+    def __init__(self, planned: FlinkStateRead) -> None:
+        self.planned = planned
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(s) for s in self.planned.subtasks]
+
+    def read(self, partition: InputPartition | None) -> Iterator[pa.RecordBatch]:
+        subtask: int | None = partition.value if partition is not None else None  # None: as SavepointReader
+        if subtask is not None:
+            yield from self.planned.batches([subtask])
 
 
 # Spark's filters by class name: pyspark 4.0 has no filter classes (nor pushdown) to import.

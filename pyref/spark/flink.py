@@ -23,7 +23,8 @@ pyref savepoint (keyed state ``key_group, key[, namespace][, user_key], value
 timestamp``), keyed rows and timers with the ``subtask`` of Flink that held
 them; values decoded through the types the import maps them to. ``raw=True``
 gives Flink's stored bytes instead. :func:`pyref.spark.read_state` reads a
-Flink savepoint through it when the path holds a Flink ``_metadata``.
+Flink savepoint through it when the path holds a Flink ``_metadata``, and
+``spark.read.format("savepoint")`` through :class:`FlinkStateRead`.
 """
 
 from __future__ import annotations
@@ -32,12 +33,14 @@ import itertools
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
 
 from .._proto.savepoint.v1 import manifest_pb2 as pb
 from ..errors import InvalidArgumentError, UnsupportedFormatError
@@ -50,9 +53,10 @@ from ..flink.importer import (
     Replan,
     add_demotion,
     build_report,
+    check_import_target,
     map_value_serializer,
 )
-from ..flink.savepoint import TIMER_DOMAINS, TIMER_PREFIX, FlinkSavepoint, flink_directory
+from ..flink.savepoint import TIMER_DOMAINS, TIMER_PREFIX, FlinkSavepoint, flink_directory, timer_domain
 from ..io import open_io
 from ..serializers import Int64, ListOf
 from ..ttl import TtlConfig, TtlValue, split_timestamps
@@ -181,6 +185,7 @@ def import_flink(spark: SparkSession, source: Path, target: Path, *,
     started = time.monotonic()
     options, _ = sized_options(options, target_file_bytes)
     source = flink_directory(source)
+    check_import_target(target)
     io = open_io(os.fspath(target))
     previous = read_previous(io, overwrite, force=force)
     task_options: dict[str, Any] = {"uids": uids if isinstance(uids, Mapping) or uids is None else list(uids),
@@ -233,8 +238,9 @@ def _target(sp: FlinkSavepoint, operator: str, state: str | None, timer_service:
         return op.operator_id, state
     _, infos = op.keyed_meta()
     assert timer_service is not None  # checked above: the state or a timer service
+    wanted = None if domain is None else timer_domain(domain)
     queues = [TIMER_PREFIX + prefix + timer_service for prefix, name in TIMER_DOMAINS.items()
-              if domain in (None, name.replace("-", "_")) and TIMER_PREFIX + prefix + timer_service in infos]
+              if wanted in (None, name) and TIMER_PREFIX + prefix + timer_service in infos]
     if len(queues) != 1:
         raise InvalidArgumentError(f"{'no' if not queues else 'more than one (give domain)'} timer service "
                                    f"{timer_service!r} in operator {op.name}")
@@ -340,19 +346,51 @@ def _operator_batch(plan: OperatorPlan, name: str, subtask: int, raw: bool) -> p
                            names=["subtask", "index", *names])
 
 
-def _read_task(source: str, uids, operator_id: str, name: str, raw: bool, schema, batch_bytes: int,
-               rows: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    plan = _plan_one(source, uids, operator_id, name)
-    subtasks = [s for batch in rows for s in batch.column("subtask").to_pylist()]
-    if plan.lists or plan.broadcasts:
-        batches = (_operator_batch(plan, name, s, raw) for s in subtasks)
-    else:
-        batches = (_keyed_rows(plan, s, raw, b) for s in subtasks for b in plan.flink.keyed_subtasks(batch_bytes, s))
-    try:
-        yield from as_spark_batches((b for b in batches if b is not None), schema)
-    except Replan as replan:  # text UTF-8 cannot hold, a POJO subclass: only Flink's bytes hold it
-        raise UnsupportedFormatError(f"{replan}: the values cannot be decoded as their type; read them with "
-                                     "raw=True", path=source, state=name) from None
+@dataclass(frozen=True)
+class FlinkStateRead:
+    """One state (or timer service) of a Flink savepoint planned for reading on the driver:
+    what :func:`read_flink_state` and ``spark.read.format("savepoint")`` on a Flink path
+    hand their tasks, each reading some of ``subtasks``."""
+
+    source: str
+    uids: list[str] | Mapping[str, str] | None
+    operator_id: str
+    name: str  # Flink's name of the state or timer queue
+    raw: bool
+    subtasks: tuple[int, ...]
+    schema: StructType
+
+    @classmethod
+    def plan(cls, path: Path, operator: str, state: str | None = None, *, timer_service: str | None = None,
+             domain: str | None = None, uids: Iterable[str] | Mapping[str, str] | None = None,
+             raw: bool = False) -> FlinkStateRead:
+        source = flink_directory(path)
+        uids = uids if isinstance(uids, Mapping) or uids is None else list(uids)
+        with FlinkSavepoint.open(source, uids=uids) as sp:
+            operator_id, name = _target(sp, operator, state, timer_service, domain)
+            plan = _plan_one(source, uids, operator_id, name)
+            if not (plan.lists or plan.broadcasts or plan.keyed or plan.timers):
+                raise InvalidArgumentError(f"operator {operator} has no state {name!r}", path=source)
+            subtasks = tuple(s.index for s in plan.flink.state.subtasks)
+            return cls(source, uids, operator_id, name, raw, subtasks, spark_schema(_empty_schema(plan, name, raw)))
+
+    def batches(self, subtasks: Iterable[int], batch_bytes: int = DEFAULT_BATCH_BYTES) -> Iterator[pa.RecordBatch]:
+        """The rows ``subtasks`` held, as Arrow batches of :attr:`schema`."""
+        plan = _plan_one(self.source, self.uids, self.operator_id, self.name)
+        if plan.lists or plan.broadcasts:
+            batches = (_operator_batch(plan, self.name, s, self.raw) for s in subtasks)
+        else:
+            batches = (_keyed_rows(plan, s, self.raw, b) for s in subtasks
+                       for b in plan.flink.keyed_subtasks(batch_bytes, s))
+        try:
+            yield from as_spark_batches((b for b in batches if b is not None), self.schema)
+        except Replan as replan:  # text UTF-8 cannot hold, a POJO subclass: only Flink's bytes hold it
+            raise UnsupportedFormatError(f"{replan}: the values cannot be decoded as their type; read them with "
+                                         "raw=True", path=self.source, state=self.name) from None
+
+
+def _read_task(read: FlinkStateRead, batch_bytes: int, rows: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    return read.batches([s for batch in rows for s in batch.column("subtask").to_pylist()], batch_bytes)
 
 
 def read_flink_state(spark: SparkSession, path: Path, operator: str, state: str | None = None, *,
@@ -362,19 +400,9 @@ def read_flink_state(spark: SparkSession, path: Path, operator: str, state: str 
     """One state (or, with ``timer_service``, one timer service's timers) of the Flink
     savepoint at ``path`` as a DataFrame, one Spark task per subtask that holds it.
     ``operator`` is a uid, a name given in ``uids``, or the hex operator id."""
-    source = flink_directory(path)
-    uids = uids if isinstance(uids, Mapping) or uids is None else list(uids)
-    with FlinkSavepoint.open(source, uids=uids) as sp:
-        operator_id, name = _target(sp, operator, state, timer_service, domain)
-        plan = _plan_one(source, uids, operator_id, name)
-        if not (plan.lists or plan.broadcasts or plan.keyed or plan.timers):
-            raise InvalidArgumentError(f"operator {operator} has no state {name!r}", path=source)
-        subtasks = [s.index for s in plan.flink.state.subtasks]
-        schema = _empty_schema(plan, name, raw)
-    spark_types = spark_schema(schema)
-    return map_per_task(spark, [(i,) for i in subtasks], "subtask int",
-                        partial(_read_task, source, uids, operator_id, name, raw, spark_types, batch_bytes),
-                        spark_types)
+    read = FlinkStateRead.plan(path, operator, state, timer_service=timer_service, domain=domain, uids=uids, raw=raw)
+    return map_per_task(spark, [(i,) for i in read.subtasks], "subtask int", partial(_read_task, read, batch_bytes),
+                        read.schema)
 
 
 def _empty_schema(plan: OperatorPlan, name: str, raw: bool) -> pa.Schema:

@@ -25,8 +25,8 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from ..flink.writer.directory import DEFAULT_INLINE_BYTES, ExportDirectory, StreamRef
-from ..flink.writer.export import ExportResult, HandleTask, HandleWriter, plan_export, publish
+from ..flink.writer.directory import DEFAULT_INLINE_BYTES, StreamRef
+from ..flink.writer.export import ExportResult, HandleTask, HandleWriter, prepare_export, publish
 from ..flink.writer.metadata import KeyedHandle, OperatorHandle
 from ..reader import Savepoint
 from ..flink.handles import DistributionMode
@@ -78,9 +78,9 @@ def export_flink(spark: SparkSession, source: str | os.PathLike[str], target: st
                  operators: Iterable[str] | None = None, inline_bytes: int = DEFAULT_INLINE_BYTES,
                  overwrite: bool = False, checkpoint_id: int = 1, progress: bool = True) -> ExportResult:
     """:func:`pyref.flink.export_savepoint` as a Spark job: one task per state handle."""
-    sp = Savepoint.open(source)
-    plan = plan_export(sp, flink_version, parallelism, operators, checkpoint_id)
-    directory = ExportDirectory(os.fspath(target), overwrite=overwrite)
+    sp, plan, directory = prepare_export(source, target, flink_version=flink_version, parallelism=parallelism,
+                                         operators=operators, inline_bytes=inline_bytes, overwrite=overwrite,
+                                         checkpoint_id=checkpoint_id)
     tasks = plan.tasks()
     with Progress(spark, enabled=progress) as report:
         try:

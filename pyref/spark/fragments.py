@@ -442,7 +442,9 @@ class StateScan:
         op = sp.operator(operator).proto
         found = find_timer_service(op, timer_service, domain) if timer_service else find_state(op, str(state))
         if found is None:
-            raise InvalidArgumentError("no such state", state=f"{operator}/{state}", path=sp.location)
+            there = [s.name for s in (*op.list_states, *op.keyed_states, *op.broadcast_states)]
+            raise InvalidArgumentError(f"no such state; operator {operator!r} has {there}",
+                                       state=f"{operator}/{state}", path=sp.location)
         if target_parallelism is not None:
             check_new_parallelism(op, target_parallelism)
         if isinstance(found, (pb.KeyedState, pb.TimerService)):

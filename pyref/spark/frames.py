@@ -91,8 +91,13 @@ def read_state(spark: SparkSession, path: str | os.PathLike[str], operator: str,
     from ..flink.import_cli import is_flink_savepoint
 
     if is_flink_savepoint(os.fspath(path)):
-        if target_parallelism is not None:
-            raise InvalidArgumentError("target_parallelism is for pyref savepoints; import the Flink savepoint first")
+        # These plan a pyref savepoint's chunks; left unapplied they would return every row.
+        given = [name for name, value in (("target_parallelism", target_parallelism), ("keys", keys),
+                                          ("key_groups", key_groups), ("subtasks", subtasks)) if value is not None]
+        if given:
+            raise InvalidArgumentError(f"{', '.join(given)}: for pyref savepoints; filter a Flink savepoint's "
+                                       "DataFrame (.where(...)) or import the Flink savepoint first",
+                                       path=os.fspath(path))
         from .flink import read_flink_state
 
         return read_flink_state(spark, path, operator, state, timer_service=timer_service, domain=domain, raw=raw)

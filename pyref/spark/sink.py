@@ -37,6 +37,7 @@ from pyspark.sql.types import StructType
 
 from .. import __version__
 from .._proto.savepoint.v1 import manifest_pb2 as pb
+from ..derived import check_not_a_base
 from ..descriptions import KIND_NAMES
 from ..errors import InvalidArgumentError
 from ..io import MANIFEST_NAME, SavepointIO, open_io
@@ -93,6 +94,7 @@ def plan_write(options, schema: StructType, overwrite: bool) -> SavepointSink:
         raise InvalidArgumentError("a savepoint write needs .save(path) and the options 'operator' and 'state'")
     io = open_io(location)
     previous, manifest = _current(io)
+    check_not_a_base(io, previous, force=False)  # here, not in every task that opens a writer
     op = next((o for o in manifest.operators if o.operator_id == operator_id), None)
     new_operator = b""
     if op is None:

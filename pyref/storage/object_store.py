@@ -59,9 +59,19 @@ def _obstore():
     return obstore
 
 
+#: Where a store's client turns for credentials when the environment has none: AWS's and
+#: GCP's instance metadata services (obstore's error then names only that request).
+_METADATA_SERVICES = ("169.254.169.254", "metadata.google.internal")
+
+
 def _message(exc: BaseException) -> str:
     """The first line of obstore's message (the rest is a debug dump of the request)."""
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if any(host in first for host in _METADATA_SERVICES):
+        first += (" (no credentials in the environment, so the instance metadata service was asked: set the "
+                  "store's, e.g. AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for S3, GOOGLE_APPLICATION_CREDENTIALS "
+                  "for GCS)")
+    return first
 
 
 def _is_not_found(exc: BaseException) -> bool:

@@ -407,6 +407,11 @@ def test_a_parallelism_above_the_max_parallelism_is_refused(tmp_path):
     refusal(tmp_path, build, InvalidArgumentError, "change-max-parallelism", operators=["hashed"], parallelism=5)
     refusal(tmp_path, build, InvalidArgumentError, "cannot change", operators=["pojo"], parallelism=5)
 
+    def source(w):  # an imported source: writer-assigned, but no key groups to keep
+        w.add_operator("source", parallelism=1, max_parallelism=4, key_groups="writer").list_state(
+            "offsets", Int64()).add(0, [1])
+    refusal(tmp_path, source, InvalidArgumentError, "change-max-parallelism", parallelism=5)
+
 
 def test_a_max_parallelism_above_flinks_limit_is_refused(tmp_path):
     write_seeds(tmp_path / "seeds")
@@ -437,9 +442,9 @@ def test_names_flink_cannot_write_are_refused(tmp_path):
 
 def test_unknown_operators_are_refused(tmp_path):
     write_seeds(tmp_path / "seeds")
-    with pytest.raises(InvalidArgumentError, match="no such operators"):
+    with pytest.raises(InvalidArgumentError, match="no such operators.*has kafka-source, url-counter"):
         export_savepoint(tmp_path / "seeds", tmp_path / "f", flink_version="2.3", operators=["nope"])
-    with pytest.raises(InvalidArgumentError, match="not exported"):
+    with pytest.raises(InvalidArgumentError, match="not exported.*exported are url-counter"):
         export_savepoint(tmp_path / "seeds", tmp_path / "f", flink_version="2.3", operators=["url-counter"],
                          parallelism={"kafka-source": 2})
     result = export_savepoint(tmp_path / "seeds", tmp_path / "f", flink_version="2.3", operators=["url-counter"])
@@ -619,6 +624,11 @@ def test_cli_export_flink(tmp_path, capsys):
     assert cli(["export-flink", str(tmp_path / "seeds"), str(tmp_path / "f"), "--flink-version", "1.20",
                 "--json"]) == 2
     assert "already exists" in json.loads(capsys.readouterr().out)["error"]
+    # -p 0 is refused, not taken as "no -p" (the savepoint's own parallelism)
+    assert cli(["export-flink", str(tmp_path / "seeds"), str(tmp_path / "zero"), "--flink-version", "2.3",
+                "-p", "0", "--json"]) == 2
+    assert "parallelism must be a whole number >= 1" in json.loads(capsys.readouterr().out)["error"]
+    assert not (tmp_path / "zero").exists()
     with SavepointWriter(str(tmp_path / "json")) as w:
         keyed(Json(), [1])(w)
     assert cli(["export-flink", str(tmp_path / "json"), str(tmp_path / "h"), "--flink-version", "2.3", "--json"]) == 5

@@ -283,7 +283,7 @@ def test_ttl_state_needs_a_configuration(tmp_path) -> None:
     source = _write(tmp_path / "flink", [COUNT, (meta, lambda k: [(b"", i64(1000 + ord(k)) + string_value(k))])])
     with pytest.raises(InvalidArgumentError, match="proc/last"):
         import_flink(source, tmp_path / "sp", uids=["proc"])
-    with pytest.raises(InvalidArgumentError, match="no such state"):
+    with pytest.raises(InvalidArgumentError, match="names no state under TTL: proc/nope"):
         import_flink(source, tmp_path / "sp", uids=["proc"], ttl={"proc/nope": TtlConfig(5)},
                      ttl_default=TtlConfig(5))
     import_flink(source, tmp_path / "sp", uids=["proc"], ttl={"proc/last": TtlConfig(60_000, "on_read_and_write")})

@@ -12,7 +12,9 @@ import pytest
 from pyref import Savepoint, TtlConfig
 from pyref.cli import main
 from pyref.errors import InvalidArgumentError
+from pyref.flink import FlinkSavepoint
 from pyref.flink.import_plan import parse_duration_ms, parse_ttl
+from pyref.testing import write_seeds
 
 CORPUS = pathlib.Path(__file__).resolve().parents[2] / "compat_tests/flink/corpus"
 KEYED = CORPUS / "2.3.0/rocksdb/keyed-kinds/savepoint"  # Flink 2.3 stores uids: operators are named
@@ -95,3 +97,75 @@ def test_ttl_and_duration_syntax() -> None:
     for bad in ("", "1.5h", "-3s", "1h:sometimes", "1h:a:b:c"):
         with pytest.raises(InvalidArgumentError):
             parse_ttl(bad)
+
+
+def test_commands_for_pyref_savepoints_say_a_flink_savepoint_is_read_otherwise(capsys) -> None:
+    code, result = run(capsys, "plan", str(KEYED), "-p", "2")
+    assert code == 4 and result["type"] == "SavepointNotFoundError"
+    assert "it is a Flink savepoint (_metadata)" in result["error"] and "import-flink" in result["error"]
+
+
+def test_import_and_verify_text_say_what_they_counted(tmp_path, capsys) -> None:
+    assert main(["import-flink", str(KEYED), str(tmp_path / "sp"), "--skip-state", "pojo-keys/blobs",
+                 "--ttl-default", "100d"]) == 0
+    out = capsys.readouterr().out
+    assert "bytes in data files" in out
+    assert "  timers user-timers [event_time]: " in out  # a timer service has no serializer to print
+    assert main(["verify", str(KEYED)]) == 0
+    assert "keys' key groups recomputed" in capsys.readouterr().out  # keys, not (fewer) key groups
+
+
+@pytest.mark.parametrize("command", ["import-flink", "spark-import-flink"])  # the Spark one before Spark starts
+def test_importing_into_a_flink_savepoint_is_refused(tmp_path, capsys, command) -> None:
+    flink = tmp_path / "flink"
+    shutil.copytree(OLD_SEEDS, flink)
+    code, result = run(capsys, command, str(flink), str(flink))  # a user's slip: the source as the target
+    assert code == 2 and "holds a Flink savepoint" in result["error"]
+    assert sorted(p.name for p in flink.iterdir()) == ["_metadata"]
+
+
+def test_a_typo_is_answered_with_the_names_there_are(tmp_path, capsys) -> None:
+    with FlinkSavepoint.open(KEYED) as sp:
+        with pytest.raises(InvalidArgumentError, match="no operator 'keyed-kind'; its operators: .*'keyed-kinds'"):
+            sp.operator("keyed-kind")
+        op = sp.operator("keyed-kinds")
+        with pytest.raises(InvalidArgumentError, match="no keyed state 'counts' \\(its keyed states: .*'count'"):
+            op.keyed_state("counts")
+        with pytest.raises(InvalidArgumentError, match="no list state 'count' \\(its list states: none\\)"):
+            op.list_state("count")
+        # pyref's spelling of a timer domain (event_time) is Flink's (event-time) too
+        assert len(op.timers("user-timers", "event_time")) == len(op.timers("user-timers", "event-time")) > 0
+    code, result = run(capsys, "import-flink", str(KEYED), str(tmp_path / "sp"), "--skip-state", "pojo-keys/blobs",
+                       "--skip-state", "keyed-kinds/blobs", "--ttl-default", "1d", "--ttl", "keyed-kinds/count=1d")
+    assert code == 2 and "--skip-state (skip_states) names no state: keyed-kinds/blobs" in result["error"]
+    assert "--ttl (ttl) names no state under TTL: keyed-kinds/count" in result["error"]
+    import_flink_args = ("import-flink", str(KEYED), str(tmp_path / "sp"), "--skip-state", "pojo-keys/blobs",
+                         "--ttl-default", "1d")
+    assert run(capsys, *import_flink_args)[0] == 0
+    sp = Savepoint.open(tmp_path / "sp")
+    with pytest.raises(InvalidArgumentError, match="no operator 'keyed-kind'; its operators: .*'keyed-kinds'"):
+        sp.operator("keyed-kind")
+    with pytest.raises(InvalidArgumentError, match="no such state \\(of this type it has .*'count'"):
+        sp.operator("keyed-kinds").keyed_state("counts")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["spark-import-flink", str(KEYED), "{tmp}/sp"], "pojo-keys/blobs"),
+    (["spark-import-flink", str(KEYED), "{tmp}/sp", "--skip-state", "pojo-keys/blobs"], "keyed-kinds/ttl-last"),
+    (["spark-import-flink", "{tmp}/nope", "{tmp}/sp"], "no Flink _metadata"),
+    (["spark-export-flink", "{tmp}/seeds", "{tmp}/f", "--flink-version", "2.9"], "'2.9'"),
+    (["spark-export-flink", "{tmp}/seeds", "{tmp}/f", "--flink-version", "2.3", "--only", "nope"], "nope"),
+])
+def test_spark_flink_commands_refuse_before_spark_starts(tmp_path, capsys, monkeypatch, argv, message) -> None:
+    write_seeds(tmp_path / "seeds")
+    monkeypatch.setattr("pyref.spark.cli._run_on_spark", lambda *args: pytest.fail("Spark was started"))
+    code, result = run(capsys, *[a.format(tmp=tmp_path) for a in argv])
+    assert code in (2, 4, 5) and message in result["error"]
+
+
+def test_inspect_subtasks_lists_a_flink_savepoints_key_groups(capsys) -> None:
+    code, info = run(capsys, "inspect", str(KEYED), "--subtasks")
+    ops = {op["name"]: op for op in info["operators"]}
+    assert code == 0 and ops["keyed-kinds"]["subtask_key_groups"] == [[0, 333], [334, 666], [667, 999]]
+    assert main(["inspect", str(KEYED), "--subtasks"]) == 0
+    assert "  key groups 0:0-333, 1:334-666, 2:667-999" in capsys.readouterr().out

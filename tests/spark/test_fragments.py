@@ -8,7 +8,7 @@ import pickle
 import pyarrow as pa
 import pytest
 
-from pyref import Savepoint, SavepointWriter
+from pyref import InvalidArgumentError, Savepoint, SavepointWriter
 from pyref._proto.savepoint.v1 import manifest_pb2 as pb
 from pyref.key_groups import compute_key_groups
 from pyref.restore import plan_list_state
@@ -16,6 +16,7 @@ from pyref.serializers import Int64, String
 from pyref.spark.fragments import (
     Fragment,
     Run,
+    StateScan,
     chunk_fragments,
     coalesce,
     keyed_batches,
@@ -103,3 +104,9 @@ def test_a_fragment_survives_its_row_form(tmp_path):
         row = dict(zip(names, fragment.as_row()))
         row["runs"] = [dict(zip(Run._fields, r)) for r in row["runs"]]  # as Arrow's to_pylist gives structs
         assert Fragment.from_row(row) == fragment
+
+
+def test_a_typod_state_is_answered_with_the_states_there_are(tmp_path):
+    _savepoint(tmp_path)
+    with pytest.raises(InvalidArgumentError, match="no such state; operator 'op' has \\['offsets', 'count'\\]"):
+        StateScan.plan(str(tmp_path / "sp"), "op", "counts")

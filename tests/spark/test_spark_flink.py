@@ -114,3 +114,34 @@ def test_max_parallelism_change_of_an_import_follows_flinks_hash(spark, tmp_path
             assert len(list(new.timer_service(service.name, service.domain).timers())) == len(list(service.timers()))
     with pytest.raises(InvalidArgumentError, match="writer assigned"):
         change_max_parallelism(spark, tmp_path / "sp", tmp_path / "pojo", {"pojo-keys": 128}, progress=False)
+
+
+@pytest.mark.parametrize("selection", [{"keys": ["user-01"]}, {"key_groups": [3]}, {"subtasks": [0]},
+                                       {"target_parallelism": 2}])
+def test_a_selection_on_a_flink_savepoint_is_refused_not_ignored(selection) -> None:
+    from pyref.spark import read_state
+
+    with pytest.raises(InvalidArgumentError, match=f"{next(iter(selection))}: for pyref savepoints"):
+        read_state(None, CORPUS / "2.3.0/hashmap/keyed-kinds/savepoint", "keyed-kinds", "count", **selection)
+
+
+def test_the_savepoint_data_source_reads_a_flink_savepoint(spark) -> None:
+    from pyref.spark import read_flink_state
+
+    path = str(CORPUS / "2.3.0/hashmap/keyed-kinds/savepoint")
+
+    def load(**options):
+        reader = spark.read.format("savepoint")
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        return reader.load(path)
+
+    for operator, state in (("keyed-kinds", "buckets"), ("events-source", "SourceReaderState")):
+        df, expected = load(operator=operator, state=state), read_flink_state(spark, path, operator, state)
+        assert df.columns == expected.columns
+        assert sorted(map(tuple, df.collect())) == sorted(map(tuple, expected.collect()))
+    timers = load(operator="keyed-kinds", timerService="user-timers", domain="event_time")
+    assert timers.count() == read_flink_state(spark, path, "keyed-kinds", timer_service="user-timers",
+                                              domain="event_time").count() > 0
+    with pytest.raises(Exception, match="option 'targetParallelism': for pyref savepoints"):
+        load(operator="keyed-kinds", state="count", targetParallelism="2")

@@ -4,11 +4,14 @@ columns checked before any task runs; a failed write leaves the savepoint as it 
 from __future__ import annotations
 
 import os
+import pathlib
+import re
 
 import pytest
 
-from pyref import Savepoint
+from pyref import Savepoint, rescale
 from pyref.inspection import verify
+from pyref.testing import SEED_COUNTS, write_seeds
 
 pytestmark = pytest.mark.spark
 
@@ -73,3 +76,28 @@ def test_refusals_leave_the_savepoint_as_it_was(spark, tmp_path):
     with pytest.raises(Exception):
         _write(big, state="count", valueSerializer="int32", chunkBytes="64").mode("overwrite").save(path)
     assert Savepoint.open(path).manifest.savepoint_id == before and _files(path) == files
+
+
+def test_readme_overwrite_example_runs(spark, tmp_path):
+    """The README's df.write example, as written, replaces a state of an operator the savepoint has."""
+    from pyref.spark import read_state  # imports pyspark: only where Spark runs
+
+    path = str(tmp_path / "sp-1")
+    write_seeds(path)
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = re.search(r'```python\n([^`]*?\.write\.format\("savepoint"\)\.mode\("overwrite"\)[^`]*)```', readme).group(1)
+    counts = read_state(spark, path, "url-counter", "count")
+    exec(compile(block.replace("/savepoints/sp-1", path), "README.md", "exec"), {"counts": counts})
+    state = Savepoint.open(path).operator("url-counter").keyed_state("count")
+    assert dict(state.items()) == {url: n * 10 for url, n in SEED_COUNTS.items()}
+
+
+def test_replacing_a_state_of_a_base_is_refused_before_any_task(spark, tmp_path):
+    from pyspark.errors import AnalysisException  # the driver's planning error, not a task's PythonException
+
+    path = str(tmp_path / "sp")
+    write_seeds(path, inline_bytes=0)
+    rescale(path, str(tmp_path / "sp3"), 3)  # a shallow savepoint on sp's data files
+    counts = spark.createDataFrame([("/a", 1)], "key string, value long")
+    with pytest.raises(AnalysisException, match="is the base of .*sp3"):
+        _write(counts, state="count", valueSerializer="int64").mode("overwrite").save(path)

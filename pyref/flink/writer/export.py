@@ -123,6 +123,16 @@ def flink_operator_id(op: OperatorView) -> bytes:
     return bytes.fromhex(operator_id_of_uid(op.uid or op.operator_id))
 
 
+def _is_keyed(op: OperatorView) -> bool:
+    """The operator holds keyed state or timers (so key groups)."""
+    return bool(op.keyed_state_names or op.proto.timer_services)
+
+
+def _names(ops: Iterable[OperatorView]) -> str:
+    """Operator ids for an error that names the ones there are."""
+    return ", ".join(op.operator_id for op in ops)
+
+
 def _selected(source: Savepoint, operators: Iterable[str] | None) -> list[OperatorView]:
     views = source.operators
     if operators is None:
@@ -133,7 +143,8 @@ def _selected(source: Savepoint, operators: Iterable[str] | None) -> list[Operat
     found = {name: next((op for op in views if name in (op.operator_id, op.uid)), None) for name in wanted}
     missing = [name for name, op in found.items() if op is None]
     if missing:
-        raise InvalidArgumentError(f"no such operators: {missing}", path=source.location)
+        raise InvalidArgumentError(f"no such operators: {missing}; the savepoint has {_names(views)}",
+                                   path=source.location)
     return [op for op in found.values() if op is not None]
 
 
@@ -144,7 +155,8 @@ def _parallelism_of(ops: list[OperatorView], parallelism: int | Mapping[str, int
         known = {op.operator_id for op in ops}
         unknown = sorted(set(parallelism) - known)
         if unknown:
-            raise InvalidArgumentError(f"parallelism given for operators not exported: {unknown}")
+            raise InvalidArgumentError(f"parallelism given for operators not exported: {unknown}; exported are "
+                                       f"{_names(ops)}")
         return {op.operator_id: parallelism.get(op.operator_id, op.parallelism) for op in ops}
     return {op.operator_id: parallelism for op in ops}
 
@@ -157,8 +169,9 @@ def _check_operator(op: OperatorView, parallelism: int) -> None:
         raise InvalidArgumentError(f"operator {op.operator_id!r}: parallelism must be a whole number >= 1, "
                                    f"got {parallelism!r}")
     if parallelism > op.max_parallelism:
+        # Without keyed state or timers no key group is assigned: change-max-parallelism takes it.
         remedy = ("its writer assigned the key groups, so its max parallelism cannot change"
-                  if op.writer_assigned_key_groups else
+                  if op.writer_assigned_key_groups and _is_keyed(op) else
                   "change the max parallelism first (pyref change-max-parallelism)")
         raise InvalidArgumentError(f"operator {op.operator_id!r} has max parallelism {op.max_parallelism} and cannot "
                                    f"run at parallelism {parallelism} in Flink; {remedy}")
@@ -186,7 +199,7 @@ def plan_export(source: Savepoint, flink_version: str, parallelism: int | Mappin
         uid = op.uid or ("" if op.engine_operator_id else op.operator_id)
         utf(uid, f"uid of operator {op.operator_id!r}")
         utf(op.proto.name, f"name of operator {op.operator_id!r}")
-        keyed = bool(op.keyed_state_names or op.proto.timer_services)
+        keyed = _is_keyed(op)
         if keyed:
             KeyedExport(op, flink_release(flink_version))  # refuses what Flink cannot take before anything is written
         has_operator_state = OperatorStateExport(op, p, flink_release(flink_version)).has_state
@@ -253,6 +266,18 @@ def publish(source: Savepoint, plan: ExportPlan, directory: ExportDirectory,
     return result
 
 
+def prepare_export(src: Path, dst: Path, *, flink_version: str, parallelism: int | Mapping[str, int] | None = None,
+                   operators: Iterable[str] | None = None, inline_bytes: int = DEFAULT_INLINE_BYTES,
+                   overwrite: bool = False, checkpoint_id: int = 1) -> tuple[Savepoint, ExportPlan, ExportDirectory]:
+    """What an export checks before it writes anything: the source, the plan (serializers,
+    names, ids, parallelism) and the target; the Spark export's CLI checks it before Spark starts."""
+    if isinstance(inline_bytes, bool) or not isinstance(inline_bytes, int) or inline_bytes < 0:
+        raise InvalidArgumentError(f"inline_bytes must be a whole number >= 0, got {inline_bytes!r}")
+    source = Savepoint.open(src)
+    plan = plan_export(source, flink_version, parallelism, operators, checkpoint_id)
+    return source, plan, ExportDirectory(os.fspath(dst), overwrite=overwrite)
+
+
 def export_savepoint(src: Path, dst: Path, *, flink_version: str, parallelism: int | Mapping[str, int] | None = None,
                      operators: Iterable[str] | None = None, inline_bytes: int = DEFAULT_INLINE_BYTES,
                      overwrite: bool = False, checkpoint_id: int = 1) -> ExportResult:
@@ -263,11 +288,9 @@ def export_savepoint(src: Path, dst: Path, *, flink_version: str, parallelism: i
 
     ``_metadata`` is written last and atomically; a failed export removes what it wrote.
     An existing Flink savepoint at ``dst`` is replaced only with ``overwrite``."""
-    if isinstance(inline_bytes, bool) or not isinstance(inline_bytes, int) or inline_bytes < 0:
-        raise InvalidArgumentError(f"inline_bytes must be a whole number >= 0, got {inline_bytes!r}")
-    source = Savepoint.open(src)
-    plan = plan_export(source, flink_version, parallelism, operators, checkpoint_id)
-    directory = ExportDirectory(os.fspath(dst), overwrite=overwrite)
+    source, plan, directory = prepare_export(src, dst, flink_version=flink_version, parallelism=parallelism,
+                                             operators=operators, inline_bytes=inline_bytes, overwrite=overwrite,
+                                             checkpoint_id=checkpoint_id)
     try:
         writer = HandleWriter(source, plan.flink_version, directory.path, directory.file_prefix, inline_bytes)
         handles = {task: writer.write(task) for task in plan.tasks()}
