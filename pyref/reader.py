@@ -943,6 +943,14 @@ class OperatorView:
 FLINK_METADATA_NAME = "_metadata"  # a Flink savepoint's one file at its root
 
 
+def _holds_flink_metadata(io: SavepointIO) -> bool:
+    """Only for a hint: a location no savepoint can be at (a file, say) stays *not found*."""
+    try:
+        return io.stat(FLINK_METADATA_NAME) is not None
+    except SavepointError:
+        return False
+
+
 def read_committed(io: SavepointIO) -> tuple[bytes, pb.Manifest, FormatVersion]:
     """The committed manifest: its bytes, decoded and validated, and its format version."""
     data = read_manifest_file(io)
@@ -950,7 +958,7 @@ def read_committed(io: SavepointIO) -> tuple[bytes, pb.Manifest, FormatVersion]:
         # Flink users hand pyref their Flink savepoints first: say which commands read those.
         hint = ("; it is a Flink savepoint (_metadata): pyref inspect, verify and import-flink read it, "
                 "as do pyref.flink.FlinkSavepoint and pyref.spark.read_state; import it for the rest"
-                if io.stat(FLINK_METADATA_NAME) is not None else "")
+                if _holds_flink_metadata(io) else "")
         raise SavepointNotFoundError(f"no committed savepoint here (no _manifest){hint}", path=io.location)
     manifest, version = decode_manifest(data, path=io.describe(MANIFEST_NAME))
     return data, manifest, version

@@ -67,8 +67,9 @@ SPARK_COMMANDS = [
     ["spark-flatten", "{sp}", "{target}"],
     ["change-max-parallelism", "{sp}", "{target}", "-m", "256"],
     ["migrate", "{sp}", "{target}", "--operator", "kafka-source", "--state", "offsets", "--serializer", "int64"],
-    ["spark-import-flink", "{sp}", "{target}"],
+    ["spark-import-flink", "{flink}", "{target}"],  # a Flink savepoint: the source is checked before Spark starts
 ]
+FLINK_SAVEPOINT = pathlib.Path(__file__).parent.parent / "compat_tests/flink/corpus/2.3.0/hashmap/seeds/savepoint"
 #: Runs the CLI as if pyspark were not installed: importing it raises ImportError, as it does
 #: in the quick tox cells, which install no pyspark and run this test for real.
 WITHOUT_PYSPARK = "import sys; sys.modules['pyspark'] = None; from pyref.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -77,7 +78,7 @@ WITHOUT_PYSPARK = "import sys; sys.modules['pyspark'] = None; from pyref.cli imp
 @pytest.mark.parametrize("argv", SPARK_COMMANDS, ids=lambda argv: argv[0])
 def test_spark_commands_without_pyspark_are_a_typed_error(tmp_path, argv):
     write_seeds(tmp_path / "sp")
-    argv = [a.format(sp=tmp_path / "sp", target=tmp_path / "target") for a in argv]
+    argv = [a.format(sp=tmp_path / "sp", target=tmp_path / "target", flink=FLINK_SAVEPOINT) for a in argv]
     done = subprocess.run([sys.executable, "-c", WITHOUT_PYSPARK, *argv, "--json"], capture_output=True, text=True,
                           timeout=120)
     assert (done.returncode, done.stderr) == (9, "")
