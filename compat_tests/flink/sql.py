@@ -52,13 +52,16 @@ STATE_TYPES = sorted([
     ("agg0$map", _ROW_KEY, "map<external<int64>,external<int32>>", "void-namespace"),
     ("accState", _ROW_KEY, "row-data<row-data<raw-value<linked-list<int64>>,raw-value<linked-list<int64>>>>",
      "void-namespace"),
-    # MAX over an updating input (MaxWithRetract's MapView) and Top-N over one (RetractableTopN's
-    # SortedMap), each over a COUNT per key
-    *[("accState", _ROW_KEY, "row-data<int64>", "void-namespace")] * 2,
+    # MAX over an updating input (a COUNT per key; MaxWithRetract's MapView)
+    ("accState", _ROW_KEY, "row-data<int64>", "void-namespace"),
     ("accState", "row-data<int32>", "row-data<row-data<string-data,int64,raw-value<void>>,int64>", "void-namespace"),
     ("agg0$map", "row-data<int32>", "map<external<string-data>,external<int64>>", "void-namespace"),
-    ("data-state", "row-data", "map<row-data<int64,string-data>,list<row-data<string-data,int64>>>",
-     "void-namespace"),
+    # Top-N over an updating input (a COUNT and a COLLECT per key; RetractableTopN's rows, with a
+    # MULTISET column, and its SortedMap)
+    ("accState", _ROW_KEY, "row-data<int64,row-data<raw-value<void>>>", "void-namespace"),
+    ("agg1$map", _ROW_KEY, "map<external<int32>,external<int32>>", "void-namespace"),
+    ("data-state", "row-data", "map<row-data<int64,string-data>,list<row-data<string-data,int64,"
+     "map-data(IntType,IntType)>>>", "void-namespace"),
     ("sorted-map", "row-data", "sorted-map<row-data<int64,string-data>,int64>", "void-namespace"),
     # OVER aggregation, ROWS BETWEEN 2 PRECEDING AND CURRENT ROW
     ("accState", _ROW_KEY, "row-data<int64,int64,int64>", "void-namespace"),

@@ -151,9 +151,10 @@ final class SqlJob {
             "SELECT k, ARRAY_AGG(seq) AS a FROM t GROUP BY k",
             // MAX over an updating input (retractions: MaxWithRetract's MapView)
             "SELECT g, MAX(k) AS mk FROM (SELECT k, MOD(COUNT(*), 2) AS g FROM t GROUP BY k) GROUP BY g",
-            // Top-N over an updating input whose sort key grows against its order (RetractableTopN's SortedMap)
-            "SELECT k, c, rn FROM (SELECT k, c, ROW_NUMBER() OVER (ORDER BY c ASC, k ASC) AS rn "
-                    + "FROM (SELECT k, COUNT(*) AS c FROM t GROUP BY k)) WHERE rn <= " + TOP_N,
+            // Top-N over an updating input whose sort key grows against its order (RetractableTopN's SortedMap),
+            // its rows with a MULTISET column (MapData)
+            "SELECT k, c, ps, rn FROM (SELECT k, c, ps, ROW_NUMBER() OVER (ORDER BY c ASC, k ASC) AS rn "
+                    + "FROM (SELECT k, COUNT(*) AS c, COLLECT(MOD(seq, 2)) AS ps FROM t GROUP BY k)) WHERE rn <= " + TOP_N,
             "SELECT k, seq, SUM(v) OVER (PARTITION BY k ORDER BY rowtime ROWS BETWEEN " + PRECEDING
                     + " PRECEDING AND CURRENT ROW) AS s FROM t",
         };
@@ -234,7 +235,6 @@ final class SqlJob {
         Map<String, Integer> arrays = new TreeMap<>();
         Map<String, Integer> over = new TreeMap<>();
         Map<Long, String> maxByParity = new TreeMap<>();
-        List<String[]> counts = new ArrayList<>();
         byKey.forEach((k, group) -> {
             long total = group.stream().mapToLong(in -> in.v).sum();
             String max = group.stream().map(in -> "s" + in.v).max(Comparator.naturalOrder()).get();
@@ -266,7 +266,6 @@ final class SqlJob {
             add(collected, Row.of(k, multiset).toString(), 1);
             add(arrays, Row.of(k, (Object) group.stream().map(in -> in.seq).toArray(Long[]::new)).toString(), 1);
             maxByParity.merge((long) group.size() % 2, k, (a, b) -> a.compareTo(b) >= 0 ? a : b);
-            counts.add(new String[] {k, Long.toString(group.size())});
             // The OVER aggregation's last triggering time starts at 0: a row at time 0 is late, dropped.
             List<Input> inTime = new ArrayList<>(group);
             inTime.removeIf(in -> in.ts <= 0);
@@ -280,11 +279,14 @@ final class SqlJob {
         });
         Map<String, Integer> maxRetract = new TreeMap<>();
         maxByParity.forEach((g, k) -> add(maxRetract, Row.of(g, k).toString(), 1));
-        counts.sort(Comparator.comparingLong((String[] c) -> Long.parseLong(c[1])).thenComparing(c -> c[0]));
+        List<String> byCount = new ArrayList<>(byKey.keySet());
+        byCount.sort(Comparator.comparingInt((String k) -> byKey.get(k).size()).thenComparing(k -> k));
         Map<String, Integer> topUpdating = new TreeMap<>();
-        for (int rank = 1; rank <= Math.min(TOP_N, counts.size()); rank++) {
-            String[] c = counts.get(rank - 1);
-            add(topUpdating, Row.of(c[0], Long.parseLong(c[1]), (long) rank).toString(), 1);
+        for (int rank = 1; rank <= Math.min(TOP_N, byCount.size()); rank++) {
+            List<Input> group = byKey.get(byCount.get(rank - 1));
+            Map<Long, Integer> parities = new TreeMap<>();
+            group.forEach(in -> parities.merge(in.seq % 2, 1, Integer::sum));
+            add(topUpdating, Row.of(byCount.get(rank - 1), (long) group.size(), parities, (long) rank).toString(), 1);
         }
         result.put("group-aggregate", aggregates);
         result.put("window-aggregate", windowRows(byKey, WINDOW, watermark));
