@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import UnsupportedFormatError
+from ..errors import CorruptSavepointError, UnsupportedFormatError
 from .datainput import DataInput
 
 __all__ = ["skip_java_stream", "JAVA_STREAM_MAGIC", "MAX_DEPTH", "MAX_HIERARCHY"]
@@ -72,10 +72,10 @@ class _Walk:
         self.start = inp.pos
         self.handles: list[_ClassDesc | _Other] = []
 
-    def corrupt(self, reason: str, at: int) -> Exception:
+    def corrupt(self, reason: str, at: int) -> CorruptSavepointError:
         return self.inp.corrupt(f"{self.what}: {reason}", at, max(self.inp.pos - at, 1))
 
-    def unsupported(self, reason: str, at: int) -> Exception:
+    def unsupported(self, reason: str, at: int) -> UnsupportedFormatError:
         return UnsupportedFormatError(f"{self.what}: {reason}", path=self.inp.path, state=self.inp.state,
                                       byte_range=(self.inp.base + at, self.inp.base + self.inp.pos))
 

@@ -265,7 +265,7 @@ def _masked(type_: FlinkType, element: Codec) -> Codec:
     element, most significant first, set for null, then the elements that are not null."""
 
     def read(inp: DataInput) -> list:
-        n = inp.read_count("linked list length", 0)
+        n = inp.read_count("linked list length", 0 if type_.null_mask else 1)  # a null takes only its bit
         if not type_.null_mask:
             return [element.read(inp) for _ in range(n)]
         mask = inp.read_bytes((n + 7) // 8, "linked list null mask")
