@@ -63,8 +63,9 @@ STATE_TYPES = sorted([
     ("data-state", "row-data", "map<row-data<int64,string-data>,list<row-data<string-data,int64,"
      "map-data(IntType,IntType)>>>", "void-namespace"),
     ("sorted-map", "row-data", "sorted-map<row-data<int64,string-data>,int64>", "void-namespace"),
-    # OVER aggregation, ROWS BETWEEN 2 PRECEDING AND CURRENT ROW
-    ("accState", _ROW_KEY, "row-data<int64,int64,int64>", "void-namespace"),
+    # OVER aggregation, ROWS BETWEEN 2 PRECEDING AND CURRENT ROW: SUM, and MIN (retracting: a MapView)
+    ("accState", _ROW_KEY, "row-data<int64,int64,row-data<int64,int64,raw-value<void>>,int64>", "void-namespace"),
+    ("agg2$map", _ROW_KEY, "map<external<int64>,external<int64>>", "void-namespace"),
     ("inputState", _ROW_KEY, "map<int64,list<row-data<string-data,int64,int64,timestamp-data(3)>>>",
      "void-namespace"),
     ("lastTriggeringTsState", _ROW_KEY, "int64", "void-namespace"),

@@ -155,8 +155,9 @@ final class SqlJob {
             // its rows with a MULTISET column (MapData)
             "SELECT k, c, ps, rn FROM (SELECT k, c, ps, ROW_NUMBER() OVER (ORDER BY c ASC, k ASC) AS rn "
                     + "FROM (SELECT k, COUNT(*) AS c, COLLECT(MOD(seq, 2)) AS ps FROM t GROUP BY k)) WHERE rn <= " + TOP_N,
-            "SELECT k, seq, SUM(v) OVER (PARTITION BY k ORDER BY rowtime ROWS BETWEEN " + PRECEDING
-                    + " PRECEDING AND CURRENT ROW) AS s FROM t",
+            // MIN over a bounded frame retracts the rows leaving it (MinWithRetract's MapView)
+            "SELECT k, seq, SUM(v) OVER w AS s, MIN(v) OVER w AS lo FROM t WINDOW w AS (PARTITION BY k "
+                    + "ORDER BY rowtime ROWS BETWEEN " + PRECEDING + " PRECEDING AND CURRENT ROW)",
         };
         for (int i = 0; i < QUERIES.length; i++) {
             tables.toChangelogStream(tables.sqlQuery(sql[i])).process(new Collect(QUERIES[i])).name("collect-" + QUERIES[i]);
@@ -272,8 +273,9 @@ final class SqlJob {
             inTime.sort(byTime);
             for (int i = 0; i < inTime.size(); i++) {
                 if (inTime.get(i).ts <= watermark) {
-                    long frame = inTime.subList(Math.max(0, i - PRECEDING), i + 1).stream().mapToLong(in -> in.v).sum();
-                    add(over, Row.of(k, inTime.get(i).seq, frame).toString(), 1);
+                    List<Input> frame = inTime.subList(Math.max(0, i - PRECEDING), i + 1);
+                    long min = frame.stream().mapToLong(in -> in.v).min().getAsLong();
+                    add(over, Row.of(k, inTime.get(i).seq, sum(frame), min).toString(), 1);
                 }
             }
         });
