@@ -44,6 +44,32 @@ STATE_TYPES = sorted([
     ("IntervalJoinRightCache", _JOIN_KEY,
      "map<int64,list<tuple<row-data<string-data,int64,timestamp-data(3),int64>,boolean>>>", "void-namespace"),
     ("IntervalJoinRightTimerState", _JOIN_KEY, "int64", "void-namespace"),
+    # deduplication of rows with ARRAY and MAP columns (Java-serialized snapshots only)
+    ("deduplicate-state", _ROW_KEY, "row-data<string-data,timestamp-data(3),array-data(BigIntType),"
+     "map-data(CharType,BigIntType)>", "void-namespace"),
+    # COLLECT (a MULTISET, kept in a MapView) and ARRAY_AGG (its lists inline, RawValueData of a LinkedList)
+    ("accState", _ROW_KEY, "row-data<row-data<raw-value<void>>>", "void-namespace"),
+    ("agg0$map", _ROW_KEY, "map<external<int64>,external<int32>>", "void-namespace"),
+    ("accState", _ROW_KEY, "row-data<row-data<raw-value<linked-list<int64>>,raw-value<linked-list<int64>>>>",
+     "void-namespace"),
+    # MAX over an updating input (a COUNT per key; MaxWithRetract's MapView)
+    ("accState", _ROW_KEY, "row-data<int64>", "void-namespace"),
+    ("accState", "row-data<int32>", "row-data<row-data<string-data,int64,raw-value<void>>,int64>", "void-namespace"),
+    ("agg0$map", "row-data<int32>", "map<external<string-data>,external<int64>>", "void-namespace"),
+    # Top-N over an updating input (a COUNT and a COLLECT per key; RetractableTopN's rows, with a
+    # MULTISET column, and its SortedMap)
+    ("accState", _ROW_KEY, "row-data<int64,row-data<raw-value<void>>>", "void-namespace"),
+    ("agg1$map", _ROW_KEY, "map<external<int32>,external<int32>>", "void-namespace"),
+    ("data-state", "row-data", "map<row-data<int64,string-data>,list<row-data<string-data,int64,"
+     "map-data(IntType,IntType)>>>", "void-namespace"),
+    ("sorted-map", "row-data", "sorted-map<row-data<int64,string-data>,int64>", "void-namespace"),
+    # OVER aggregation, ROWS BETWEEN 2 PRECEDING AND CURRENT ROW: SUM, and MIN (retracting: a MapView)
+    ("accState", _ROW_KEY, "row-data<int64,int64,row-data<int64,int64,raw-value<void>>,int64>", "void-namespace"),
+    ("agg2$map", _ROW_KEY, "map<external<int64>,external<int64>>", "void-namespace"),
+    ("inputState", _ROW_KEY, "map<int64,list<row-data<string-data,int64,int64,timestamp-data(3)>>>",
+     "void-namespace"),
+    ("lastTriggeringTsState", _ROW_KEY, "int64", "void-namespace"),
+    ("processedCountState", _ROW_KEY, "int64", "void-namespace"),
 ])
 #: Deduplication keeping the first row by rowtime: Flink 2 keeps it until a watermark passes it.
 KEEP_FIRST_TYPES = {

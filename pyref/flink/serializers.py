@@ -8,12 +8,14 @@ their boxed and ``Value`` forms, String, arrays, Tuple, Row, POJO, List, Map,
 Set, Either, nullable wrappers, enums, Avro, windows, timers, TTL), and the table
 runtime's serializers of Flink SQL state (``RowData``: its field serializers
 are parsed, the Java-serialized ``LogicalType`` of each field before them is
-stepped over unread, see :func:`_read_row_data`; its values stay Flink's
-bytes, each delimited by its length; ``StringData``, ``TimestampData``,
-``DecimalData``, ``RawValueData``, ``ExternalSerializer`` and the table
-runtime's windows). A table-runtime snapshot of another class is refused
-where its end can only be guessed across Java-serialized bytes (their class
-names look like snapshots). Anything
+stepped over exactly, unread (:mod:`.java_stream`), see :func:`_read_row_data`;
+its values stay Flink's bytes, each delimited by its length; ``StringData``,
+``TimestampData``, ``DecimalData``, ``RawValueData``, ``ArrayData`` and
+``MapData`` (also MULTISET's), whose snapshots are only Java serialization
+streams, ``ExternalSerializer``, the ``SortedMap`` of Top-N over an updating
+input and the table runtime's windows). A table-runtime snapshot of another
+class is refused where its end can only be guessed across Java-serialized
+bytes (their class names look like snapshots). Anything
 else (Kryo's registrations with Java-serialized parts, a user's own snapshot)
 is kept opaque, its class name and exact bytes preserved; its end is found by
 *resynchronising*: the first position after it where the bytes that must
@@ -29,6 +31,7 @@ from typing import Callable
 
 from ..errors import CorruptSavepointError, UnsupportedFormatError
 from .datainput import DataInput
+from .java_stream import JAVA_STREAM_MAGIC, skip_java_stream
 
 __all__ = [
     "FlinkType",
@@ -82,6 +85,10 @@ class FlinkType:
     precision: int = 0  # the table runtime's TimestampData / DecimalData
     scale: int = 0  # DecimalData
     previous_timestamp: bool = False  # CEP's NFAState: each match stores its previous event's time
+    null_mask: bool = False  # the table runtime's LinkedList writes one (outer version 2 on)
+    #: The table runtime's Java-serialized ``LogicalType`` classes (ArrayData's element,
+    #: MapData's key and value), short names, e.g. ``("VarCharType", "BigIntType")``.
+    logical_types: tuple[str, ...] = ()
 
     @property
     def is_opaque(self) -> bool:
@@ -99,6 +106,8 @@ class FlinkType:
             name = f"timestamp-data({self.precision})"
         elif self.kind == "decimal-data":
             name = f"decimal-data({self.precision},{self.scale})"
+        elif self.logical_types:
+            name = f"{self.kind}({','.join(self.logical_types)})"
         if self.children and self.kind != "ttl":
             name += "<" + ",".join(c.describe() for c in self.children) + ">"
         elif self.kind == "ttl":
@@ -108,7 +117,7 @@ class FlinkType:
 
 _OPAQUE_KINDS = frozenset({"opaque", "kryo", "avro", "value-type", "java"})
 #: Kinds whose values are an int length, then that many bytes, kept as Flink's bytes.
-LENGTH_PREFIXED_KINDS = frozenset({"row-data", "string-data", "raw-value"})
+LENGTH_PREFIXED_KINDS = frozenset({"row-data", "string-data", "raw-value", "array-data", "map-data"})
 
 # SimpleTypeSerializerSnapshot subclasses (empty body in version 3): kind, getLength().
 _P = "org.apache.flink.api.common.typeutils.base."
@@ -199,6 +208,8 @@ _COMPOSITE: dict[str, str] = {
     _CEP + "sharedbuffer.SharedBufferNode$SharedBufferNodeSerializer$SharedBufferNodeSerializerSnapshot":
         "cep-shared-buffer-node-v1",
     _CEP + "sharedbuffer.LockableTypeSerializerSnapshot": "cep-lockable",
+    # The table runtime's LinkedList (ARRAY_AGG's accumulator lists): a null mask, then the elements.
+    "org.apache.flink.table.runtime.typeutils.LinkedListSerializer$LinkedListSerializerSnapshot": "linked-list",
 }
 
 _T = "org.apache.flink.table.runtime.typeutils."
@@ -210,13 +221,17 @@ _BINARY_ROW = _T + "BinaryRowDataSerializer$BinaryRowDataSerializerSnapshot"
 _TIMESTAMP_DATA = _T + "TimestampDataSerializer$TimestampDataSerializerSnapshot"
 _DECIMAL_DATA = _T + "DecimalDataSerializer$DecimalSerializerSnapshot"
 _EXTERNAL = _T + "ExternalSerializer$ExternalSerializerSnapshot"
+#: ArrayData / MapData snapshots: only Java serialization streams, LogicalTypes then serializers.
+_JAVA_ONLY: dict[str, tuple[str, int]] = {
+    _T + "ArrayDataSerializer$ArrayDataSerializerSnapshot": ("array-data", 1),
+    _T + "MapDataSerializer$MapDataSerializerSnapshot": ("map-data", 2),
+}
+_SORTED_MAP = _T + "SortedMapSerializerSnapshot"
 #: TimestampData up to this precision is one long (epoch ms), else the long and an int (nanos of the ms).
 TIMESTAMP_COMPACT_PRECISION = 3
 #: DecimalData up to this precision is its unscaled long, else the unscaled bytes after an int length.
 DECIMAL_COMPACT_PRECISION = 18
 _TABLE_PACKAGE = "org.apache.flink.table."
-#: ``ObjectOutputStream``'s header: each Java-serialized LogicalType of a RowData snapshot starts with it.
-_JAVA_STREAM_HEADER = b"\xac\xed\x00\x05"
 _ENUM = _P + "EnumSerializer$EnumSerializerSnapshot"
 _POJO = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
 _KRYO = "org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot"
@@ -342,7 +357,7 @@ def _refuse_guessed_java_end(inp: DataInput, class_name: str, body: int, follow:
     them parse as a following snapshot, so an end found by resynchronising across them
     may be a guess inside them: refused, unless the end was known."""
     if (class_name.startswith(_TABLE_PACKAGE) and getattr(follow, "position", None) is None
-            and _JAVA_STREAM_HEADER in inp.data[body:inp.pos]):
+            and JAVA_STREAM_MAGIC in inp.data[body:inp.pos]):
         raise UnsupportedFormatError(
             f"serializer snapshot {class_name} (a table runtime class pyref does not parse) holds Java-serialized "
             "objects, so where it ends cannot be told from its bytes", path=inp.path, state=inp.state,
@@ -406,6 +421,18 @@ def _read_known_body(inp: DataInput, class_name: str, version: int, follow: Foll
         return dict(kind="decimal-data", precision=precision, scale=scale)  # getLength() is -1 even when compact
     if class_name == _EXTERNAL and version == 3:
         return _read_external(inp, follow, depth)
+    if class_name in _JAVA_ONLY and version == 3:
+        kind, types = _JAVA_ONLY[class_name]
+        logical = _skip_java_streams(inp, types, f"the Java-serialized LogicalTypes of a {kind} snapshot")
+        _skip_java_streams(inp, types, f"the Java-serialized serializers of a {kind} snapshot")
+        return dict(kind=kind, logical_types=tuple(name.rsplit(".", 1)[-1] if name else "?" for name in logical))
+    if class_name == _SORTED_MAP and version == 3:
+        # The comparator (generated code, Java-serialized: never read), then key and value serializers.
+        _skip_java_streams(inp, 1, "the Java-serialized comparator of a SortedMap snapshot")
+        children = _read_nested(inp, follow, depth)
+        if len(children) != 2:
+            raise inp.corrupt(f"SortedMap snapshot has {len(children)} nested serializers, expected 2")
+        return dict(kind="sorted-map", children=children)
     return None
 
 
@@ -416,19 +443,10 @@ def _read_precision(inp: DataInput, what: str, most: int) -> int:
     return precision
 
 
-def _skip_java_types(inp: DataInput, count: int, before_nested: Callable[[DataInput], bool], what: str) -> None:
-    """Step over Java-serialized types (never read: only Java could) to where the
-    ``NestedSerializersSnapshotDelegate`` of ``count`` snapshots that follows them starts
-    and its first snapshot parses; ``before_nested`` reads what lies in between."""
-    start = inp.pos
-    if bytes(inp.data[start:start + 4]) != _JAVA_STREAM_HEADER:
-        raise inp.corrupt(f"{what}: no Java serialization stream", start, 4)
-
-    def nested_header(probe: DataInput) -> bool:
-        return (before_nested(probe) and probe.read_int() == _NESTED_MAGIC and probe.read_int() == 1
-                and probe.read_int() == count and (count == 0 or looks_like_versioned_snapshot(probe)))
-
-    inp.pos = _resync(inp, start, nested_header, what)
+def _skip_java_streams(inp: DataInput, count: int, what: str) -> tuple[str | None, ...]:
+    """Step over ``count`` whole Java serialization streams (``InstantiationUtil.serializeObject``
+    writes each with its own header), never read: only Java could. Returns each one's class."""
+    return tuple(skip_java_stream(inp, what) for _ in range(count))
 
 
 def _read_external(inp: DataInput, follow: Follow, depth: int) -> dict:
@@ -441,8 +459,7 @@ def _read_external(inp: DataInput, follow: Follow, depth: int) -> dict:
     outer_version = inp.read_int("outer snapshot version")
     if outer_version != 1:
         raise inp.corrupt(f"ExternalSerializer snapshot: unknown outer version {outer_version}", inp.pos - 4, 4)
-    _skip_java_types(inp, 1, lambda probe: probe.read_ubyte() <= 1, "the Java-serialized DataType of an "
-                     "ExternalSerializer snapshot")
+    _skip_java_streams(inp, 1, "the Java-serialized DataType of an ExternalSerializer snapshot")
     inp.read_bool("ExternalSerializer internal input flag")
     (internal,) = _read_nested(inp, follow, depth)
     return dict(kind="external", children=(internal,), length=internal.length)
@@ -451,13 +468,13 @@ def _read_external(inp: DataInput, follow: Follow, depth: int) -> dict:
 def _read_row_data(inp: DataInput, follow: Follow, depth: int) -> dict:
     """``RowDataSerializerSnapshot`` (version 3): a field count, each field's ``LogicalType``
     Java-serialized (one ``ObjectOutputStream`` each, never read: only Java could), then the
-    field serializers' snapshots (``NestedSerializersSnapshotDelegate``). The end of the Java
-    part is the first place where that delegate's header (magic, version 1, the same field
-    count) starts and its snapshots parse."""
+    field serializers' snapshots (``NestedSerializersSnapshotDelegate``, as many)."""
     count = inp.read_count("RowData field count", 4)
-    if count:
-        _skip_java_types(inp, count, lambda probe: True, "the Java-serialized field types of a RowData snapshot")
-    return dict(kind="row-data", children=_read_nested(inp, follow, depth))
+    _skip_java_streams(inp, count, "the Java-serialized field types of a RowData snapshot")
+    children = _read_nested(inp, follow, depth)
+    if len(children) != count:
+        raise inp.corrupt(f"RowData snapshot: {count} field types but {len(children)} field serializers")
+    return dict(kind="row-data", children=children)
 
 
 def _read_nested(inp: DataInput, follow: Follow, depth: int) -> tuple[FlinkType, ...]:
@@ -493,13 +510,15 @@ def _read_composite(inp: DataInput, kind: str, version: int, follow: Follow, dep
         extra["padding"] = inp.read_int("null padding length")
         if not 0 <= extra["padding"] <= inp.remaining():
             raise inp.corrupt(f"null padding length {extra['padding']}", inp.pos - 4, 4)
+    elif kind == "linked-list":
+        extra["null_mask"] = outer_version == 2 or (outer_version > 2 and inp.read_bool("null mask flag"))
     elif kind == "row":
         extra["row_kind"] = outer_version == 3 or (outer_version > 3 and inp.read_bool("row kind flag"))
     elif kind == "cep-nfa-state":  # outer version 2 (Flink 1.16+) added the flag
         extra["previous_timestamp"] = outer_version >= 2 and inp.read_bool("NFA state previous timestamp flag")
     children = _read_nested(inp, follow, depth)
-    expected = {"list": 1, "set": 1, "object-array": 1, "nullable": 1, "map": 2, "either": 2, "ttl": 2,
-                "timer": 2, "raw-value": 1, "cep-nfa-state": 3, "cep-node-id": 1, "cep-shared-buffer-edge": 2,
+    expected = {"list": 1, "linked-list": 1, "set": 1, "object-array": 1, "nullable": 1, "map": 2, "either": 2,
+                "ttl": 2, "timer": 2, "raw-value": 1, "cep-nfa-state": 3, "cep-node-id": 1, "cep-shared-buffer-edge": 2,
                 "cep-shared-buffer-node": 1, "cep-shared-buffer-node-v1": 1, "cep-lockable": 1}.get(kind)
     if expected is not None and len(children) != expected:
         raise inp.corrupt(f"{kind} serializer snapshot has {len(children)} nested serializers, "

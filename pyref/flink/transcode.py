@@ -54,7 +54,8 @@ _FIELD_WIDTHS = {"boolean": (1,), "int8": (1,), "int16": (2,), "int32": (4,), "i
 _ENGINE_ONLY = frozenset({"opaque", "kryo", "avro", "value-type", "java", "either", "bigint", "bigdec", "date",
                           "sql-date", "sql-time", "sql-timestamp", "instant", "local-date", "local-time",
                           "local-date-time", "void", "row-data", "string-data", "raw-value", "timestamp-data",
-                          "decimal-data", "external", "count-window"}) | CEP_KINDS
+                          "decimal-data", "external", "count-window", "array-data", "map-data", "sorted-map",
+                          "linked-list"}) | CEP_KINDS
 _STRUCTS = {"boolean": "?", "int8": "b", "int16": "h", "int32": "i", "int64": "q", "float32": "f", "float64": "d"}
 
 

@@ -262,6 +262,20 @@ def _sized(type_: FlinkType, element: Codec, what: str) -> Codec:
     return Codec(type_, read, skip)
 
 
+def _masked(type_: FlinkType, element: Codec) -> Codec:
+    """The table runtime's LinkedList: ``int length``, then (with its null mask) one bit per
+    element, most significant first, set for null, then the elements that are not null."""
+
+    def read(inp: DataInput) -> list:
+        n = inp.read_count("linked list length", 0 if type_.null_mask else 1)  # a null takes only its bit
+        if not type_.null_mask:
+            return [element.read(inp) for _ in range(n)]
+        mask = inp.read_bytes((n + 7) // 8, "linked list null mask")
+        return [None if mask[i // 8] & (0x80 >> (i % 8)) else element.read(inp) for i in range(n)]
+
+    return Codec(type_, read)
+
+
 def _flagged(type_: FlinkType, element: Codec, what: str, present_is_true: bool) -> Codec:
     """``int length`` then per element a null flag and the element (Set, object arrays)."""
 
@@ -442,11 +456,13 @@ def codec_for(type_: FlinkType) -> Codec:
         return _sized(type_, element, kind)
     if kind == "list":
         return _sized(type_, kids[0], "list")
+    if kind == "linked-list":
+        return _masked(type_, kids[0])
     if kind == "set":
         return _flagged(type_, kids[0], "set", present_is_true=False)
     if kind == "object-array":
         return _flagged(type_, kids[0], "array", present_is_true=True)
-    if kind == "map":
+    if kind in ("map", "sorted-map"):  # the table runtime's SortedMap writes entries as Flink's Map does
         return _map(type_, kids[0], kids[1])
     if kind == "tuple":
         return _sequence(type_, kids, tuple)

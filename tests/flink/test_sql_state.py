@@ -3,28 +3,32 @@
 The fixtures under data/sql are real canonical savepoints of compat_tests/flink's SQL job
 (jobs/SqlJob.java at parallelism 1: group aggregates, one with COUNT(DISTINCT) and TIMESTAMP /
 DECIMAL accumulators, TUMBLE and HOP window aggregates and a legacy GROUP BY TUMBLE with pending
-windows, a join under STATE_TTL, an interval join, deduplication and Top-N), one of Flink 2.3.0
-(HashMap backend) and one of 1.20.3 (RocksDB), state inlined in ``_metadata``."""
+windows, a join under STATE_TTL, an interval join, deduplication (also of rows with ARRAY and MAP
+columns), Top-N (also over an updating input: a SortedMap), COLLECT, ARRAY_AGG, MAX over an
+updating input and an OVER aggregation), one of Flink 2.3.0 (HashMap backend) and one of 1.20.3
+(RocksDB), state inlined in ``_metadata`` (gzipped here: its Java-serialized types repeat)."""
 
 from __future__ import annotations
 
+import decimal
+import gzip
 import pathlib
 
 import pytest
-
-import decimal
 
 from compat_tests.flink.sql import TTL_DEFAULT, expected_state_types, keyed_contents, state_types
 from pyref.cli import main as pyref_cli
 from pyref.errors import CorruptSavepointError, UnsupportedFormatError
 from pyref.flink import FlinkSavepoint, export_savepoint, import_flink
 from pyref.flink.datainput import DataInput
-from pyref.flink.serializers import at_position, read_versioned_snapshot
+from pyref.flink.java_stream import JAVA_STREAM_MAGIC, skip_java_stream
+from pyref.flink.serializers import at_position, looks_like_versioned_snapshot, read_versioned_snapshot
 from pyref.flink.values import TimeWindow, codec_for, decode_cell
 from pyref.testing.flink_bytes import LONG, composite, i32, i64, map_snapshot, snapshot, utf
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "sql"
-SAVEPOINTS = {"2.3.0": DATA / "2.3.0-hashmap", "1.20.3": DATA / "1.20.3-rocksdb"}
+FIXTURES = {"2.3.0": DATA / "2.3.0-hashmap", "1.20.3": DATA / "1.20.3-rocksdb"}
+VERSIONS = sorted(FIXTURES)
 _T = "org.apache.flink.table.runtime.typeutils."
 # Spelled here as Flink's sources spell them, not taken from pyref: a typo there must fail here.
 ROW_DATA, STRING_DATA, TIMESTAMP_DATA, DECIMAL_DATA, EXTERNAL = (
@@ -33,43 +37,132 @@ ROW_DATA, STRING_DATA, TIMESTAMP_DATA, DECIMAL_DATA, EXTERNAL = (
         ("TimestampDataSerializer", "TimestampDataSerializerSnapshot"),
         ("DecimalDataSerializer", "DecimalSerializerSnapshot"), ("ExternalSerializer", "ExternalSerializerSnapshot")))
 COUNT_WINDOW = "org.apache.flink.table.runtime.operators.window.CountWindow$Serializer$CountWindowSerializerSnapshot"
+ARRAY_DATA, MAP_DATA, SORTED_MAP, LINKED_LIST = (f"{_T}{name}" for name in (
+    "ArrayDataSerializer$ArrayDataSerializerSnapshot", "MapDataSerializer$MapDataSerializerSnapshot",
+    "SortedMapSerializerSnapshot", "LinkedListSerializer$LinkedListSerializerSnapshot"))
 
 
-@pytest.mark.parametrize("version", sorted(SAVEPOINTS))
-def test_sql_state_has_row_types_from_the_field_serializers(version):
-    assert state_types(SAVEPOINTS[version]) == expected_state_types(version)
-    assert pyref_cli(["verify", str(SAVEPOINTS[version])]) == 0
+def metadata(version: str) -> bytes:
+    return gzip.decompress((FIXTURES[version] / "_metadata.gz").read_bytes())
 
 
-@pytest.mark.parametrize("version", sorted(SAVEPOINTS))
-def test_legacy_window_namespaces_and_distinct_views_decode(version):
+@pytest.fixture(scope="module")
+def savepoints(tmp_path_factory) -> dict[str, pathlib.Path]:
+    """Each fixture as a savepoint directory."""
+    paths = {}
+    for version in VERSIONS:
+        paths[version] = tmp_path_factory.mktemp(f"sql-{version}")
+        (paths[version] / "_metadata").write_bytes(metadata(version))
+    return paths
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_sql_state_has_row_types_from_the_field_serializers(version, savepoints):
+    assert state_types(savepoints[version]) == expected_state_types(version)
+    assert pyref_cli(["verify", str(savepoints[version])]) == 0
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_legacy_window_namespaces_and_distinct_views_decode(version, savepoints):
     """The table runtime's TimeWindow namespaces split from the RowData keys; COUNT(DISTINCT)'s
     MapView holds each distinct key (StringData bytes) with its count."""
-    with FlinkSavepoint.open(SAVEPOINTS[version]) as savepoint:
+    with FlinkSavepoint.open(savepoints[version]) as savepoint:
         states = {(name, op.keyed_state(name).namespace_type.kind): op.keyed_state(name)
                   for op in savepoint.operators for name in op.keyed_state_names}
         windows = [item[1] for item in states["window-aggs", "time-window"].items()]
-        distinct = list(states["distinctAcc_0", "void-namespace"].items())
+        distinct = [item for name, state in states.items() if name == ("distinctAcc_0", "void-namespace")
+                    for item in state.items()]
     assert windows and all(isinstance(w, TimeWindow) and w.end - w.start == 4000 and w.start % 4000 == 0
                            for w in windows)
     assert {key for _, key, _ in distinct} == {i32(2) + f"k{i}".encode() for i in range(6)}
     assert all(isinstance(count, int) and count >= 1 for _, _, count in distinct)
 
 
-@pytest.mark.parametrize("version", sorted(SAVEPOINTS))
-def test_import_and_export_keep_rowdata_keys_values_and_key_groups_exactly(version, tmp_path):
-    import_flink(SAVEPOINTS[version], tmp_path / "pyref", ttl_default=TTL_DEFAULT)
+@pytest.mark.parametrize("version", VERSIONS)
+def test_import_and_export_keep_rowdata_keys_values_and_key_groups_exactly(version, savepoints, tmp_path):
+    import_flink(savepoints[version], tmp_path / "pyref", ttl_default=TTL_DEFAULT)
     assert pyref_cli(["verify", str(tmp_path / "pyref")]) == 0
     export_savepoint(tmp_path / "pyref", tmp_path / "flink", flink_version=version)
-    original = keyed_contents(SAVEPOINTS[version])
-    assert sum(map(len, original.values())) > 80
+    original = keyed_contents(savepoints[version])
+    assert sum(map(len, original.values())) > 150
     assert keyed_contents(tmp_path / "flink") == original
 
 
-def java_stream(*class_names: str) -> bytes:
-    """Bytes shaped like an ObjectOutputStream of a LogicalType: a class descriptor's name
-    (writeUTF) and serialVersionUID, which also looks like a versioned snapshot."""
-    return b"\xac\xed\x00\x05\x73\x72" + b"".join(utf(name) + i64(1) + b"\x02\x00\x01Z\x00" for name in class_names) + b"\x78"
+@pytest.mark.parametrize("version", VERSIONS)
+def test_collections_of_sql_rows_keep_their_bytes_and_split(version, savepoints):
+    """Top-N over an updating input keeps a SortedMap per key: each sort key (a RowData) with its
+    row count; deduplicated rows hold ARRAY and MAP columns (in the BinaryRowData bytes)."""
+    with FlinkSavepoint.open(savepoints[version]) as savepoint:
+        states = {(name, op.keyed_state(name).stored_type.describe()): list(op.keyed_state(name).items())
+                  for op in savepoint.operators for name in op.keyed_state_names}
+    (key, sorted_map), = states["sorted-map", "sorted-map<row-data<int64,string-data>,int64>"]
+    assert key == i32(8) + bytes(8)  # the global Top-N's key: a row of no fields
+    assert sorted(sorted_map.values()) == [1] * 6  # (count, key): distinct sort keys, the string inline
+    assert sorted(row[20:22] for row in sorted_map) == [f"k{i}".encode() for i in range(6)]
+    rows = states["deduplicate-state", "row-data<string-data,timestamp-data(3),array-data(BigIntType),"
+                                       "map-data(CharType,BigIntType)>"]
+    assert len(rows) == 6 and all(int.from_bytes(value[:4], "big") == len(value) - 4 for _, value in rows)
+
+
+def java_stream(class_name: str) -> bytes:
+    """A real ObjectOutputStream of the table runtime (a LogicalType, DataType...) from the fixture."""
+    data = metadata("2.3.0")
+    start = data.rfind(JAVA_STREAM_MAGIC, 0, data.index(class_name.encode()))
+    inp = DataInput(data, start)
+    skip_java_stream(inp, "stream")
+    return data[start:inp.pos]
+
+
+def real_snapshots(class_name: str) -> list[bytes]:
+    """Every versioned snapshot of ``class_name`` in the fixture, each with what follows it."""
+    data, name = metadata("2.3.0"), utf(class_name)
+    return [data[i:] for i in range(len(data)) if data.startswith(name, i)]
+
+
+def real_snapshot(class_name: str) -> bytes:
+    return real_snapshots(class_name)[0]
+
+
+@pytest.mark.parametrize("class_name, described", [
+    (ARRAY_DATA, {"array-data(BigIntType)"}),
+    (MAP_DATA, {"map-data(CharType,BigIntType)", "map-data(IntType,IntType)"}),  # a MAP; a MULTISET
+    (SORTED_MAP, {"sorted-map<row-data<int64,string-data>,int64>"}),
+    (LINKED_LIST, {"linked-list<int64>"}),
+])
+def test_table_runtime_collection_snapshots_parse_exactly(class_name, described):
+    """Each ends exactly where the next snapshot or state starts; cut short anywhere, a typed error."""
+    found, ends = set(), []
+    for data in real_snapshots(class_name):
+        inp = DataInput(data)
+        found.add(read_versioned_snapshot(inp, looks_like_versioned_snapshot).describe())
+        ends.append(inp.pos)
+        assert data[inp.pos:inp.pos + 2] in (b"\x00\x00", b"\x00\x01") or looks_like_versioned_snapshot(
+            DataInput(data, inp.pos))
+    assert found == described
+    data, end = real_snapshot(class_name), ends[0]
+    for cut in range(len(utf(class_name)) + 4, end):
+        with pytest.raises(CorruptSavepointError):
+            read_versioned_snapshot(DataInput(data[:cut]), at_position(cut))
+
+
+@pytest.mark.parametrize("class_name, cell, value", [
+    (ARRAY_DATA, i32(3) + b"arr", i32(3) + b"arr"),
+    (MAP_DATA, i32(3) + b"map", i32(3) + b"map"),
+    (SORTED_MAP, i32(2) + i32(2) + b"r1" + b"\x00" + i64(5) + i32(2) + b"r2" + b"\x01",
+     {i32(2) + b"r1": 5, i32(2) + b"r2": None}),
+    (LINKED_LIST, i32(3) + b"\x40" + i64(1) + i64(3), [1, None, 3]),
+])
+def test_table_runtime_collection_values_decode(class_name, cell, value):
+    """ArrayData / MapData: their binary bytes after an int length; SortedMap: entries as Flink's
+    Map writes them; LinkedList: a null mask (most significant bit first), then the elements."""
+    data = real_snapshot(class_name)
+    inp = DataInput(data)
+    codec = codec_for(read_versioned_snapshot(inp, looks_like_versioned_snapshot))
+    assert decode_cell(codec, cell) == value
+    with pytest.raises(CorruptSavepointError, match="bytes left"):
+        decode_cell(codec, cell + b"x")
+    with pytest.raises(CorruptSavepointError):
+        decode_cell(codec, cell[:-1])
 
 
 def test_rowdata_snapshot_steps_over_the_java_types_to_its_field_serializers():
@@ -85,6 +178,10 @@ def test_rowdata_snapshot_steps_over_the_java_types_to_its_field_serializers():
     assert decode_cell(codec_for(parsed), cell) == cell
     with pytest.raises(CorruptSavepointError, match="bytes left"):
         decode_cell(codec_for(parsed), cell + b"x")
+    # As many field serializers as field types, or the snapshot is corrupt.
+    with pytest.raises(CorruptSavepointError, match="2 field types but 1 field serializers"):
+        read_versioned_snapshot(DataInput(data.replace(i32(1333245) + i32(1) + i32(2), i32(1333245) + i32(1) + i32(1))),
+                                at_position(len(data) - 5))
 
 
 def parse(data: bytes, state: str | None = None):
@@ -113,7 +210,7 @@ def test_table_runtime_scalar_snapshots_parse_exactly(body, described, cell, val
 def test_external_serializer_steps_over_its_java_data_type_to_the_internal_serializer():
     """The Java-serialized DataType names classes (StringData...) that look like snapshots:
     only the internal serializer's header ends it."""
-    external = composite(EXTERNAL, [snapshot(STRING_DATA)], java_stream("org.apache.flink.table.data.StringData")
+    external = composite(EXTERNAL, [snapshot(STRING_DATA)], java_stream("org.apache.flink.table.types.AtomicDataType")
                          + b"\x01")
     parsed = parse(map_snapshot(external, composite(EXTERNAL, [snapshot(LONG)], java_stream(
         "org.apache.flink.table.types.AtomicDataType") + b"\x00")))
@@ -130,9 +227,9 @@ def test_an_unknown_table_runtime_snapshot_is_kept_opaque_or_refused_by_name():
         unknown, 1, i32(7))
     # Java-serialized bytes: an end inside them would be a guess.
     with pytest.raises(UnsupportedFormatError, match="FutureSerializer") as refused:
-        parse(map_snapshot(snapshot(unknown, 1, java_stream("org.apache.flink.table.data.StringData")),
+        parse(map_snapshot(snapshot(unknown, 1, java_stream("org.apache.flink.table.types.logical.VarCharType")),
                            snapshot(LONG)), state="distinctAcc_0")
     assert refused.value.state == "distinctAcc_0"
     # Its end known (the last snapshot before the state data): kept opaque as it is.
-    known = snapshot(unknown, 1, java_stream("org.apache.flink.table.data.StringData"))
+    known = snapshot(unknown, 1, java_stream("org.apache.flink.table.types.logical.VarCharType"))
     assert parse(known).describe() == f"opaque:{unknown}"

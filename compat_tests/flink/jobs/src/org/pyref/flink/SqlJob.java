@@ -25,8 +25,10 @@ import org.apache.flink.util.Collector;
  * group aggregate, a TUMBLE window aggregate (windows after the final watermark stay pending), a
  * regular join with a STATE_TTL hint, deduplication (keep first and keep last by rowtime), Top-N,
  * a group aggregate with COUNT(DISTINCT) and TIMESTAMP/DECIMAL accumulators, a HOP window
- * aggregate and a legacy GROUP BY TUMBLE window (both with a COUNT(DISTINCT): a MapView per window)
- * and an interval join. Each query's changelog is
+ * aggregate and a legacy GROUP BY TUMBLE window (both with a COUNT(DISTINCT): a MapView per window),
+ * an interval join, deduplication of rows with ARRAY and MAP columns, COLLECT (a MULTISET) and
+ * ARRAY_AGG, MAX and Top-N over an updating input (a MapView; a SortedMap) and an OVER aggregation
+ * over the two preceding rows. Each query's changelog is
  * collected in this JVM as a signed multiset of rows ({@link #changelog}).
  *
  * Phase 1 emits the first half of the input and idles; phase 2 (restored from phase 1's savepoint)
@@ -38,7 +40,8 @@ final class SqlJob {
     private SqlJob() {}
 
     static final String[] QUERIES = {"group-aggregate", "window-aggregate", "join", "dedup-first", "dedup-last",
-        "top-n", "distinct-aggregate", "hop-window", "legacy-window", "interval-join"};
+        "top-n", "distinct-aggregate", "hop-window", "legacy-window", "interval-join", "collections-dedup",
+        "collect", "array-agg", "max-retract", "top-n-updating", "over-rows"};
     static final int SPLITS = 2;
     static final int KEYS = 6;
     /** Phase 1's final watermark: windows of [8000, 12000) and later stay pending. */
@@ -49,6 +52,8 @@ final class SqlJob {
     static final int TOP_N = 3;
     /** The interval join's bound: a.rowtime within this many ms of b.rowtime. */
     static final long INTERVAL = 5_000L;
+    /** The OVER aggregation's frame: this many rows before the current one. */
+    static final int PRECEDING = 2;
 
     private static final Map<String, Map<String, Integer>> CHANGELOG = new ConcurrentHashMap<>();
 
@@ -162,6 +167,20 @@ final class SqlJob {
                     + "FROM t GROUP BY k, TUMBLE(rowtime, INTERVAL '4' SECOND)",
             "SELECT a.k, a.seq, b.seq FROM t AS a, t AS b WHERE a.k = b.k AND a.seq = b.seq + 2 "
                     + "AND a.rowtime BETWEEN b.rowtime - INTERVAL '5' SECOND AND b.rowtime + INTERVAL '5' SECOND",
+            // rows with ARRAY and MAP columns kept by deduplication (ArrayData / MapData in its RowData)
+            "SELECT k, arr, m FROM (SELECT k, ARRAY[v, seq] AS arr, MAP['v', v] AS m, "
+                    + "ROW_NUMBER() OVER (PARTITION BY k ORDER BY rowtime DESC) AS rn FROM t) WHERE rn = 1",
+            "SELECT k, COLLECT(seq) AS c FROM t GROUP BY k",
+            "SELECT k, ARRAY_AGG(seq) AS a FROM t GROUP BY k",
+            // MAX over an updating input (retractions: MaxWithRetract's MapView)
+            "SELECT g, MAX(k) AS mk FROM (SELECT k, MOD(COUNT(*), 2) AS g FROM t GROUP BY k) GROUP BY g",
+            // Top-N over an updating input whose sort key grows against its order (RetractableTopN's SortedMap),
+            // its rows with a MULTISET column (MapData)
+            "SELECT k, c, ps, rn FROM (SELECT k, c, ps, ROW_NUMBER() OVER (ORDER BY c ASC, k ASC) AS rn "
+                    + "FROM (SELECT k, COUNT(*) AS c, COLLECT(MOD(seq, 2)) AS ps FROM t GROUP BY k)) WHERE rn <= " + TOP_N,
+            // MIN over a bounded frame retracts the rows leaving it (MinWithRetract's MapView)
+            "SELECT k, seq, SUM(v) OVER w AS s, MIN(v) OVER w AS lo FROM t WINDOW w AS (PARTITION BY k "
+                    + "ORDER BY rowtime ROWS BETWEEN " + PRECEDING + " PRECEDING AND CURRENT ROW)",
         };
         for (int i = 0; i < QUERIES.length; i++) {
             tables.toChangelogStream(tables.sqlQuery(sql[i])).process(new Collect(QUERIES[i])).name("collect-" + QUERIES[i]);
@@ -224,6 +243,11 @@ final class SqlJob {
         Map<String, Integer> joined = new TreeMap<>();
         Map<String, Integer> intervalJoined = new TreeMap<>();
         Map<String, Integer> legacy = new TreeMap<>();
+        Map<String, Integer> collections = new TreeMap<>();
+        Map<String, Integer> collected = new TreeMap<>();
+        Map<String, Integer> arrays = new TreeMap<>();
+        Map<String, Integer> over = new TreeMap<>();
+        Map<Long, String> maxByParity = new TreeMap<>();
         byKey.forEach((k, group) -> {
             long total = group.stream().mapToLong(in -> in.v).sum();
             String max = group.stream().map(in -> "s" + in.v).max(Comparator.naturalOrder()).get();
@@ -248,7 +272,36 @@ final class SqlJob {
             }
             windows(group, WINDOW, watermark).forEach((start, w) ->
                     add(legacy, Row.of(k, (long) w.size(), sum(w), parities(w)).toString(), 1));
+            Input latest = group.stream().max(byTime).get();
+            add(collections, Row.of(k, new Long[] {latest.v, latest.seq}, Map.of("v", latest.v)).toString(), 1);
+            Map<Long, Integer> multiset = new TreeMap<>();
+            group.forEach(in -> multiset.merge(in.seq, 1, Integer::sum));
+            add(collected, Row.of(k, multiset).toString(), 1);
+            add(arrays, Row.of(k, (Object) group.stream().map(in -> in.seq).toArray(Long[]::new)).toString(), 1);
+            maxByParity.merge((long) group.size() % 2, k, (a, b) -> a.compareTo(b) >= 0 ? a : b);
+            // The OVER aggregation's last triggering time starts at 0: a row at time 0 is late, dropped.
+            List<Input> inTime = new ArrayList<>(group);
+            inTime.removeIf(in -> in.ts <= 0);
+            inTime.sort(byTime);
+            for (int i = 0; i < inTime.size(); i++) {
+                if (inTime.get(i).ts <= watermark) {
+                    List<Input> frame = inTime.subList(Math.max(0, i - PRECEDING), i + 1);
+                    long min = frame.stream().mapToLong(in -> in.v).min().getAsLong();
+                    add(over, Row.of(k, inTime.get(i).seq, sum(frame), min).toString(), 1);
+                }
+            }
         });
+        Map<String, Integer> maxRetract = new TreeMap<>();
+        maxByParity.forEach((g, k) -> add(maxRetract, Row.of(g, k).toString(), 1));
+        List<String> byCount = new ArrayList<>(byKey.keySet());
+        byCount.sort(Comparator.comparingInt((String k) -> byKey.get(k).size()).thenComparing(k -> k));
+        Map<String, Integer> topUpdating = new TreeMap<>();
+        for (int rank = 1; rank <= Math.min(TOP_N, byCount.size()); rank++) {
+            List<Input> group = byKey.get(byCount.get(rank - 1));
+            Map<Long, Integer> parities = new TreeMap<>();
+            group.forEach(in -> parities.merge(in.seq % 2, 1, Integer::sum));
+            add(topUpdating, Row.of(byCount.get(rank - 1), (long) group.size(), parities, (long) rank).toString(), 1);
+        }
         result.put("group-aggregate", aggregates);
         result.put("window-aggregate", windowRows(byKey, WINDOW, watermark));
         result.put("join", joined);
@@ -259,6 +312,12 @@ final class SqlJob {
         result.put("hop-window", windowRows(byKey, HOP_SLIDE, watermark));
         result.put("legacy-window", legacy);
         result.put("interval-join", intervalJoined);
+        result.put("collections-dedup", collections);
+        result.put("collect", collected);
+        result.put("array-agg", arrays);
+        result.put("max-retract", maxRetract);
+        result.put("top-n-updating", topUpdating);
+        result.put("over-rows", over);
         return result;
     }
 
