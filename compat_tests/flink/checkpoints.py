@@ -41,7 +41,9 @@ CASES = (
     CheckpointCase("hashmap-windows", "windows", "hashmap", False, "0"),
     CheckpointCase("hashmap-windows-compressed", "windows", "hashmap", False, "0", compression=True),
     CheckpointCase("hashmap-seeds", "seeds", "hashmap", False, "20kb"),
+    CheckpointCase("hashmap-seeds-compressed", "seeds", "hashmap", False, "0", compression=True),
     CheckpointCase("hashmap-keyed-kinds", "keyed-kinds", "hashmap", False, "0", max_parallelism=1000),
+    CheckpointCase("hashmap-heap-kinds", "heap-kinds", "hashmap", False, "0", max_parallelism=1000),
     CheckpointCase("rocksdb-full-keyed-kinds", "keyed-kinds", "rocksdb", False, "0", max_parallelism=1000),
     CheckpointCase("rocksdb-full-seeds", "seeds", "rocksdb", False, "20kb"),
     CheckpointCase("rocksdb-incremental-seeds", "seeds", "rocksdb", True, "0"),
@@ -68,8 +70,8 @@ def take_checkpoints(version: str, cases: list[CheckpointCase], out: str | pathl
         for case in cases:
             directory = pathlib.Path(tmp) / case.name / "checkpoints"
             tasks.append({"action": "generate", "job": case.job, "max_parallelism": case.max_parallelism,
-                          "config": checkpoint_config(version, case, directory), "out": str(pathlib.Path(tmp) / case.name),
-                          "checkpoint_dir": str(directory), "timeout_s": 120,
+                          "config": checkpoint_config(version, case, directory),
+                          "out": str(pathlib.Path(tmp) / case.name), "checkpoint_dir": str(directory), "timeout_s": 120,
                           "truth": {"flink_version": version, "backend": case.backend, "case": case.name,
                                     "incremental": case.incremental}})
         results = harness.run_tasks(version, tasks, download=download, log_dir=pathlib.Path(tmp) / "logs")
@@ -78,9 +80,10 @@ def take_checkpoints(version: str, cases: list[CheckpointCase], out: str | pathl
                 raise harness.FlinkError(f"Flink {version} checkpoint case {case.name} failed:\n"
                                          f"{harness.short_error(result['error'])}")
             truth = json.loads((pathlib.Path(task["out"]) / "truth.json").read_text(encoding="utf-8"))
-            chk = [p for p in pathlib.Path(task["checkpoint_dir"]).glob(f"*/chk-{truth['checkpoint_id']}")]
+            name = f"chk-{truth['checkpoint_id']}"
+            chk = list(pathlib.Path(task["checkpoint_dir"]).glob(f"*/{name}"))
             if len(chk) != 1 or not (chk[0] / "_metadata").is_file():
-                raise harness.FlinkError(f"{case.name}: no retained chk-{truth['checkpoint_id']} in {task['checkpoint_dir']}")
+                raise harness.FlinkError(f"{case.name}: no retained {name} in {task['checkpoint_dir']}")
             target = out / f"{version}-{case.name}"
             shutil.rmtree(target, ignore_errors=True)
             target.mkdir(parents=True)
@@ -93,7 +96,7 @@ def take_checkpoints(version: str, cases: list[CheckpointCase], out: str | pathl
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=pathlib.Path)
-    parser.add_argument("--versions", default="2.3.0,1.20.3")
+    parser.add_argument("--versions", default="2.3.0,1.20.3,1.14.6")
     parser.add_argument("--cases", default=",".join(c.name for c in CASES))
     args = parser.parse_args(argv)
     by_name = {c.name: c for c in CASES}
