@@ -57,7 +57,8 @@ def test_keyed_layout_is_told_from_the_bytes(case: str) -> None:
     with FlinkSavepoint.open(DATA / case / "checkpoint") as sp:
         layouts = {op.keyed_layout(s.index) for op in sp.operators for s in op.state.subtasks
                    if s.managed_keyed_state is not None}
-    assert layouts == {READABLE[case]}
+        described = {op["keyed_state_layout"] for op in describe_flink(sp)["operators"] if op["key_type"]}
+    assert layouts == described == {READABLE[case]}
 
 
 @pytest.mark.parametrize("case", sorted(READABLE))
