@@ -68,7 +68,9 @@ SEGMENT_PARTITIONABLE_OPERATOR = 17
 
 TAKE_CANONICAL = ("take a canonical savepoint (flink stop --savepointPath ... or "
                   "savepoint --type canonical, the default) and read that instead, or a checkpoint of the "
-                  "HashMap backend")
+                  "HashMap backend without changelog or file merging")
+#: The directories of a checkpoint's shared and task-owned state (CheckpointStorageLocation), beside chk-N.
+CHECKPOINT_SIBLINGS = ("shared", "taskowned")
 
 
 class DistributionMode(enum.IntEnum):
@@ -364,10 +366,13 @@ class LocalHandleStore(HandleStore):
             return moved
         if self.allow_external_files and os.path.isfile(path):
             return path
+        # A checkpoint keeps shared and task-owned state beside its chk-N directory.
+        beside = os.path.basename(os.path.dirname(path))
+        what = f" (a checkpoint's {beside} state, beside its chk-N directory)" if beside in CHECKPOINT_SIBLINGS else ""
         if os.path.isfile(path):
-            raise UnsupportedFormatError(f"state file {path} lies outside the savepoint directory; pass "
+            raise UnsupportedFormatError(f"state file {path}{what} lies outside the savepoint directory; pass "
                                          "allow_external_files=True to read it", path=self.directory)
-        raise CorruptSavepointError(f"state file {handle.location!r} does not exist", path=self.directory)
+        raise CorruptSavepointError(f"state file {handle.location!r}{what} does not exist", path=self.directory)
 
     def _no_nul(self, path: str, location: str) -> str:
         # No file name holds NUL (os functions raise ValueError on it), nor does a %00 decode to one.

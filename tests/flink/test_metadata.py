@@ -159,6 +159,19 @@ def test_state_paths_stay_in_the_savepoint_directory(tmp_path) -> None:
         store.open(StreamHandle("relative-file", "state", 9))
 
 
+def test_a_checkpoints_shared_state_beside_it_is_named_and_refused(tmp_path) -> None:
+    from pyref.flink.handles import LocalHandleStore, StreamHandle
+
+    (tmp_path / "chk-3").mkdir()
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "sst").write_bytes(b"abc")
+    store = LocalHandleStore(str(tmp_path / "chk-3"))
+    with pytest.raises(UnsupportedFormatError, match="a checkpoint's shared state.*outside the savepoint directory"):
+        store.local_path(StreamHandle("file", f"file:{tmp_path}/shared/sst", 3))
+    with pytest.raises(CorruptSavepointError, match="checkpoint's taskowned state.*does not exist"):
+        store.local_path(StreamHandle("file", f"file:{tmp_path}/taskowned/gone", 3))
+
+
 def test_state_paths_through_links_or_with_nul_stay_typed(tmp_path) -> None:
     """Fuzzing found these: the fallback for a moved savepoint followed a link in the
     directory to a file outside it, and a NUL in a path raised ValueError."""
