@@ -34,6 +34,7 @@ from .compression import STREAM_IDENTIFIER, decode_framed
 from .datainput import DataInput
 from .keyed import KeyedBackendMeta, KeyedRows, KeyedSubtask, section_bounds
 from .meta_info import StateMetaInfo
+from .serializers import FlinkType
 from .values import Codec, Undelimited, codec_for
 
 __all__ = ["HEAP", "SAVEPOINT_FORMAT", "keyed_layout", "iter_heap_subtask"]
@@ -129,7 +130,7 @@ class _StateDecoder:
         elif self.kind == "MAP":
             self.user_key, self.user_value = self._child(value, "map", 0), self._child(value, "map", 1)
 
-    def _child(self, value, kind: str, index: int) -> Codec:
+    def _child(self, value: FlinkType, kind: str, index: int) -> Codec:
         if value.kind != kind:
             raise UnsupportedFormatError(f"{self.kind} state {self.info.name!r} holds {value.describe()}, not a "
                                          f"{kind}", state=self.info.name)
