@@ -4,12 +4,12 @@ Flink 2.3.0 takes fresh retained checkpoints (compat_tests.flink.checkpoints, on
 HashMap backend (every keyed kind, TTL, timers; and keyed-kinds, whose Kryo states a heap
 checkpoint cannot delimit) and of RocksDB, full and incremental. pyref reads and verifies the
 heap ones, imports them and exports canonical savepoints, which real Flink restores (one JVM per
-version) to exactly the job's truth at that checkpoint; the 1.20.3 heap checkpoints of
-tests/flink/data/checkpoints are restored the same way. What pyref cannot read is refused by
+version) to exactly the job's truth at that checkpoint (pending windows' timers firing after the
+restore); the heap checkpoints of tests/flink/data/checkpoints are restored the same way. What pyref cannot read is refused by
 name: the Kryo states of a heap checkpoint (the other operators read), and every RocksDB
 checkpoint (RocksDB's own SST files; Flink 1.15+ writes no other kind).
 
-Marked ``flink`` (Java 17 and the Flink jars: cached, or PYREF_FLINK_DOWNLOAD=1); about 50 s.
+Marked ``flink`` (Java 17 and the Flink jars: cached, or PYREF_FLINK_DOWNLOAD=1); 25 to 50 s.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ FRESH_VERSION = "2.3.0"
 FRESH = ("hashmap-heap-kinds", "hashmap-keyed-kinds", "rocksdb-full-seeds", "rocksdb-incremental-seeds")
 #: Committed heap checkpoints restored too (their versions' Flink is not run to take them).
 COMMITTED = pathlib.Path(__file__).resolve().parents[2] / "tests" / "flink" / "data" / "checkpoints"
-COMMITTED_RESTORES = {"1.20.3": ("1.20.3-hashmap-heap-kinds", "1.20.3-hashmap-seeds-compressed")}
+COMMITTED_RESTORES = {"1.20.3": ("1.20.3-hashmap-heap-kinds", "1.20.3-hashmap-seeds-compressed"),
+                      "2.3.0": ("2.3.0-hashmap-windows",)}
 #: keyed-kinds on the heap backend: the operators with a Kryo state, and that state.
 KRYO_STATES = {"keyed-kinds": "blob", "pojo-keys": "blobs"}
 
