@@ -43,6 +43,7 @@ HEAP = "heap"
 SAVEPOINT_FORMAT = "savepoint-format"
 _INT = struct.Struct(">i")
 _SHORT = struct.Struct(">H")
+_EMPTY = bytes(4)  # an entry count of 0
 
 
 def _heap_head(buffer, at: int, stop: int, key_group: int, states: int, compressed: bool) -> bool:
@@ -200,6 +201,9 @@ def _key_group_blocks(buffer, start: int, bounds: tuple[int, int, int], meta: Ke
             raise inp.corrupt(f"key group {key_group}: state id {state_id} is not one of the {len(decoders)} states "
                               "or comes twice", state_at, 2)
         seen.add(state_id)
+        if inp.data[inp.pos:inp.pos + 4] == _EMPTY:  # most states hold nothing in most key groups
+            inp.pos += 4
+            continue
         groups, keys, values = rows[state_id]
         before = len(keys)
         decoders[state_id].read(inp, key_group, keys, values)
