@@ -7,7 +7,7 @@ heap ones, imports them and exports canonical savepoints, which real Flink resto
 version) to exactly the job's truth at that checkpoint (pending windows' timers firing after the
 restore); the heap checkpoints of tests/flink/data/checkpoints are restored the same way. What pyref cannot read is refused by
 name: the Kryo states of a heap checkpoint (the other operators read), and every RocksDB
-checkpoint (RocksDB's own SST files; Flink 1.15+ writes no other kind).
+checkpoint (RocksDB's own SST files; Flink 1.16+ writes no other kind).
 
 Marked ``flink`` (Java 17 and the Flink jars: cached, or PYREF_FLINK_DOWNLOAD=1); 25 to 50 s.
 """

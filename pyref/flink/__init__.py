@@ -5,7 +5,7 @@ version Flink 1.6-2.x writes) and gives views of each operator's list, union
 and broadcast state, keyed state and timers, decoded from the canonical
 savepoint format both the HashMap and RocksDB backends write (snappy
 compression included), or from a HashMap backend checkpoint's own layout.
-Native-format state (RocksDB checkpoints since Flink 1.15, full or incremental)
+Native-format state (RocksDB checkpoints since Flink 1.16, full or incremental)
 and changelog state is refused with :class:`~pyref.errors.UnsupportedFormatError`.
 
 ``import_flink(src, dst)`` imports one as a pyref savepoint: :mod:`.import_plan`

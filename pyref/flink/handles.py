@@ -8,7 +8,7 @@ of a merged file (file-merging checkpoints). A keyed handle adds the key-group
 range and the offset of each key group in its stream; an operator handle the
 offsets of each state's elements and their distribution mode.
 
-Incremental (RocksDB native: every RocksDB checkpoint since Flink 1.15, full or
+Incremental (RocksDB native: every RocksDB checkpoint since Flink 1.16, full or
 incremental), changelog and file-merging operator handles are parsed (so inspection
 shows them) but their state is refused with :class:`~pyref.errors.UnsupportedFormatError`
 saying what they are: they are not a full snapshot, and a canonical savepoint (or a
@@ -216,7 +216,7 @@ def read_keyed_handle(inp: DataInput) -> KeyGroupsHandle | RefusedHandle | None:
         return RefusedHandle(
             "incremental",
             f"RocksDB native-format keyed state (IncrementalRemoteKeyedStateHandle with {shared} shared and "
-            f"{private} private files: RocksDB's own SST files, which every RocksDB checkpoint since Flink 1.15, "
+            f"{private} private files: RocksDB's own SST files, which every RocksDB checkpoint since Flink 1.16, "
             "full or incremental, and a native-format savepoint hold)",
             range(first, first + count))
     if kind in (CHANGELOG, CHANGELOG_V2):

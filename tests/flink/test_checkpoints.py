@@ -4,12 +4,12 @@
 * HashMap backend checkpoints (Flink 2.3.0: windows and their timers; 1.20.3: every keyed kind,
   TTL, a POJO, timers of both domains; state inlined in ``_metadata`` and, compressed, in files)
   are in the heap backend's own layout;
-* a Flink 1.14 RocksDB full checkpoint is in the savepoint format (1.15+ write RocksDB's SST
-  files instead);
+* Flink 1.14 and 1.15 RocksDB full checkpoints are in the savepoint format (1.16 and later
+  write RocksDB's SST files instead);
 
 both read exactly as the truth the job wrote at that checkpoint, verify, import and export as a
-canonical savepoint that reads as the same truth. RocksDB checkpoints of 1.20.3 (full) and 2.3.0
-(incremental) are refused by name, their operator state still read.
+canonical savepoint that reads as the same truth. RocksDB checkpoints of 1.16.3 and 1.20.3 (full)
+and 2.3.0 (incremental) are refused by name, their operator state still read.
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ from tests.flink.test_corpus import assert_reads_as_truth
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "checkpoints"
 #: Readable checkpoints and the layout of their keyed state.
 READABLE = {"2.3.0-hashmap-windows": HEAP, "1.20.3-hashmap-heap-kinds": HEAP, "1.20.3-hashmap-seeds": HEAP,
-            "1.20.3-hashmap-seeds-compressed": HEAP, "1.14.6-rocksdb-full-seeds": SAVEPOINT_FORMAT}
+            "1.20.3-hashmap-seeds-compressed": HEAP, "1.14.6-rocksdb-full-seeds": SAVEPOINT_FORMAT,
+            "1.15.4-rocksdb-full-seeds": SAVEPOINT_FORMAT}
 #: RocksDB checkpoints of RocksDB's own files: case -> their shared file count.
-NATIVE = {"1.20.3-rocksdb-full-seeds": 0, "2.3.0-rocksdb-incremental-seeds": 1}
+NATIVE = {"1.16.3-rocksdb-full-seeds": 0, "1.20.3-rocksdb-full-seeds": 0, "2.3.0-rocksdb-incremental-seeds": 1}
 
 
 def truth(case: str) -> dict:
