@@ -65,6 +65,9 @@ FLINK_CORPUS = os.path.join(os.path.dirname(HERE), "compat_tests", "flink", "cor
 FLINK_CASES = ("1.17.2/hashmap/seeds", "2.3.0/rocksdb/seeds", "1.17.2/rocksdb/operator-state",
                "2.3.0/hashmap/operator-state", "2.0.2/rocksdb/types", "1.17.2/hashmap/windows",
                "1.20.3/hashmap/keyed-kinds")
+FLINK_CHECKPOINTS = os.path.join(os.path.dirname(HERE), "tests", "flink", "data", "checkpoints")
+#: Retained checkpoints: HashMap backend ones (the heap layout, plain and compressed) and a RocksDB one of 1.14.
+FLINK_CHECKPOINT_CASES = ("1.20.3-hashmap-seeds", "1.20.3-hashmap-seeds-compressed", "1.14.6-rocksdb-full-seeds")
 #: Savepoint seeds per savepoint: as written; repaired (7); with shared ranges and rows
 #: (15); with a sparse 64 GiB manifest (17); with sparse 8 GiB data files declared so (39).
 SAVEPOINT_FLAGS = (0, 7, 15, 17, 39)
@@ -174,10 +177,11 @@ def _index(serializers, snapshot) -> int:
 
 def _flink_seeds() -> list[bytes]:
     """Each case as Flink wrote it; one with sparse state files, one with a planted link
-    out of the savepoint directory (flink_input flags 1 and 2)."""
+    out of the savepoint directory (flink_input flags 1 and 2); and retained checkpoints."""
     seeds = []
-    for case in FLINK_CASES:
-        directory = os.path.join(FLINK_CORPUS, *case.split("/"), "savepoint")
+    directories = [os.path.join(FLINK_CORPUS, *case.split("/"), "savepoint") for case in FLINK_CASES]
+    directories += [os.path.join(FLINK_CHECKPOINTS, case, "checkpoint") for case in FLINK_CHECKPOINT_CASES]
+    for case, directory in zip(FLINK_CASES + FLINK_CHECKPOINT_CASES, directories):
         files = {}
         for name in sorted(os.listdir(directory)):
             with open(os.path.join(directory, name), "rb") as f:

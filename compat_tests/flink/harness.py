@@ -148,6 +148,7 @@ class ConfigKeys:
     compression: str = "execution.checkpointing.snapshot-compression"
     restore_path: str = "execution.state-recovery.path"
     ignore_unclaimed: str = "execution.state-recovery.ignore-unclaimed-state"
+    incremental: str = "execution.checkpointing.incremental"
 
 
 def config_keys(flink_version: str) -> ConfigKeys:
@@ -157,7 +158,8 @@ def config_keys(flink_version: str) -> ConfigKeys:
                           storage="state.checkpoint-storage", checkpoint_dir="state.checkpoints.dir",
                           inline_threshold="state.storage.fs.memory-threshold",
                           restore_path="execution.savepoint.path",
-                          ignore_unclaimed="execution.savepoint.ignore-unclaimed-state")
+                          ignore_unclaimed="execution.savepoint.ignore-unclaimed-state",
+                          incremental="state.backend.incremental")
     return ConfigKeys()
 
 

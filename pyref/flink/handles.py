@@ -8,10 +8,11 @@ of a merged file (file-merging checkpoints). A keyed handle adds the key-group
 range and the offset of each key group in its stream; an operator handle the
 offsets of each state's elements and their distribution mode.
 
-Incremental (RocksDB native), changelog and file-merging operator handles are
-parsed (so inspection shows them) but their state is refused with
-:class:`~pyref.errors.UnsupportedFormatError` saying what they are: they are
-not the canonical savepoint format, and a canonical savepoint is the remedy.
+Incremental (RocksDB native: every RocksDB checkpoint since Flink 1.16, full or
+incremental), changelog and file-merging operator handles are parsed (so inspection
+shows them) but their state is refused with :class:`~pyref.errors.UnsupportedFormatError`
+saying what they are: they are not a full snapshot, and a canonical savepoint (or a
+HashMap backend's checkpoint) is the remedy.
 """
 
 from __future__ import annotations
@@ -66,7 +67,10 @@ EMPTY_SEGMENT_FILE = 16
 SEGMENT_PARTITIONABLE_OPERATOR = 17
 
 TAKE_CANONICAL = ("take a canonical savepoint (flink stop --savepointPath ... or "
-                  "savepoint --type canonical, the default) and read that instead")
+                  "savepoint --type canonical, the default) and read that instead, or a checkpoint of the "
+                  "HashMap backend without changelog or file merging")
+#: The directories of a checkpoint's shared and task-owned state (CheckpointStorageLocation), beside chk-N.
+CHECKPOINT_SIBLINGS = ("shared", "taskowned")
 
 
 class DistributionMode(enum.IntEnum):
@@ -91,9 +95,10 @@ class StreamHandle:
 
 @dataclass(frozen=True)
 class KeyGroupsHandle:
-    """Keyed state in Flink's full-snapshot layout: key groups
-    ``first .. first + len(offsets) - 1`` and each one's offset in the stream
-    (0 = that key group holds nothing)."""
+    """Keyed state of a full snapshot: key groups ``first .. first + len(offsets) - 1``
+    and each one's offset in the stream (0 = that key group holds nothing). A savepoint's
+    is in the savepoint format; a checkpoint's (``KeyGroupsStateHandle``) in the savepoint
+    format or, written by the heap backend, in its own layout (:mod:`pyref.flink.heap`)."""
 
     first_key_group: int
     offsets: tuple[int, ...]
@@ -194,11 +199,6 @@ def read_keyed_handle(inp: DataInput) -> KeyGroupsHandle | RefusedHandle | None:
         stream = read_stream_handle(inp)
         if kind == KEY_GROUPS_V2:
             inp.read_utf("state handle id")
-            return RefusedHandle(
-                "checkpoint-key-groups",
-                "keyed state of a checkpoint (KeyGroupsStateHandle): its layout depends on the state "
-                "backend (heap checkpoints are not in the savepoint format)",
-                range(first, first + count))
         if any(o < 0 for o in offsets):
             raise inp.corrupt("negative key group offset", start, inp.pos - start)
         return KeyGroupsHandle(first, offsets, stream, savepoint=kind == SAVEPOINT_KEY_GROUPS)
@@ -216,7 +216,8 @@ def read_keyed_handle(inp: DataInput) -> KeyGroupsHandle | RefusedHandle | None:
         return RefusedHandle(
             "incremental",
             f"RocksDB native-format keyed state (IncrementalRemoteKeyedStateHandle with {shared} shared and "
-            f"{private} private files: an incremental checkpoint or a native-format savepoint)",
+            f"{private} private files: RocksDB's own SST files, which every RocksDB checkpoint since Flink 1.16, "
+            "full or incremental, and a native-format savepoint hold)",
             range(first, first + count))
     if kind in (CHANGELOG, CHANGELOG_V2):
         first, count = _read_key_group_range(inp)
@@ -365,10 +366,13 @@ class LocalHandleStore(HandleStore):
             return moved
         if self.allow_external_files and os.path.isfile(path):
             return path
+        # A checkpoint keeps shared and task-owned state beside its chk-N directory.
+        beside = os.path.basename(os.path.dirname(path))
+        what = f" (a checkpoint's {beside} state, beside its chk-N directory)" if beside in CHECKPOINT_SIBLINGS else ""
         if os.path.isfile(path):
-            raise UnsupportedFormatError(f"state file {path} lies outside the savepoint directory; pass "
+            raise UnsupportedFormatError(f"state file {path}{what} lies outside the savepoint directory; pass "
                                          "allow_external_files=True to read it", path=self.directory)
-        raise CorruptSavepointError(f"state file {handle.location!r} does not exist", path=self.directory)
+        raise CorruptSavepointError(f"state file {handle.location!r}{what} does not exist", path=self.directory)
 
     def _no_nul(self, path: str, location: str) -> str:
         # No file name holds NUL (os functions raise ValueError on it), nor does a %00 decode to one.

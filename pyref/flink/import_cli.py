@@ -105,9 +105,11 @@ def inspect_flink(path: str, as_json: bool, subtasks: bool = False) -> int:
     if as_json:
         print(json.dumps(info, indent=2))
         return 0
-    print(f"Flink savepoint {info['location']}")
+    # Since _metadata version 4 a savepoint says its format; a checkpoint says none.
+    kind = "savepoint" if info["snapshot_format"] or info["metadata_version"] < 4 else "checkpoint"
+    print(f"Flink {kind} {info['location']}")
     print(f"  _metadata version {info['metadata_version']}, checkpoint {info['checkpoint_id']}, "
-          f"{info['snapshot_format'] or 'format unknown'}")
+          f"{info['snapshot_format'] or ('a checkpoint' if kind == 'checkpoint' else 'format unknown')}")
     planned = info["import"].get("operators", {})
     for op in info["operators"]:
         name = f" uid {op['uid']}" if op["uid"] else ""
@@ -130,7 +132,9 @@ def inspect_flink(path: str, as_json: bool, subtasks: bool = False) -> int:
             print(f"  timers {tq['name']} {tq['flink_type']}")
         if op["keyed_state_refused"]:
             print(f"  keyed state not read: {op['keyed_state_refused']}")
-        if op["keyed_state_bytes"]:
+        if op["keyed_state_bytes"] and op["key_groups_with_data"] is None:
+            print(f"  keyed state: {op['keyed_state_bytes']} bytes in the {op['keyed_state_layout']} layout")
+        elif op["keyed_state_bytes"]:
             print(f"  keyed state: {op['keyed_state_bytes']} bytes in {op['key_groups_with_data']} key groups")
         if op["coordinator_state_bytes"] is not None:
             print(f"  coordinator state: {op['coordinator_state_bytes']} bytes")

@@ -48,9 +48,10 @@ def _operator(op: FlinkOperator) -> dict:
                        "entries_per_subtask": broadcast.element_counts()})
     try:
         key_type, infos = op.keyed_meta()
+        layouts = sorted({layout for s in subtasks if (layout := op.keyed_layout(s.index)) is not None})
         refused = None
-    except SavepointError as exc:  # native-format or checkpoint keyed state: say what it is
-        key_type, infos, refused = None, {}, exc.reason
+    except SavepointError as exc:  # native-format or changelog keyed state: say what it is
+        key_type, infos, layouts, refused = None, {}, [], exc.reason
     timers = []
     for name, info in sorted(infos.items()):
         value = info.serializers["VALUE_SERIALIZER"]
@@ -68,7 +69,10 @@ def _operator(op: FlinkOperator) -> dict:
         "parallelism": op.parallelism, "max_parallelism": op.max_parallelism, "finished": op.finished,
         "key_type": key_type.describe() if key_type is not None else None,
         "keyed_state_bytes": sum(_stored(h) for h in keyed),
-        "key_groups_with_data": sum(sum(1 for o in getattr(h, "offsets", ()) if o) for h in keyed),
+        "keyed_state_layout": "/".join(layouts) or None,  # savepoint-format, or heap: a HashMap checkpoint's
+        # The heap layout gives every key group an offset, empty or not.
+        "key_groups_with_data": None if "heap" in layouts else sum(
+            sum(1 for o in getattr(h, "offsets", ()) if o) for h in keyed),
         "operator_state_bytes": sum(_stored(s.managed_operator_state) for s in subtasks),
         "coordinator_state_bytes": len(op.coordinator_state) if op.coordinator_state is not None else None,
         "states": states, "timer_queues": timers, "keyed_state_refused": refused,

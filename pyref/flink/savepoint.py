@@ -37,6 +37,7 @@ from ..location import parse_location
 from ..storage import MANIFEST_NAME, open_io
 from .datainput import DataInput
 from .handles import DistributionMode, KeyGroupsHandle, RefusedHandle, open_handle_store
+from .heap import HEAP, SAVEPOINT_FORMAT, iter_heap_subtask, keyed_layout
 from .keyed import KeyedBackendMeta, KeyedRows, KeyedSubtask, iter_keyed_subtask, read_keyed_backend_meta
 from .meta_info import StateMetaInfo
 from .metadata import CheckpointMetadata, OperatorState, parse_metadata
@@ -135,6 +136,27 @@ class FlinkOperator:
         present = [o for o in handle.offsets if o]
         return self._once(("keyed", id(handle)), lambda: read_keyed_backend_meta(
             DataInput(buffer, start, end, path=name), start + (min(present) if present else end - start)))
+
+    def keyed_layout(self, subtask: int) -> str | None:
+        """How a subtask's keyed state is laid out: ``savepoint-format``, ``heap`` (a HashMap
+        backend's checkpoint), or ``None`` (no keyed state); a refused handle raises."""
+        for sub in self.state.subtasks:
+            handle = sub.managed_keyed_state
+            if sub.index != subtask:
+                continue
+            if isinstance(handle, RefusedHandle):
+                raise handle.refuse(self._savepoint.location)
+            if handle is None or handle.stream is None:
+                return None
+            return self._layout(handle, *self._savepoint.store.open(handle.stream))
+        return None
+
+    def _layout(self, handle: KeyGroupsHandle, buffer, start: int, end: int, name: str) -> str:
+        if handle.savepoint:  # a savepoint's keyed state is always in the savepoint format
+            return SAVEPOINT_FORMAT
+        meta = self._keyed_head(handle, buffer, start, end, name)
+        return self._once(("layout", id(handle)), lambda: keyed_layout(
+            buffer, start, end, handle.key_groups, handle.offsets, meta, _prefix_bytes(self.max_parallelism), name))
 
     @property
     def has_raw_state(self) -> bool:
@@ -236,9 +258,10 @@ class FlinkOperator:
             if handle is None or handle.stream is None:
                 continue
             buffer, start, end, name = self._savepoint.store.open(handle.stream)
-            yield from iter_keyed_subtask(buffer, start, end, sub.index, handle.key_groups, handle.offsets, name,
-                                          _prefix_bytes(self.max_parallelism), batch_bytes,
-                                          self._keyed_head(handle, buffer, start, end, name))
+            read = iter_heap_subtask if self._layout(handle, buffer, start, end, name) == HEAP else iter_keyed_subtask
+            yield from read(buffer, start, end, sub.index, handle.key_groups, handle.offsets, name,
+                            _prefix_bytes(self.max_parallelism), batch_bytes,
+                            self._keyed_head(handle, buffer, start, end, name))
 
     @cached_property
     def _keyed(self) -> tuple[FlinkType | None, dict[str, tuple[StateMetaInfo, KeyedRows]]]:
@@ -319,8 +342,9 @@ METADATA = "_metadata"
 
 
 class FlinkSavepoint:
-    """A Flink savepoint (or a retained aligned checkpoint of operator state),
-    read in place without a JVM."""
+    """A Flink savepoint, or a retained aligned checkpoint (keyed state: of the HashMap
+    backend, or of RocksDB up to Flink 1.15; later RocksDB checkpoints hold RocksDB's own
+    files), read in place without a JVM."""
 
     def __init__(self, path: str, metadata: CheckpointMetadata, names: Mapping[str, str], *,
                  allow_external_files: bool = False) -> None:

@@ -134,8 +134,12 @@ def _timers(op) -> list[dict]:
 @pytest.mark.skipif(not CASES, reason=f"no Flink corpus cases under {CORPUS}")
 @pytest.mark.parametrize("case", CASES, ids=lambda p: "/".join(p.parts[-3:]))
 def test_corpus_case_reads_as_its_truth(case: pathlib.Path) -> None:
-    truth = json.loads((case / "truth.json").read_text(encoding="utf-8"))
-    with FlinkSavepoint.open(case / "savepoint", uids=list(truth["operators"])) as sp:
+    assert_reads_as_truth(case / "savepoint", json.loads((case / "truth.json").read_text(encoding="utf-8")))
+
+
+def assert_reads_as_truth(flink_dir: pathlib.Path, truth: dict) -> None:
+    """Every state, entry and timer of the Flink savepoint or checkpoint ``flink_dir`` is the truth's."""
+    with FlinkSavepoint.open(flink_dir, uids=list(truth["operators"])) as sp:
         assert sp.checkpoint_id == truth["checkpoint_id"]
         for uid, expected in truth["operators"].items():
             op = sp.operator(uid)

@@ -76,7 +76,6 @@ def test_fully_finished_operator() -> None:
     (b"\x05" + i64(1) + utf("backend") + i32(0) + i32(4) + b"\x00" + i32(0) + i32(0), "native-format"),
     (b"\x0b" + i64(1) + utf("backend") + i32(0) + i32(4) + i64(9) + b"\x00" + i32(0) + i32(0) + utf("id"),
      "native-format"),
-    (b"\x0c" + i32(0) + i32(1) + i64(0) + b"\x00" + utf("id"), "checkpoint"),
     (b"\x0e" + i32(0) + i32(4) + i64(0) + i32(0) + i32(0) + i64(1) + i64(1) + utf("id"), "changelog"),
 ])
 def test_refused_keyed_handles_are_parsed_then_refused(handle: bytes, what: str) -> None:
@@ -86,6 +85,13 @@ def test_refused_keyed_handles_are_parsed_then_refused(handle: bytes, what: str)
     error = refused.refuse("sp")
     assert isinstance(error, UnsupportedFormatError)
     assert what in str(error) and "canonical savepoint" in str(error)
+
+
+def test_checkpoint_key_groups_handle_is_read_as_a_full_snapshot() -> None:
+    """KeyGroupsStateHandle (a checkpoint's): read, its layout told from its bytes later."""
+    handle = b"\x0c" + i32(2) + i32(2) + i64(10) + i64(0) + b"\x00" + utf("id")
+    keyed = parse_metadata(metadata([operator(OP_ID, 1, 4, [subtask(0, None, handle)])])).operators[0].subtasks[0]
+    assert keyed.managed_keyed_state == KeyGroupsHandle(2, (10, 0), None, savepoint=False)
 
 
 def test_unaligned_channel_state_is_refused() -> None:
@@ -151,6 +157,19 @@ def test_state_paths_stay_in_the_savepoint_directory(tmp_path) -> None:
         store.local_path(StreamHandle("file", "s3://bucket/elsewhere", 3))
     with pytest.raises(CorruptSavepointError, match="says 9 bytes"):
         store.open(StreamHandle("relative-file", "state", 9))
+
+
+def test_a_checkpoints_shared_state_beside_it_is_named_and_refused(tmp_path) -> None:
+    from pyref.flink.handles import LocalHandleStore, StreamHandle
+
+    (tmp_path / "chk-3").mkdir()
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "sst").write_bytes(b"abc")
+    store = LocalHandleStore(str(tmp_path / "chk-3"))
+    with pytest.raises(UnsupportedFormatError, match="a checkpoint's shared state.*outside the savepoint directory"):
+        store.local_path(StreamHandle("file", f"file:{tmp_path}/shared/sst", 3))
+    with pytest.raises(CorruptSavepointError, match="checkpoint's taskowned state.*does not exist"):
+        store.local_path(StreamHandle("file", f"file:{tmp_path}/taskowned/gone", 3))
 
 
 def test_state_paths_through_links_or_with_nul_stay_typed(tmp_path) -> None:

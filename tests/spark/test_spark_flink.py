@@ -1,11 +1,14 @@
 """Flink savepoints on Spark: the parallel import writes what the core import writes
-(same canonical dump, same operators and serializer snapshots), a Flink savepoint's
-states read as DataFrames, the CLI, and a max-parallelism change of an import, which
-moves every key to the key group Flink's hash gives it."""
+(a HashMap backend's retained checkpoint too; same canonical dump, same operators and
+serializer snapshots), a Flink savepoint's states read as DataFrames, the CLI, and a
+max-parallelism change of an import, which moves every key to the key group Flink's hash
+gives it."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import pathlib
 
 import pytest
 
@@ -16,10 +19,11 @@ from pyref.errors import InvalidArgumentError
 from pyref.flink.importer import import_flink as core_import
 from pyref.key_groups import assign_to_key_group
 
-from compat_tests.flink.imports import CORPUS, import_options
+from compat_tests.flink.imports import CORPUS, import_options, ttl_configs
 
 pytestmark = [pytest.mark.spark, pytest.mark.skipif(not CORPUS.exists(), reason="no Flink corpus")]
 
+CHECKPOINTS = pathlib.Path(__file__).resolve().parents[1] / "flink" / "data" / "checkpoints"
 #: Keyed state of every kind with TTL and POJO keys; windows and timers; operator, union and
 #: broadcast state with coordinator state; every value type (a MAP state's null value replans).
 CASES = ["2.3.0/rocksdb/keyed-kinds", "2.1.3/hashmap/operator-state", "1.18.1/rocksdb/types",
@@ -28,11 +32,23 @@ CASES = ["2.3.0/rocksdb/keyed-kinds", "2.1.3/hashmap/operator-state", "1.18.1/ro
 
 @pytest.mark.parametrize("name", CASES)
 def test_spark_import_writes_what_the_core_import_writes(spark, tmp_path, name) -> None:
+    case = CORPUS / name
+    assert_spark_import_is_the_core_import(spark, case / "savepoint", import_options(case), tmp_path)
+
+
+def test_spark_import_of_a_heap_checkpoint_writes_what_the_core_import_writes(spark, tmp_path) -> None:
+    """A HashMap backend's retained checkpoint (its own keyed layout: every kind, TTL, timers)."""
+    case = CHECKPOINTS / "1.20.3-hashmap-heap-kinds"
+    truth = json.loads(gzip.decompress((case / "truth.json.gz").read_bytes()))
+    options = {"uids": list(truth["operators"]), "ttl": ttl_configs(truth)}
+    assert_spark_import_is_the_core_import(spark, case / "checkpoint", options, tmp_path)
+
+
+def assert_spark_import_is_the_core_import(spark, source, options: dict, tmp_path) -> None:
     from pyref.spark import import_flink
 
-    case = CORPUS / name
-    core = core_import(case / "savepoint", tmp_path / "core", **import_options(case))
-    on_spark = import_flink(spark, case / "savepoint", tmp_path / "spark", progress=False, **import_options(case))
+    core = core_import(source, tmp_path / "core", **options)
+    on_spark = import_flink(spark, source, tmp_path / "spark", progress=False, **options)
     assert on_spark.rows == core.rows and on_spark.attempts == core.attempts
     assert on_spark.demotions == core.demotions and on_spark.format_version == core.format_version
     dumps = [canonical_text(dump_savepoint(p, [1, 3], canonical_version=2)) for p in (tmp_path / "core",

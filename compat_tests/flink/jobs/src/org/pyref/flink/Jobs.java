@@ -9,6 +9,7 @@ final class Jobs {
             case "seeds": SeedsJob.build(b); break;
             case "operator-state": OperatorStateJob.build(b); break;
             case "keyed-kinds": KeyedKindsJob.build(b); break;
+            case "heap-kinds": HeapKindsJob.build(b); break;
             case "windows": WindowsJob.build(b); break;
             case "types": TypesJob.build(b); break;
             default: throw new IllegalArgumentException("unknown corpus job " + name);

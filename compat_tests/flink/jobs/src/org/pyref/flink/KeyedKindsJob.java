@@ -94,8 +94,9 @@ final class KeyedKindsJob {
             s.ratio = s.views / 4.0;
             s.lastUrl = "/u/" + e.key + "/" + e.num;
             stats.update(s);
-            if (e.num % 2 == 0) {
-                op.<ValueState<LegacyBlob>>state("blob").update(new LegacyBlob(e.key, new long[] {e.num, e.seq}));
+            ValueState<LegacyBlob> blob = op.state("blob");  // absent in HeapKindsJob
+            if (blob != null && e.num % 2 == 0) {
+                blob.update(new LegacyBlob(e.key, new long[] {e.num, e.seq}));
             }
             op.<ValueState<String>>state("ttl-last").update("last-" + e.num);
             op.<ListState<Long>>state("ttl-nums").add(e.num);

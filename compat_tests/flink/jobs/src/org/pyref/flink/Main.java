@@ -25,7 +25,9 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
  * <ul>
  *   <li>{"action": "generate", "job": NAME, "max_parallelism": N, "config": {FLINK KEY: VALUE}, "out": DIR}:
  *       runs the corpus job, waits until every subtask processed its fixed input, takes a canonical
- *       stop-with-savepoint into DIR/savepoint and writes DIR/truth.json;</li>
+ *       stop-with-savepoint into DIR/savepoint and writes DIR/truth.json; with "checkpoint_dir": CKPT (the
+ *       configured checkpoint directory, checkpoints periodic and retained on cancellation) it cancels the job
+ *       after a checkpoint of its frozen state instead (see {@link Checkpoints}); truth.json is that checkpoint's;</li>
  *   <li>{"action": "restore", "spec": {"operators": [...]}, "parallelism": P, "config": {...}, "out": FILE}:
  *       restores the savepoint named in config into {@link RestoreJob} and writes what it read to FILE;</li>
  *   <li>{"action": "sql", "phase": 1 or 2, "parallelism": P, "max_parallelism": N, "config": {...}, "out": DIR,
@@ -113,8 +115,13 @@ public final class Main {
             }
             Thread.sleep(100);
         }
-        stopWithSavepoint(client, out, timeoutMs, result);
-        long checkpointId = Truth.lastCheckpoint();
+        long checkpointId;
+        if (task.path("checkpoint_dir").isTextual()) {
+            checkpointId = Checkpoints.retain(client, Paths.get(task.get("checkpoint_dir").asText()), timeoutMs, result);
+        } else {
+            stopWithSavepoint(client, out, timeoutMs, result);
+            checkpointId = Truth.lastCheckpoint();
+        }
         ObjectNode truth = Json.object();
         truth.put("schema", "pyref-flink-truth/1");
         if (task.path("truth").isObject()) {

@@ -1,0 +1,111 @@
+"""Real Flink retained checkpoints (not savepoints) of the corpus jobs, with their truth.
+
+    python -m compat_tests.flink.checkpoints OUT [--versions 2.3.0,1.20.3] [--cases hashmap-windows,...]
+
+A case runs a corpus job with periodic checkpoints retained on cancellation; once the job's
+state is frozen the driver waits for a checkpoint every subtask took after that, cancels the
+job (jobs/Checkpoints.java) and keeps ``OUT/<version>-<case>/`` with ``checkpoint/`` (Flink's
+``chk-N`` directory: ``_metadata`` and the state files it names) and ``truth.json`` (what
+every subtask held at that checkpoint). An incremental RocksDB checkpoint's shared files
+(``../shared``) are not kept: pyref refuses its keyed state before reading them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import shutil
+import tempfile
+from dataclasses import dataclass
+
+from compat_tests.flink import harness
+
+#: Checkpoint every so often: a job's frozen state is checkpointed soon after its input ends.
+INTERVAL = "200ms"
+
+
+@dataclass(frozen=True)
+class CheckpointCase:
+    name: str
+    job: str
+    backend: str
+    incremental: bool
+    #: The filesystem storage's inline threshold ("0": every state handle in its own file).
+    inline_threshold: str
+    max_parallelism: int = 128
+    compression: bool = False
+
+
+CASES = (
+    CheckpointCase("hashmap-windows", "windows", "hashmap", False, "0"),
+    CheckpointCase("hashmap-windows-compressed", "windows", "hashmap", False, "0", compression=True),
+    CheckpointCase("hashmap-seeds", "seeds", "hashmap", False, "20kb"),
+    CheckpointCase("hashmap-seeds-compressed", "seeds", "hashmap", False, "0", compression=True),
+    CheckpointCase("hashmap-keyed-kinds", "keyed-kinds", "hashmap", False, "0", max_parallelism=1000),
+    CheckpointCase("hashmap-heap-kinds", "heap-kinds", "hashmap", False, "0", max_parallelism=1000),
+    CheckpointCase("rocksdb-full-keyed-kinds", "keyed-kinds", "rocksdb", False, "0", max_parallelism=1000),
+    CheckpointCase("rocksdb-full-seeds", "seeds", "rocksdb", False, "20kb"),
+    CheckpointCase("rocksdb-incremental-seeds", "seeds", "rocksdb", True, "0"),
+)
+
+
+def checkpoint_config(version: str, case: CheckpointCase, directory: pathlib.Path) -> dict[str, str]:
+    keys = harness.config_keys(version)
+    config = harness.flink_config(version, backend=case.backend, checkpoint_dir=str(directory),
+                                  inline_threshold=case.inline_threshold, compression=case.compression)
+    config.update({"execution.checkpointing.interval": INTERVAL,
+                   "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
+                   keys.incremental: str(case.incremental).lower()})
+    return config
+
+
+def take_checkpoints(version: str, cases: list[CheckpointCase], out: str | pathlib.Path, *,
+                     download: bool = False) -> dict[str, pathlib.Path]:
+    """Every case of ``version`` in one JVM; case name -> ``OUT/<version>-<case>`` (``checkpoint/``, ``truth.json``)."""
+    out = pathlib.Path(out)
+    written = {}
+    with tempfile.TemporaryDirectory(prefix="pyref-flink-ckpt-") as tmp:
+        tasks = []
+        for case in cases:
+            directory = pathlib.Path(tmp) / case.name / "checkpoints"
+            tasks.append({"action": "generate", "job": case.job, "max_parallelism": case.max_parallelism,
+                          "config": checkpoint_config(version, case, directory),
+                          "out": str(pathlib.Path(tmp) / case.name), "checkpoint_dir": str(directory), "timeout_s": 120,
+                          "truth": {"flink_version": version, "backend": case.backend, "case": case.name,
+                                    "incremental": case.incremental}})
+        results = harness.run_tasks(version, tasks, download=download, log_dir=pathlib.Path(tmp) / "logs")
+        for case, task, result in zip(cases, tasks, results):
+            if not result["ok"]:
+                raise harness.FlinkError(f"Flink {version} checkpoint case {case.name} failed:\n"
+                                         f"{harness.short_error(result['error'])}")
+            truth = json.loads((pathlib.Path(task["out"]) / "truth.json").read_text(encoding="utf-8"))
+            name = f"chk-{truth['checkpoint_id']}"
+            chk = list(pathlib.Path(task["checkpoint_dir"]).glob(f"*/{name}"))
+            if len(chk) != 1 or not (chk[0] / "_metadata").is_file():
+                raise harness.FlinkError(f"{case.name}: no retained {name} in {task['checkpoint_dir']}")
+            target = out / f"{version}-{case.name}"
+            shutil.rmtree(target, ignore_errors=True)
+            target.mkdir(parents=True)
+            shutil.copytree(chk[0], target / "checkpoint")
+            (target / "truth.json").write_text(json.dumps(truth, indent=1) + "\n", encoding="utf-8")
+            written[case.name] = target
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=pathlib.Path)
+    parser.add_argument("--versions", default="2.3.0,1.20.3,1.14.6")
+    parser.add_argument("--cases", default=",".join(c.name for c in CASES))
+    args = parser.parse_args(argv)
+    by_name = {c.name: c for c in CASES}
+    for version in args.versions.split(","):
+        for name, path in take_checkpoints(version, [by_name[n] for n in args.cases.split(",")], args.out).items():
+            size = sum(p.stat().st_size for p in (path / "checkpoint").rglob("*") if p.is_file())
+            print(f"{version} {name}: {path} ({size} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

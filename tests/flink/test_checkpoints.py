@@ -1,0 +1,159 @@
+"""Real Flink retained checkpoints (tests/flink/data/checkpoints, taken with
+``python -m compat_tests.flink.checkpoints``) read without a JVM.
+
+* HashMap backend checkpoints (Flink 2.3.0: windows and their timers; 1.20.3: every keyed kind,
+  TTL, a POJO, timers of both domains; state inlined in ``_metadata`` and, compressed, in files)
+  are in the heap backend's own layout;
+* Flink 1.14 and 1.15 RocksDB full checkpoints are in the savepoint format (1.16 and later
+  write RocksDB's SST files instead);
+
+both read exactly as the truth the job wrote at that checkpoint, verify, import and export as a
+canonical savepoint that reads as the same truth. RocksDB checkpoints of 1.16.3 and 1.20.3 (full)
+and 2.3.0 (incremental) are refused by name, their operator state still read.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import pathlib
+
+import pyarrow as pa
+import pytest
+
+from pyref.errors import CorruptSavepointError, UnsupportedFormatError
+from pyref.flink import FlinkSavepoint, export_savepoint, import_flink
+from pyref.flink.heap import HEAP, SAVEPOINT_FORMAT, _StateDecoder, keyed_layout
+from pyref.flink.composite import split_keys
+from pyref.flink.datainput import DataInput
+from pyref.flink.inspection import describe_flink, verify_flink
+from pyref.flink.keyed import KeyedBackendMeta
+from pyref.flink.meta_info import StateMetaInfo
+from pyref.flink.serializers import FlinkType
+from pyref.flink.values import codec_for
+
+from compat_tests.flink.imports import ttl_configs
+from tests.flink.test_corpus import assert_reads_as_truth
+
+DATA = pathlib.Path(__file__).resolve().parent / "data" / "checkpoints"
+#: Readable checkpoints and the layout of their keyed state.
+READABLE = {"2.3.0-hashmap-windows": HEAP, "1.20.3-hashmap-heap-kinds": HEAP, "1.20.3-hashmap-seeds": HEAP,
+            "1.20.3-hashmap-seeds-compressed": HEAP, "1.14.6-rocksdb-full-seeds": SAVEPOINT_FORMAT,
+            "1.15.4-rocksdb-full-seeds": SAVEPOINT_FORMAT}
+#: RocksDB checkpoints of RocksDB's own files: case -> their shared file count.
+NATIVE = {"1.16.3-rocksdb-full-seeds": 0, "1.20.3-rocksdb-full-seeds": 0, "2.3.0-rocksdb-incremental-seeds": 1}
+
+
+def truth(case: str) -> dict:
+    return json.loads(gzip.decompress((DATA / case / "truth.json.gz").read_bytes()))
+
+
+@pytest.mark.parametrize("case", sorted(READABLE))
+def test_checkpoint_reads_as_its_truth(case: str) -> None:
+    assert_reads_as_truth(DATA / case / "checkpoint", truth(case))
+
+
+@pytest.mark.parametrize("case", sorted(READABLE))
+def test_keyed_layout_is_told_from_the_bytes(case: str) -> None:
+    with FlinkSavepoint.open(DATA / case / "checkpoint") as sp:
+        layouts = {op.keyed_layout(s.index) for op in sp.operators for s in op.state.subtasks
+                   if s.managed_keyed_state is not None}
+        described = {op["keyed_state_layout"] for op in describe_flink(sp)["operators"] if op["key_type"]}
+    assert layouts == described == {READABLE[case]}
+
+
+@pytest.mark.parametrize("case", sorted(READABLE))
+def test_checkpoint_verifies_and_exports_as_a_canonical_savepoint(case: str, tmp_path: pathlib.Path) -> None:
+    expected = truth(case)
+    with FlinkSavepoint.open(DATA / case / "checkpoint", uids=list(expected["operators"])) as sp:
+        report = verify_flink(sp)
+        assert report.ok and report.values > 0, report.to_dict()
+        assert sp.metadata.snapshot_format is None  # a checkpoint, not a savepoint
+    import_flink(DATA / case / "checkpoint", tmp_path / "imported", uids=list(expected["operators"]),
+                 ttl=ttl_configs(expected))
+    export_savepoint(tmp_path / "imported", tmp_path / "flink", flink_version=expected["flink_version"])
+    with FlinkSavepoint.open(tmp_path / "flink") as exported:
+        assert exported.metadata.snapshot_format == ("CANONICAL" if exported.version >= 4 else None)  # v3: unsaid
+        handles = [s.managed_keyed_state for op in exported.operators for s in op.state.subtasks
+                   if s.managed_keyed_state is not None]
+        assert handles and all(h.savepoint for h in handles)
+        expected["checkpoint_id"] = exported.checkpoint_id
+    assert_reads_as_truth(tmp_path / "flink", expected)
+
+
+@pytest.mark.parametrize("case", sorted(NATIVE))
+def test_rocksdb_checkpoints_are_refused_by_name(case: str, tmp_path: pathlib.Path) -> None:
+    expected = truth(case)
+    shared = NATIVE[case]
+    refusal = f"IncrementalRemoteKeyedStateHandle with {shared} shared .*RocksDB's own SST files.*canonical savepoint"
+    with FlinkSavepoint.open(DATA / case / "checkpoint", uids=list(expected["operators"])) as sp:
+        counter = sp.operator("url-counter")
+        with pytest.raises(UnsupportedFormatError, match=refusal):
+            counter.keyed_state("count")
+        with pytest.raises(UnsupportedFormatError, match=refusal):
+            counter.keyed_layout(0)
+        described = {op["name"]: op for op in describe_flink(sp)["operators"]}
+        assert "IncrementalRemoteKeyedStateHandle" in described["url-counter"]["keyed_state_refused"]
+        # The operator state of the same checkpoint reads.
+        offsets = sp.operator("kafka-source").list_state("offsets")
+        assert [offsets.partition(i) for i in range(2)] == expected["operators"]["kafka-source"]["operator_state"][
+            "offsets"]["subtasks"]
+    with pytest.raises(UnsupportedFormatError, match=refusal):
+        import_flink(DATA / case / "checkpoint", tmp_path / "imported", uids=list(expected["operators"]))
+
+
+# -- what the bytes cannot say, and state the heap layout cannot delimit ----------------------
+
+_STRING = FlinkType("string", "", 0, b"")
+_VOID = FlinkType("void-namespace", "", 0, b"", length=1)
+
+
+def _value_state(name: str, value: FlinkType) -> StateMetaInfo:
+    return StateMetaInfo(name, "KEY_VALUE", {"KEYED_STATE_TYPE": "VALUE"},
+                         {"VALUE_SERIALIZER": value, "NAMESPACE_SERIALIZER": _VOID})
+
+
+def test_bytes_fitting_both_layouts_are_refused_not_guessed() -> None:
+    meta = KeyedBackendMeta(False, _STRING, [_value_state("a", _STRING), _value_state("b", _STRING)], 0)
+    # Key group 0 alone: int 0 then state id 1 (heap), or state id 0, key length 1, key 0x00 (savepoint format).
+    stream = bytes(4) + b"\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00"
+    with pytest.raises(UnsupportedFormatError, match="fit both the heap backend's layout and the savepoint format"):
+        keyed_layout(stream, 0, len(stream), range(0, 1), (4,), meta, 1, "stream")
+    assert keyed_layout(stream, 0, len(stream), range(0, 2), (4, 0), meta, 1, "stream") == SAVEPOINT_FORMAT
+    with pytest.raises(CorruptSavepointError, match="neither"):
+        keyed_layout(stream, 0, len(stream), range(5, 6), (4,), meta, 1, "stream")
+
+
+def test_heap_values_without_a_stored_length_are_refused_by_name() -> None:
+    kryo = FlinkType("kryo", "", 0, b"", type_name="org.example.Blob")
+    decoder = _StateDecoder(_value_state("blob", kryo), codec_for(_STRING), 1)
+    entry = b"\x00\x00\x00\x01" + b"\x00" + b"\x02k" + b"\x01\x02\x03"  # count 1: void namespace, key "k", Kryo bytes
+    with pytest.raises(UnsupportedFormatError, match="'blob' .* kryo:org.example.Blob values.*without their length"):
+        decoder.read(DataInput(entry), 0, [], [])
+
+
+def test_heap_keys_of_two_variable_sized_parts_carry_their_lengths() -> None:
+    """Key and namespace both variable-sized: each is followed by its length, as RocksDB composes them."""
+    info = StateMetaInfo("s", "KEY_VALUE", {"KEYED_STATE_TYPE": "VALUE"},
+                         {"VALUE_SERIALIZER": _STRING, "NAMESPACE_SERIALIZER": _STRING})
+    decoder = _StateDecoder(info, codec_for(_STRING), 2)
+    # count 1: namespace "ns", key "key", value "v" (StringValue: varint length + 1, then chars)
+    entry = b"\x00\x00\x00\x01" + b"\x03ns" + b"\x04key" + b"\x02v"
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    decoder.read(DataInput(entry), 300, keys, values)
+    assert keys == [b"\x01\x2c" + b"\x04key" + b"\x04" + b"\x03ns" + b"\x03"] and values == [b"\x02v"]
+    parts = split_keys(pa.array(keys, pa.binary()), 2, _STRING, _STRING, False, "s")
+    assert parts["key"].to_pylist() == [b"\x04key"] and parts["namespace"].to_pylist() == [b"\x03ns"]
+
+
+def test_heap_empty_lists_and_maps_make_no_rows() -> None:
+    """RocksDB stores no empty LIST or MAP; a heap entry holding one becomes no row."""
+    int64 = FlinkType("int64", "", 0, b"", length=8)
+    for kind, value in (("LIST", FlinkType("list", "", 0, b"", (int64,))),
+                        ("MAP", FlinkType("map", "", 0, b"", (int64, int64)))):
+        info = StateMetaInfo("s", "KEY_VALUE", {"KEYED_STATE_TYPE": kind},
+                             {"VALUE_SERIALIZER": value, "NAMESPACE_SERIALIZER": _VOID})
+        keys: list[bytes] = []
+        _StateDecoder(info, codec_for(_STRING), 1).read(DataInput(b"\x00\x00\x00\x01\x00\x02k" + bytes(4)), 0, keys, [])
+        assert keys == [], kind
