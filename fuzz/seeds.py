@@ -11,6 +11,7 @@ corpus (:data:`FLINK_CASES`, ``--target flink`` writes only those).
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import os
 import shutil
@@ -60,14 +61,18 @@ from .targets import (
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FLINK_CORPUS = os.path.join(os.path.dirname(HERE), "compat_tests", "flink", "corpus")
+FLINK_TEST_DATA = os.path.join(os.path.dirname(HERE), "tests", "flink", "data")
 #: Small real Flink savepoints (``<version>/<backend>/<case>``): inline-only (seeds, types),
 #: with separate state files (operator-state, keyed-kinds), snappy-compressed (windows).
 FLINK_CASES = ("1.17.2/hashmap/seeds", "2.3.0/rocksdb/seeds", "1.17.2/rocksdb/operator-state",
                "2.3.0/hashmap/operator-state", "2.0.2/rocksdb/types", "1.17.2/hashmap/windows",
                "1.20.3/hashmap/keyed-kinds")
-FLINK_CHECKPOINTS = os.path.join(os.path.dirname(HERE), "tests", "flink", "data", "checkpoints")
+FLINK_CHECKPOINTS = os.path.join(FLINK_TEST_DATA, "checkpoints")
 #: Retained checkpoints: HashMap backend ones (the heap layout, plain and compressed) and a RocksDB one of 1.14.
 FLINK_CHECKPOINT_CASES = ("1.20.3-hashmap-seeds", "1.20.3-hashmap-seeds-compressed", "1.14.6-rocksdb-full-seeds")
+#: Flink SQL and CEP savepoints of the tests (``_metadata`` only; ``.gz`` ones are unpacked):
+#: their table-runtime snapshots hold Java serialization streams, their CEP state flink-cep's own.
+FLINK_TEST_SAVEPOINTS = ("sql/2.3.0-hashmap", "sql/1.20.3-rocksdb", "cep/2.3.0-hashmap", "cep/1.20.3-rocksdb")
 #: Savepoint seeds per savepoint: as written; repaired (7); with shared ranges and rows
 #: (15); with a sparse 64 GiB manifest (17); with sparse 8 GiB data files declared so (39).
 SAVEPOINT_FLAGS = (0, 7, 15, 17, 39)
@@ -191,6 +196,12 @@ def _flink_seeds() -> list[bytes]:
             seeds.append(flink_input(files, flags=1))
             seeds.append(flink_input({**files, "sp/state.link": b"../outside/state", "outside/state": b"secret"},
                                      flags=2))
+    for case in FLINK_TEST_SAVEPOINTS:
+        directory = os.path.join(FLINK_TEST_DATA, *case.split("/"))
+        for name in sorted(os.listdir(directory)):
+            with open(os.path.join(directory, name), "rb") as f:
+                data = f.read()
+            seeds.append(flink_input({"sp/_metadata": gzip.decompress(data) if name.endswith(".gz") else data}))
     return seeds
 
 
