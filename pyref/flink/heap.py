@@ -32,7 +32,7 @@ from ..errors import CorruptSavepointError, UnsupportedFormatError
 from .composite import LIST_DELIMITER
 from .compression import STREAM_IDENTIFIER, decode_framed
 from .datainput import DataInput
-from .keyed import KeyedBackendMeta, KeyedRows, KeyedSubtask, section_bounds
+from .keyed import KeyedBackendMeta, KeyedRows, KeyedSubtask, batched_sections, section_bounds
 from .meta_info import StateMetaInfo
 from .serializers import FlinkType
 from .values import Codec, Undelimited, codec_for
@@ -221,12 +221,7 @@ def iter_heap_subtask(buffer, start: int, end: int, subtask: int, key_groups: ra
     key_codec = codec_for(meta.key_type)
     decoders = [_StateDecoder(info, key_codec, prefix_bytes) for info in meta.states]
     bounds = section_bounds({kg: o for kg, o in zip(key_groups, offsets) if o}, end - start, name, start)
-    runs: list[list[tuple[int, int, int]]] = [[]]
-    for b in bounds:
-        if runs[-1] and batch_bytes is not None and b[2] - runs[-1][0][1] > batch_bytes:
-            runs.append([])
-        runs[-1].append(b)
-    for run in runs:
+    for run in batched_sections(bounds, batch_bytes):
         rows: list[tuple[list[int], list[bytes], list[bytes]]] = [([], [], []) for _ in decoders]
         for b in run:
             _key_group_blocks(buffer, start, b, meta, decoders, rows, name)

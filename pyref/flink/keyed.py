@@ -331,6 +331,18 @@ def section_bytes(buffer, start: int, end: int, offsets: dict[int, int], compres
             for bounds in section_bounds(offsets, end - start, name, start)]
 
 
+def batched_sections(bounds: list[tuple[int, int, int]],
+                     batch_bytes: int | None) -> list[list[tuple[int, int, int]]]:
+    """Consecutive key-group sections (:func:`section_bounds`) in runs of about ``batch_bytes``
+    stored bytes each (None: one run), so a subtask is decoded a bounded run at a time."""
+    runs: list[list[tuple[int, int, int]]] = [[]]
+    for b in bounds:
+        if runs[-1] and batch_bytes is not None and b[2] - runs[-1][0][1] > batch_bytes:
+            runs.append([])
+        runs[-1].append(b)
+    return runs
+
+
 def section_bounds(offsets: dict[int, int], length: int, name: str, start: int = 0) -> list[tuple[int, int, int]]:
     """(key group, offset, end offset) of every key group of a stream of ``length``
     bytes, in stream order: a key group ends where the next one starts."""
@@ -411,12 +423,7 @@ def iter_keyed_subtask(buffer, start: int, end: int, subtask: int, key_groups: r
         proxy_end = start + (min(present.values()) if present else end - start)
         meta = read_keyed_backend_meta(DataInput(buffer, start, end, path=name), proxy_end)
     bounds = section_bounds(present, end - start, name, start)
-    runs: list[list[tuple[int, int, int]]] = [[]]
-    for b in bounds:
-        if runs[-1] and batch_bytes is not None and b[2] - runs[-1][0][1] > batch_bytes:
-            runs.append([])
-        runs[-1].append(b)
-    for run in runs:
+    for run in batched_sections(bounds, batch_bytes):
         sections = [_section(buffer, start, b, meta.compressed, name, subtask, None) for b in run]
         yield KeyedSubtask(subtask, key_groups, meta.key_type, _states(meta, sections, subtask, prefix_bytes, name))
         if run:
