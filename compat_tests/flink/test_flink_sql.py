@@ -86,6 +86,7 @@ def test_the_export_holds_exactly_the_savepoints_state(sql_runs):
     for run in runs.values():
         original = keyed_contents(run["savepoint"])
         assert any(original[name] for name in original if name.endswith("/window-timers"))  # windows were pending
+        assert any(original[name] for name in original if name.endswith("/eventQueuesStateName"))  # and CEP rows
         assert keyed_contents(run["export"]) == original
 
 
