@@ -16,6 +16,8 @@ TTL_DEFAULT = TtlConfig(3_600_000)
 _ROW_KEY = "row-data<string-data>"
 _JOIN_KEY = "row-data<string-data,int64>"
 _TIMESTAMP_ROW = "row-data<string-data,int64,timestamp-data(3)>"
+#: A row of the SQL job's view t (k, v, seq, s, rowtime): MATCH_RECOGNIZE's events.
+_MATCH_ROW = "row-data<string-data,int64,int64,string-data,timestamp-data(3)>"
 #: Every keyed state of the SQL job: (state, key type, stored type, namespace type), sorted.
 STATE_TYPES = sorted([
     # group aggregate; TUMBLE and HOP window TVFs (slices by their end); legacy GROUP BY TUMBLE;
@@ -70,6 +72,14 @@ STATE_TYPES = sorted([
      "void-namespace"),
     ("lastTriggeringTsState", _ROW_KEY, "int64", "void-namespace"),
     ("processedCountState", _ROW_KEY, "int64", "void-namespace"),
+    # MATCH_RECOGNIZE: flink-cep's CepOperator over RowData events (the rows of t) partitioned by k
+    ("nfaStateName", _ROW_KEY, "cep-nfa-state<cep-dewey-number,cep-node-id<cep-event-id>,cep-event-id>",
+     "void-namespace"),
+    ("sharedBuffer-entries-with-lockable-edges", _ROW_KEY, "map<cep-node-id<cep-event-id>,cep-lockable<"
+     "cep-shared-buffer-node<cep-shared-buffer-edge<cep-node-id<cep-event-id>,cep-dewey-number>>>>", "void-namespace"),
+    ("sharedBuffer-events", _ROW_KEY, f"map<cep-event-id,cep-lockable<{_MATCH_ROW}>>", "void-namespace"),
+    ("sharedBuffer-events-count", _ROW_KEY, "map<int64,int32>", "void-namespace"),
+    ("eventQueuesStateName", _ROW_KEY, f"map<int64,list<{_MATCH_ROW}>>", "void-namespace"),
 ])
 #: Deduplication keeping the first row by rowtime: Flink 2 keeps it until a watermark passes it.
 KEEP_FIRST_TYPES = {

@@ -2,11 +2,12 @@
 COUNT(DISTINCT), TIMESTAMP and DECIMAL accumulators), TUMBLE and HOP window aggregates and a
 legacy GROUP BY TUMBLE with windows pending at the savepoint, a join under STATE_TTL, an
 interval join, deduplication (also of rows with ARRAY and MAP columns), Top-N (also over an
-updating input: a SortedMap), COLLECT, ARRAY_AGG, MAX over an updating input and an OVER
-aggregation) stopped with a canonical savepoint, which pyref inspects, verifies, imports (and
-rescales) and exports back to Flink; the export restores into the same SQL job, whose changelog after the restore, added to
-the one before, must be each query over all of the input (so every aggregate, pending window
-and join side came back).
+updating input: a SortedMap), COLLECT, ARRAY_AGG, MAX over an updating input, an OVER
+aggregation and a MATCH_RECOGNIZE with partial matches pending) stopped with a canonical
+savepoint, which pyref inspects, verifies, imports (and rescales) and exports back to Flink;
+the export restores into the same SQL job, whose changelog after the restore, added to the one
+before, must be each query over all of the input (so every aggregate, pending window, join side
+and partial match came back).
 
 Marked ``flink`` (Java 17 and the Flink jars with their table jars: cached, or
 PYREF_FLINK_DOWNLOAD=1). One JVM per Flink version runs the jobs, another the restores.
@@ -85,6 +86,7 @@ def test_the_export_holds_exactly_the_savepoints_state(sql_runs):
     for run in runs.values():
         original = keyed_contents(run["savepoint"])
         assert any(original[name] for name in original if name.endswith("/window-timers"))  # windows were pending
+        assert any(original[name] for name in original if name.endswith("/eventQueuesStateName"))  # and CEP rows
         assert keyed_contents(run["export"]) == original
 
 

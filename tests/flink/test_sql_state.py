@@ -5,8 +5,11 @@ The fixtures under data/sql are real canonical savepoints of compat_tests/flink'
 DECIMAL accumulators, TUMBLE and HOP window aggregates and a legacy GROUP BY TUMBLE with pending
 windows, a join under STATE_TTL, an interval join, deduplication (also of rows with ARRAY and MAP
 columns), Top-N (also over an updating input: a SortedMap), COLLECT, ARRAY_AGG, MAX over an
-updating input and an OVER aggregation), one of Flink 2.3.0 (HashMap backend) and one of 1.20.3
-(RocksDB), state inlined in ``_metadata`` (gzipped here: its Java-serialized types repeat)."""
+updating input, an OVER aggregation and a MATCH_RECOGNIZE: flink-cep's operator over RowData
+events), one of Flink 2.3.0 (HashMap backend) and one of 1.20.3 (RocksDB), state inlined in
+``_metadata`` (gzipped here: its Java-serialized types repeat). Made by the flink tier's harness:
+``harness.run_sql_many(version, [harness.SqlRun(out, backend=backend, parallelism=1)])``, then
+``gzip -9n`` of ``out/savepoint/_metadata``."""
 
 from __future__ import annotations
 
@@ -102,6 +105,66 @@ def test_collections_of_sql_rows_keep_their_bytes_and_split(version, savepoints)
     rows = states["deduplicate-state", "row-data<string-data,timestamp-data(3),array-data(BigIntType),"
                                        "map-data(CharType,BigIntType)>"]
     assert len(rows) == 6 and all(int.from_bytes(value[:4], "big") == len(value) - 4 for _, value in rows)
+
+
+#: SqlJob's phase 1: its final watermark; key j's rows are seq 0 .. j+2 at 2000 * seq + 100 * j ms.
+WATERMARK = 10_000
+
+
+def match_recognize_state(path: pathlib.Path) -> dict[str, list]:
+    """The MATCH_RECOGNIZE (CEP) operator's keyed states decoded, name -> items, and its event-time timers."""
+    with FlinkSavepoint.open(path) as savepoint:
+        op, = (op for op in savepoint.operators if "nfaStateName" in op.keyed_state_names)
+        return {name: list(op.keyed_state(name).items()) for name in op.keyed_state_names} | {
+            "timers": op.timers("watermark-callbacks", "event-time").to_arrow().to_pylist()}
+
+
+def partition(key: bytes) -> str:
+    """k of a BinaryRowData key (k): after its length and null bits, inline."""
+    return key[12:14].decode()
+
+
+def t_row(row: bytes) -> tuple[str, int, int]:
+    """k, seq and rowtime of a BinaryRowData row of t (k, v, seq, s, rowtime): 8-byte fields after
+    its length and null bits, little-endian, k inline."""
+    field = [row[12 + 8 * i:20 + 8 * i] for i in range(5)]
+    return field[0][:2].decode(), int.from_bytes(field[2], "little"), int.from_bytes(field[4], "little")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_match_recognize_partial_matches_chain_back_to_rows_of_t(version, savepoints):
+    """PATTERN (A B+ C) over seq mod 4 (A, B, B, C): at the watermark k0 has matched A B B, k1 a
+    whole match, k2-k5 a match and then A; each partial match's nodes lead through the shared
+    buffer's edges to the RowData events they matched."""
+    state = match_recognize_state(savepoints[version])
+    events = {}
+    for key, event_id, lockable in state["sharedBuffer-events"]:
+        events[key, event_id] = row = t_row(lockable.element)
+        assert row[0] == partition(key) and row[2] == event_id.timestamp <= WATERMARK and lockable.ref_count == 1
+    edges = {(key, node): lockable.element for key, node, lockable in state["sharedBuffer-entries-with-lockable-edges"]}
+    pending = {}
+    for key, nfa in state["nfaStateName"]:
+        assert nfa.completed_matches == [] and [m.state for m in nfa.partial_matches].count("A") == 1
+        for match in nfa.partial_matches:
+            node, chain = match.previous, []
+            while node is not None:
+                chain.append((node.page, events[key, node.event_id][1]))
+                (edge,) = edges[key, node]
+                node = edge.element.target
+            if chain:
+                pending[partition(key)] = chain[::-1]
+    assert pending == {"k0": [("A", 0), ("B", 1), ("B", 2)], **{f"k{j}": [("A", 4)] for j in range(2, 6)}}
+    assert len(events) == len(edges) == 7  # every event buffered is a node of a partial match
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_match_recognize_rows_after_the_watermark_wait_in_its_queue(version, savepoints):
+    state = match_recognize_state(savepoints[version])
+    queued = {(partition(key), ts): [t_row(row) for row in rows] for key, ts, rows in state["eventQueuesStateName"]}
+    assert queued == {(f"k{j}", 2000 * seq + 100 * j): [(f"k{j}", seq, 2000 * seq + 100 * j)]
+                      for j in range(6) for seq in range(5, j + 3)}
+    assert sorted(t["timestamp"] for t in state["timers"]) == sorted(ts for _, ts in queued)
+    assert state["sharedBuffer-events-count"] == []  # counts before the watermark are dropped
 
 
 def java_stream(class_name: str) -> bytes:

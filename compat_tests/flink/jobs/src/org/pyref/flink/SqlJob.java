@@ -10,6 +10,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.ProcessFunction;
@@ -28,8 +30,9 @@ import org.apache.flink.util.Collector;
  * aggregate and a legacy GROUP BY TUMBLE window (both with a COUNT(DISTINCT): a MapView per window),
  * an interval join, deduplication of rows with ARRAY and MAP columns, COLLECT (a MULTISET) and
  * ARRAY_AGG, MAX and Top-N over an updating input (a MapView; a SortedMap) and an OVER aggregation
- * over the two preceding rows. Each query's changelog is
- * collected in this JVM as a signed multiset of rows ({@link #changelog}).
+ * over the two preceding rows, and a MATCH_RECOGNIZE (the CEP operator over RowData events, partial
+ * matches and buffered rows pending at the savepoint). Each query's changelog is collected in this
+ * JVM as a signed multiset of rows ({@link #changelog}).
  *
  * Phase 1 emits the first half of the input and idles; phase 2 (restored from phase 1's savepoint)
  * continues every split where its position stands and emits the second half: phase 1's changelog
@@ -41,7 +44,7 @@ final class SqlJob {
 
     static final String[] QUERIES = {"group-aggregate", "window-aggregate", "join", "dedup-first", "dedup-last",
         "top-n", "distinct-aggregate", "hop-window", "legacy-window", "interval-join", "collections-dedup",
-        "collect", "array-agg", "max-retract", "top-n-updating", "over-rows"};
+        "collect", "array-agg", "max-retract", "top-n-updating", "over-rows", "match-recognize"};
     static final int SPLITS = 2;
     static final int KEYS = 6;
     /** Phase 1's final watermark: windows of [8000, 12000) and later stay pending. */
@@ -54,6 +57,8 @@ final class SqlJob {
     static final long INTERVAL = 5_000L;
     /** The OVER aggregation's frame: this many rows before the current one. */
     static final int PRECEDING = 2;
+    /** MATCH_RECOGNIZE's row classes by seq mod 4: PATTERN (A B+ C) matches A, B, B, C in rowtime order. */
+    static final String MATCH_CLASSES = "ABBC";
 
     private static final Map<String, Map<String, Integer>> CHANGELOG = new ConcurrentHashMap<>();
 
@@ -181,6 +186,12 @@ final class SqlJob {
             // MIN over a bounded frame retracts the rows leaving it (MinWithRetract's MapView)
             "SELECT k, seq, SUM(v) OVER w AS s, MIN(v) OVER w AS lo FROM t WINDOW w AS (PARTITION BY k "
                     + "ORDER BY rowtime ROWS BETWEEN " + PRECEDING + " PRECEDING AND CURRENT ROW)",
+            // CEP over RowData: at phase 1's savepoint most keys hold a partial match (A, A B B) and
+            // rows after its watermark wait in the operator's queue; rows of both phases interleave in time
+            "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY rowtime "
+                    + "MEASURES A.seq AS a, FIRST(B.seq) AS b1, LAST(B.seq) AS bn, COUNT(B.seq) AS nb, C.seq AS c "
+                    + "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+ C) "
+                    + "DEFINE A AS MOD(A.seq, 4) = 0, B AS MOD(B.seq, 4) IN (1, 2), C AS MOD(C.seq, 4) = 3)",
         };
         for (int i = 0; i < QUERIES.length; i++) {
             tables.toChangelogStream(tables.sqlQuery(sql[i])).process(new Collect(QUERIES[i])).name("collect-" + QUERIES[i]);
@@ -247,6 +258,7 @@ final class SqlJob {
         Map<String, Integer> collected = new TreeMap<>();
         Map<String, Integer> arrays = new TreeMap<>();
         Map<String, Integer> over = new TreeMap<>();
+        Map<String, Integer> matches = new TreeMap<>();
         Map<Long, String> maxByParity = new TreeMap<>();
         byKey.forEach((k, group) -> {
             long total = group.stream().mapToLong(in -> in.v).sum();
@@ -290,6 +302,7 @@ final class SqlJob {
                     add(over, Row.of(k, inTime.get(i).seq, sum(frame), min).toString(), 1);
                 }
             }
+            match(k, group, watermark).forEach(row -> add(matches, row.toString(), 1));
         });
         Map<String, Integer> maxRetract = new TreeMap<>();
         maxByParity.forEach((g, k) -> add(maxRetract, Row.of(g, k).toString(), 1));
@@ -318,7 +331,26 @@ final class SqlJob {
         result.put("max-retract", maxRetract);
         result.put("top-n-updating", topUpdating);
         result.put("over-rows", over);
+        result.put("match-recognize", matches);
         return result;
+    }
+
+    /** MATCH_RECOGNIZE's rows for one key: its rows up to the watermark in rowtime order (CEP waits
+     * for the watermark), their classes disjoint, so each A B+ C run is one match. */
+    private static List<Row> match(String k, List<Input> group, long watermark) {
+        List<Input> inTime = new ArrayList<>(group);
+        inTime.removeIf(in -> in.ts > watermark);
+        inTime.sort(Comparator.comparingLong(in -> in.ts));
+        StringBuilder classes = new StringBuilder();
+        inTime.forEach(in -> classes.append(MATCH_CLASSES.charAt((int) (in.seq % MATCH_CLASSES.length()))));
+        List<Row> rows = new ArrayList<>();
+        Matcher m = Pattern.compile("AB+C").matcher(classes);
+        while (m.find()) {
+            List<Input> run = inTime.subList(m.start(), m.end());
+            rows.add(Row.of(k, run.get(0).seq, run.get(1).seq, run.get(run.size() - 2).seq, (long) run.size() - 2,
+                    run.get(run.size() - 1).seq));
+        }
+        return rows;
     }
 
     /** The windows of size WINDOW every {@code slide} ms that fired by {@code watermark}: start -> rows. */
