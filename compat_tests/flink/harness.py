@@ -333,6 +333,42 @@ def run_phased_many(flink_version: str, action: str, runs: list[PhasedRun], *, t
     return [json.loads((pathlib.Path(run.out) / f"{action}.json").read_text(encoding="utf-8")) for run in runs]
 
 
+def phased_round_trips(flink_version: str, action: str, root: pathlib.Path, backends: tuple[str, ...], *,
+                       rescaled: int, import_options: dict | None = None, download: bool = False) -> dict[str, dict]:
+    """The two-phase job of ``action`` through pyref, per backend: phase 1 stopped with a savepoint,
+    which pyref imports (``import_options``) and exports back for phase 2 to restore. The first
+    backend's import is also rescaled by pyref to ``rescaled`` subtasks (operators whose max
+    parallelism is lower, as the planner pins some to one, stay as they are), exported and restored
+    at ``rescaled``. Returns backend -> {"savepoint", "first", "export", "restored"[, "restored-3"]}."""
+    from pyref import Savepoint, rescale
+    from pyref.flink import export_savepoint, import_flink
+
+    firsts = run_phased_many(flink_version, action, [PhasedRun(root / b, backend=b) for b in backends],
+                             download=download)
+    runs, restores = {}, []
+    for backend, first in zip(backends, firsts):
+        savepoint, imported, export = root / backend / "savepoint", root / f"{backend}-pyref", root / f"{backend}-export"
+        import_flink(savepoint, imported, **(import_options or {}))
+        export_savepoint(imported, export, flink_version=flink_version)
+        runs[backend] = {"savepoint": savepoint, "first": first, "export": export}
+        restores.append(PhasedRun(root / f"{backend}-restored", phase=2, backend=backend, restore_from=export,
+                                  before=first["changelog"]))
+    first_backend = backends[0]
+    imported = root / f"{first_backend}-pyref"
+    parallelism = {op.operator_id: rescaled for op in Savepoint.open(imported).operators if op.max_parallelism >= rescaled}
+    rescale(imported, root / f"{first_backend}-pyref-{rescaled}", parallelism)
+    export_savepoint(root / f"{first_backend}-pyref-{rescaled}", root / f"{first_backend}-export-{rescaled}",
+                     flink_version=flink_version)
+    restores.append(PhasedRun(root / f"{first_backend}-restored-{rescaled}", phase=2, backend=first_backend,
+                              parallelism=rescaled, restore_from=root / f"{first_backend}-export-{rescaled}",
+                              before=firsts[0]["changelog"]))
+    results = run_phased_many(flink_version, action, restores, download=download)
+    for backend, restored in zip(backends, results):
+        runs[backend]["restored"] = restored
+    runs[first_backend][f"restored-{rescaled}"] = results[-1]
+    return runs
+
+
 def run_sql_many(flink_version: str, runs: list[PhasedRun], *, timeout: float = 600, download: bool = False) -> list[dict]:
     """The SQL job's runs (see :func:`run_phased_many`)."""
     return run_phased_many(flink_version, "sql", runs, timeout=timeout, download=download)

@@ -19,9 +19,8 @@ import pytest
 from compat_tests.flink import harness
 from compat_tests.flink.cep import OPERATORS, STATE_TYPES
 from compat_tests.flink.sql import added_up, keyed_contents, state_types
-from pyref import rescale
 from pyref.cli import main as pyref_cli
-from pyref.flink import FlinkSavepoint, export_savepoint, import_flink
+from pyref.flink import FlinkSavepoint
 from pyref.flink.cep import NFAState
 
 pytestmark = pytest.mark.flink
@@ -42,25 +41,7 @@ def cep_runs(request, tmp_path_factory):
     if reason:
         pytest.skip(reason)
     root = tmp_path_factory.mktemp(f"cep-{version}")
-    backends = CASES[version]
-    firsts = harness.run_cep_many(version, [harness.CepRun(root / b, backend=b) for b in backends], download=DOWNLOAD)
-    runs, restores = {}, []
-    for backend, first in zip(backends, firsts):
-        savepoint = root / backend / "savepoint"
-        import_flink(savepoint, root / f"{backend}-pyref")
-        export_savepoint(root / f"{backend}-pyref", root / f"{backend}-export", flink_version=version)
-        runs[backend] = {"savepoint": savepoint, "first": first, "export": root / f"{backend}-export"}
-        restores.append(harness.CepRun(root / f"{backend}-restored", phase=2, backend=backend,
-                                       restore_from=root / f"{backend}-export", before=first["changelog"]))
-    rescaled = backends[0]
-    rescale(root / f"{rescaled}-pyref", root / f"{rescaled}-pyref-3", RESCALED)
-    export_savepoint(root / f"{rescaled}-pyref-3", root / f"{rescaled}-export-3", flink_version=version)
-    restores.append(harness.CepRun(root / f"{rescaled}-restored-3", phase=2, backend=rescaled, parallelism=RESCALED,
-                                   restore_from=root / f"{rescaled}-export-3", before=firsts[0]["changelog"]))
-    results = harness.run_cep_many(version, restores, download=DOWNLOAD)
-    for backend, restored in zip(backends, results):
-        runs[backend]["restored"] = restored
-    runs[rescaled]["restored-3"] = results[-1]
+    runs = harness.phased_round_trips(version, "cep", root, CASES[version], rescaled=RESCALED, download=DOWNLOAD)
     return version, runs
 
 

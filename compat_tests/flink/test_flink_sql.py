@@ -22,8 +22,7 @@ import pytest
 from compat_tests.flink import harness
 from compat_tests.flink.sql import TTL_DEFAULT, added_up, expected_state_types, keyed_contents, state_types
 from pyref.cli import main as pyref_cli
-from pyref import Savepoint, rescale
-from pyref.flink import FlinkSavepoint, export_savepoint, import_flink
+from pyref.flink import FlinkSavepoint
 
 pytestmark = pytest.mark.flink
 
@@ -32,11 +31,6 @@ DOWNLOAD = os.environ.get("PYREF_FLINK_DOWNLOAD") == "1"
 RESCALED = 3
 #: (version, backends): both backends on the newest release, one on the 1.x line.
 CASES = {"2.3.0": ("hashmap", "rocksdb"), "1.20.3": ("rocksdb",)}
-
-
-def rescaled_parallelism(path) -> dict[str, int]:
-    """RESCALED for every operator of the savepoint at ``path`` that may run at it."""
-    return {op.operator_id: RESCALED for op in Savepoint.open(path).operators if op.max_parallelism >= RESCALED}
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
@@ -48,28 +42,10 @@ def sql_runs(request, tmp_path_factory):
     if reason:
         pytest.skip(reason)
     root = tmp_path_factory.mktemp(f"sql-{version}")
-    backends = CASES[version]
-    firsts = harness.run_sql_many(version, [harness.SqlRun(root / b, backend=b) for b in backends], download=DOWNLOAD)
-    runs, restores = {}, []
-    for backend, first in zip(backends, firsts):
-        savepoint = root / backend / "savepoint"
-        import_flink(savepoint, root / f"{backend}-pyref", ttl_default=TTL_DEFAULT)
-        export_savepoint(root / f"{backend}-pyref", root / f"{backend}-export", flink_version=version)
-        runs[backend] = {"savepoint": savepoint, "first": first, "export": root / f"{backend}-export"}
-        restores.append(harness.SqlRun(root / f"{backend}-restored", phase=2, backend=backend,
-                                       restore_from=root / f"{backend}-export", before=first["changelog"]))
-    # The first backend's import also rescaled by pyref (2 -> 3 subtasks: key groups and source
-    # splits move), exported, and restored by the SQL job at parallelism 3. An operator the planner
-    # pins to one subtask (max parallelism 1: the global Top-N) stays at 1, as Flink runs it.
-    rescaled = backends[0]
-    rescale(root / f"{rescaled}-pyref", root / f"{rescaled}-pyref-3", rescaled_parallelism(root / f"{rescaled}-pyref"))
-    export_savepoint(root / f"{rescaled}-pyref-3", root / f"{rescaled}-export-3", flink_version=version)
-    restores.append(harness.SqlRun(root / f"{rescaled}-restored-3", phase=2, backend=rescaled, parallelism=RESCALED,
-                                   restore_from=root / f"{rescaled}-export-3", before=firsts[0]["changelog"]))
-    results = harness.run_sql_many(version, restores, download=DOWNLOAD)
-    for backend, restored in zip(backends, results):
-        runs[backend]["restored"] = restored
-    runs[rescaled]["restored-3"] = results[-1]
+    # The first backend's import is also rescaled by pyref (2 -> 3 subtasks: key groups and source
+    # splits move); an operator the planner pins to one subtask (the global Top-N) stays at 1.
+    runs = harness.phased_round_trips(version, "sql", root, CASES[version], rescaled=RESCALED,
+                                      import_options={"ttl_default": TTL_DEFAULT}, download=DOWNLOAD)
     return version, runs
 
 
