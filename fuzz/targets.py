@@ -569,7 +569,9 @@ def _materialise(directory: str, files: dict[str, bytes], *, links: bool = False
         try:
             os.makedirs(os.path.dirname(full), exist_ok=True)
             if links and name.endswith(".link"):
-                os.symlink(content.decode("utf-8", "replace").replace("\0", ""), full)
+                target = content.decode("utf-8", "replace").replace("\0", "")
+                if target:  # a link needs a target: an empty one stays unnamed
+                    os.symlink(target, full)
                 continue
             with open(full, "wb") as f:
                 f.write(content)
