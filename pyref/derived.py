@@ -107,10 +107,12 @@ def dependents(base: SavepointIO, savepoint_id: str) -> list[str]:
     return sorted(found)
 
 
-def check_not_a_base(io: SavepointIO, previous: bytes | None, *, force: bool) -> None:
+def check_not_a_base(io: SavepointIO, previous: bytes | None, *, force: bool,
+                     breaking: str = "pass force=True (--force) to break them") -> None:
     """Refuse to replace the savepoint ``previous`` (the manifest bytes at ``io``) while a
-    registered savepoint uses it as a base (spec/format.md §8.4), unless ``force``. A
-    previous manifest that does not decode has no id anyone could have recorded."""
+    registered savepoint uses it as a base (spec/format.md §8.4), unless ``force``;
+    ``breaking`` tells the caller how to replace it anyway. A previous manifest that does
+    not decode has no id anyone could have recorded."""
     if previous is None or force:
         return
     try:
@@ -122,5 +124,5 @@ def check_not_a_base(io: SavepointIO, previous: bytes | None, *, force: bool) ->
         shown = ", ".join(users[:5]) + (f" and {len(users) - 5} more" if len(users) > 5 else "")
         raise InvalidArgumentError(
             f"savepoint {manifest.savepoint_id} here is the base of {shown}: replacing it would delete the data they "
-            "refer to. Flatten them first (pyref flatten SRC TARGET), or pass force=True (--force) to break them",
+            f"refer to. Flatten them first (pyref flatten SRC TARGET), or {breaking}",
             path=io.location)

@@ -94,7 +94,9 @@ def plan_write(options, schema: StructType, overwrite: bool) -> SavepointSink:
         raise InvalidArgumentError("a savepoint write needs .save(path) and the options 'operator' and 'state'")
     io = open_io(location)
     previous, manifest = _current(io)
-    check_not_a_base(io, previous, force=False)  # here, not in every task that opens a writer
+    # Here, not in every task that opens a writer. df.write takes no force; SavepointBuilder does.
+    check_not_a_base(io, previous, force=False,
+                     breaking="replace the state with pyref.spark.SavepointBuilder(..., force=True) to break them")
     op = next((o for o in manifest.operators if o.operator_id == operator_id), None)
     new_operator = b""
     if op is None:
