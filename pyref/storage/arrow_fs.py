@@ -107,8 +107,7 @@ class ArrowIO(UrlSavepointIO):
 
     def commit_file(self, rel: str, data: bytes, expected_previous: bytes | None) -> None:
         # HDFS has no conditional rename: the check narrows the race, it cannot close it (§10.5).
-        current = self.read_file(rel) if self.size(rel) is not None else None
-        if current != expected_previous:
+        if self.read_if_present(rel) != expected_previous:
             raise changed_since_start(rel, self.describe(rel))
         self.replace_file(rel, data)
 

@@ -168,6 +168,13 @@ class SavepointIO(ABC):
             raise SavepointNotFoundError("file does not exist", path=self.describe(rel))
         return self.read_range(rel, 0, size)
 
+    def read_if_present(self, rel: str) -> bytes | None:
+        """:meth:`read_file`, or None when ``rel`` does not exist (what a conditional commit compares)."""
+        try:
+            return self.read_file(rel)
+        except SavepointNotFoundError:
+            return None
+
     @abstractmethod
     def create(self, rel: str) -> OutputFile:
         """Create a new file; fails if it exists."""

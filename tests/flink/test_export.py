@@ -558,6 +558,21 @@ def test_of_two_exports_racing_for_one_directory_one_publishes_and_the_other_is_
         assert dict(sp.operator("url-counter").keyed_state("count").items()) == SEED_COUNTS
 
 
+def test_a_fifo_planted_as_metadata_before_the_commit_is_refused_not_waited_on(tmp_path):
+    """The conditional commit compares what is there with what the export read: a FIFO put in
+    place of _metadata meanwhile (reading it would block forever) is refused as not a regular
+    file, and nothing is published over it."""
+    from pyref.errors import CorruptSavepointError
+    from pyref.flink.writer.directory import ExportDirectory
+
+    target = tmp_path / "flink"
+    directory = ExportDirectory(str(target))
+    os.mkfifo(target / "_metadata")
+    with pytest.raises(CorruptSavepointError, match="not a regular file"):
+        directory.commit(b"never published", [])
+    assert (target / "_metadata").is_fifo()
+
+
 def test_a_metadata_write_that_landed_but_reported_failure_counts_as_published(tmp_path, monkeypatch):
     """An object store's PUT can land while its answer is lost: the export must see its own
     _metadata there and keep the state files it names, not abort and delete them."""
