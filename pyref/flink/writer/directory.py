@@ -140,7 +140,7 @@ class ExportDirectory:
             self.io.commit_file(METADATA, metadata, self.previous)
         except StorageError:
             # A write that may have landed (an upload whose answer was lost): complete if it did.
-            if self.io.stat(METADATA) is None or self.io.read_file(METADATA) != metadata:
+            if self.io.read_if_present(METADATA) != metadata:
                 raise
         self.published = True
         self._delete_replaced(set(files))
