@@ -365,9 +365,9 @@ METADATA = "_metadata"
 
 
 class FlinkSavepoint:
-    """A Flink savepoint, or a retained aligned checkpoint (keyed state: of the HashMap
-    backend, or of RocksDB up to Flink 1.15; later RocksDB checkpoints hold RocksDB's own
-    files), read in place without a JVM."""
+    """A Flink savepoint (canonical or native) or a retained aligned checkpoint (keyed
+    state in the savepoint format, the HashMap backend's layout or RocksDB's SST files),
+    read in place without a JVM."""
 
     def __init__(self, path: str, metadata: CheckpointMetadata, names: Mapping[str, str], *,
                  allow_external_files: bool = False) -> None:
