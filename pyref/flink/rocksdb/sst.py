@@ -86,6 +86,8 @@ class _Reader:
         self.name = name
         self.checksum_type = 1
         self.context = 0  # base context checksum (format_version 6)
+        # What blocks may decompress to, and their keys expand to, in all: bounds a hostile file's work.
+        self.budget = MAX_BLOCK_BYTES + 64 * len(data)
 
     def corrupt(self, reason: str, start: int, end: int) -> CorruptSavepointError:
         return CorruptSavepointError(f"SST file: {reason}", path=self.name, byte_range=(start, end))
@@ -198,8 +200,9 @@ class _Reader:
                                    "(pyref reads none, snappy, lz4 and zstd)")
         # snappy's own header, or RocksDB's varint32 prefix (compress_format_version 2), says the size.
         expected, at = self.varint(raw, 0, len(raw), offset)
-        if expected > MAX_BLOCK_BYTES:
+        if expected > min(MAX_BLOCK_BYTES, self.budget):
             raise self.corrupt(f"{what} block declares {expected} uncompressed bytes", offset, offset + at)
+        self.budget -= expected
         try:
             if kind == 1:
                 out = bytes(cramjam.snappy.decompress_raw(raw))
@@ -248,6 +251,10 @@ class _Reader:
                                    offset + start, offset + at)
             key = key[:shared] + block[at:at + unshared]
             at += unshared
+            self.budget -= len(key)
+            if self.budget < 0:  # prefix compression lets a hostile block repeat a long key cheaply
+                raise self.corrupt(f"{what} block keys expand beyond 64 times the file's size", offset + start,
+                                   offset + at)
             if delta_values:
                 if shared and previous is not None:
                     delta, at = self.varint(block, at, limit, offset, 10)
@@ -332,12 +339,14 @@ def read_sst(data: bytes | memoryview, name: str) -> SstTable:
     if name_bytes is None:
         raise reader.corrupt("properties name no column family", metaindex_handle[0], sum(metaindex_handle))
     table = SstTable(name, name_bytes.decode("utf-8", "replace"), version, _CHECKSUMS[reader.checksum_type])
-    seen: set[tuple[int, int]] = set()
+    stored = 0
     for _, value in reader.entries(reader.block(index_handle, "index"), index_handle[0], "index", delta):
         handle, _ = reader.handle(value, 0, len(value), index_handle[0])
-        if handle in seen:  # a hostile index naming one block over and over
-            raise reader.corrupt(f"index names the data block at {handle[0]} twice", *handle)
-        seen.add(handle)
+        # Data blocks do not overlap: an index naming more bytes than the file has (one block over
+        # and over, say) is corrupt, and the work stays bounded by the file's size.
+        stored += handle[1] + _TRAILER
+        if stored > len(data):
+            raise reader.corrupt(f"index names more data block bytes than the file's {len(data)}", *handle)
         for key, v in reader.entries(reader.block(handle, "data"), handle[0], "data"):
             _add(reader, table, key, v, handle)
     range_del = metaindex.get(b"rocksdb.range_del")
