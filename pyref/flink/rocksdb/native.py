@@ -16,6 +16,7 @@ keys and values the savepoint format also carries, so :mod:`pyref.flink.keyed`'s
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -62,15 +63,21 @@ def live_rows(tables: list[SstTable], key_groups: range, prefix_bytes: int,
         groups: list[int] = []
         keys: list[bytes] = []
         values: list[bytes] = []
-        ranges = tombstones[family]
+        ranges = sorted(tombstones[family])
         ordered = sorted(rows, key=lambda e: (e[0], -e[1]))  # per key, newest first
-        i = 0
+        active: list[tuple[int, bytes]] = []  # (-sequence, end) of range deletions begun by the current key
+        r = i = 0
         while i < len(ordered):
             key = ordered[i][0]
             j = i
             while j < len(ordered) and ordered[j][0] == key:
                 j += 1
-            value = _resolve(ordered[i:j], max((s for a, b, s in ranges if a <= key < b), default=-1))
+            while r < len(ranges) and ranges[r][0] <= key:
+                heapq.heappush(active, (-ranges[r][2], ranges[r][1]))
+                r += 1
+            while active and active[0][1] <= key:  # ended before this key, so before every later one
+                heapq.heappop(active)
+            value = _resolve(ordered[i:j], -active[0][0] if active else -1)
             i = j
             if value is None:
                 continue
