@@ -32,7 +32,13 @@ from typing import Any, TypeVar
 import mmh3
 import pyarrow as pa
 
-from ..errors import InvalidArgumentError, SavepointError, SavepointNotFoundError, UnsupportedFormatError
+from ..errors import (
+    CorruptSavepointError,
+    InvalidArgumentError,
+    SavepointError,
+    SavepointNotFoundError,
+    UnsupportedFormatError,
+)
 from ..location import parse_location
 from ..storage import MANIFEST_NAME, open_io
 from .datainput import DataInput
@@ -151,6 +157,9 @@ class FlinkOperator:
         handle = sub.managed_keyed_state
         if isinstance(handle, RefusedHandle):
             raise handle.refuse(self._savepoint.location)
+        if isinstance(handle, IncrementalHandle) and handle.meta is None and handle.shared + handle.private:
+            raise CorruptSavepointError(f"subtask {sub.index}: RocksDB files but no meta stream (the state meta "
+                                        "infos) in its keyed state handle", path=self._savepoint.location)
         if handle is None or (handle.meta if isinstance(handle, IncrementalHandle) else handle.stream) is None:
             return None
         return handle

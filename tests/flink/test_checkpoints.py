@@ -20,7 +20,6 @@ from __future__ import annotations
 import gzip
 import json
 import pathlib
-import shutil
 import tarfile
 
 import pyarrow as pa
