@@ -12,6 +12,7 @@ import pytest
 
 from pyref.errors import CorruptSavepointError, UnsupportedFormatError
 from pyref.flink import FlinkSavepoint
+from pyref.flink.dataoutput import varint
 from pyref.flink.handles import IncrementalHandle
 from pyref.flink.rocksdb.native import live_rows, sst_files
 from pyref.flink.rocksdb.sst import DELETION, MERGE, VALUE, SstTable, _Reader, read_sst
@@ -35,33 +36,15 @@ def _shared_sst() -> bytes:
     return min((DATA / "2.3.0-rocksdb-incremental-churn" / "shared").iterdir()).read_bytes()
 
 
-def _varint(v: int) -> bytes:
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    return bytes(out + bytes([v]))
-
-
 def _handles(data: bytes) -> tuple[tuple[int, int], tuple[int, int]]:
     """The metaindex and index handles of a format_version 5 footer."""
-    at = len(data) - 52
-    values = []
-    for _ in range(4):
-        value = shift = 0
-        while True:
-            byte = data[at]
-            at += 1
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            if byte < 0x80:
-                break
-        values.append(value)
-    return (values[0], values[1]), (values[2], values[3])
+    _, metaindex, index = _Reader(data, NAME).footer()
+    assert index is not None
+    return metaindex, index
 
 
 def _with_footer(data: bytes, metaindex: tuple[int, int], index: tuple[int, int]) -> bytes:
-    handles = _varint(metaindex[0]) + _varint(metaindex[1]) + _varint(index[0]) + _varint(index[1])
+    handles = varint(metaindex[0]) + varint(metaindex[1]) + varint(index[0]) + varint(index[1])
     return data[:-53] + data[-53:-52] + handles.ljust(40, b"\0") + data[-12:]
 
 

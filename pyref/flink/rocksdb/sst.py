@@ -33,6 +33,7 @@ import cramjam
 import google_crc32c
 
 from ...errors import CorruptSavepointError, UnsupportedFormatError
+from ..dataoutput import varint
 
 __all__ = ["SstTable", "read_sst", "VALUE", "DELETION", "SINGLE_DELETION", "MERGE", "RANGE_DELETION"]
 
@@ -263,7 +264,7 @@ class _Reader:
                 else:
                     handle, at = self.handle(block, at, limit, offset)
                 previous = handle
-                value = _encode_handle(handle)
+                value = varint(handle[0]) + varint(handle[1])  # as a full handle is stored
             else:
                 if at + length > limit:
                     raise self.corrupt(f"{what} block entry value of {length} bytes overruns the block",
@@ -272,16 +273,6 @@ class _Reader:
                 at += length
             out.append((key, value))
         return out
-
-
-def _encode_handle(handle: tuple[int, int]) -> bytes:
-    out = bytearray()
-    for v in handle:
-        while v >= 0x80:
-            out.append((v & 0x7F) | 0x80)
-            v >>= 7
-        out.append(v)
-    return bytes(out)
 
 
 def _xxhash(name: str, kind: str) -> Callable[[bytes, bytes], int]:
