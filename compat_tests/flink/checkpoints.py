@@ -38,6 +38,8 @@ class CheckpointCase:
     compression: bool = False
     #: "native": a native-format stop-with-savepoint of the job, not a retained checkpoint.
     savepoint_format: str | None = None
+    #: RocksDB's block compression (state.backend.rocksdb.compression.per.level), e.g. "ZSTD_COMPRESSION".
+    rocksdb_compression: str | None = None
 
 
 CASES = (
@@ -51,6 +53,8 @@ CASES = (
     CheckpointCase("rocksdb-full-seeds", "seeds", "rocksdb", False, "20kb"),
     CheckpointCase("rocksdb-incremental-seeds", "seeds", "rocksdb", True, "0"),
     CheckpointCase("rocksdb-incremental-churn", "churn", "rocksdb", True, "0"),
+    CheckpointCase("rocksdb-full-seeds-zstd", "seeds", "rocksdb", False, "20kb", rocksdb_compression="ZSTD_COMPRESSION"),
+    CheckpointCase("rocksdb-full-seeds-lz4", "seeds", "rocksdb", False, "20kb", rocksdb_compression="LZ4_COMPRESSION"),
     CheckpointCase("rocksdb-native-savepoint-keyed-kinds", "keyed-kinds", "rocksdb", False, "0", max_parallelism=1000,
                    savepoint_format="native"),
 )
@@ -63,6 +67,8 @@ def checkpoint_config(version: str, case: CheckpointCase, directory: pathlib.Pat
     config.update({"execution.checkpointing.interval": INTERVAL,
                    "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
                    keys.incremental: str(case.incremental).lower()})
+    if case.rocksdb_compression:
+        config["state.backend.rocksdb.compression.per.level"] = case.rocksdb_compression
     return config
 
 

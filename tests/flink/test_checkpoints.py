@@ -8,8 +8,8 @@ taken with ``python -m compat_tests.flink.checkpoints``) read without a JVM.
 * RocksDB checkpoints of 1.16 and later and native-format savepoints hold RocksDB's SST files:
   full checkpoints of 1.16.3 and 1.20.3 (files inline in ``_metadata``), an incremental 2.3.0
   checkpoint of state overwritten, deleted and appended to over five checkpoints (its files from
-  several checkpoints in ``shared/``), native savepoints of every keyed kind, TTL and timers of
-  1.20.3 (crc32c checksums) and 2.3.0 (XXH3);
+  several checkpoints in ``shared/``), full 2.3.0 checkpoints of zstd and LZ4 compressed blocks,
+  native savepoints of every keyed kind, TTL and timers of 1.20.3 (crc32c checksums) and 2.3.0 (XXH3);
 
 all read exactly as the truth the job wrote at that checkpoint, verify, import and export as a
 canonical savepoint that reads as the same truth.
@@ -46,6 +46,7 @@ READABLE = {"2.3.0-hashmap-windows": HEAP, "1.20.3-hashmap-heap-kinds": HEAP, "1
             "1.20.3-hashmap-seeds-compressed": HEAP, "1.14.6-rocksdb-full-seeds": SAVEPOINT_FORMAT,
             "1.15.4-rocksdb-full-seeds": SAVEPOINT_FORMAT, "1.16.3-rocksdb-full-seeds": ROCKSDB_NATIVE,
             "1.20.3-rocksdb-full-seeds": ROCKSDB_NATIVE, "2.3.0-rocksdb-incremental-churn": ROCKSDB_NATIVE,
+            "2.3.0-rocksdb-full-seeds-zstd": ROCKSDB_NATIVE, "2.3.0-rocksdb-full-seeds-lz4": ROCKSDB_NATIVE,
             "1.20.3-rocksdb-native-savepoint-keyed-kinds": ROCKSDB_NATIVE,
             "2.3.0-rocksdb-native-savepoint-keyed-kinds": ROCKSDB_NATIVE}
 
