@@ -31,6 +31,7 @@ from .cleanup import DEFAULT_OLDER_THAN, remove_unreferenced_files
 from .derived import FORCE_HELP
 from .errors import CorruptSavepointError, InvalidArgumentError, SavepointError
 from .flink.import_cli import inspect_flink, is_flink_savepoint, verify_flink_command
+from .flink.writer.cleanup import is_export_directory, remove_abandoned_export_files
 from .inspection import describe, verify
 from .io import typed_os_error, typed_os_errors
 from .manifest import FORMAT_MAJOR, FORMAT_MINOR
@@ -211,7 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--parallelism", type=count, help="also draw every operator's load at this parallelism")
     p.add_argument("-o", "--output", default="report.html", help="the HTML file to write (default %(default)s)")
     p.add_argument("--json", action="store_true")
-    p = sub.add_parser("clean", help="delete data files no manifest lists, left by interrupted writers")
+    p = sub.add_parser("clean", help="delete data files no manifest lists, left by interrupted writers (in a Flink "
+                       "savepoint directory: the state files of interrupted exports)")
     p.add_argument("path")
     p.add_argument("--older-than", type=hours, default=DEFAULT_OLDER_THAN / 3600, metavar="HOURS",
                    help="only files last modified this many hours ago or earlier: younger ones may belong to a "
@@ -267,7 +269,8 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "report":
         return _write_report(args)
     if args.command == "clean":
-        cleaned = remove_unreferenced_files(args.path, older_than=args.older_than * 3600, dry_run=args.dry_run)
+        clean = remove_abandoned_export_files if is_export_directory(args.path) else remove_unreferenced_files
+        cleaned = clean(args.path, older_than=args.older_than * 3600, dry_run=args.dry_run)
         if args.json:
             print(json.dumps(cleaned.to_dict(), indent=2))
         else:

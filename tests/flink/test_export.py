@@ -569,7 +569,7 @@ def test_a_fifo_planted_as_metadata_before_the_commit_is_refused_not_waited_on(t
     directory = ExportDirectory(str(target))
     os.mkfifo(target / "_metadata")
     with pytest.raises(CorruptSavepointError, match="not a regular file"):
-        directory.commit(b"never published", [])
+        directory.commit(b"never published", {})
     assert (target / "_metadata").is_fifo()
 
 

@@ -260,7 +260,7 @@ def publish(source: Savepoint, plan: ExportPlan, directory: ExportDirectory,
     """Write ``_metadata`` of the handles written, last, and report what was exported."""
     metadata = plan.metadata(source, handles)
     check_metadata_parses(metadata, directory.path)
-    directory.commit(metadata, [h.stream.name for h in handles.values() if not h.stream.inline])
+    directory.commit(metadata, {h.stream.name: h.stream.size for h in handles.values() if not h.stream.inline})
     result = ExportResult(directory.path, plan.flink_version, plan.metadata_version)
     _summary(result, plan, handles)
     return result
