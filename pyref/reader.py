@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import collections
 import os
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from .errors import (
     SavepointNotFoundError,
     StorageError,
 )
-from .io import MANIFEST_NAME, SavepointIO, open_io
+from .io import MANIFEST_NAME, LocalIO, SavepointIO, open_io
 from .key_groups import KeyGroupRange, compute_key_groups, repeated_run_starts
 from .keys import as_key_array, key_type_of
 from .manifest import (
@@ -951,6 +952,25 @@ def _holds_flink_metadata(io: SavepointIO) -> bool:
         return False
 
 
+def savepoints_below(io: SavepointIO, most: int = 3) -> str:
+    """Only for a not-found error's hint, on local disks: "; a savepoint is one level down: ..."
+    naming subdirectories that hold one (pyref's, a Flink savepoint or a retained checkpoint),
+    the highest-numbered first (a job's checkpoint directory holds chk-N, shared/, taskowned/)."""
+    if not isinstance(io, LocalIO):
+        return ""
+    try:
+        with os.scandir(io.root) as entries:
+            dirs = [e for _, e in zip(range(10_000), entries) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return ""
+    found = [e.name for e in dirs
+             if any(os.path.isfile(os.path.join(e.path, name)) for name in (MANIFEST_NAME, FLINK_METADATA_NAME))]
+    number = re.compile(r"\d+$")
+    found.sort(key=lambda name: (-int(m.group()) if (m := number.search(name)) else 1, name))
+    return f"; a savepoint is one level down: {', '.join(os.path.join(io.location, d) for d in found[:most])}" \
+        if found else ""
+
+
 def read_committed(io: SavepointIO) -> tuple[bytes, pb.Manifest, FormatVersion]:
     """The committed manifest: its bytes, decoded and validated, and its format version."""
     data = read_manifest_file(io)
@@ -959,6 +979,7 @@ def read_committed(io: SavepointIO) -> tuple[bytes, pb.Manifest, FormatVersion]:
         hint = ("; it is a Flink savepoint (_metadata): pyref inspect, verify and import-flink read it, "
                 "as do pyref.flink.FlinkSavepoint and pyref.spark.read_state; import it for the rest"
                 if _holds_flink_metadata(io) else "")
+        hint = hint or savepoints_below(io)
         raise SavepointNotFoundError(f"no committed savepoint here (no _manifest){hint}", path=io.location)
     manifest, version = decode_manifest(data, path=io.describe(MANIFEST_NAME))
     return data, manifest, version

@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from ..errors import InvalidArgumentError, SavepointError, SavepointNotFoundError, UnsupportedFormatError
 from ..location import parse_location
+from ..reader import savepoints_below
 from ..storage import MANIFEST_NAME, open_io
 from .datainput import DataInput
 from .handles import DistributionMode, KeyGroupsHandle, RefusedHandle, open_handle_store
@@ -365,7 +366,7 @@ class FlinkSavepoint:
         path = flink_directory(path)
         io = open_io(path)
         if io.stat(METADATA) is None:
-            raise SavepointNotFoundError("no Flink _metadata file", path=path)
+            raise SavepointNotFoundError(f"no Flink _metadata file{savepoints_below(io)}", path=path)
         metadata = parse_metadata(io.read_file(METADATA), io.describe(METADATA))
         return cls(path, metadata, _operator_names(uids), allow_external_files=allow_external_files)
 
