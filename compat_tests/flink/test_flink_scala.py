@@ -49,4 +49,4 @@ def test_flink_restores_the_export_of_scala_state_to_its_truth(tmp_path):
         assert restore_differences(truth, dump) == []
     restored = dumps[1]["operators"]["scala"]["keyed_state"]
     assert {e["subtask"] for e in restored["map"]["entries"]} == set(range(RESCALED))
-    assert sum(len(s["entries"]) for s in restored.values()) == 12 * 12
+    assert sum(len(s["entries"]) for s in restored.values()) == 16 * 12  # 16 keys, 12 states

@@ -2,7 +2,7 @@
 
 The fixtures under data/scala are real canonical savepoints of compat_tests/flink's scala job
 (jobs/compat/scala/1.13/ScalaJob.java: the Scala API's serializers built from Java, at parallelism
-2) taken by Flink 1.14.6 (flink-dist holds flink-scala, Scala 2.11) and 1.16.3 (flink-scala_2.12),
+2, keyed by 16 Strings, non-ASCII and astral ones among them) taken by Flink 1.14.6 (flink-dist holds flink-scala, Scala 2.11) and 1.16.3 (flink-scala_2.12),
 each on the HashMap and the RocksDB backend, with the job's truth.json (data/scala/README.md)."""
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from pyref.testing.flink_bytes import composite, i32, i64, snapshot, utf
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "scala"
 CASES = sorted(p.name for p in DATA.iterdir() if p.is_dir())
+#: The keys of the job (TypesJob's: non-ASCII and astral-plane Strings among them).
+KEYS = 16
 # Spelled here as Flink's sources spell them, not taken from pyref: a typo there must fail here.
 _S = "org.apache.flink.api.scala.typeutils."
 _STRING = "org.apache.flink.api.common.typeutils.base.StringSerializer$StringSerializerSnapshot"
@@ -80,7 +82,7 @@ def test_scala_state_has_its_exact_types_and_inspects_and_verifies_clean(case, c
     assert "refused" not in info["import"] and info["import"]["operators"][scala["operator_id"]]["key_groups"] == "hashed"
     assert pyref_cli(["verify", str(DATA / case / "savepoint"), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["ok"] and not report["warnings"] and report["values"] >= 12 * 12
+    assert report["ok"] and not report["warnings"] and report["values"] >= KEYS * len(STATE_TYPES)
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -103,7 +105,7 @@ def test_scala_values_decode_to_the_jobs_truth(case):
                 failure = tries[e["key"]]["failure"]
                 message = e["value"]["failure"].split(": ", 1)[1]
                 assert isinstance(failure, bytes) and message.encode() in failure
-        assert sum("failure" in v for v in tries.values()) == 3 and {"left", "right"} <= {
+        assert sum("failure" in v for v in tries.values()) == 4 and {"left", "right"} <= {
             next(iter(v)) for v in dict(op.keyed_state("either").items()).values()}
 
 
@@ -114,7 +116,7 @@ def test_import_and_export_keep_every_scala_row_exactly(case, tmp_path):
     assert pyref_cli(["verify", str(tmp_path / "pyref")]) == 0
     export_savepoint(tmp_path / "pyref", tmp_path / "flink", flink_version=case.split("-")[0])
     original = keyed_contents(source)
-    assert sum(len(rows) for rows in original.values()) == 11 * 12 + 2 * 12  # the map state: 2 entries a key
+    assert sum(len(rows) for rows in original.values()) == KEYS * (len(STATE_TYPES) + 1)  # the map state: 2 entries a key
     assert keyed_contents(tmp_path / "flink") == original
     assert state_types(tmp_path / "flink") == STATE_TYPES
     assert stored_snapshots(tmp_path / "flink") == stored_snapshots(source)  # written back byte for byte

@@ -1,7 +1,5 @@
 package org.pyref.flink;
 
-import java.util.ArrayList;
-import java.util.List;
 import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.api.common.state.MapState;
 import org.apache.flink.api.common.state.ValueState;
@@ -10,17 +8,17 @@ import org.apache.flink.streaming.api.datastream.DataStream;
 /**
  * State of a Scala API job (Flink 1.x): one state per serializer of flink-scala (case class, the
  * Scala API's Tuple2, Option, Either, Try, List, Map, Enumeration, Unit, Nothing), nested (an Option
- * of a case class, a List of tuples, a Map), as value, list and map state, keyed by Strings at
- * parallelism 2; Nones, Lefts and Rights, Successes and Failures, empty and non-empty collections.
+ * of a case class, a List of tuples, a Map), as value, list and map state, keyed by the types job's
+ * Strings (non-ASCII and astral ones among them) at parallelism 2; Nones, Lefts and Rights, Successes
+ * and Failures, empty and non-empty collections.
  */
 final class ScalaJob {
-    static final int PARALLELISM = 2;
-    static final int KEYS = 12;
+    static final int PARALLELISM = TypesJob.PARALLELISM;
 
     private ScalaJob() {}
 
     static void build(JobBuilder b) {
-        DataStream<Event> events = b.source("scala-source", PARALLELISM, ScalaJob::events);
+        DataStream<Event> events = b.source("scala-source", PARALLELISM, TypesJob::events);
         OperatorSpec scala = new OperatorSpec("scala", "String")
                 .state(StateSpec.keyed("case-class", "value", "ScalaCaseClass:scala.Tuple3<Integer,String,Double>"))
                 .state(StateSpec.keyed("tuple2", "value", "ScalaTuple2<Long,String>"))
@@ -35,16 +33,6 @@ final class ScalaJob {
                 .state(StateSpec.keyed("options", "list", "ScalaOption<String>"))
                 .state(StateSpec.map("eithers", "String", "ScalaEither<Integer,String>"));
         b.keyed(events, e -> e.key, scala, new Values(), PARALLELISM);
-    }
-
-    static List<Event> events(int split) {
-        List<Event> out = new ArrayList<>();
-        for (int i = split; i < KEYS; i += PARALLELISM) {
-            Event e = new Event("k-" + i, i, JobBuilder.END_WATERMARK + 1 + i);
-            e.seq = i;
-            out.add(e);
-        }
-        return out;
     }
 
     static final class Values implements Behaviour {
