@@ -39,6 +39,7 @@ __all__ = ["SCALA_KINDS", "scala_reader"]
 
 Read = Callable[[DataInput], Any]
 
+
 def _is_map(type_: FlinkType) -> bool:
     """A traversable whose elements are (key, value) pairs of a ``Map``: decoded as a dict."""
     collection = traversable_collection(type_.cbf_code or "") or ""

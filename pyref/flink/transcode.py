@@ -36,10 +36,10 @@ from ..errors import CorruptSavepointError, UnsupportedFormatError
 from ..serializers import Enum, ListOf, MapOf, Nullable, Opaque, Serializer, Tuple
 from ..serializers.base import binary_input, binary_parts, fixed_width_binary, fixed_width_values
 from .cep import CEP_KINDS
-from .scala import SCALA_KINDS
 from .columns import gather_spans
 from .dataoutput import string_value
 from .rows import be_bytes, from_bytes, join_rows, lengths, varints
+from .scala import SCALA_KINDS
 from .serializers import FlinkType
 from .to_flink import snapshot_label
 

@@ -487,11 +487,9 @@ def codec_for(type_: FlinkType) -> Codec:
         return kids[0]
     if kind in LENGTH_PREFIXED_KINDS:
         return _length_prefixed(type_)
-    if kind in CEP_KINDS:
-        return Codec(type_, cep_reader(type_, [k.read for k in kids]), width=type_.length if type_.length > 0 else None)
-    if kind in SCALA_KINDS:
-        return Codec(type_, scala_reader(type_, [k.read for k in kids]),
-                     width=type_.length if type_.length > 0 else None)
+    if kind in CEP_KINDS or kind in SCALA_KINDS:  # flink-cep's and flink-scala's own serializers
+        reader = cep_reader if kind in CEP_KINDS else scala_reader
+        return Codec(type_, reader(type_, [k.read for k in kids]), width=type_.length if type_.length > 0 else None)
     return _opaque(type_)
 
 

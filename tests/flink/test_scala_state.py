@@ -18,6 +18,7 @@ from pyref.errors import CorruptSavepointError, UnsupportedFormatError
 from pyref.flink import FlinkSavepoint, export_savepoint, import_flink
 from pyref.flink.datainput import DataInput
 from pyref.flink.serializers import at_position, read_versioned_snapshot, traversable_collection
+from pyref.flink.transcode import transcoder
 from pyref.flink.values import codec_for, decode_cell
 from pyref.serializers import Int64
 from pyref.testing.flink_bytes import composite, i32, i64, snapshot, utf
@@ -93,7 +94,7 @@ def test_scala_values_decode_to_the_jobs_truth(case):
         for name in ("case-class", "tuple2", "option", "option-nothing", "either", "list", "map", "enum", "unit"):
             got = dict(op.keyed_state(name).items())
             assert got == {e["key"]: expected(name, e["value"]) for e in states[name]["entries"]}, name
-        options = {key: values for key, values in op.keyed_state("options").items()}
+        options = dict(op.keyed_state("options").items())
         assert options == {e["key"]: [expected("options", v) for v in e["value"]] for e in states["options"]["entries"]}
         eithers = {(key, user_key): v for key, user_key, v in op.keyed_state("eithers").items()}
         assert eithers == {(e["key"], k): v for e in states["eithers"]["entries"] for k, v in e["value"]}
@@ -176,10 +177,8 @@ def test_hostile_scala_snapshots_fail_typed():
         decode_cell(codec_for(read_versioned_snapshot(DataInput(nothing), at_position(len(nothing)))), b"\x01")
 
 
-def test_pyref_values_are_not_written_as_scala_values(tmp_path):
+def test_pyref_values_are_not_written_as_scala_values():
     """A pyref int64 is no Scala Option: a state whose Flink snapshot is the Scala API's keeps Flink's bytes."""
-    from pyref.flink.transcode import transcoder
-
     data = composite(_S + "ScalaOptionSerializerSnapshot", [snapshot(_LONG)])
     type_ = read_versioned_snapshot(DataInput(data), at_position(len(data)))
     with pytest.raises(UnsupportedFormatError, match="scala-option<int64> values are only kept as opaque bytes"):
