@@ -183,3 +183,23 @@ def test_pyref_values_are_not_written_as_scala_values():
     type_ = read_versioned_snapshot(DataInput(data), at_position(len(data)))
     with pytest.raises(UnsupportedFormatError, match="scala-option<int64> values are only kept as opaque bytes"):
         transcoder(Int64(), type_, "state")
+
+
+def nested(*snapshots: bytes) -> bytes:
+    """``NestedSerializersSnapshotDelegate``: magic, version 1, count, the snapshots."""
+    return i32(1333245) + i32(1) + i32(len(snapshots)) + b"".join(snapshots)
+
+
+@pytest.mark.parametrize("data, described", [
+    # Before CompositeTypeSerializerSnapshot's version 3 the snapshot version was the outer
+    # version, and neither the magic nor the outer version was written.
+    (snapshot(_S + "ScalaCaseClassSerializerSnapshot", 2,
+              utf("scala.Tuple2") + nested(snapshot(_LONG), snapshot(_STRING))),
+     "scala-case-class:scala.Tuple2<int64,string>"),
+    (snapshot(_S + "ScalaOptionSerializerSnapshot", 1, nested(snapshot(_LONG))), "scala-option<int64>"),
+    (snapshot(_S + "TraversableSerializerSnapshot", 2, utf("implicitly[CanBuildFrom[List[Long], Long, List[Long]]]")
+              + nested(snapshot(_LONG))), "scala-traversable:List<int64>"),
+])
+def test_scala_snapshots_of_the_legacy_composite_versions_parse_exactly(data, described):
+    type_ = read_versioned_snapshot(DataInput(data), at_position(len(data)))
+    assert type_.describe() == described and type_.snapshot == data
