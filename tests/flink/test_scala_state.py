@@ -2,8 +2,9 @@
 
 The fixtures under data/scala are real canonical savepoints of compat_tests/flink's scala job
 (jobs/compat/scala/1.13/ScalaJob.java: the Scala API's serializers built from Java, at parallelism
-2, keyed by 16 Strings, non-ASCII and astral ones among them) taken by Flink 1.14.6 (flink-dist holds flink-scala, Scala 2.11) and 1.16.3 (flink-scala_2.12),
-each on the HashMap and the RocksDB backend, with the job's truth.json (data/scala/README.md)."""
+2, keyed by 16 Strings, non-ASCII and astral ones among them) taken by Flink 1.14.6 (flink-dist
+holds flink-scala, Scala 2.11) and 1.16.3 (flink-scala_2.12), each on the HashMap and the RocksDB
+backend, with the job's truth.json (data/scala/README.md)."""
 
 from __future__ import annotations
 
@@ -80,7 +81,8 @@ def test_scala_state_has_its_exact_types_and_inspects_and_verifies_clean(case, c
     (scala,) = [op for op in info["operators"] if op["key_type"]]
     assert scala["key_type"] == "string" and len(scala["states"]) == len(STATE_TYPES)
     assert sorted((st["name"], st["flink_type"]) for st in scala["states"]) == [(n, t) for n, _, t, _ in STATE_TYPES]
-    assert "refused" not in info["import"] and info["import"]["operators"][scala["operator_id"]]["key_groups"] == "hashed"
+    assert "refused" not in info["import"]
+    assert info["import"]["operators"][scala["operator_id"]]["key_groups"] == "hashed"
     assert pyref_cli(["verify", str(DATA / case / "savepoint"), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] and not report["warnings"] and report["values"] >= KEYS * len(STATE_TYPES)
@@ -117,7 +119,7 @@ def test_import_and_export_keep_every_scala_row_exactly(case, tmp_path):
     assert pyref_cli(["verify", str(tmp_path / "pyref")]) == 0
     export_savepoint(tmp_path / "pyref", tmp_path / "flink", flink_version=case.split("-")[0])
     original = keyed_contents(source)
-    assert sum(len(rows) for rows in original.values()) == KEYS * (len(STATE_TYPES) + 1)  # the map state: 2 entries a key
+    assert sum(len(rows) for rows in original.values()) == KEYS * (len(STATE_TYPES) + 1)  # the map state: 2 a key
     assert keyed_contents(tmp_path / "flink") == original
     assert state_types(tmp_path / "flink") == STATE_TYPES
     assert stored_snapshots(tmp_path / "flink") == stored_snapshots(source)  # written back byte for byte
