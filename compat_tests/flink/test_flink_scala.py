@@ -1,13 +1,14 @@
 """Real Flink restores pyref's export of a Scala API job's savepoint to exactly the job's truth.
 
 The committed Flink 1.16.3 RocksDB savepoint of the scala job (tests/flink/data/scala: the Scala
-API's serializers, flink-scala) is imported into pyref and exported back to Flink, once as it was
+API's serializers, flink-scala) is imported into pyref and exported for Flink 1.20.3 (the newest
+release with the Scala API, and one the flink tier has the jars of), once as it was
 (restored at parallelism 2 on RocksDB) and once rescaled by pyref to 3 subtasks (restored at 3 on
 the HashMap backend): every subtask of the restored job must read back the values of the truth,
 so the Scala serializers' snapshots (with the cbfCode Flink compiles on restore) and their values
 came back byte for byte.
 
-Marked ``flink`` (Java 17 and the Flink 1.16.3 jars with flink-scala: cached, or PYREF_FLINK_DOWNLOAD=1).
+Marked ``flink`` (Java 17 and the Flink 1.20.3 jars with flink-scala: cached, or PYREF_FLINK_DOWNLOAD=1).
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from pyref.flink import export_savepoint, import_flink
 pytestmark = pytest.mark.flink
 
 DOWNLOAD = os.environ.get("PYREF_FLINK_DOWNLOAD") == "1"
-VERSION = "1.16.3"
-CASE = pathlib.Path(__file__).resolve().parents[2] / "tests" / "flink" / "data" / "scala" / f"{VERSION}-rocksdb"
+VERSION = "1.20.3"
+CASE = pathlib.Path(__file__).resolve().parents[2] / "tests" / "flink" / "data" / "scala" / "1.16.3-rocksdb"
 RESCALED = 3
 
 
