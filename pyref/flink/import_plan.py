@@ -118,6 +118,12 @@ class OperatorPlan:
         return "hashed" if self.hash_type is not None else "writer"
 
     @property
+    def row_keys(self) -> bool:
+        """Keys are Flink SQL's ``BinaryRowData``: writer-assigned key groups pyref can
+        still compute (:mod:`pyref.flink.row_keys`)."""
+        return self.key_type is not None and self.key_type.kind == "row-data"
+
+    @property
     def engine_operator_id(self) -> bytes:
         return bytes.fromhex(self.flink.operator_id)
 
