@@ -56,7 +56,6 @@ from ..writer import OperatorWriter, SavepointWriter
 from .from_flink import Demotion, Mapped
 from .import_plan import BroadcastPlan, KeyedPlan, ListPlan, OperatorPlan, Place, TimerPlan, plan_import
 from .keyed import KeyedSubtask
-from .row_keys import row_key_groups
 from .savepoint import METADATA, FlinkSavepoint, _prefix_bytes, timer_types
 from .spans import Spans, constant, join, reversed_fixed, u32_le
 from .state_views import FlinkKeyedStateView, FlinkTimerView
@@ -160,6 +159,8 @@ class OperatorColumns:
         view = self.keyed_view(p, batch)
         if view is None:
             return None
+        if self.plan.row_keys:  # writer-assigned key groups pyref can still check
+            view.check_key_groups(self._label(p.name))
         table = view.to_arrow()
         key_groups = table.column("key_group").to_numpy()
         columns = [self._keys(table.column("key").combine_chunks(), key_groups, p.name)]
@@ -176,6 +177,8 @@ class OperatorColumns:
         view = self.timer_view(p, batch)
         if view is None:
             return None
+        if self.plan.row_keys:
+            view.check_key_groups(self._label(p.queue))
         table = view.to_arrow()
         key_groups = table.column("key_group").to_numpy()
         columns = [self._keys(table.column("key").combine_chunks(), key_groups, p.queue)]
@@ -186,24 +189,18 @@ class OperatorColumns:
         return columns, key_groups
 
     def _keys(self, keys: pa.BinaryArray, key_groups: np.ndarray, state: str) -> pa.BinaryArray:
-        """The keys as pyref encodes them; each one's key group recomputed and compared with
-        the one Flink stored it under where pyref can hash it: by the key hash for hashed key
-        groups, by ``BinaryRowData``'s for SQL keys (writer-assigned in pyref's format)."""
+        """The keys as pyref encodes them; with hashed key groups, each one's key group
+        recomputed and compared with the one Flink stored it under."""
         encoded = self._column(self.plan.keys(), keys, "", "key")
-        max_parallelism = self.plan.flink.max_parallelism
         if self.plan.hash_type is not None:
-            shown = self.plan.keys().serializer.decode_array(encoded)
-            expected = compute_key_groups(shown, max_parallelism, self.plan.hash_type)
-        elif self.plan.row_keys:
-            shown, expected = keys, row_key_groups(keys, max_parallelism, self._label(state))
-        else:
-            return encoded
-        bad = np.flatnonzero(expected != key_groups)
-        if bad.size:
-            i = int(bad[0])
-            raise CorruptSavepointError(
-                f"key {shown[i].as_py()!r} is stored in key group {int(key_groups[i])} but hashes to "
-                f"{int(expected[i])} ({bad.size} rows differ)", state=self._label(state))
+            decoded = self.plan.keys().serializer.decode_array(encoded)
+            expected = compute_key_groups(decoded, self.plan.flink.max_parallelism, self.plan.hash_type)
+            bad = np.flatnonzero(expected != key_groups)
+            if bad.size:
+                i = int(bad[0])
+                raise CorruptSavepointError(
+                    f"key {decoded[i].as_py()!r} is stored in key group {int(key_groups[i])} but hashes to "
+                    f"{int(expected[i])} ({bad.size} rows differ)", state=self._label(state))
         return encoded
 
     def _cells(self, p: KeyedPlan, cells: Spans, where: str) -> pa.BinaryArray:

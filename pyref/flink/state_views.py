@@ -20,6 +20,7 @@ from ..key_groups import compute_key_groups
 from .composite import split_keys, split_list_values, split_map_values, split_timer_keys
 from .handles import DistributionMode
 from .keyed import KeyedRows
+from .row_keys import row_key_groups
 from .serializers import FlinkType
 from .values import TtlValue, decode_column
 
@@ -158,23 +159,30 @@ class _KeyedRowsView:
         """Key groups that hold rows (as Flink stored them)."""
         return sorted(set(self._rows.key_groups.tolist()))
 
-    def check_key_groups(self) -> int | None:
+    def check_key_groups(self, state: str | None = None) -> int | None:
         """Recompute every row's key group with pyref's hash (bit for bit
-        Flink's for String, Integer, Long, Boolean keys and Tuples of them)
-        and compare with the key group Flink stored; returns the number of rows
-        checked, ``None`` when the key type has a hash pyref does not define
-        (a POJO's own ``hashCode``, an enum...). A mismatch is an error."""
+        Flink's for String, Integer, Long, Boolean keys and Tuples of them, and
+        for Flink SQL's ``BinaryRowData`` keys) and compare with the key group
+        Flink stored; returns the number of rows checked, ``None`` when the key
+        type has a hash pyref does not define (a POJO's own ``hashCode``, an
+        enum...). A mismatch is an error naming ``state``."""
         key_type = _pyref_key_type(self.key_type)
-        if key_type is None or not len(self):
-            return None if key_type is None else 0
-        keys = decode_column(self.key_type, self._columns["key"])
-        arrow = _key_column(keys, key_type)
-        expected = compute_key_groups(arrow, self._max_parallelism, key_type)
+        row_keys = self.key_type.kind == "row-data"
+        if key_type is None and not row_keys:
+            return None
+        if not len(self):
+            return 0
+        if row_keys:
+            keys = self._columns["key"].to_pylist()
+            expected = row_key_groups(self._columns["key"], self._max_parallelism, state)
+        else:
+            keys = decode_column(self.key_type, self._columns["key"])
+            expected = compute_key_groups(_key_column(keys, key_type), self._max_parallelism, key_type)
         bad = np.flatnonzero(expected != self._rows.key_groups)
         if len(bad):
             i = int(bad[0])
             raise CorruptSavepointError(f"key {keys[i]!r} is stored in key group {int(self._rows.key_groups[i])} but "
-                                        f"hashes to {int(expected[i])} ({len(bad)} rows differ)")
+                                        f"hashes to {int(expected[i])} ({len(bad)} rows differ)", state=state)
         return len(keys)
 
     def _table(self, columns: dict[str, pa.Array]) -> pa.Table:

@@ -7,6 +7,7 @@ ones (spec/key-groups.md §11)."""
 from __future__ import annotations
 
 import gzip
+import json
 import pathlib
 import random
 import struct
@@ -17,6 +18,7 @@ import pytest
 
 from compat_tests.flink.sql import TTL_DEFAULT
 from pyref import Savepoint, SavepointWriter
+from pyref.cli import main as pyref_cli
 from pyref.errors import CorruptSavepointError, InvalidArgumentError
 from pyref.flink import FlinkSavepoint, import_flink
 from pyref.flink.row_keys import binary_row_hash, row_key_groups
@@ -58,6 +60,12 @@ def test_every_sql_key_flink_stored_sits_in_the_key_group_of_its_binary_row_hash
         assert groups.tolist() == table.column("key_group").to_pylist(), (op, name)
         checked += len(groups)
     assert checked == 465  # keyed rows and timers of 13 key types, from 1 to 24-byte rows with strings inline
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_verify_recomputes_every_sql_keys_key_group(fixture, savepoints, capsys):
+    assert pyref_cli(["verify", str(savepoints[fixture]), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["keys_checked"] == 465
 
 
 def reference_hash(row: bytes) -> int:
