@@ -956,7 +956,7 @@ def read_committed(io: SavepointIO) -> tuple[bytes, pb.Manifest, FormatVersion]:
     data = read_manifest_file(io)
     if data is None:
         # Flink users hand pyref their Flink savepoints first: say which commands read those.
-        hint = ("; it is a Flink savepoint (_metadata): pyref inspect, verify and import-flink read it, "
+        hint = ("; it is a Flink savepoint (_metadata): pyref inspect, verify, plan and import-flink read it, "
                 "as do pyref.flink.FlinkSavepoint and pyref.spark.read_state; import it for the rest"
                 if _holds_flink_metadata(io) else "")
         raise SavepointNotFoundError(f"no committed savepoint here (no _manifest){hint}", path=io.location)

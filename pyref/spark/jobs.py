@@ -30,7 +30,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from .._proto.savepoint.v1 import manifest_pb2 as pb
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, unknown_names
 from ..key_groups import check_parallelism, compute_key_groups
 from ..keys import engine_key_groups, key_type_of
 from ..manifest import state_label
@@ -125,7 +125,7 @@ def _wanted(operators: Mapping[str, pb.Operator], value: int | Mapping[str, int]
     if isinstance(value, Mapping):
         unknown = sorted(set(value) - set(operators))
         if unknown:
-            raise InvalidArgumentError(f"no such operators: {unknown}")
+            raise unknown_names("operators", unknown, operators)
         return dict(value)
     return {op_id: value for op_id in operators}
 

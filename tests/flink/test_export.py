@@ -451,6 +451,24 @@ def test_unknown_operators_are_refused(tmp_path):
     assert [op["operator_id"] for op in result.operators] == ["url-counter"]
 
 
+def test_operators_are_named_by_id_or_uid_and_a_typo_lists_both(tmp_path, capsys):
+    with SavepointWriter(str(tmp_path / "sp")) as w:
+        w.add_operator("by-uid", parallelism=1, max_parallelism=8, uid="kafka-source").list_state(
+            "s", Int64()).add(0, [1])
+        w.add_operator("plain", parallelism=1, max_parallelism=8).list_state("s", Int64()).add(0, [2])
+    args = ["export-flink", str(tmp_path / "sp"), str(tmp_path / "flink"), "--flink-version", "2.3", "--json"]
+    assert cli([*args, "--operator", "kafka-source=3", "--operator", "plain=2", "--only", "kafka-source",
+                "--only", "plain"]) == 0
+    assert [(op["operator_id"], op["parallelism"]) for op in json.loads(capsys.readouterr().out)["operators"]] == [
+        ("by-uid", 3), ("plain", 2)]
+    assert cli([*args, "--overwrite", "--operator", "kafka-sorce=3"]) == 2
+    assert "not exported: ['kafka-sorce']; exported are by-uid (uid kafka-source), plain" in json.loads(
+        capsys.readouterr().out)["error"]
+    with pytest.raises(InvalidArgumentError, match="named twice"):
+        export_savepoint(tmp_path / "sp", tmp_path / "flink", flink_version="2.3", overwrite=True,
+                         parallelism={"kafka-source": 3, "by-uid": 2})
+
+
 def test_engine_operator_ids_and_uids_name_operators_as_flink_does(tmp_path):
     """The recorded OperatorID wins; else the uid is hashed as Flink hashes it (the corpus's
     truth has Flink's own id of the uid "kafka-source"); else the operator id is the uid."""
