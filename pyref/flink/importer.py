@@ -161,7 +161,7 @@ class OperatorColumns:
             return None
         if self.plan.row_keys:  # writer-assigned key groups pyref can still check
             view.check_key_groups(self._label(p.name))
-        table = view.to_arrow()
+        table = view.to_arrow(raw=True)
         key_groups = table.column("key_group").to_numpy()
         columns = [self._keys(table.column("key").combine_chunks(), key_groups, p.name)]
         if p.namespace is not None:
@@ -179,7 +179,7 @@ class OperatorColumns:
             return None
         if self.plan.row_keys:
             view.check_key_groups(self._label(p.queue))
-        table = view.to_arrow()
+        table = view.to_arrow(raw=True)
         key_groups = table.column("key_group").to_numpy()
         columns = [self._keys(table.column("key").combine_chunks(), key_groups, p.queue)]
         if p.namespace is not None:

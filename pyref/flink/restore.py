@@ -144,11 +144,11 @@ class FlinkSubtaskRestore:
 
     def keyed_rows(self, name: str) -> pa.Table:
         """The raw rows of a keyed state whose stored key group this subtask owns."""
-        table = self.operator.keyed_state(name).to_arrow()
+        table = self.operator.keyed_state(name).to_arrow(raw=True)
         return _in_range(table, self.key_group_range)
 
     def timers(self, service: str, domain: str = "event-time") -> pa.Table:
-        return _in_range(self.operator.timers(service, domain).to_arrow(), self.key_group_range)
+        return _in_range(self.operator.timers(service, domain).to_arrow(raw=True), self.key_group_range)
 
 
 def _in_range(table: pa.Table, groups: KeyGroupRange) -> pa.Table:

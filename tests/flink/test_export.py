@@ -237,7 +237,7 @@ def test_an_engine_snapshot_is_written_back_and_its_values_pass(tmp_path):
         op = flink.operator("keyed-kinds")
         blob = op.keyed_state("blob")
         snapshot = blob.value_type.snapshot
-        rows = blob.to_arrow()
+        rows = blob.to_arrow(raw=True)
         keys = decode_column(op.key_type, rows.column("key").combine_chunks())
         values = rows.column("value").combine_chunks()
     kryo = Opaque("flink", blob.value_type.class_name, snapshot)
@@ -248,7 +248,7 @@ def test_an_engine_snapshot_is_written_back_and_its_values_pass(tmp_path):
     with FlinkSavepoint.open(tmp_path / "flink") as sp:
         exported = sp.operator("keyed-kinds").keyed_state("blob")
         assert exported.value_type.snapshot == snapshot
-        back = exported.to_arrow()
+        back = exported.to_arrow(raw=True)
         assert sorted(zip(decode_column(exported.key_type, back.column("key").combine_chunks()),
                           back.column("value").to_pylist())) == sorted(zip(keys, values.to_pylist()))
 
@@ -680,7 +680,7 @@ def test_ttl_state_exports_its_timestamps(tmp_path):
                                                                                                ("b", (20, 2))]
         assert sorted((k, u, tuple(v)) for k, u, v in op.keyed_state("m").items(with_ttl=True)) == [
             ("a", 1, (5, "x")), ("a", 2, (6, "y"))]
-        assert struct.unpack(">q", op.keyed_state("v").to_arrow().column("value")[0].as_py()[:8])[0] in (10, 20)
+        assert struct.unpack(">q", op.keyed_state("v").to_arrow(raw=True).column("value")[0].as_py()[:8])[0] in (10, 20)
 
 
 def test_forbidden_bytes_of_fixed_width_fields_are_refused_at_any_tuple_depth():

@@ -44,8 +44,8 @@ def stored_rows(path: pathlib.Path):
     keyed state and timer queue."""
     with FlinkSavepoint.open(path) as savepoint:
         for op in savepoint.operators:
-            tables = [(name, op.keyed_state(name).to_arrow()) for name in op.keyed_state_names]
-            tables += [(f"{domain}/{service}", op.timers(service, domain).to_arrow())
+            tables = [(name, op.keyed_state(name).to_arrow(raw=True)) for name in op.keyed_state_names]
+            tables += [(f"{domain}/{service}", op.timers(service, domain).to_arrow(raw=True))
                        for service, domain in op.timer_services]
             for name, table in tables:
                 yield op.operator_id, name, op.key_type.describe(), op.max_parallelism, table

@@ -152,11 +152,11 @@ def test_max_parallelism_change_of_a_sql_import_places_its_keys_as_flink(spark, 
     with FlinkSavepoint.open(tmp_path / "export") as export, FlinkSavepoint.open(tmp_path / "flink") as flink:
         for op in export.operators:
             for name in op.keyed_state_names:
-                table = op.keyed_state(name).to_arrow()
+                table = op.keyed_state(name).to_arrow(raw=True)
                 assert op.max_parallelism in (200, 1)  # the global Top-N's stays 1
                 groups = row_key_groups(table.column("key"), op.max_parallelism)
                 assert groups.tolist() == table.column("key_group").to_pylist()
-                assert table.num_rows == flink.operator(op.operator_id).keyed_state(name).to_arrow().num_rows
+                assert table.num_rows == flink.operator(op.operator_id).keyed_state(name).to_arrow(raw=True).num_rows
                 rows += table.num_rows
     assert rows > 400
 
