@@ -334,11 +334,16 @@ def _rotl_u32(x: np.ndarray, r: int) -> np.ndarray:
 # overflow, so uint32 math is Java int math.
 
 
-def _mix_block(h: np.ndarray, block: np.ndarray) -> np.ndarray:
-    """One 4-byte block mixed into the running hashes ``h``."""
+def _scramble(block: np.ndarray) -> np.ndarray:
+    """A 4-byte block scrambled (``k`` of MurmurHash3)."""
     k = block * _C1
     k = _rotl_u32(k, 15)
     k *= _C2
+    return k
+
+
+def _mix(h: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """A scrambled block mixed into the running hashes ``h``."""
     h = h ^ k
     h = _rotl_u32(h, 13)
     h *= _FIVE
@@ -359,7 +364,7 @@ def _finish(h: np.ndarray, length: np.ndarray | np.uint32) -> np.ndarray:
 
 def _murmur_u32(code: np.ndarray) -> np.ndarray:
     """Vectorised :func:`murmur_hash` over uint32 hash codes (non-negative int32 result)."""
-    h = _finish(_mix_block(np.zeros_like(code), code), _FOUR)
+    h = _finish(_mix(np.zeros_like(code), _scramble(code)), _FOUR)
     # abs() of the signed value, wrapping as Java's does: abs(INT_MIN) is INT_MIN, whose
     # low 31 bits are 0 (Flink's fold to 0); every other abs() fits in 31 bits.
     folded = np.abs(h.view(np.int32))
@@ -367,12 +372,17 @@ def _murmur_u32(code: np.ndarray) -> np.ndarray:
     return folded
 
 
+#: Below this many rows left to hash, a block costs less as Python int math than as numpy calls.
+_FEW_ROWS = 16
+
+
 def murmur3_by_words(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, seed: int) -> np.ndarray:
     """MurmurHash3 x86_32 (uint32) of every row ``data[starts[r]:starts[r] + lengths[r]]`` of
     a uint8 array, each a whole number of 4-byte blocks read little-endian, with ``seed``.
 
-    Rows are taken longest first, so block ``j`` is mixed into the prefix of rows that
-    have one: the Python loop runs once per block of the longest row, all else is numpy.
+    Every block is scrambled at once; the running hashes, a chain per row, advance a block
+    at a time for all rows that have one (rows longest first, so those are a prefix), and
+    the last few long rows finish in Python ints: work in proportion to the bytes.
     """
     starts = np.asarray(starts, dtype=np.int64)
     lengths = np.asarray(lengths, dtype=np.int64)
@@ -380,15 +390,24 @@ def murmur3_by_words(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, 
         raise InvalidArgumentError("murmur3_by_words hashes whole 4-byte blocks only")
     order = np.argsort(-lengths, kind="stable")
     blocks = lengths[order] // 4
-    starts = starts[order]
+    firsts = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum(blocks, out=firsts[1:])
+    # Byte 0 of every block, rows in ``order``, then the blocks little-endian.
+    at = np.repeat(starts[order] - 4 * firsts[:-1], blocks) + 4 * np.arange(firsts[-1])
+    k = _scramble(data[at].astype(np.uint32) | data[at + 1].astype(np.uint32) << _U32(8)
+                  | data[at + 2].astype(np.uint32) << _U32(16) | data[at + 3].astype(np.uint32) << _U32(24))
     h = np.full(len(order), seed & _MASK32, dtype=np.uint32)
-    descending = -blocks
-    for j in range(int(blocks[0]) if len(blocks) else 0):
+    descending, j, rows = -blocks, 0, len(order)
+    while rows >= _FEW_ROWS:
         rows = int(np.searchsorted(descending, -j, side="left"))  # the rows longer than j blocks
-        at = starts[:rows] + 4 * j
-        block = (data[at].astype(np.uint32) | data[at + 1].astype(np.uint32) << _U32(8)
-                 | data[at + 2].astype(np.uint32) << _U32(16) | data[at + 3].astype(np.uint32) << _U32(24))
-        h[:rows] = _mix_block(h[:rows], block)
+        h[:rows] = _mix(h[:rows], k[firsts[:rows] + j])
+        j += 1
+    for r in range(rows):  # the few rows longer than j blocks
+        chain = int(h[r])
+        for block in k[firsts[r] + j:firsts[r + 1]].tolist():
+            chain ^= block
+            chain = ((chain << 13 | chain >> 19) & _MASK32) * 5 + 0xE6546B64 & _MASK32
+        h[r] = chain
     out = np.empty_like(h)
     out[order] = _finish(h, lengths[order].astype(np.uint32))
     return out

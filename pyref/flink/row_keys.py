@@ -61,14 +61,14 @@ def _row_hashes(cells: pa.Array, state: str | None) -> np.ndarray:
     short = np.flatnonzero(lengths < 4)
     if short.size:
         i = int(short[0])
-        raise CorruptSavepointError(f"SQL key {i} of the batch is {int(lengths[i])} bytes, too short for the row "
-                                    "length Flink writes first (bytes 0..3)", state=state)
+        raise CorruptSavepointError(f"SQL key {cells[i].as_py().hex()} is {int(lengths[i])} bytes, too short for "
+                                    "the row length Flink writes first (bytes 0..3)", state=state)
     # The big-endian int before each row, signed as Java reads it.
     stated = data[starts[:, None] + np.arange(4)].copy().view(">i4")[:, 0].astype(np.int64)
     bad = np.flatnonzero((stated != lengths - 4) | (stated % 4 != 0))
     if bad.size:
         i = int(bad[0])
         raise CorruptSavepointError(
-            f"SQL key {i} of the batch: its bytes 0..3 give a row of {int(stated[i])} bytes, but "
+            f"SQL key {cells[i].as_py()[:24].hex()}...: its bytes 0..3 give a row of {int(stated[i])} bytes, but "
             f"{int(lengths[i]) - 4} follow (a BinaryRowData is whole 8-byte words)", state=state)
     return murmur3_by_words(data, starts + 4, lengths - 4, ROW_HASH_SEED)
