@@ -350,15 +350,11 @@ def _resolve(label: str, snapshot: SerializerSnapshot, new: Serializer | None) -
     return result.serializer
 
 
-class StateView:
-    """What every state view offers: a one-line ``repr`` (from :meth:`summary`), and all
-    its entries as one Arrow table (:meth:`to_arrow`) or pandas DataFrame (:meth:`to_pandas`)."""
+class TableView:
+    """A view whose entries are one Arrow table (:meth:`to_arrow`), and so one pandas
+    DataFrame (:meth:`to_pandas`): pyref's state views and :mod:`pyref.flink`'s alike."""
 
     label: str
-
-    def summary(self) -> str:
-        """What the manifest says of the state, in one line: serializers, counts, sizes."""
-        raise NotImplementedError
 
     def to_arrow(self) -> pa.Table:
         raise NotImplementedError
@@ -371,6 +367,15 @@ class StateView:
             raise InvalidArgumentError("to_pandas() needs pandas, which is not installed (pip install pandas); "
                                        "to_arrow() gives the same table without it", state=self.label) from None
         return self.to_arrow().to_pandas()
+
+
+class StateView(TableView):
+    """What every state view offers: a one-line ``repr`` (from :meth:`summary`), and all
+    its entries as one Arrow table (:meth:`to_arrow`) or pandas DataFrame (:meth:`to_pandas`)."""
+
+    def summary(self) -> str:
+        """What the manifest says of the state, in one line: serializers, counts, sizes."""
+        raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.label} {self.summary()}>"
@@ -976,7 +981,7 @@ def read_committed(io: SavepointIO) -> tuple[bytes, pb.Manifest, FormatVersion]:
     data = read_manifest_file(io)
     if data is None:
         # Flink users hand pyref their Flink savepoints first: say which commands read those.
-        hint = ("; it is a Flink savepoint (_metadata): pyref inspect, verify and import-flink read it, "
+        hint = ("; it is a Flink savepoint (_metadata): pyref inspect, verify, plan and import-flink read it, "
                 "as do pyref.flink.FlinkSavepoint and pyref.spark.read_state; import it for the rest"
                 if _holds_flink_metadata(io) else "")
         hint = hint or savepoints_below(io)
