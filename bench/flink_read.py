@@ -142,7 +142,7 @@ def main() -> None:
             op = sp.operators[0]
             t, _ = timed(lambda: op.keyed_state_names)
             t_walk = min(t_walk, t)
-            t, tables = timed(lambda: [op.keyed_state(name).to_arrow() for name in ("v", "l")])
+            t, tables = timed(lambda: [op.keyed_state(name).to_arrow(raw=True) for name in ("v", "l")])
             assert tables[0].num_rows == args.entries
             t_cols = min(t_cols, t)
             view = op.keyed_state("v")

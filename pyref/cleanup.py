@@ -21,11 +21,12 @@ and a savepoint's own files are those its manifest lists with ``base = 0``.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from .errors import ConcurrentWriteError, InvalidArgumentError
 from .io import (
@@ -68,25 +69,45 @@ def remove_unreferenced_files(location: str | os.PathLike[str] | SavepointIO, *,
                               now: float | None = None) -> CleanupReport:
     """Delete the files in the savepoint's ``data/`` that its manifest does not list
     and that were last modified more than ``older_than`` seconds before ``now``."""
+    check_cleanup_arguments(older_than, now)
+    io = open_io(location)
+    if not io.has_commit_lock:
+        check_unlocked_age(io, older_than, dry_run)
+    seen, manifest, _ = read_committed(io)
+    own = {f.path for f in manifest.data_files if f.base == 0}
+    candidates = [rel for rel in io.list_files(DATA_DIR) if rel not in own and is_data_file_path(rel)]
+    return sweep(io, candidates, older_than=older_than, dry_run=dry_run, now=now,
+                 still_current=lambda deleted: check_unchanged(io, MANIFEST_NAME, seen, deleted))
+
+
+def check_cleanup_arguments(older_than: float, now: float | None) -> None:
     # A NaN passes every comparison as False: it would make every file "old enough".
     if isinstance(older_than, bool) or not isinstance(older_than, (int, float)) \
             or not math.isfinite(older_than) or older_than < 0:
         raise InvalidArgumentError(f"older_than must be a finite number of seconds >= 0, got {older_than!r}")
     if now is not None and (isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now)):
         raise InvalidArgumentError(f"now must be a finite time in seconds, got {now!r}")
-    io = open_io(location)
-    if not io.has_commit_lock and not dry_run and older_than < UNLOCKED_MIN_OLDER_THAN:
+
+
+def check_unlocked_age(io: SavepointIO, older_than: float, dry_run: bool) -> None:
+    """Where no lock excludes a writer, only the age rule keeps its files safe (spec/format.md §10.5)."""
+    if not dry_run and older_than < UNLOCKED_MIN_OLDER_THAN:
         raise InvalidArgumentError(
             f"older_than={older_than:g} s is below {UNLOCKED_MIN_OLDER_THAN:g} s: on a store without a commit lock a "
             "writer may still publish files that young (spec/format.md §10.5)", path=io.location)
-    seen, manifest, _ = read_committed(io)
-    own = {f.path for f in manifest.data_files if f.base == 0}
+
+
+def sweep(io: SavepointIO, candidates: list[str], *, older_than: float, dry_run: bool, now: float | None,
+          still_current: Callable[[int], None], locked: bool = True) -> CleanupReport:
+    """Delete the ``candidates`` (files nothing committed names) last modified more than
+    ``older_than`` seconds before ``now``. ``still_current(deleted)`` raises if a writer
+    committed since the candidates were found; it runs before the first deletion, under
+    the commit lock where the store has one and ``locked`` asks for it, and without a lock
+    again every :data:`RECHECK_S`."""
     cutoff = (time.time() if now is None else now) - older_than
     report = CleanupReport(io.location, dry_run)
     old: list[tuple[str, int]] = []
-    for rel in io.list_files(DATA_DIR):
-        if rel in own or not is_data_file_path(rel):
-            continue
+    for rel in candidates:
         found = io.stat(rel)
         if found is None:
             continue  # deleted meanwhile (by a writer's abort or another cleanup)
@@ -95,23 +116,24 @@ def remove_unreferenced_files(location: str | os.PathLike[str] | SavepointIO, *,
         else:
             old.append((rel, found.size))
     if old and not dry_run:
-        with io.commit_lock("pyref clean", wait=0):
-            checked = _check_unchanged(io, seen, 0)
+        lock = io.commit_lock("pyref clean", wait=0) if locked else contextlib.nullcontext()
+        with lock:
+            checked = time.monotonic()
+            still_current(0)
             for done, (rel, _) in enumerate(old):
-                if not io.has_commit_lock and time.monotonic() - checked > RECHECK_S:
-                    checked = _check_unchanged(io, seen, done)
+                if not (locked and io.has_commit_lock) and time.monotonic() - checked > RECHECK_S:
+                    checked = time.monotonic()
+                    still_current(done)
                 io.delete(rel)
     report.deleted = [io.describe(rel) for rel, _ in old]
     report.deleted_bytes = sum(size for _, size in old)
     return report
 
 
-def _check_unchanged(io: SavepointIO, seen: bytes, deleted: int) -> float:
-    """Refuse to go on if a writer committed since ``seen`` was read (``deleted`` files
-    are gone already); the monotonic time of the check."""
-    checked = time.monotonic()
-    if io.read_file(MANIFEST_NAME) != seen:
+def check_unchanged(io: SavepointIO, rel: str, seen: bytes | None, deleted: int) -> None:
+    """Refuse to go on if ``rel`` (the file whose publication commits a writer's files) is
+    no longer ``seen``: a writer committed since (``deleted`` files are gone already)."""
+    if io.read_if_present(rel) != seen:
         done = f"only {deleted} of the old files were deleted" if deleted else "nothing was deleted"
-        raise ConcurrentWriteError(f"the savepoint was replaced while looking for unreferenced files; {done} "
-                                   "(run again)", path=io.describe(MANIFEST_NAME))
-    return checked
+        raise ConcurrentWriteError(f"{rel} was replaced while looking for unreferenced files; {done} (run again)",
+                                   path=io.describe(rel))

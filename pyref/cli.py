@@ -31,11 +31,14 @@ from .cleanup import DEFAULT_OLDER_THAN, remove_unreferenced_files
 from .derived import FORCE_HELP
 from .errors import CorruptSavepointError, InvalidArgumentError, SavepointError
 from .flink.import_cli import inspect_flink, is_flink_savepoint, verify_flink_command
+from .flink.savepoint import FlinkSavepoint
+from .flink.writer.cleanup import is_export_directory, remove_abandoned_export_files
 from .inspection import describe, verify
 from .io import typed_os_error, typed_os_errors
 from .manifest import FORMAT_MAJOR, FORMAT_MINOR
 from .reader import Savepoint
 from .report import render_report, summary
+from .restore import PlanSummary
 from .rewrite import flatten, rescale
 
 
@@ -129,6 +132,15 @@ def _print_describe(info: dict) -> None:
             print(f"  coordinator state: {op['coordinator_state_bytes']} bytes")
 
 
+def plan_summary(path: str, parallelism: int | dict[str, int]) -> PlanSummary:
+    """The restore plan of a pyref savepoint, or of a Flink savepoint (its operators named by
+    uid or hex id, its stored key groups kept), in numbers."""
+    if is_flink_savepoint(path):
+        with FlinkSavepoint.open(path) as flink:
+            return flink.restore_plan(parallelism).summary()
+    return Savepoint.open(path).restore_plan(parallelism).summary()
+
+
 def _print_plan(info: dict) -> None:
     for op in info["operators"]:
         print(f"operator {op['operator_id']}: parallelism {op['from_parallelism']} -> {op['to_parallelism']}")
@@ -187,7 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path")
     p.add_argument("--json", action="store_true")
 
-    for name, help_text in (("plan", "show what each subtask restores at a new parallelism (reads no state)"),
+    for name, help_text in (("plan", "show what each subtask restores at a new parallelism (reads no state; a "
+                                     "Flink savepoint too)"),
                             ("rescale", "write the savepoint at a new parallelism without copying state bytes")):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("path")
@@ -211,7 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--parallelism", type=count, help="also draw every operator's load at this parallelism")
     p.add_argument("-o", "--output", default="report.html", help="the HTML file to write (default %(default)s)")
     p.add_argument("--json", action="store_true")
-    p = sub.add_parser("clean", help="delete data files no manifest lists, left by interrupted writers")
+    p = sub.add_parser("clean", help="delete data files no manifest lists, left by interrupted writers (in a Flink "
+                       "savepoint directory: the state files of interrupted exports)")
     p.add_argument("path")
     p.add_argument("--older-than", type=hours, default=DEFAULT_OLDER_THAN / 3600, metavar="HOURS",
                    help="only files last modified this many hours ago or earlier: younger ones may belong to a "
@@ -255,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{'OK' if report.ok else 'FAILED'}: {report.chunks} chunks, {report.values} values checked")
         return 0 if report.ok else CorruptSavepointError.exit_code
     if args.command == "plan":
-        info = Savepoint.open(args.path).restore_plan(operator_numbers(args, "--parallelism")).summary().to_dict()
+        info = plan_summary(args.path, operator_numbers(args, "--parallelism")).to_dict()
         print(json.dumps(info, indent=2)) if args.json else _print_plan(info)
         return 0
     if args.command == "rescale":
@@ -267,7 +281,8 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "report":
         return _write_report(args)
     if args.command == "clean":
-        cleaned = remove_unreferenced_files(args.path, older_than=args.older_than * 3600, dry_run=args.dry_run)
+        clean = remove_abandoned_export_files if is_export_directory(args.path) else remove_unreferenced_files
+        cleaned = clean(args.path, older_than=args.older_than * 3600, dry_run=args.dry_run)
         if args.json:
             print(json.dumps(cleaned.to_dict(), indent=2))
         else:

@@ -8,6 +8,9 @@ The hierarchy is small on purpose; callers catch :class:`SavepointError` for
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 
 class SavepointError(Exception):
     """Base class of every error pyref raises about a savepoint or its use."""
@@ -73,6 +76,13 @@ class InvalidArgumentError(SavepointError, ValueError):
     unknown operator or state, duplicate name, wrong value type...)."""
 
     exit_code = 2
+
+
+def unknown_names(what: str, unknown: Iterable[str], known: Iterable[str], **context: Any) -> InvalidArgumentError:
+    """The error for names (``what``: "operators", "states"...) a caller gave that match
+    nothing: it lists the ones there are, so a typo is seen and fixed at once."""
+    return InvalidArgumentError(f"no such {what}: {sorted(unknown)}; the {what} are {', '.join(known) or 'none'}",
+                                **context)
 
 
 class ConcurrentWriteError(SavepointError):

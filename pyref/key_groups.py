@@ -36,6 +36,9 @@ __all__ = [
     "murmur_hash",
     "assign_to_key_group",
     "compute_key_groups",
+    "key_groups_of_cells",
+    "binary_parts",
+    "murmur3_by_words",
     "KeyGroupRange",
     "key_group_range",
     "key_group_bounds",
@@ -327,26 +330,87 @@ def _rotl_u32(x: np.ndarray, r: int) -> np.ndarray:
     return (x << _U32(r)) | (x >> _U32(32 - r))
 
 
-def _murmur_u32(code: np.ndarray) -> np.ndarray:
-    """Vectorised :func:`murmur_hash` over uint32 hash codes (non-negative int32 result)."""
-    # numpy integer arrays wrap silently on overflow: uint32 math is Java int math.
-    h = code * _C1
-    h = _rotl_u32(h, 15)
-    h *= _C2
+# MurmurHash3 x86_32's steps over uint32 arrays; numpy integer arrays wrap silently on
+# overflow, so uint32 math is Java int math.
+
+
+def _scramble(block: np.ndarray) -> np.ndarray:
+    """A 4-byte block scrambled (``k`` of MurmurHash3)."""
+    k = block * _C1
+    k = _rotl_u32(k, 15)
+    k *= _C2
+    return k
+
+
+def _mix(h: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """A scrambled block mixed into the running hashes ``h``."""
+    h = h ^ k
     h = _rotl_u32(h, 13)
     h *= _FIVE
     h += _C3
-    h ^= _FOUR
+    return h
+
+
+def _finish(h: np.ndarray, length: np.ndarray | np.uint32) -> np.ndarray:
+    """The length in bytes mixed in, then the fmix32 finaliser."""
+    h = h ^ length
     h ^= h >> _U32(16)
     h *= _F1
     h ^= h >> _U32(13)
     h *= _F2
     h ^= h >> _U32(16)
+    return h
+
+
+def _murmur_u32(code: np.ndarray) -> np.ndarray:
+    """Vectorised :func:`murmur_hash` over uint32 hash codes (non-negative int32 result)."""
+    h = _finish(_mix(np.zeros_like(code), _scramble(code)), _FOUR)
     # abs() of the signed value, wrapping as Java's does: abs(INT_MIN) is INT_MIN, whose
     # low 31 bits are 0 (Flink's fold to 0); every other abs() fits in 31 bits.
     folded = np.abs(h.view(np.int32))
     folded &= np.int32(_INT32_MAX)
     return folded
+
+
+#: Below this many rows left to hash, a block costs less as Python int math than as numpy calls.
+_FEW_ROWS = 16
+
+
+def murmur3_by_words(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, seed: int) -> np.ndarray:
+    """MurmurHash3 x86_32 (uint32) of every row ``data[starts[r]:starts[r] + lengths[r]]`` of
+    a uint8 array, each a whole number of 4-byte blocks read little-endian, with ``seed``.
+
+    Every block is scrambled at once; the running hashes, a chain per row, advance a block
+    at a time for all rows that have one (rows longest first, so those are a prefix), and
+    the last few long rows finish in Python ints: work in proportion to the bytes.
+    """
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if (lengths % 4).any():
+        raise InvalidArgumentError("murmur3_by_words hashes whole 4-byte blocks only")
+    order = np.argsort(-lengths, kind="stable")
+    blocks = lengths[order] // 4
+    firsts = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum(blocks, out=firsts[1:])
+    # Byte 0 of every block, rows in ``order``, then the blocks little-endian.
+    at = np.repeat(starts[order] - 4 * firsts[:-1], blocks) + 4 * np.arange(firsts[-1])
+    k = _scramble(data[at].astype(np.uint32) | data[at + 1].astype(np.uint32) << _U32(8)
+                  | data[at + 2].astype(np.uint32) << _U32(16) | data[at + 3].astype(np.uint32) << _U32(24))
+    h = np.full(len(order), seed & _MASK32, dtype=np.uint32)
+    descending, j, rows = -blocks, 0, len(order)
+    while rows >= _FEW_ROWS:
+        rows = int(np.searchsorted(descending, -j, side="left"))  # the rows longer than j blocks
+        h[:rows] = _mix(h[:rows], k[firsts[:rows] + j])
+        j += 1
+    for r in range(rows):  # the few rows longer than j blocks
+        chain = int(h[r])
+        for block in k[firsts[r] + j:firsts[r + 1]].tolist():
+            chain ^= block
+            chain = ((chain << 13 | chain >> 19) & _MASK32) * 5 + 0xE6546B64 & _MASK32
+        h[r] = chain
+    out = np.empty_like(h)
+    out[order] = _finish(h, lengths[order].astype(np.uint32))
+    return out
 
 
 def _segment_polynomial(
@@ -387,7 +451,7 @@ def _segment_polynomial(
     return h
 
 
-def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+def binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(offsets rebased to 0 as int64, value bytes as uint8) of a (large)
     string/binary array, zero-copy where possible."""
     large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
@@ -404,7 +468,7 @@ def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _string_hash_u32(arr: pa.Array) -> np.ndarray:
-    offsets, data = _binary_parts(arr)
+    offsets, data = binary_parts(arr)
     # A row is ASCII iff none of its bytes has the high bit set; count those
     # bytes per row with a prefix sum (only if there are any: mostly there are none).
     # For ASCII, UTF-8 bytes == UTF-16 units.
@@ -430,7 +494,7 @@ def _string_hash_u32(arr: pa.Array) -> np.ndarray:
 
 
 def _bytes_hash_u32(arr: pa.Array) -> np.ndarray:
-    offsets, data = _binary_parts(arr)
+    offsets, data = binary_parts(arr)
     # Java bytes are signed: 0x80..0xff are -128..-1, which wrap to 2**32-128.. as uint32.
     return _segment_polynomial(data.view(np.int8), offsets, start_value_one=True)
 
@@ -508,7 +572,7 @@ def _batches(arr: pa.Array) -> Iterator[pa.Array]:
         yield arr
         return
     if _is_variable_width(arr.type):
-        offsets, _ = _binary_parts(arr)
+        offsets, _ = binary_parts(arr)
         start = 0
         while start < n:
             stop = min(start + rows, n)
@@ -521,6 +585,35 @@ def _batches(arr: pa.Array) -> Iterator[pa.Array]:
         return
     for start in range(0, n, rows):
         yield arr.slice(start, min(rows, n - start))
+
+
+def _chunks(keys: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
+    if isinstance(keys, pa.ChunkedArray):
+        return list(keys.chunks)
+    if isinstance(keys, pa.Array):
+        return [keys]
+    raise InvalidArgumentError(f"keys must be a pyarrow Array or ChunkedArray, got {type(keys).__name__}")
+
+
+def _assign(chunks: list[pa.Array], max_parallelism: int, hash_u32: Callable[[pa.Array], np.ndarray],
+            run_starts: Callable[[pa.Array], np.ndarray | None]) -> np.ndarray:
+    """Key groups of the keys of ``chunks`` from their hash codes, a bounded batch at a time;
+    where ``run_starts`` finds runs of equal keys, each run is hashed once."""
+    out = np.empty(sum(len(c) for c in chunks), dtype=np.int32)
+    pos = 0
+    for chunk in chunks:
+        # Batch on the top-level array; a struct's variable-length children are
+        # sliced with it, so their size is bounded by the row count.
+        for batch in _batches(chunk):
+            starts = run_starts(batch)
+            if starts is None:
+                out[pos : pos + len(batch)] = _murmur_u32(hash_u32(batch)) % max_parallelism
+            else:
+                # Hash each run's first key once; equal keys are in one key group.
+                groups = _murmur_u32(hash_u32(batch.take(pa.array(starts)))) % max_parallelism
+                out[pos : pos + len(batch)] = np.repeat(groups, np.diff(starts, append=len(batch)))
+            pos += len(batch)
+    return out
 
 
 def compute_key_groups(
@@ -536,30 +629,21 @@ def compute_key_groups(
     """
     max_parallelism = _check_max_parallelism(max_parallelism)
     check_key_type(key_type)
-    if isinstance(keys, pa.ChunkedArray):
-        chunks = keys.chunks
-    elif isinstance(keys, pa.Array):
-        chunks = [keys]
-    else:
-        raise InvalidArgumentError(
-            f"keys must be a pyarrow Array or ChunkedArray, got {type(keys).__name__}"
-        )
-    out = np.empty(sum(len(c) for c in chunks), dtype=np.int32)
-    pos = 0
+    return _assign(_chunks(keys), max_parallelism, lambda batch: _hash_u32(batch, key_type),
+                   lambda batch: _run_starts(batch, key_type))
+
+
+def key_groups_of_cells(keys: pa.Array | pa.ChunkedArray, max_parallelism: int,
+                        hash_codes: Callable[[pa.Array], np.ndarray]) -> np.ndarray:
+    """Key group of every binary cell of ``keys`` (no nulls) whose Java ``hashCode``
+    ``hash_codes`` computes (uint32, for a batch of cells): an engine's key class hashed
+    by its bytes (a Flink SQL key). Batched and run-deduplicated as :func:`compute_key_groups`."""
+    max_parallelism = _check_max_parallelism(max_parallelism)
+    chunks = _chunks(keys)
     for chunk in chunks:
-        # Batch on the top-level array; a struct's variable-length children are
-        # sliced with it, so their size is bounded by the row count.
-        for batch in _batches(chunk):
-            starts = _run_starts(batch, key_type)
-            if starts is None:
-                out[pos : pos + len(batch)] = _murmur_u32(_hash_u32(batch, key_type)) % max_parallelism
-            else:
-                # Hash each run's first key once; equal keys are in one key group.
-                firsts = batch.take(pa.array(starts))
-                groups = _murmur_u32(_hash_u32(firsts, key_type)) % max_parallelism
-                out[pos : pos + len(batch)] = np.repeat(groups, np.diff(starts, append=len(batch)))
-            pos += len(batch)
-    return out
+        if not _is_variable_width(chunk.type) or chunk.null_count:
+            raise InvalidArgumentError(f"keys hashed by their bytes are binary cells without nulls, got {chunk.type}")
+    return _assign(chunks, max_parallelism, hash_codes, repeated_run_starts)
 
 
 def _hashes_bytes(key_type: KeyType) -> bool:
@@ -593,7 +677,7 @@ def binary_same_as_previous(arr: pa.Array) -> np.ndarray:
     compared as rows of a numpy matrix, several bytes per comparison."""
     if len(arr) < 2:
         return np.zeros(0, dtype=bool)
-    offsets, data = _binary_parts(arr)
+    offsets, data = binary_parts(arr)
     lengths = np.diff(offsets)
     width = int(lengths[0])
     if not (lengths == width).all():

@@ -6,8 +6,9 @@ so key groups agree with Flink's for the same logical key.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from ._proto.savepoint.v1 import serializer_pb2
@@ -37,6 +38,15 @@ def _converted(keys: Sequence, serializer: Serializer) -> pa.Array:
         return pa.array([serializer._to_arrow_value(k) for k in keys], type=serializer.arrow_type())
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
         raise InvalidArgumentError(f"keys do not fit {serializer.serializer_id}: {exc}") from None
+
+
+def engine_key_groups(snapshot: serializer_pb2.SerializerSnapshot) -> Callable[[pa.Array, int], np.ndarray] | None:
+    """How the key groups of a key serializer's keys follow from their encoded bytes where
+    the format calls them writer-assigned (spec/format.md §7.12) but pyref knows the
+    engine's hash: Flink SQL's ``BinaryRowData`` keys (key-groups.md §11). None otherwise."""
+    from .flink.row_keys import is_row_key, row_key_groups  # lazily: pyref.flink builds on the core
+
+    return row_key_groups if is_row_key(snapshot) else None
 
 
 def as_key_array(keys: pa.Array | pa.ChunkedArray | Sequence, serializer: Serializer) -> pa.Array:

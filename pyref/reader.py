@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import collections
 import os
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from .errors import (
     SavepointNotFoundError,
     StorageError,
 )
-from .io import MANIFEST_NAME, SavepointIO, open_io
+from .io import MANIFEST_NAME, LocalIO, SavepointIO, open_io
 from .key_groups import KeyGroupRange, compute_key_groups, repeated_run_starts
 from .keys import as_key_array, key_type_of
 from .manifest import (
@@ -349,15 +350,11 @@ def _resolve(label: str, snapshot: SerializerSnapshot, new: Serializer | None) -
     return result.serializer
 
 
-class StateView:
-    """What every state view offers: a one-line ``repr`` (from :meth:`summary`), and all
-    its entries as one Arrow table (:meth:`to_arrow`) or pandas DataFrame (:meth:`to_pandas`)."""
+class TableView:
+    """A view whose entries are one Arrow table (:meth:`to_arrow`), and so one pandas
+    DataFrame (:meth:`to_pandas`): pyref's state views and :mod:`pyref.flink`'s alike."""
 
     label: str
-
-    def summary(self) -> str:
-        """What the manifest says of the state, in one line: serializers, counts, sizes."""
-        raise NotImplementedError
 
     def to_arrow(self) -> pa.Table:
         raise NotImplementedError
@@ -370,6 +367,15 @@ class StateView:
             raise InvalidArgumentError("to_pandas() needs pandas, which is not installed (pip install pandas); "
                                        "to_arrow() gives the same table without it", state=self.label) from None
         return self.to_arrow().to_pandas()
+
+
+class StateView(TableView):
+    """What every state view offers: a one-line ``repr`` (from :meth:`summary`), and all
+    its entries as one Arrow table (:meth:`to_arrow`) or pandas DataFrame (:meth:`to_pandas`)."""
+
+    def summary(self) -> str:
+        """What the manifest says of the state, in one line: serializers, counts, sizes."""
+        raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.label} {self.summary()}>"
@@ -951,14 +957,34 @@ def _holds_flink_metadata(io: SavepointIO) -> bool:
         return False
 
 
+def savepoints_below(io: SavepointIO, most: int = 3) -> str:
+    """Only for a not-found error's hint, on local disks: "; a savepoint is one level down: ..."
+    naming subdirectories that hold one (pyref's, a Flink savepoint or a retained checkpoint),
+    the highest-numbered first (a job's checkpoint directory holds chk-N, shared/, taskowned/)."""
+    if not isinstance(io, LocalIO):
+        return ""
+    try:
+        with os.scandir(io.root) as entries:
+            dirs = [e for _, e in zip(range(10_000), entries) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return ""
+    found = [e.name for e in dirs
+             if any(os.path.isfile(os.path.join(e.path, name)) for name in (MANIFEST_NAME, FLINK_METADATA_NAME))]
+    number = re.compile(r"\d+$")
+    found.sort(key=lambda name: (-int(m.group()) if (m := number.search(name)) else 1, name))
+    return f"; a savepoint is one level down: {', '.join(os.path.join(io.location, d) for d in found[:most])}" \
+        if found else ""
+
+
 def read_committed(io: SavepointIO) -> tuple[bytes, pb.Manifest, FormatVersion]:
     """The committed manifest: its bytes, decoded and validated, and its format version."""
     data = read_manifest_file(io)
     if data is None:
         # Flink users hand pyref their Flink savepoints first: say which commands read those.
-        hint = ("; it is a Flink savepoint (_metadata): pyref inspect, verify and import-flink read it, "
+        hint = ("; it is a Flink savepoint (_metadata): pyref inspect, verify, plan and import-flink read it, "
                 "as do pyref.flink.FlinkSavepoint and pyref.spark.read_state; import it for the rest"
                 if _holds_flink_metadata(io) else "")
+        hint = hint or savepoints_below(io)
         raise SavepointNotFoundError(f"no committed savepoint here (no _manifest){hint}", path=io.location)
     manifest, version = decode_manifest(data, path=io.describe(MANIFEST_NAME))
     return data, manifest, version

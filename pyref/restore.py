@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from ._proto.savepoint.v1 import manifest_pb2 as pb
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, unknown_names
 from .key_groups import KeyGroupRange, check_parallelism, key_group_bounds, key_group_range
 from .reader import KeyedStateView, ListStateView, OperatorView, Savepoint, locate_in_partition, partition_starts
 from .redistribution import DistributionMode, redistribute
@@ -69,7 +69,7 @@ def resolve_parallelism(savepoint_operators: list[pb.Operator], parallelism: int
         known = {op.operator_id for op in savepoint_operators}
         unknown = sorted(set(parallelism) - known)
         if unknown:
-            raise InvalidArgumentError(f"no such operators: {unknown}")
+            raise unknown_names("operators", unknown, [op.operator_id for op in savepoint_operators])
         result = {op.operator_id: parallelism.get(op.operator_id, op.parallelism) for op in savepoint_operators}
     else:
         result = {op.operator_id: parallelism for op in savepoint_operators}
@@ -202,7 +202,7 @@ class RestorePlan:
 
     def subtask(self, operator_id: str, index: int) -> SubtaskRestore:
         if operator_id not in self.operators:
-            raise InvalidArgumentError(f"savepoint has no operator {operator_id!r}")
+            raise unknown_names("operators", [operator_id], self.operators)
         plan = self.operators[operator_id]
         if not 0 <= index < plan.parallelism:
             raise InvalidArgumentError(f"subtask {index} outside parallelism {plan.parallelism} of {operator_id!r}")

@@ -19,7 +19,7 @@ from . import __version__
 from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .chunk import encode_chunk
 from .derived import register_derived
-from .errors import IncompatibleSerializerError, InvalidArgumentError
+from .errors import IncompatibleSerializerError, InvalidArgumentError, unknown_names
 from .io import SavepointIO, is_directory_name, is_safe_relative_path, open_io
 from .manifest import KNOWN_OPTIONAL_FEATURES, LIST_COLUMNS, keyed_column_count, state_label
 from .reader import ChunkStore, Savepoint
@@ -254,14 +254,14 @@ def migrate_state(source: str | os.PathLike[str], target: str | os.PathLike[str]
             found = found or op.operator_id == operator_id
             operators.append(new)
         if not found:
-            raise InvalidArgumentError(f"savepoint has no operator {operator_id!r}")
+            raise unknown_names("operators", [operator_id], [op.operator_id for op in src.manifest.operators])
         return operators
 
     def _migrate(op: pb.Operator, derivation: Derivation) -> pb.Operator:
         label = state_label(op, state)
         source_state = next((s for s in [*op.list_states, *op.keyed_states] if s.name == state), None)
         if source_state is None:
-            raise InvalidArgumentError("no such state", state=label)
+            raise unknown_names("states", [state], [s.name for s in [*op.list_states, *op.keyed_states]], state=label)
         result, stored = resolve_migration(source_state, serializer, label)
         new = _copy_states(op, derivation, skip=state if stored is not None else None)
         target_state = next(s for s in [*new.list_states, *new.keyed_states] if s.name == state)

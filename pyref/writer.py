@@ -48,7 +48,7 @@ from .derived import check_not_a_base
 from .errors import ConcurrentWriteError, CorruptSavepointError, InvalidArgumentError, SavepointError
 from .io import MANIFEST_NAME, UNLOCKED_WRITE_DEADLINE_S, SavepointIO, is_data_file_path, open_io
 from .key_groups import check_parallelism, compute_key_groups, default_max_parallelism, key_group_range
-from .keys import as_key_array, key_type_of
+from .keys import as_key_array, engine_key_groups, key_type_of
 from .manifest import DATA_FILE_MAGIC, MAX_MANIFEST_BYTES, declare_features, decode_manifest, encode_manifest
 from .parallel import WORKERS, ordered_map
 from .reader import Savepoint
@@ -625,7 +625,12 @@ class _KeyGroupedState(_BufferedState):
         """The key group of every key: hashed (spec/key-groups.md §5), or given by the caller
         when the operator's key groups are assigned by its writer (spec/format.md §7.12)."""
         op = self.operator
-        if op.writer_assigned_key_groups:
+        if op.writer_assigned_key_groups and key_groups is None and op.engine_key_groups is not None:
+            try:
+                groups = op.engine_key_groups(key_array, op.max_parallelism)
+            except CorruptSavepointError as exc:  # the caller's keys, not a savepoint's
+                raise InvalidArgumentError(str(exc), state=self.label) from None
+        elif op.writer_assigned_key_groups:
             if key_groups is None:
                 raise InvalidArgumentError(f"operator {op.operator_id!r} has writer-assigned key groups: pass "
                                            "key_groups", state=self.label)
@@ -822,6 +827,9 @@ class OperatorWriter:
         self.writer_assigned_key_groups = key_groups == "writer"
         hashed = key_serializer is not None and not self.writer_assigned_key_groups
         self.key_type = key_type_of(key_serializer.snapshot()) if key_serializer is not None and hashed else None
+        #: Writer-assigned key groups pyref computes when the caller gives none (Flink SQL keys).
+        self.engine_key_groups = (engine_key_groups(key_serializer.snapshot())
+                                  if key_serializer is not None and self.writer_assigned_key_groups else None)
         self.list_states: dict[str, ListStateWriter] = {}
         self.keyed_states: dict[str, KeyedStateWriter] = {}
         self.broadcast_states: dict[Any, Any] = {}
@@ -981,7 +989,9 @@ class SavepointWriter:
                      engine_operator_id: bytes = b"", key_groups: str = "hashed") -> OperatorWriter:
         """An operator; format 1.2 adds its ``uid`` and ``engine_operator_id`` (informative) and
         ``key_groups="writer"``: keys are not hashed here, the caller gives every row's key
-        group (spec/format.md §7.12), and the key serializer may be any serializer."""
+        group (spec/format.md §7.12), and the key serializer may be any serializer. Keys of
+        Flink SQL (an import's key serializer) given without key groups are placed by
+        Flink's hash (:mod:`pyref.flink.row_keys`)."""
         self._check_open()
         check_text(operator_id, "operator id")
         check_text(name, "operator name")

@@ -261,3 +261,23 @@ def test_ctrl_c_is_exit_130_without_a_traceback(seeds, capsys, monkeypatch, as_j
         assert json.loads(out) == {"error": "interrupted", "type": "KeyboardInterrupt", "exit_code": 130}
     else:
         assert err == "pyref: interrupted\n"
+
+
+def test_a_directory_above_savepoints_names_them(tmp_path, capsys):
+    """Flink users point at the job's checkpoint directory (chk-N, shared/, taskowned/) or a
+    savepoint's parent: the not-found error names the savepoints one level down, newest first."""
+    import shutil
+
+    checkpoint = os.path.join(os.path.dirname(__file__), "flink", "data", "checkpoints", "1.20.3-hashmap-seeds",
+                              "checkpoint")
+    job = tmp_path / "job"
+    for name in ("chk-7", "chk-12"):
+        shutil.copytree(checkpoint, job / name)
+    (job / "shared").mkdir()
+    write_seeds(job / "pyref-copy")
+    for argv in (["inspect", str(job)], ["import-flink", str(job), str(tmp_path / "out")]):
+        assert main(argv) == 4
+        err = capsys.readouterr().err
+        assert f"one level down: {job / 'chk-12'}, {job / 'chk-7'}, {job / 'pyref-copy'}" in err, err
+    assert main(["inspect", str(job / "shared")]) == 4
+    assert "one level down" not in capsys.readouterr().err

@@ -350,7 +350,7 @@ def _reader_keyed(op, name: str) -> list[dict]:
     from pyref.flink import TtlValue
 
     view = op.keyed_state(name)
-    table = view.to_arrow()
+    table = view.to_arrow(raw=True)
     places = zip(table.column("subtask").to_pylist(), table.column("key_group").to_pylist())
     entries: dict[tuple, dict] = {}
     for (subtask, group), item in zip(places, view.items(with_ttl=True)):
@@ -401,7 +401,7 @@ def reader_dump(flink_dir: str | os.PathLike[str], truth: dict) -> dict:
             timers = []
             for service, domain in op.timer_services:
                 view = op.timers(service, domain)
-                table = view.to_arrow()
+                table = view.to_arrow(raw=True)
                 for subtask, group, (key, namespace, timestamp) in zip(
                         table.column("subtask").to_pylist(), table.column("key_group").to_pylist(), view.items()):
                     timers.append({"service": service, "domain": domain.replace("-", "_"), "key": _reader_json(key),

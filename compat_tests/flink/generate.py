@@ -41,6 +41,8 @@ class Case:
     inline_threshold: str | None
     compression: bool
     exercises: str
+    #: The job needs Flink 1.x (the Scala API's serializers: 2.0 removed flink-scala).
+    flink_1_only: bool = False
 
 
 CASES = (
@@ -64,6 +66,10 @@ CASES = (
          "List, Map, enum, nested POJO with collection fields, Kryo; map state with null values; String keys "
          "with non-ASCII and astral characters; 64-bit values beyond 2^53, NaN, infinities; parallelism 2; "
          "all state inlined in _metadata"),
+    Case("scala", "scala", 128, None, False,
+         "the Scala API's serializers (flink-scala): case class, Tuple2, Option (of a case class, of Nothing), "
+         "Either, Try (Success, Failure), List of tuples, Map, Enumeration, Unit; value, list and map state; "
+         "parallelism 2; all state inlined in _metadata; Flink 1.x only", flink_1_only=True),
 )
 
 
@@ -93,6 +99,9 @@ def generate_version(version: str, backends: list[str], cases: list[Case], *, do
         for backend in backends:
             for case in cases:
                 target = corpus / version / backend / case.name
+                if case.flink_1_only and not version.startswith("1."):
+                    print(f"  {version} {backend} {case.name}: Flink 1.x only, skipped")
+                    continue
                 if target.exists():
                     print(f"  {version} {backend} {case.name}: exists, kept")
                     continue

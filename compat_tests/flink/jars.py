@@ -36,10 +36,11 @@ FLINK_VERSIONS = ("1.13.6", "1.14.6", "1.15.4", "1.16.3", "1.17.2", "1.18.1", "1
 #: The jars a DataStream or SQL job (Table API bridge, planner, table runtime, CEP the planner links) on the local mini cluster
 #: needs (up to 1.16, the shaded ZooKeeper and Curator too; 1.14's Scala-suffixed flink-dist_2.11 and
 #: flink-table_2.11, the latter holding its whole Table API, bridge and planner; 1.13's flink-table_2.12 holds the
-#: Table API and bridge, its planner is flink-table-blink_2.12); the connector and format jars are not kept.
+#: Table API and bridge, its planner is flink-table-blink_2.12; 1.15 to 1.20's flink-scala_2.12, the Scala API's
+#: serializers with the Scala library and compiler, which flink-dist held before); the connector and format jars are not kept.
 DIST_JARS = ("flink-dist-", "flink-dist_")
 KEPT_JARS = (*DIST_JARS, "log4j-", "flink-table-api-java-uber-", "flink-table-planner-loader-", "flink-cep-",
-             "flink-table-runtime-", "flink-shaded-zookeeper-", "flink-table_", "flink-table-blink_")
+             "flink-table-runtime-", "flink-shaded-zookeeper-", "flink-table_", "flink-table-blink_", "flink-scala_")
 #: Written last into a version's directory: its presence, naming :data:`KEPT_JARS`, means the extraction
 #: completed (a cache extracted with other kept jars is extracted again: adding 1.14's prefixes re-extracted
 #: every cached version once).

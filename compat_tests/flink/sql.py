@@ -110,9 +110,9 @@ def keyed_contents(path: str | os.PathLike[str]) -> dict[str, list[str]]:
         for op in savepoint.operators:
             op_id = op.operator_id
             for name in op.keyed_state_names:
-                contents[f"{op_id}/{name}"] = sorted(map(repr, op.keyed_state(name).to_arrow().to_pylist()))
+                contents[f"{op_id}/{name}"] = sorted(map(repr, op.keyed_state(name).to_arrow(raw=True).to_pylist()))
             for service, domain in op.timer_services:
-                contents[f"{op_id}/{domain}/{service}"] = sorted(map(repr, op.timers(service, domain).to_arrow().to_pylist()))
+                contents[f"{op_id}/{domain}/{service}"] = sorted(map(repr, op.timers(service, domain).to_arrow(raw=True).to_pylist()))
     return contents
 
 

@@ -67,7 +67,8 @@ def test_ensure_lib_keeps_the_lib_jars_of_a_verified_archive(tmp_path, monkeypat
 
 
 def test_ensure_lib_keeps_the_scala_suffixed_jars_of_1_14(tmp_path, monkeypatch):
-    """1.14's lib names flink-dist and its one Table API jar with a Scala suffix; flink-scala_2.12 (1.15+) stays out."""
+    """1.14's lib names flink-dist and its one Table API jar with a Scala suffix; 1.15+'s flink-scala_2.12 (the
+    Scala API's serializers) is kept too, a format jar is not."""
     filename = "apache-flink-libraries-9.9.9.tar.gz"
     fake_sdist(tmp_path / filename, members={"flink-dist_2.11-9.9.9.jar": b"dist", "flink-table_2.11-9.9.9.jar": b"table",
                                              "flink-scala_2.12-9.9.9.jar": b"scala", "flink-csv-9.9.9.jar": b"csv"})
@@ -76,7 +77,8 @@ def test_ensure_lib_keeps_the_scala_suffixed_jars_of_1_14(tmp_path, monkeypatch)
     monkeypatch.setenv("PYREF_FLINK_ARCHIVES", str(tmp_path))
     monkeypatch.setattr(jars, "find_release", lambda v: jars.Release(v, filename, "https://invalid/" + filename, digest))
     lib = jars.ensure_lib("9.9.9")
-    assert sorted(p.name for p in lib.iterdir()) == ["flink-dist_2.11-9.9.9.jar", "flink-table_2.11-9.9.9.jar"]
+    assert sorted(p.name for p in lib.iterdir()) == ["flink-dist_2.11-9.9.9.jar", "flink-scala_2.12-9.9.9.jar",
+                                                     "flink-table_2.11-9.9.9.jar"]
     assert jars.cached_lib("9.9.9") == lib
 
 
@@ -185,11 +187,17 @@ def test_config_keys_follow_the_renames_of_flink_1_20():
         harness.flink_config("2.3.0", backend="memory")
 
 
-def test_api_families_split_at_1_14_1_15_and_1_19():
-    families = {v: tuple(harness.api_families(v).values()) for v in ("1.13.6", "1.14.6", "1.15.4", "1.18.1", "1.19.3", "2.3.0")}
-    assert families == {"1.13.6": ("1.14", "1.13", "1.18", "1.14"), "1.14.6": ("1.14", "1.14", "1.18", "1.14"),
-                        "1.15.4": ("1.15", "1.14", "1.18", "1.15"), "1.18.1": ("1.15", "1.14", "1.18", "1.15"),
-                        "1.19.3": ("1.15", "1.14", "1.19", "1.15"), "2.3.0": ("1.15", "1.14", "1.19", "1.15")}
+def test_api_families_split_at_1_14_1_15_1_19_and_2_0():
+    families = {v: tuple(harness.api_families(v).values())
+                for v in ("1.13.6", "1.14.6", "1.15.4", "1.18.1", "1.19.3", "1.20.3", "2.0.2", "2.3.0")}
+    assert families == {"1.13.6": ("1.14", "1.13", "1.18", "1.14", "1.13"),
+                        "1.14.6": ("1.14", "1.14", "1.18", "1.14", "1.13"),
+                        "1.15.4": ("1.15", "1.14", "1.18", "1.15", "1.13"),
+                        "1.18.1": ("1.15", "1.14", "1.18", "1.15", "1.13"),
+                        "1.19.3": ("1.15", "1.14", "1.19", "1.15", "1.13"),
+                        "1.20.3": ("1.15", "1.14", "1.19", "1.15", "1.13"),
+                        "2.0.2": ("1.15", "1.14", "1.19", "1.15", "2.0"),
+                        "2.3.0": ("1.15", "1.14", "1.19", "1.15", "2.0")}
     for version in families:  # every family is a directory of shims
         assert all(list((harness.JOBS_DIR / "compat" / concern / family).rglob("*.java"))
                    for concern, family in harness.api_families(version).items())

@@ -34,8 +34,8 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
                    help="Flink release that restores it: 1.13 to 1.15 (_metadata version 3), 1.16 to 1.20 (4), 2.0 (5), "
                         "2.1 to 2.3 (6)")
     p.add_argument("-p", "--parallelism", type=count, help="Flink parallelism of every operator (default: its own)")
-    p.add_argument("--operator", action="append", metavar="ID=N", help="Flink parallelism of one operator")
-    p.add_argument("--only", action="append", metavar="ID", help="export only this operator (repeatable)")
+    p.add_argument("--operator", action="append", metavar="ID=N", help="Flink parallelism of one operator (its id or uid)")
+    p.add_argument("--only", action="append", metavar="ID", help="export only this operator, by id or uid (repeatable)")
     p.add_argument("--inline-bytes", type=count, default=DEFAULT_INLINE_BYTES, metavar="N",
                    help="state streams up to N bytes go inline into _metadata (Flink's default: %(default)s)")
     p.add_argument("--overwrite", action="store_true", help="replace a Flink savepoint already at the target")

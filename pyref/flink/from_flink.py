@@ -24,7 +24,8 @@ NullableSerializer                             nullable
 enum                                           enum (its constants)
 TimeWindow / GlobalWindow                      time-window / global-window
 anything else (Kryo, Avro, Either, Set,        opaque: engine "flink", Flink's class and
-BigInteger, dates, a user's serializer...)     snapshot bytes; values are Flink's bytes
+BigInteger, dates, a user's serializer, the    snapshot bytes; values are Flink's bytes
+Scala API's serializers...)
 =============================================  ==========================================
 
 Values whose length Flink does not store (Kryo, Avro, a user's type) can be
@@ -75,6 +76,7 @@ from ..serializers import (
 )
 from ..serializers.base import fixed_width_binary
 from .datainput import DataInput
+from .scala import SCALA_KINDS
 from .serializers import FlinkType
 from .spans import Spans, constant, join, reversed_fixed
 from .values import Undelimited, codec_for
@@ -530,6 +532,8 @@ def _map(t: FlinkType, nullable_strings: bool) -> Mapped:
         return _Fixed(t, TimeWindow(), (8, 8))
     if kind == "global-window":
         return _GlobalWindow(t, GlobalWindow(), (1,))
+    if kind in SCALA_KINDS:  # Flink's bytes, whatever their parts: a Scala value is written back as Flink wrote it
+        return _Opaque(t, delimited=True)
     if kind == "enum":
         try:
             return _Enum(t, Enum(t.symbols), (4,))

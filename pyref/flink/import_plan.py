@@ -117,6 +117,12 @@ class OperatorPlan:
         return "hashed" if self.hash_type is not None else "writer"
 
     @property
+    def row_keys(self) -> bool:
+        """Keys are Flink SQL's ``BinaryRowData``: writer-assigned key groups pyref can
+        still compute (:mod:`pyref.flink.row_keys`)."""
+        return self.key_type is not None and self.key_type.kind == "row-data"
+
+    @property
     def engine_operator_id(self) -> bytes:
         return bytes.fromhex(self.flink.operator_id)
 
@@ -142,6 +148,8 @@ class _Planner:
     needs_ttl: list[str] = field(default_factory=list)
     used_skips: set[str] = field(default_factory=set)
     used_ttls: set[str] = field(default_factory=set)
+    states: list[str] = field(default_factory=list)  # "operator/state" of every state, for errors
+    ttl_states: list[str] = field(default_factory=list)  # of every state under TTL
 
     def mapped(self, type_: FlinkType, place: Place) -> Mapped:
         demotion = self.demotions.get(place)
@@ -150,6 +158,7 @@ class _Planner:
     def skipped(self, op: OperatorPlan, name: str) -> bool:
         if self.only is not None:
             return name != self.only
+        self.states.append(f"{op.operator_id}/{name}")
         for key in _state_keys(op, name):
             if key in self.skip_states:
                 self.used_skips.add(key)
@@ -163,6 +172,7 @@ class _Planner:
     def ttl_of(self, op: OperatorPlan, name: str) -> TtlConfig | None:
         if self.only is not None:
             return None  # read as stored: the timestamps, whatever the configuration
+        self.ttl_states.append(f"{op.operator_id}/{name}")
         for key in _state_keys(op, name):
             if key in self.ttl:
                 self.used_ttls.add(key)
@@ -292,10 +302,12 @@ def plan_import(sp: FlinkSavepoint, *, ttl: Mapping[str, TtlConfig] | None = Non
     if wanted is None and only is None:
         skips = sorted(set(planner.skip_states) - planner.used_skips)
         ttls = sorted(set(planner.ttl) - planner.used_ttls)
-        unknown = ([f"--skip-state (skip_states) names no state: {', '.join(skips)}"] if skips else []) + (
-            [f"--ttl (ttl) names no state under TTL: {', '.join(ttls)}"] if ttls else [])
+        unknown = ([f"--skip-state (skip_states) names no state: {', '.join(skips)} (the states are "
+                    f"{', '.join(planner.states) or 'none'})"] if skips else []) + (
+            [f"--ttl (ttl) names no state under TTL: {', '.join(ttls)} (the states under TTL are "
+             f"{', '.join(planner.ttl_states) or 'none'})"] if ttls else [])
         if unknown:
-            raise InvalidArgumentError("; ".join(unknown) + " (pyref inspect lists the states)", path=sp.location)
+            raise InvalidArgumentError("; ".join(unknown), path=sp.location)
     return plans
 
 

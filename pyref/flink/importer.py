@@ -159,7 +159,9 @@ class OperatorColumns:
         view = self.keyed_view(p, batch)
         if view is None:
             return None
-        table = view.to_arrow()
+        if self.plan.row_keys:  # writer-assigned key groups pyref can still check
+            view.check_key_groups(self._label(p.name))
+        table = view.to_arrow(raw=True)
         key_groups = table.column("key_group").to_numpy()
         columns = [self._keys(table.column("key").combine_chunks(), key_groups, p.name)]
         if p.namespace is not None:
@@ -175,7 +177,9 @@ class OperatorColumns:
         view = self.timer_view(p, batch)
         if view is None:
             return None
-        table = view.to_arrow()
+        if self.plan.row_keys:
+            view.check_key_groups(self._label(p.queue))
+        table = view.to_arrow(raw=True)
         key_groups = table.column("key_group").to_numpy()
         columns = [self._keys(table.column("key").combine_chunks(), key_groups, p.queue)]
         if p.namespace is not None:

@@ -172,7 +172,7 @@ def _verify_keyed_state(op: FlinkOperator, report: FlinkVerifyReport) -> None:
                                                    info.serializers["VALUE_SERIALIZER"], rows,
                                                    _prefix_bytes(op.max_parallelism), op.max_parallelism)
                     report.values += sum(len(item) for item in view.items())
-                    report.keys_checked += view.check_key_groups() or 0
+                    report.keys_checked += view.check_key_groups(label) or 0
                 except SavepointError as exc:
                     _note(report, exc, label)
     except SavepointError as exc:

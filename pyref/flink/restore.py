@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import pyarrow as pa
 
-from ..errors import InvalidArgumentError
-from ..key_groups import KeyGroupRange, check_parallelism, key_group_range
+from ..errors import InvalidArgumentError, unknown_names
+from ..key_groups import KeyGroupRange, check_parallelism, key_group_bounds, key_group_range
 from ..redistribution import DistributionMode as PyrefMode
 from ..redistribution import redistribute
+from ..restore import OperatorPlanSummary, PlanSummary, SubtaskSummary
+from .handles import KeyGroupsHandle
 from .savepoint import FlinkOperator, FlinkSavepoint
 
 __all__ = ["FlinkRestorePlan", "FlinkSubtaskRestore"]
@@ -31,7 +34,8 @@ class FlinkRestorePlan:
         if isinstance(parallelism, Mapping):
             unknown = set(parallelism) - {op.name for op in savepoint.operators}
             if unknown:
-                raise InvalidArgumentError(f"no such operators: {sorted(unknown)}", path=savepoint.location)
+                raise unknown_names("operators", unknown, [op.name for op in savepoint.operators],
+                                    path=savepoint.location)
         for op in savepoint.operators:
             p = parallelism.get(op.name, op.parallelism) if isinstance(parallelism, Mapping) else parallelism
             if p > op.max_parallelism:
@@ -41,6 +45,26 @@ class FlinkRestorePlan:
                     path=savepoint.location)
             check_parallelism(p, op.max_parallelism)
             self.parallelism[op.name] = p
+
+    def summary(self) -> PlanSummary:
+        """Who restores what, in numbers, as ``pyref plan`` shows a pyref savepoint's: each new
+        subtask's key groups, list elements and broadcast entries per state, and the stored
+        bytes of keyed state in its key groups (from the handles' key-group offsets; reads
+        ``_metadata`` and the operator state streams, no keyed state)."""
+        operators = []
+        for op in self.savepoint.operators:
+            p = self.parallelism[op.name]
+            firsts, lasts = key_group_bounds(op.max_parallelism, p)
+            sizes = np.concatenate([[0], np.cumsum(_key_group_bytes(op))])
+            states = _list_counts(op)
+            shares = redistribute(states, op.parallelism, p) if states else {}
+            subtasks = [SubtaskSummary(
+                i, int(firsts[i]), int(lasts[i]), int(sizes[lasts[i] + 1] - sizes[firsts[i]]),
+                {name: sum(s.count for s in shares[name][i]) for name in op.list_state_names},
+                {name: sum(s.count for s in shares[name][i]) for name in op.broadcast_state_names})
+                for i in range(p)]
+            operators.append(OperatorPlanSummary(op.name, op.parallelism, p, subtasks))
+        return PlanSummary(self.savepoint.location, operators)
 
     def subtask(self, operator: str, index: int) -> FlinkSubtaskRestore:
         op = self.savepoint.operator(operator)
@@ -57,6 +81,36 @@ class FlinkRestorePlan:
 _MODES = {"SPLIT_DISTRIBUTE": PyrefMode.SPLIT_DISTRIBUTE, "UNION": PyrefMode.UNION, "BROADCAST": PyrefMode.BROADCAST}
 
 
+def _key_group_bytes(op: FlinkOperator) -> np.ndarray:
+    """Stored bytes of every key group's keyed state: from its offset to the next key
+    group's, or to the end of its subtask's stream (an offset of 0: no bytes)."""
+    sizes = np.zeros(op.max_parallelism, dtype=np.int64)
+    for subtask in op.state.subtasks:
+        handle = subtask.managed_keyed_state
+        if not isinstance(handle, KeyGroupsHandle) or handle.stream is None:
+            continue
+        groups = np.array(handle.key_groups, dtype=np.int64)
+        offsets = np.array(handle.offsets, dtype=np.int64)
+        held = offsets > 0
+        groups, offsets = groups[held], offsets[held]
+        order = np.argsort(offsets, kind="stable")
+        ends = np.append(offsets[order][1:], max(handle.stream.size, int(offsets.max(initial=0))))
+        in_range = (groups[order] >= 0) & (groups[order] < op.max_parallelism)
+        sizes[groups[order][in_range]] = (ends - offsets[order])[in_range]
+    return sizes
+
+
+def _list_counts(op: FlinkOperator) -> dict[str, tuple[PyrefMode, list[int]]]:
+    """Each list and broadcast state's mode and elements (entries) per old subtask."""
+    states = {}
+    for name in op.list_state_names:
+        view = op.list_state(name)
+        states[name] = (_MODES[view.mode.name], view.element_counts())
+    for name in op.broadcast_state_names:
+        states[name] = (PyrefMode.BROADCAST, op.broadcast_state(name).element_counts())
+    return states
+
+
 class FlinkSubtaskRestore:
     """What new subtask ``index`` of ``operator`` at ``parallelism`` restores."""
 
@@ -68,14 +122,9 @@ class FlinkSubtaskRestore:
 
     def _slices(self, name: str):
         op = self.operator
-        states = {}
-        for state_name in op.list_state_names:
-            view = op.list_state(state_name)
-            states[state_name] = (_MODES[view.mode.name], view.element_counts())
-        for state_name in op.broadcast_state_names:
-            states[state_name] = (PyrefMode.BROADCAST, op.broadcast_state(state_name).element_counts())
+        states = _list_counts(op)
         if name not in states:
-            raise InvalidArgumentError(f"operator {op.name} has no list or broadcast state {name!r}", state=name)
+            raise unknown_names(f"list and broadcast states of operator {op.name}", [name], states, state=name)
         return redistribute(states, op.parallelism, self.parallelism)[name][self.index]
 
     def list_state(self, name: str) -> pa.BinaryArray:
@@ -95,11 +144,11 @@ class FlinkSubtaskRestore:
 
     def keyed_rows(self, name: str) -> pa.Table:
         """The raw rows of a keyed state whose stored key group this subtask owns."""
-        table = self.operator.keyed_state(name).to_arrow()
+        table = self.operator.keyed_state(name).to_arrow(raw=True)
         return _in_range(table, self.key_group_range)
 
     def timers(self, service: str, domain: str = "event-time") -> pa.Table:
-        return _in_range(self.operator.timers(service, domain).to_arrow(), self.key_group_range)
+        return _in_range(self.operator.timers(service, domain).to_arrow(raw=True), self.key_group_range)
 
 
 def _in_range(table: pa.Table, groups: KeyGroupRange) -> pa.Table:

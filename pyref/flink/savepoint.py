@@ -38,8 +38,10 @@ from ..errors import (
     SavepointError,
     SavepointNotFoundError,
     UnsupportedFormatError,
+    unknown_names,
 )
 from ..location import parse_location
+from ..reader import savepoints_below
 from ..storage import MANIFEST_NAME, open_io
 from .datainput import DataInput
 from .handles import DistributionMode, IncrementalHandle, KeyGroupsHandle, RefusedHandle, StreamHandle, open_handle_store
@@ -259,7 +261,7 @@ class FlinkOperator:
     def broadcast_state(self, name: str) -> FlinkBroadcastStateView:
         types = self._operator_meta(True)
         if name not in types:
-            raise InvalidArgumentError(f"operator {self.name} has no broadcast state {name!r}", state=name)
+            raise unknown_names(f"broadcast states of operator {self.name}", [name], types, state=name)
         empty = (pa.array([], pa.binary()), pa.array([], pa.binary()))
         partitions = [self._operator_streams[i].broadcast.get(name, empty) if i in self._operator_streams else empty
                       for i in range(self.parallelism)]
@@ -397,9 +399,9 @@ class FlinkSavepoint:
         path = flink_directory(path)
         io = open_io(path)
         if io.stat(METADATA) is None:
-            raise SavepointNotFoundError("no Flink _metadata file", path=path)
+            raise SavepointNotFoundError(f"no Flink _metadata file{savepoints_below(io)}", path=path)
         metadata = parse_metadata(io.read_file(METADATA), io.describe(METADATA))
-        return cls(path, metadata, _operator_names(uids), allow_external_files=allow_external_files)
+        return cls(path, metadata, _operator_names(uids, metadata, path), allow_external_files=allow_external_files)
 
     def __enter__(self) -> FlinkSavepoint:
         return self
@@ -456,15 +458,27 @@ def is_flink_savepoint(path: str | os.PathLike[str]) -> bool:
         return False
 
 
-def _operator_names(uids: Iterable[str] | Mapping[str, str] | None) -> dict[str, str]:
-    """Hex operator id -> name, from uids or a {uid or hex id: name} mapping."""
+def _operator_names(uids: Iterable[str] | Mapping[str, str] | None, metadata: CheckpointMetadata,
+                    path: str) -> dict[str, str]:
+    """Hex operator id -> name, from uids or a {uid or hex id: name} mapping; a uid or id
+    of no operator of the savepoint is an error listing its operators (a typo would
+    otherwise leave that operator unnamed without a word)."""
     if uids is None:
         return {}
     if isinstance(uids, str):
         raise InvalidArgumentError("uids must be an iterable of uids or a mapping, not one string")
     pairs = uids.items() if isinstance(uids, Mapping) else ((u, u) for u in uids)
-    names = {}
+    ids = {op.operator_id for op in metadata.operators}
+    names, unknown = {}, []
     for key, name in pairs:
-        hex_id = key.lower() if len(key) == 32 and all(c in "0123456789abcdefABCDEF" for c in key) else None
-        names[hex_id or operator_id_of_uid(key)] = name
+        is_hex = len(key) == 32 and all(c in "0123456789abcdefABCDEF" for c in key)
+        hex_id = key.lower() if is_hex else operator_id_of_uid(key)
+        names[hex_id] = name
+        if hex_id not in ids:
+            unknown.append(key)
+    if unknown:
+        listed = ", ".join(op.operator_id + (f" (uid {op.uid})" if op.uid else "") for op in metadata.operators)
+        raise InvalidArgumentError(f"no operator of the savepoint has the uid or id {', '.join(map(repr, unknown))} "
+                                   f"(a uid names the operator whose id is its hash); its operators: {listed}",
+                                   path=path)
     return names

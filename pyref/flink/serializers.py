@@ -5,7 +5,9 @@ the snapshot class name (``writeUTF``), an int version, then a body only that
 class knows how to read, with no length in front. The classes Flink ships for
 the types state is usually made of are parsed here exactly (primitives and
 their boxed and ``Value`` forms, String, arrays, Tuple, Row, POJO, List, Map,
-Set, Either, nullable wrappers, enums, Avro, windows, timers, TTL), and the table
+Set, Either, nullable wrappers, enums, Avro, windows, timers, TTL), the Scala API's
+(``flink-scala``: case classes, Option, Either, Try, collections, Enumeration, Unit,
+Nothing; a collection's ``cbfCode`` is kept as text, never compiled), and the table
 runtime's serializers of Flink SQL state (``RowData``: its field serializers
 are parsed, the Java-serialized ``LogicalType`` of each field before them is
 stepped over exactly, unread (:mod:`.java_stream`), see :func:`_read_row_data`;
@@ -42,6 +44,7 @@ __all__ = [
     "SNAPSHOT_PROXY_VERSION",
     "LENGTH_PREFIXED_KINDS",
     "NESTED_LAST_KINDS",
+    "traversable_collection",
 ]
 
 #: ``TypeSerializerSnapshotSerializationUtil``'s own version, written before a
@@ -89,6 +92,9 @@ class FlinkType:
     #: The table runtime's Java-serialized ``LogicalType`` classes (ArrayData's element,
     #: MapData's key and value), short names, e.g. ``("VarCharType", "BigIntType")``.
     logical_types: tuple[str, ...] = ()
+    #: A Scala collection's ``cbfCode``: Scala source Flink compiles on restore; pyref keeps it as text, never runs it.
+    cbf_code: str | None = None
+    symbol_ids: tuple[int, ...] = ()  # a Scala Enumeration's value ids, in the order of ``symbols``
 
     @property
     def is_opaque(self) -> bool:
@@ -98,7 +104,8 @@ class FlinkType:
     def describe(self) -> str:
         """A short human-readable type, e.g. ``tuple<int64,string>``."""
         name = self.kind
-        if self.kind in ("opaque", "kryo", "avro", "value-type", "java") and self.type_name:
+        if self.kind in ("opaque", "kryo", "avro", "value-type", "java", "scala-case-class", "scala-enum") \
+                and self.type_name:
             name = f"{self.kind}:{self.type_name}"
         elif self.kind == "opaque":
             name = f"opaque:{self.class_name}"
@@ -106,6 +113,8 @@ class FlinkType:
             name = f"timestamp-data({self.precision})"
         elif self.kind == "decimal-data":
             name = f"decimal-data({self.precision},{self.scale})"
+        elif self.kind == "scala-traversable":
+            name = f"{self.kind}:{(traversable_collection(self.cbf_code or '') or '?').split('[', 1)[0]}"
         elif self.logical_types:
             name = f"{self.kind}({','.join(self.logical_types)})"
         if self.children and self.kind != "ttl":
@@ -123,6 +132,7 @@ LENGTH_PREFIXED_KINDS = frozenset({"row-data", "string-data", "raw-value", "arra
 _P = "org.apache.flink.api.common.typeutils.base."
 _CEP = "org.apache.flink.cep.nfa."
 _A = "org.apache.flink.api.common.typeutils.base.array."
+_SCALA = "org.apache.flink.api.scala.typeutils."
 _SIMPLE: dict[str, tuple[str, int]] = {
     _P + "BooleanSerializer$BooleanSerializerSnapshot": ("boolean", 1),
     _P + "ByteSerializer$ByteSerializerSnapshot": ("int8", 1),
@@ -182,6 +192,9 @@ _SIMPLE: dict[str, tuple[str, int]] = {
     # Flink CEP's event ids and Dewey numbers (values: pyref/flink/cep.py).
     _CEP + "DeweyNumber$DeweyNumberSerializer$DeweyNumberSerializerSnapshot": ("cep-dewey-number", -1),
     _CEP + "sharedbuffer.EventId$EventIdSerializer$EventIdSerializerSnapshot": ("cep-event-id", 12),
+    # The Scala API's Unit (one zero byte) and Nothing (no values) (values: pyref/flink/scala.py).
+    _SCALA + "UnitSerializer$UnitSerializerSnapshot": ("scala-unit", 1),
+    _SCALA + "NothingSerializerSnapshot": ("scala-nothing", -1),
 }
 
 # CompositeTypeSerializerSnapshot subclasses: kind, and how their outer snapshot is read.
@@ -210,6 +223,14 @@ _COMPOSITE: dict[str, str] = {
     _CEP + "sharedbuffer.LockableTypeSerializerSnapshot": "cep-lockable",
     # The table runtime's LinkedList (ARRAY_AGG's accumulator lists): a null mask, then the elements.
     "org.apache.flink.table.runtime.typeutils.LinkedListSerializer$LinkedListSerializerSnapshot": "linked-list",
+    # The Scala API's (values: pyref/flink/scala.py). A case class's outer snapshot is its class, a
+    # collection's its cbfCode; the Tuple2 snapshot is the Scala API's own for scala.Tuple2.
+    _SCALA + "ScalaCaseClassSerializerSnapshot": "scala-case-class",
+    _SCALA + "Tuple2CaseClassSerializerSnapshot": "scala-case-class",
+    _SCALA + "ScalaOptionSerializerSnapshot": "scala-option",
+    _SCALA + "ScalaEitherSerializerSnapshot": "scala-either",
+    _SCALA + "ScalaTrySerializerSnapshot": "scala-try",
+    _SCALA + "TraversableSerializerSnapshot": "scala-traversable",
 }
 
 _T = "org.apache.flink.table.runtime.typeutils."
@@ -233,6 +254,7 @@ TIMESTAMP_COMPACT_PRECISION = 3
 DECIMAL_COMPACT_PRECISION = 18
 _TABLE_PACKAGE = "org.apache.flink.table."
 _ENUM = _P + "EnumSerializer$EnumSerializerSnapshot"
+_SCALA_ENUM = _SCALA + "ScalaEnumSerializerSnapshot"
 _POJO = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
 _KRYO = "org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot"
 _AVRO = "org.apache.flink.formats.avro.typeutils.AvroSerializerSnapshot"
@@ -393,6 +415,8 @@ def _read_known_body(inp: DataInput, class_name: str, version: int, follow: Foll
         count = inp.read_count("enum constant count", 2)
         symbols = tuple(inp.read_utf("enum constant") for _ in range(count))
         return dict(kind="enum", length=4, type_name=enum_class, symbols=symbols)
+    if class_name == _SCALA_ENUM and version == 3:
+        return _read_scala_enum(inp)
     if class_name == _POJO:
         return _read_pojo(inp, version, depth)
     if class_name == _KRYO:
@@ -504,6 +528,10 @@ def _read_composite(inp: DataInput, kind: str, version: int, follow: Follow, dep
     extra: dict = {}
     if kind == "tuple":
         extra["type_name"] = inp.read_utf("tuple class")
+    elif kind == "scala-case-class":
+        extra["type_name"] = inp.read_utf("case class")
+    elif kind == "scala-traversable":
+        extra["cbf_code"] = inp.read_utf("Scala collection cbfCode")
     elif kind == "object-array":
         extra["type_name"] = inp.read_utf("array component class")
     elif kind == "nullable":
@@ -519,7 +547,8 @@ def _read_composite(inp: DataInput, kind: str, version: int, follow: Follow, dep
     children = _read_nested(inp, follow, depth)
     expected = {"list": 1, "linked-list": 1, "set": 1, "object-array": 1, "nullable": 1, "map": 2, "either": 2,
                 "ttl": 2, "timer": 2, "raw-value": 1, "cep-nfa-state": 3, "cep-node-id": 1, "cep-shared-buffer-edge": 2,
-                "cep-shared-buffer-node": 1, "cep-shared-buffer-node-v1": 1, "cep-lockable": 1}.get(kind)
+                "cep-shared-buffer-node": 1, "cep-shared-buffer-node-v1": 1, "cep-lockable": 1, "scala-option": 1,
+                "scala-either": 2, "scala-try": 2, "scala-traversable": 1}.get(kind)
     if expected is not None and len(children) != expected:
         raise inp.corrupt(f"{kind} serializer snapshot has {len(children)} nested serializers, "
                           f"expected {expected}")
@@ -528,7 +557,7 @@ def _read_composite(inp: DataInput, kind: str, version: int, follow: Follow, dep
 
 def _composite_length(kind: str, children: tuple[FlinkType, ...], extra: dict) -> int:
     lengths = [c.length for c in children]
-    if kind == "tuple":  # TupleSerializerBase: fixed only when every field is > 0
+    if kind in ("tuple", "scala-case-class"):  # TupleSerializerBase: fixed only when every field is > 0
         return sum(lengths) if lengths and all(n > 0 for n in lengths) else -1
     if kind == "ttl":  # CompositeSerializer: fixed when every field is >= 0
         return sum(lengths) if all(n >= 0 for n in lengths) else -1
@@ -567,6 +596,44 @@ def _framed_snapshot(inp: DataInput, frame: tuple[int, int], what: str, depth: i
     if sub.pos != pos + size:
         raise sub.corrupt(f"{what}: {pos + size - sub.pos} bytes left in its frame")
     return result
+
+
+def _read_scala_enum(inp: DataInput) -> dict:
+    """``ScalaEnumSerializerSnapshot`` (version 3): the ``Enumeration`` object's class, an int
+    count, then each value's name (``writeUTF``) and int id; values are written as their id."""
+    enum_class = inp.read_utf("Scala Enumeration class")
+    count = inp.read_count("Scala Enumeration value count", 6)
+    names, ids = [], []
+    for _ in range(count):
+        names.append(inp.read_utf("Scala Enumeration value name"))
+        ids.append(inp.read_int("Scala Enumeration value id"))
+    if len(set(ids)) != len(ids):
+        raise inp.corrupt(f"Scala Enumeration {enum_class} lists a value id twice")
+    return dict(kind="scala-enum", length=4, type_name=enum_class, symbols=tuple(names), symbol_ids=tuple(ids))
+
+
+_CAN_BUILD_FROM = "CanBuildFrom["
+
+
+def traversable_collection(cbf_code: str) -> str | None:
+    """The collection type ``cbfCode`` builds, read as text (never compiled): the first type
+    argument of its ``CanBuildFrom[...]``, e.g. ``scala.collection.immutable.List[String]``;
+    ``None`` when the text does not have that shape."""
+    start = cbf_code.find(_CAN_BUILD_FROM)
+    if start < 0:
+        return None
+    depth, begin = 0, start + len(_CAN_BUILD_FROM)
+    for i in range(begin, len(cbf_code)):
+        c = cbf_code[i]
+        if c in "[(":
+            depth += 1
+        elif c in "])":
+            if depth == 0:
+                return None
+            depth -= 1
+        elif c == "," and depth == 0:
+            return cbf_code[begin:i].strip() or None
+    return None
 
 
 def _read_pojo(inp: DataInput, version: int, depth: int) -> dict | None:

@@ -2,8 +2,12 @@
 operator state, keyed state (value, list, map, reducing, aggregating) and
 timers, shaped like :mod:`pyref.reader`'s views.
 
-Every view exposes its raw bytes as Arrow binary columns (what an importer
-transcodes a column at a time) and decodes them to Python values on demand.
+``to_arrow()`` gives every view's entries decoded, as Arrow columns (``to_pandas()``
+as a DataFrame); a column whose values stay Flink's bytes (an opaque type: Kryo,
+Avro, a SQL ``RowData``...; or values Arrow cannot hold, a ``GlobalWindow``) says
+so in its field metadata, :data:`FLINK_BYTES` mapping to the Flink type.
+``to_arrow(raw=True)`` gives the stored bytes of every column (what an importer
+transcodes a column at a time); ``items()`` decodes to Python values.
 Keyed rows carry the key group Flink stored them under, never a recomputed one.
 """
 
@@ -17,11 +21,13 @@ import pyarrow as pa
 
 from ..errors import CorruptSavepointError, InvalidArgumentError, UnsupportedFormatError
 from ..key_groups import compute_key_groups
+from ..reader import TableView
 from .composite import split_keys, split_list_values, split_map_values, split_timer_keys
 from .handles import DistributionMode
 from .keyed import KeyedRows
+from .row_keys import row_key_groups
 from .serializers import FlinkType
-from .values import TtlValue, decode_column
+from .values import Row, TtlValue, decode_column
 
 __all__ = [
     "KeyedStateKind",
@@ -30,7 +36,11 @@ __all__ = [
     "FlinkKeyedStateView",
     "FlinkTimerView",
     "freeze",
+    "FLINK_BYTES",
 ]
+
+#: Field metadata key of a column left as Flink's stored bytes; its value is the Flink type.
+FLINK_BYTES = b"pyref.flink.bytes"
 
 #: Flink's ``KEYED_STATE_TYPE`` names of the keyed state kinds read here.
 KeyedStateKind = str
@@ -47,13 +57,60 @@ def freeze(value: Any) -> Any:
     return value
 
 
-class FlinkListStateView:
+def _plain(value: Any, type_: FlinkType) -> Any:
+    """A decoded value as Arrow infers it: a Tuple, POJO or Row as a struct (fields ``f0``...,
+    the POJO's names, a Row's ``kind`` first), a Map as a list of key / value structs, a
+    named tuple (a TimeWindow) as a struct of its fields."""
+    kind, kids = type_.kind, type_.children
+    if value is None:
+        return None
+    if kind in ("nullable", "external") and kids:
+        return _plain(value, kids[0])
+    if kind == "pojo" and isinstance(value, dict):
+        return {name: _plain(value.get(name), t) for name, t in zip(type_.field_names, kids)}
+    if kind in ("map", "sorted-map") and len(kids) == 2 and isinstance(value, (dict, list)):
+        pairs = value.items() if isinstance(value, dict) else value
+        return [{"key": _plain(k, kids[0]), "value": _plain(v, kids[1])} for k, v in pairs]
+    if isinstance(value, Row):
+        return {"kind": value.kind, **{f"f{i}": _plain(v, t) for i, (v, t) in enumerate(zip(value.fields, kids))}}
+    if isinstance(value, tuple) and hasattr(value, "_asdict"):
+        return value._asdict()
+    if isinstance(value, tuple):
+        return {f"f{i}": _plain(v, t) for i, (v, t) in enumerate(zip(value, kids))}
+    if isinstance(value, list):
+        return [_plain(v, kids[0] if kids else type_) for v in value]
+    return value
+
+
+def _column(name: str, values: list[Any], stored: pa.Array, type_: FlinkType,
+            lists: bool = False) -> tuple[pa.Field, pa.Array]:
+    """A column of values decoded as ``type_`` (``lists``: lists of them, a LIST state's);
+    the stored bytes, said so in the field's metadata, where the values are those bytes
+    (an opaque type) or Arrow cannot hold them."""
+    if not len(stored):  # no value to tell the type by
+        return pa.field(name, pa.null()), pa.nulls(0)
+    if values != stored.to_pylist():
+        try:
+            array = pa.array([[_plain(e, type_) for e in v] if lists and isinstance(v, list) else _plain(v, type_)
+                              for v in values])
+            return pa.field(name, array.type), array
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            pass  # a GlobalWindow, a Map of mixed key types...
+    return pa.field(name, stored.type, metadata={FLINK_BYTES: type_.describe()}), stored
+
+
+def _decoded_table(leading: dict[str, pa.Array], columns: list[tuple[pa.Field, pa.Array]]) -> pa.Table:
+    fields = [pa.field(n, a.type) for n, a in leading.items()] + [f for f, _ in columns]
+    return pa.Table.from_arrays([*leading.values(), *(a for _, a in columns)], schema=pa.schema(fields))
+
+
+class FlinkListStateView(TableView):
     """A list state (SPLIT_DISTRIBUTE or UNION): one partition of elements per
     subtask that wrote it, in Flink's order."""
 
     def __init__(self, name: str, mode: DistributionMode, element_type: FlinkType,
                  partitions: list[pa.BinaryArray]) -> None:
-        self.name = name
+        self.name = self.label = name
         self.mode = mode
         self.element_type = element_type
         self.partitions = partitions
@@ -69,19 +126,21 @@ class FlinkListStateView:
         """Every element, partitions in subtask order."""
         return [e for i in range(len(self.partitions)) for e in self.partition(i)]
 
-    def to_arrow(self) -> pa.Table:
-        """``subtask`` and raw ``element`` bytes of every element."""
-        subtasks = np.repeat(np.arange(len(self.partitions), dtype=np.int32), self.element_counts())
-        return pa.table({"subtask": subtasks, "element": pa.concat_arrays(self.partitions)
-                         if self.partitions else pa.array([], pa.binary())})
+    def to_arrow(self, raw: bool = False) -> pa.Table:
+        """``subtask`` and ``element`` (decoded, or with ``raw`` its bytes) of every element."""
+        subtasks = pa.array(np.repeat(np.arange(len(self.partitions), dtype=np.int32), self.element_counts()))
+        stored = pa.concat_arrays(self.partitions) if self.partitions else pa.array([], pa.binary())
+        if raw:
+            return pa.table({"subtask": subtasks, "element": stored})
+        return _decoded_table({"subtask": subtasks}, [_column("element", self.elements(), stored, self.element_type)])
 
 
-class FlinkBroadcastStateView:
+class FlinkBroadcastStateView(TableView):
     """A broadcast state: the (key, value) map each subtask held."""
 
     def __init__(self, name: str, key_type: FlinkType, value_type: FlinkType,
                  partitions: list[tuple[pa.BinaryArray, pa.BinaryArray]]) -> None:
-        self.name = name
+        self.name = self.label = name
         self.key_type = key_type
         self.value_type = value_type
         self.partitions = partitions
@@ -101,14 +160,20 @@ class FlinkBroadcastStateView:
     def get(self, key: Any, default: Any = None, *, subtask: int = 0) -> Any:
         return self.to_dict(subtask).get(freeze(key), default)
 
-    def to_arrow(self) -> pa.Table:
+    def to_arrow(self, raw: bool = False) -> pa.Table:
+        """``subtask``, ``key`` and ``value`` (decoded, or with ``raw`` their bytes) of every
+        entry of every subtask's copy."""
         counts = self.element_counts()
         empty = pa.array([], pa.binary())
-        return pa.table({
-            "subtask": np.repeat(np.arange(len(counts), dtype=np.int32), counts),
-            "key": pa.concat_arrays([k for k, _ in self.partitions]) if counts else empty,
-            "value": pa.concat_arrays([v for _, v in self.partitions]) if counts else empty,
-        })
+        subtasks = pa.array(np.repeat(np.arange(len(counts), dtype=np.int32), counts))
+        keys = pa.concat_arrays([k for k, _ in self.partitions]) if counts else empty
+        values = pa.concat_arrays([v for _, v in self.partitions]) if counts else empty
+        if raw:
+            return pa.table({"subtask": subtasks, "key": keys, "value": values})
+        entries = [item for i in range(len(counts)) for item in self.items(i)]
+        return _decoded_table({"subtask": subtasks}, [
+            _column("key", [k for k, _ in entries], keys, self.key_type),
+            _column("value", [v for _, v in entries], values, self.value_type)])
 
 
 _PYREF_KEY_TYPES = {"string": "string", "int32": "int32", "int64": "int64", "boolean": "boolean"}
@@ -135,7 +200,7 @@ def _key_column(keys: list[Any], key_type) -> pa.Array:
     return pa.array(keys, _ARROW_KEY_TYPES[key_type])
 
 
-class _KeyedRowsView:
+class _KeyedRowsView(TableView):
     """Rows of a keyed-backend state: keys, namespaces, key groups, subtasks."""
 
     def __init__(self, key_type: FlinkType, namespace_type: FlinkType, rows: KeyedRows, prefix_bytes: int,
@@ -158,30 +223,38 @@ class _KeyedRowsView:
         """Key groups that hold rows (as Flink stored them)."""
         return sorted(set(self._rows.key_groups.tolist()))
 
-    def check_key_groups(self) -> int | None:
+    def check_key_groups(self, state: str | None = None) -> int | None:
         """Recompute every row's key group with pyref's hash (bit for bit
-        Flink's for String, Integer, Long, Boolean keys and Tuples of them)
-        and compare with the key group Flink stored; returns the number of rows
-        checked, ``None`` when the key type has a hash pyref does not define
-        (a POJO's own ``hashCode``, an enum...). A mismatch is an error."""
+        Flink's for String, Integer, Long, Boolean keys and Tuples of them, and
+        for Flink SQL's ``BinaryRowData`` keys) and compare with the key group
+        Flink stored; returns the number of rows checked, ``None`` when the key
+        type has a hash pyref does not define (a POJO's own ``hashCode``, an
+        enum...). A mismatch is an error naming ``state``."""
         key_type = _pyref_key_type(self.key_type)
-        if key_type is None or not len(self):
-            return None if key_type is None else 0
-        keys = decode_column(self.key_type, self._columns["key"])
-        arrow = _key_column(keys, key_type)
-        expected = compute_key_groups(arrow, self._max_parallelism, key_type)
+        row_keys = self.key_type.kind == "row-data"
+        if key_type is None and not row_keys:
+            return None
+        if not len(self):
+            return 0
+        if row_keys:
+            keys = self._columns["key"].to_pylist()
+            expected = row_key_groups(self._columns["key"], self._max_parallelism, state)
+        else:
+            keys = decode_column(self.key_type, self._columns["key"])
+            expected = compute_key_groups(_key_column(keys, key_type), self._max_parallelism, key_type)
         bad = np.flatnonzero(expected != self._rows.key_groups)
         if len(bad):
             i = int(bad[0])
             raise CorruptSavepointError(f"key {keys[i]!r} is stored in key group {int(self._rows.key_groups[i])} but "
-                                        f"hashes to {int(expected[i])} ({len(bad)} rows differ)")
+                                        f"hashes to {int(expected[i])} ({len(bad)} rows differ)", state=state)
         return len(keys)
 
+    def _leading(self) -> dict[str, pa.Array]:
+        return {"subtask": pa.array(self._rows.subtasks, pa.int32()),
+                "key_group": pa.array(self._rows.key_groups, pa.int32())}
+
     def _table(self, columns: dict[str, pa.Array]) -> pa.Table:
-        table = {"subtask": pa.array(self._rows.subtasks, pa.int32()),
-                 "key_group": pa.array(self._rows.key_groups, pa.int32())}
-        table.update(columns)
-        return pa.table(table)
+        return pa.table({**self._leading(), **columns})
 
 
 class FlinkKeyedStateView(_KeyedRowsView):
@@ -194,7 +267,7 @@ class FlinkKeyedStateView(_KeyedRowsView):
         if kind not in KEYED_KINDS:
             raise UnsupportedFormatError(f"keyed state kind {kind!r} is not supported", state=name)
         super().__init__(key_type, namespace_type, rows, prefix_bytes, max_parallelism)
-        self.name = name
+        self.name = self.label = name
         self.kind = kind
         self.stored_type = stored_type
         self.user_key_type: FlinkType | None = None
@@ -224,12 +297,35 @@ class FlinkKeyedStateView(_KeyedRowsView):
         parts["value"] = values
         return parts
 
-    def to_arrow(self) -> pa.Table:
-        """Raw bytes as Arrow columns: ``subtask``, ``key_group`` (int32), ``key``,
-        ``namespace``, [``user_key``, ``value_is_null`` for MAP], ``value``
-        (a MAP value without its null flag; a LIST value with its elements
-        joined by ``,``; TTL cells with their 8-byte timestamp)."""
-        return self._table(self._columns)
+    def to_arrow(self, raw: bool = False) -> pa.Table:
+        """``subtask``, ``key_group`` (int32), then decoded ``key``, [``namespace``],
+        [``user_key`` for MAP], ``value`` (a list for LIST; None for a null MAP value) and,
+        under TTL, ``ttl_timestamp`` (the last access, ms; a list for LIST).
+
+        ``raw``: the stored bytes as Arrow columns: ``key``, ``namespace``, [``user_key``,
+        ``value_is_null`` for MAP], ``value`` (a MAP value without its null flag; a LIST
+        value with its elements joined by ``,``; TTL cells with their 8-byte timestamp)."""
+        if raw:
+            return self._table(self._columns)
+        stored = self._columns
+        parts = [("key", self.key_type), *([("namespace", self.namespace_type)] if self.has_namespace else []),
+                 *([("user_key", self.user_key_type)] if self.user_key_type is not None else [])]
+        rows = list(self.items(with_ttl=True))
+        decoded = [list(c) for c in zip(*rows)] if rows else [[] for _ in range(len(parts) + 1)]
+        values, stamps = decoded[-1], None
+        if self.ttl and not (self.kind == "LIST" and self.cell_type.is_opaque):
+            def split(v: Any) -> tuple[Any, Any]:
+                if self.kind == "LIST":
+                    return [e.value for e in v], [e.timestamp for e in v]
+                return (v.value, v.timestamp) if isinstance(v, TtlValue) else (v, None)
+
+            pairs = [split(v) for v in values]
+            values, stamps = [v for v, _ in pairs], [t for _, t in pairs]
+        columns = [_column(name, column, stored[name], type_) for (name, type_), column in zip(parts, decoded)]
+        columns.append(_column("value", values, stored["value"], self.value_type, lists=self.kind == "LIST"))
+        if stamps is not None:
+            columns.append((pa.field("ttl_timestamp", (t := pa.array(stamps)).type), t))
+        return _decoded_table(self._leading(), columns)
 
     def list_elements(self) -> tuple[np.ndarray, pa.BinaryArray]:
         """LIST state: (row of each element, element bytes)."""
@@ -316,15 +412,25 @@ class FlinkTimerView(_KeyedRowsView):
         super().__init__(key_type, namespace_type, rows, prefix_bytes, max_parallelism)
         self.service = service
         self.domain = domain
+        self.label = f"{domain} timers of {service}"
 
     @cached_property
     def _columns(self) -> dict[str, pa.Array]:
         return split_timer_keys(self._rows.keys, self._prefix, self.key_type, self.namespace_type,
                                 f"{self.domain} timers of {self.service}")
 
-    def to_arrow(self) -> pa.Table:
-        """``subtask``, ``key_group``, ``key``, ``namespace`` (raw bytes) and ``timestamp`` (int64 ms)."""
-        return self._table(self._columns)
+    def to_arrow(self, raw: bool = False) -> pa.Table:
+        """``subtask``, ``key_group``, ``key``, ``namespace`` (decoded, or with ``raw`` their
+        bytes) and ``timestamp`` (int64 ms)."""
+        if raw:
+            return self._table(self._columns)
+        stored = self._columns
+        keys, namespaces, stamps = (list(c) for c in zip(*self.items())) if len(self) else ([], [], [])
+        columns = [_column("key", keys, stored["key"], self.key_type)]
+        if self.namespace_type.kind != "void-namespace":
+            columns.append(_column("namespace", namespaces, stored["namespace"], self.namespace_type))
+        columns.append((pa.field("timestamp", pa.int64()), pa.array(stamps, pa.int64())))
+        return _decoded_table(self._leading(), columns)
 
     def items(self) -> Iterator[tuple[Any, ...]]:
         """Decoded ``(key, namespace, timestamp)`` of every timer."""

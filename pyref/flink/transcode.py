@@ -39,6 +39,7 @@ from .cep import CEP_KINDS
 from .columns import gather_spans
 from .dataoutput import string_value
 from .rows import be_bytes, from_bytes, join_rows, lengths, varints
+from .scala import SCALA_KINDS
 from .serializers import FlinkType
 from .to_flink import snapshot_label
 
@@ -55,7 +56,7 @@ _ENGINE_ONLY = frozenset({"opaque", "kryo", "avro", "value-type", "java", "eithe
                           "sql-date", "sql-time", "sql-timestamp", "instant", "local-date", "local-time",
                           "local-date-time", "void", "row-data", "string-data", "raw-value", "timestamp-data",
                           "decimal-data", "external", "count-window", "array-data", "map-data", "sorted-map",
-                          "linked-list"}) | CEP_KINDS
+                          "linked-list"}) | CEP_KINDS | SCALA_KINDS
 _STRUCTS = {"boolean": "?", "int8": "b", "int16": "h", "int32": "i", "int64": "q", "float32": "f", "float64": "d"}
 
 

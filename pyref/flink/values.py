@@ -16,7 +16,8 @@ a ``TimestampData`` in epoch nanoseconds, a ``DecimalData`` as ``decimal.Decimal
 for List/Set/arrays, ``dict`` for Map, the constant name for an enum,
 :class:`TimeWindow`, :data:`GLOBAL_WINDOW`, ``None`` for the void namespace,
 :class:`TtlValue` for a TTL cell and :class:`Timer` for a timer, the named tuples of
-:mod:`pyref.flink.cep` for Flink CEP's NFA state and shared buffer. Dates:
+:mod:`pyref.flink.cep` for Flink CEP's NFA state and shared buffer, the Scala API's values as
+:mod:`pyref.flink.scala` says (a case class a tuple, an Option its value or ``None``...). Dates:
 ``date``/``sql-date``/``sql-time`` are epoch milliseconds, ``sql-timestamp``,
 ``instant`` and ``local-date-time`` epoch nanoseconds, ``local-date`` a
 ``datetime.date``, ``local-time`` nanoseconds of the day.
@@ -36,6 +37,7 @@ from ..errors import CorruptSavepointError, UnsupportedFormatError
 from .cep import CEP_KINDS, cep_reader
 from .columns import column_buffers
 from .datainput import DataInput, decode_utf16_units
+from .scala import SCALA_KINDS, scala_reader
 from .serializers import DECIMAL_COMPACT_PRECISION, LENGTH_PREFIXED_KINDS, TIMESTAMP_COMPACT_PRECISION, FlinkType
 
 __all__ = [
@@ -485,8 +487,9 @@ def codec_for(type_: FlinkType) -> Codec:
         return kids[0]
     if kind in LENGTH_PREFIXED_KINDS:
         return _length_prefixed(type_)
-    if kind in CEP_KINDS:
-        return Codec(type_, cep_reader(type_, [k.read for k in kids]), width=type_.length if type_.length > 0 else None)
+    if kind in CEP_KINDS or kind in SCALA_KINDS:  # flink-cep's and flink-scala's own serializers
+        reader = cep_reader if kind in CEP_KINDS else scala_reader
+        return Codec(type_, reader(type_, [k.read for k in kids]), width=type_.length if type_.length > 0 else None)
     return _opaque(type_)
 
 
@@ -556,6 +559,10 @@ def _read_with_tail(codec: Codec, inp: DataInput) -> Any:
     if codec.type.kind == "ttl":
         timestamp = inp.read_long("TTL timestamp")
         return TtlValue(timestamp, _read_with_tail(codec_for(codec.type.children[1]), inp))
+    if codec.type.kind == "scala-try":  # a Failure's Throwable (Kryo) takes the rest of the cell
+        success = inp.read_bool("Try outcome")
+        value = _read_with_tail(codec_for(codec.type.children[0 if success else 1]), inp)
+        return {"success": value} if success else {"failure": value}
     return codec.read(inp)
 
 

@@ -273,7 +273,7 @@ def _keyed_rows(plan: OperatorPlan, subtask: int, raw: bool, batch) -> pa.Record
         view = columns.keyed_view(plan.keyed[0], batch) if plan.keyed else columns.timer_view(plan.timers[0], batch)
         if view is None:
             return None
-        table = view.to_arrow()
+        table = view.to_arrow(raw=True)
         table = table.select([*table.column_names[1:], "subtask"]).combine_chunks()  # subtask last, as decoded
         return table.to_batches()[0]
     found = columns.keyed(plan.keyed[0], batch) if plan.keyed else columns.timers(plan.timers[0], batch)

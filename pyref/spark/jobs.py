@@ -7,7 +7,8 @@
   on decoded key columns) and its entry, and (format 1.2) every timer, rewritten
   into its new key group's chunks; list and broadcast state are kept as they are.
   An operator whose key groups its writer assigned cannot change (spec/format.md
-  §7.12). When the old and new max parallelism
+  §7.12), unless its keys are Flink SQL's, re-hashed as ``BinaryRowData`` hashes
+  them (:mod:`pyref.flink.row_keys`). When the old and new max parallelism
   share enough residue classes (e.g. 128 -> 4096) each task writes the key
   groups it reads, with no shuffle (:func:`rehashed_entries`).
 - :func:`migrate_state`: a state's values under a new serializer (schema
@@ -29,9 +30,9 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from .._proto.savepoint.v1 import manifest_pb2 as pb
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, unknown_names
 from ..key_groups import check_parallelism, compute_key_groups
-from ..keys import key_type_of
+from ..keys import engine_key_groups, key_type_of
 from ..manifest import state_label
 from ..reader import Savepoint
 from ..rewrite import migrate_chunk, resolve_migration
@@ -94,9 +95,11 @@ def flatten(spark: SparkSession, source: Path, target: Path, *, overwrite: bool 
 def rehashed(key_serializer: Serializer, max_parallelism: int, fragment: Fragment) -> Iterator[pa.RecordBatch]:
     """The serialized entries of a fragment with their key groups at ``max_parallelism``:
     key_group, key[, user_key], value."""
-    key_type = key_type_of(key_serializer.snapshot())
+    snapshot = key_serializer.snapshot()
+    # Flink SQL keys: writer-assigned key groups whose engine hash pyref knows (spec/format.md §7.12).
+    key_groups = engine_key_groups(snapshot) or partial(compute_key_groups, key_type=key_type_of(snapshot))
     for raw in keyed_batches(fragment, raw=True):
-        groups = compute_key_groups(key_serializer.decode_array(raw.column(1)), max_parallelism, key_type)
+        groups = key_groups(key_serializer.decode_array(raw.column(1)), max_parallelism)
         yield pa.record_batch([pa.array(groups, pa.int32()), *raw.columns[1:]], names=raw.schema.names)
 
 
@@ -122,7 +125,7 @@ def _wanted(operators: Mapping[str, pb.Operator], value: int | Mapping[str, int]
     if isinstance(value, Mapping):
         unknown = sorted(set(value) - set(operators))
         if unknown:
-            raise InvalidArgumentError(f"no such operators: {unknown}")
+            raise unknown_names("operators", unknown, operators)
         return dict(value)
     return {op_id: value for op_id in operators}
 
@@ -148,7 +151,8 @@ def change_max_parallelism(spark: SparkSession, source: Path, target: Path, max_
                 if new == op.max_parallelism:
                     continue
                 check_parallelism(op.parallelism, new)
-                if op.key_groups == pb.KEY_GROUPS_FROM_WRITER and (op.keyed_states or op.timer_services):
+                if (op.key_groups == pb.KEY_GROUPS_FROM_WRITER and (op.keyed_states or op.timer_services)
+                        and engine_key_groups(op.key_serializer) is None):
                     raise InvalidArgumentError(
                         f"operator {operator_id!r}: its writer assigned the key groups, so no key can be given a new "
                         "one here; the max parallelism cannot change (spec/format.md §7.12)")

@@ -68,7 +68,7 @@ def _jsonable(value, type_: FlinkType):
 
 def _keyed_entries(op, name: str) -> list[dict]:
     view = op.keyed_state(name)
-    table = view.to_arrow()
+    table = view.to_arrow(raw=True)
     subtasks = table.column("subtask").to_pylist()
     key_groups = table.column("key_group").to_pylist()
     grouped: dict[tuple, dict] = {}
@@ -122,7 +122,7 @@ def _timers(op) -> list[dict]:
     out = []
     for service, domain in op.timer_services:
         view = op.timers(service, domain)
-        table = view.to_arrow()
+        table = view.to_arrow(raw=True)
         for (key, namespace, timestamp), subtask, key_group in zip(
                 view.items(), table.column("subtask").to_pylist(), table.column("key_group").to_pylist()):
             out.append({"service": service, "domain": domain.replace("-", "_"),

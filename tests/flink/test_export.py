@@ -237,7 +237,7 @@ def test_an_engine_snapshot_is_written_back_and_its_values_pass(tmp_path):
         op = flink.operator("keyed-kinds")
         blob = op.keyed_state("blob")
         snapshot = blob.value_type.snapshot
-        rows = blob.to_arrow()
+        rows = blob.to_arrow(raw=True)
         keys = decode_column(op.key_type, rows.column("key").combine_chunks())
         values = rows.column("value").combine_chunks()
     kryo = Opaque("flink", blob.value_type.class_name, snapshot)
@@ -248,7 +248,7 @@ def test_an_engine_snapshot_is_written_back_and_its_values_pass(tmp_path):
     with FlinkSavepoint.open(tmp_path / "flink") as sp:
         exported = sp.operator("keyed-kinds").keyed_state("blob")
         assert exported.value_type.snapshot == snapshot
-        back = exported.to_arrow()
+        back = exported.to_arrow(raw=True)
         assert sorted(zip(decode_column(exported.key_type, back.column("key").combine_chunks()),
                           back.column("value").to_pylist())) == sorted(zip(keys, values.to_pylist()))
 
@@ -451,6 +451,24 @@ def test_unknown_operators_are_refused(tmp_path):
     assert [op["operator_id"] for op in result.operators] == ["url-counter"]
 
 
+def test_operators_are_named_by_id_or_uid_and_a_typo_lists_both(tmp_path, capsys):
+    with SavepointWriter(str(tmp_path / "sp")) as w:
+        w.add_operator("by-uid", parallelism=1, max_parallelism=8, uid="kafka-source").list_state(
+            "s", Int64()).add(0, [1])
+        w.add_operator("plain", parallelism=1, max_parallelism=8).list_state("s", Int64()).add(0, [2])
+    args = ["export-flink", str(tmp_path / "sp"), str(tmp_path / "flink"), "--flink-version", "2.3", "--json"]
+    assert cli([*args, "--operator", "kafka-source=3", "--operator", "plain=2", "--only", "kafka-source",
+                "--only", "plain"]) == 0
+    assert [(op["operator_id"], op["parallelism"]) for op in json.loads(capsys.readouterr().out)["operators"]] == [
+        ("by-uid", 3), ("plain", 2)]
+    assert cli([*args, "--overwrite", "--operator", "kafka-sorce=3"]) == 2
+    assert "not exported: ['kafka-sorce']; exported are by-uid (uid kafka-source), plain" in json.loads(
+        capsys.readouterr().out)["error"]
+    with pytest.raises(InvalidArgumentError, match="named twice"):
+        export_savepoint(tmp_path / "sp", tmp_path / "flink", flink_version="2.3", overwrite=True,
+                         parallelism={"kafka-source": 3, "by-uid": 2})
+
+
 def test_engine_operator_ids_and_uids_name_operators_as_flink_does(tmp_path):
     """The recorded OperatorID wins; else the uid is hashed as Flink hashes it (the corpus's
     truth has Flink's own id of the uid "kafka-source"); else the operator id is the uid."""
@@ -569,7 +587,7 @@ def test_a_fifo_planted_as_metadata_before_the_commit_is_refused_not_waited_on(t
     directory = ExportDirectory(str(target))
     os.mkfifo(target / "_metadata")
     with pytest.raises(CorruptSavepointError, match="not a regular file"):
-        directory.commit(b"never published", [])
+        directory.commit(b"never published", {})
     assert (target / "_metadata").is_fifo()
 
 
@@ -662,7 +680,7 @@ def test_ttl_state_exports_its_timestamps(tmp_path):
                                                                                                ("b", (20, 2))]
         assert sorted((k, u, tuple(v)) for k, u, v in op.keyed_state("m").items(with_ttl=True)) == [
             ("a", 1, (5, "x")), ("a", 2, (6, "y"))]
-        assert struct.unpack(">q", op.keyed_state("v").to_arrow().column("value")[0].as_py()[:8])[0] in (10, 20)
+        assert struct.unpack(">q", op.keyed_state("v").to_arrow(raw=True).column("value")[0].as_py()[:8])[0] in (10, 20)
 
 
 def test_forbidden_bytes_of_fixed_width_fields_are_refused_at_any_tuple_depth():

@@ -201,12 +201,12 @@ def test_of_two_exports_racing_for_one_s3_directory_the_later_is_refused(s3_pref
     late = ExportDirectory(url)  # sees no savepoint there yet
     mine = StateStream(late.io, late.file_prefix, 0)
     mine.write(b"the late export's state")
-    mine.close()
+    ref = mine.close()
     export_savepoint(source, url, flink_version="2.3.0", inline_bytes=0)
     published = {name: open_io(url).read_file(name) for name in open_io(url).list_files("")
                  if not name.startswith(late.file_prefix)}
     with pytest.raises(ConcurrentWriteError, match="_metadata"):
-        late.commit(b"never published", [mine.name])
+        late.commit(b"never published", {ref.name: ref.size})
     late.abort()
     assert {name: open_io(url).read_file(name) for name in open_io(url).list_files("")} == published
     assert _flink_states(url) == _flink_states(str(_local_export(source, tmp_path)))

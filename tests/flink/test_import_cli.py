@@ -99,10 +99,43 @@ def test_ttl_and_duration_syntax() -> None:
             parse_ttl(bad)
 
 
-def test_commands_for_pyref_savepoints_say_a_flink_savepoint_is_read_otherwise(capsys) -> None:
-    code, result = run(capsys, "plan", str(KEYED), "-p", "2")
+def test_commands_for_pyref_savepoints_say_a_flink_savepoint_is_read_otherwise(tmp_path, capsys) -> None:
+    code, result = run(capsys, "rescale", str(KEYED), str(tmp_path / "out"), "-p", "2")
     assert code == 4 and result["type"] == "SavepointNotFoundError"
-    assert "it is a Flink savepoint (_metadata)" in result["error"] and "import-flink" in result["error"]
+    assert "it is a Flink savepoint (_metadata)" in result["error"] and "plan and import-flink" in result["error"]
+
+
+@pytest.mark.parametrize("case", ["2.3.0/hashmap/operator-state", "2.3.0/rocksdb/keyed-kinds", "1.20.3/hashmap/seeds"])
+def test_plan_of_a_flink_savepoint_is_the_plan_of_its_import(case, tmp_path, capsys) -> None:
+    """Key groups, list elements and broadcast entries of every new subtask as pyref plans
+    them for the import; the bytes read are Flink's keyed state of those key groups."""
+    from compat_tests.flink.imports import import_options
+    from pyref.flink import import_flink
+
+    source = CORPUS / case / "savepoint"
+    options = import_options(CORPUS / case)
+    import_flink(source, tmp_path / "sp", **options)
+    code, imported = run(capsys, "plan", str(tmp_path / "sp"), "-p", "2")
+    assert code == 0
+    code, flink = run(capsys, "plan", str(source), "-p", "2")
+    assert code == 0
+    # Flink 1.x stores no uids: the plan names those operators by hex id, the import by the uids given.
+    by_name = {op.operator_id: op.name for op in FlinkSavepoint.open(source, uids=options["uids"]).operators}
+    plans = {by_name.get(op["operator_id"], op["operator_id"]): op for op in flink["operators"]}
+
+    def shares(op: dict) -> list:
+        return [(s["first_key_group"], s["last_key_group"], s["list_states"], s["broadcast_states"])
+                for s in op["subtasks"]]
+
+    for op in imported["operators"]:
+        assert shares(plans[op["operator_id"]]) == shares(op), op["operator_id"]
+    keyed = [op for op in flink["operators"] if any(s["planned_bytes"] for s in op["subtasks"])]
+    assert keyed or case.endswith("operator-state")
+    with FlinkSavepoint.open(source) as savepoint:
+        for op in keyed:
+            stored = sum(h.stream.size for s in savepoint.operator(op["operator_id"]).state.subtasks
+                         if (h := s.managed_keyed_state) is not None)
+            assert 0 < sum(s["planned_bytes"] for s in op["subtasks"]) <= stored
 
 
 def test_import_and_verify_text_say_what_they_counted(tmp_path, capsys) -> None:
@@ -137,8 +170,17 @@ def test_a_typo_is_answered_with_the_names_there_are(tmp_path, capsys) -> None:
         assert len(op.timers("user-timers", "event_time")) == len(op.timers("user-timers", "event-time")) > 0
     code, result = run(capsys, "import-flink", str(KEYED), str(tmp_path / "sp"), "--skip-state", "pojo-keys/blobs",
                        "--skip-state", "keyed-kinds/blobs", "--ttl-default", "1d", "--ttl", "keyed-kinds/count=1d")
-    assert code == 2 and "--skip-state (skip_states) names no state: keyed-kinds/blobs" in result["error"]
-    assert "--ttl (ttl) names no state under TTL: keyed-kinds/count" in result["error"]
+    assert code == 2 and "--skip-state (skip_states) names no state: keyed-kinds/blobs (the states are " \
+        in result["error"] and "keyed-kinds/count" in result["error"].split("--ttl")[0]
+    assert "--ttl (ttl) names no state under TTL: keyed-kinds/count (the states under TTL are keyed-kinds/ttl-" \
+        in result["error"]
+    # A uid of no operator (a typo) was ignored, the operator left unnamed; it is an error listing them.
+    code, result = run(capsys, "import-flink", str(OLD_SEEDS), str(tmp_path / "seeds"), "--uid", "url-countr")
+    assert code == 2 and "no operator of the savepoint has the uid or id 'url-countr'" in result["error"]
+    assert result["error"].count(", ") >= 1 and "its operators: " in result["error"]
+    code, result = run(capsys, "plan", str(KEYED), "--operator", "keyed-kind=2")
+    assert code == 2 and "no such operators: ['keyed-kind']; the operators are " in result["error"]
+    assert "keyed-kinds" in result["error"]
     import_flink_args = ("import-flink", str(KEYED), str(tmp_path / "sp"), "--skip-state", "pojo-keys/blobs",
                          "--ttl-default", "1d")
     assert run(capsys, *import_flink_args)[0] == 0

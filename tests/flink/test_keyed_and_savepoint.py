@@ -129,9 +129,15 @@ def test_hand_made_savepoint_reads_back(tmp_path: pathlib.Path, compress: bool, 
         count = proc.keyed_state("count")
         assert dict(count.items()) == {k: int(k[1:]) for k in KEYS}
         assert count.get("k7") == 7 and count.get("nope", -1) == -1
-        table = count.to_arrow()
-        assert dict(zip(table.column("key").to_pylist(), table.column("key_group").to_pylist())) == {
+        raw, table = count.to_arrow(raw=True), count.to_arrow()
+        assert dict(zip(raw.column("key").to_pylist(), raw.column("key_group").to_pylist())) == {
             string_value(k): g for k, g in KEYS.items()}
+        # Decoded: the keys and values as Arrow strings and longs, the key groups Flink stored.
+        assert table.schema.names == ["subtask", "key_group", "key", "value"] and table.schema.metadata is None
+        assert table.column("key").type == pa.string() and table.column("value").type == pa.int64()
+        assert dict(zip(table.column("key").to_pylist(), table.column("key_group").to_pylist())) == KEYS
+        assert dict(zip(table.column("key").to_pylist(), table.column("value").to_pylist())) == dict(count.items())
+        assert count.to_pandas().set_index("key")["value"].to_dict() == dict(count.items())
         assert table.column("subtask").to_pylist() == [0 if g < 2 else 1 for g in table.column("key_group").to_pylist()]
         tags = proc.keyed_state("tags")
         assert tags.ttl and tags.get("k3") == {"a": 3, "b": 3}

@@ -139,6 +139,35 @@ def test_max_parallelism_change_of_an_import_follows_flinks_hash(spark, tmp_path
         change_max_parallelism(spark, tmp_path / "sp", tmp_path / "pojo", {"pojo-keys": 128}, progress=False)
 
 
+def test_max_parallelism_change_of_a_sql_import_places_its_keys_as_flink(spark, tmp_path) -> None:
+    """Flink SQL keys (BinaryRowData, writer-assigned key groups) are re-hashed by Flink's
+    BinaryRowData hash: the export back to Flink holds every row under the key group Flink
+    computes at the new max parallelism."""
+    from compat_tests.flink.sql import TTL_DEFAULT
+    from pyref.flink import FlinkSavepoint, export_savepoint
+    from pyref.flink.row_keys import row_key_groups
+    from pyref.spark import change_max_parallelism
+
+    (tmp_path / "flink").mkdir()
+    (tmp_path / "flink" / "_metadata").write_bytes(gzip.decompress(
+        (CHECKPOINTS.parent / "sql" / "2.3.0-hashmap" / "_metadata.gz").read_bytes()))
+    core_import(tmp_path / "flink", tmp_path / "sp", ttl_default=TTL_DEFAULT)
+    wider = {op.operator_id: 200 for op in Savepoint.open(tmp_path / "sp").operators if op.max_parallelism == 128}
+    change_max_parallelism(spark, tmp_path / "sp", tmp_path / "m200", wider, progress=False)
+    export_savepoint(tmp_path / "m200", tmp_path / "export", flink_version="2.3.0")
+    rows = 0
+    with FlinkSavepoint.open(tmp_path / "export") as export, FlinkSavepoint.open(tmp_path / "flink") as flink:
+        for op in export.operators:
+            for name in op.keyed_state_names:
+                table = op.keyed_state(name).to_arrow(raw=True)
+                assert op.max_parallelism in (200, 1)  # the global Top-N's stays 1
+                groups = row_key_groups(table.column("key"), op.max_parallelism)
+                assert groups.tolist() == table.column("key_group").to_pylist()
+                assert table.num_rows == flink.operator(op.operator_id).keyed_state(name).to_arrow(raw=True).num_rows
+                rows += table.num_rows
+    assert rows > 400
+
+
 @pytest.mark.parametrize("selection", [{"keys": ["user-01"]}, {"key_groups": [3]}, {"subtasks": [0]},
                                        {"target_parallelism": 2}])
 def test_a_selection_on_a_flink_savepoint_is_refused_not_ignored(selection) -> None:

@@ -20,15 +20,26 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ...errors import CorruptSavepointError, InvalidArgumentError, SavepointError, StorageError
+from ...errors import ConcurrentWriteError, CorruptSavepointError, InvalidArgumentError, SavepointError, StorageError
 from ...location import parse_location
-from ...storage import OutputFile, SavepointIO, is_safe_relative_path, open_io, typed_os_errors
+from ...storage import (
+    UNLOCKED_WRITE_DEADLINE_S,
+    OutputFile,
+    SavepointIO,
+    is_safe_relative_path,
+    open_io,
+    typed_os_errors,
+)
 from ..metadata import parse_metadata
 
-__all__ = ["StreamRef", "StateStream", "ExportDirectory", "DEFAULT_INLINE_BYTES", "METADATA", "check_metadata_parses"]
+__all__ = ["StreamRef", "StateStream", "ExportDirectory", "DEFAULT_INLINE_BYTES", "METADATA", "EXPORT_FILE_NAME",
+           "check_metadata_parses", "relative_files"]
 
 METADATA = "_metadata"
 #: Flink's default execution.checkpointing.data-inline-threshold.
@@ -36,6 +47,9 @@ DEFAULT_INLINE_BYTES = 20 * 1024
 _PYREF_MANIFEST = "_manifest"
 #: What a state stream gathers before each write to its file.
 WRITE_BYTES = 1 << 20
+#: The name of every state file an export writes: its export's prefix (``pyref-`` and 12 hex
+#: digits), then a UUID. Flink's own files (a bare UUID) never match, so cleanup never takes them.
+EXPORT_FILE_NAME = re.compile(r"pyref-[0-9a-f]{12}-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 @dataclass(frozen=True)
@@ -131,9 +145,11 @@ class ExportDirectory:
                                        "(--overwrite) to replace it", path=self.path)
         return self.io.read_file(METADATA)
 
-    def commit(self, metadata: bytes, files: list[str]) -> None:
+    def commit(self, metadata: bytes, files: Mapping[str, int]) -> None:
         """Publish ``_metadata`` (the savepoint is complete from here on), then delete the
-        replaced savepoint's state files that ``files`` (the new ones) does not list."""
+        replaced savepoint's state files that ``files`` (the new ones, by name, with their
+        sizes) does not list."""
+        self._check_files(files)
         try:
             # Conditional: of two exports racing for this directory one publishes, the other is
             # refused (ConcurrentWriteError) and its abort deletes only its own files.
@@ -145,6 +161,23 @@ class ExportDirectory:
         self.published = True
         self._delete_replaced(set(files))
 
+    def _check_files(self, files: Mapping[str, int]) -> None:
+        """Every state file is still there, whole, and young enough that no ``pyref clean``
+        may take it for an abandoned export's (pyref/flink/writer/cleanup.py): the same age
+        rule as a commit to an object store (spec/format.md §10.5)."""
+        oldest = time.time() - UNLOCKED_WRITE_DEADLINE_S
+        for name, size in files.items():
+            found = self.io.stat(name)
+            if found is None or found.size != size:
+                state = "is missing" if found is None else f"is {found.size} bytes, not {size}"
+                raise ConcurrentWriteError(f"state file {name} of this export {state}: another process (pyref "
+                                           "clean?) deleted or changed it; nothing was published", path=self.path)
+            if found.modified is not None and found.modified < oldest:
+                raise ConcurrentWriteError(
+                    f"state file {name} of this export was written more than {UNLOCKED_WRITE_DEADLINE_S / 3600:g} "
+                    "hours ago; pyref clean may delete it as an abandoned export's, so nothing was published: run "
+                    "the export again", path=self.path)
+
     def _delete_replaced(self, keep: set[str]) -> None:
         if self.previous is None:
             return
@@ -152,7 +185,7 @@ class ExportDirectory:
             old = parse_metadata(self.previous)
         except SavepointError:
             return  # unreadable: leave its files alone
-        for name in _relative_files(old):
+        for name in relative_files(old):
             if name not in keep and is_safe_relative_path(name) and "/" not in name and name != METADATA:
                 with contextlib.suppress(SavepointError, OSError):
                     self.io.delete(name)
@@ -172,7 +205,7 @@ class ExportDirectory:
                 os.rmdir(self.path)
 
 
-def _relative_files(metadata) -> list[str]:
+def relative_files(metadata) -> list[str]:
     """The relative state files a parsed ``_metadata`` names."""
     names = []
     for op in metadata.operators:

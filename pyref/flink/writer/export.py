@@ -129,8 +129,9 @@ def _is_keyed(op: OperatorView) -> bool:
 
 
 def _names(ops: Iterable[OperatorView]) -> str:
-    """Operator ids for an error that names the ones there are."""
-    return ", ".join(op.operator_id for op in ops)
+    """Operator ids (and uids) for an error that names the ones there are."""
+    return ", ".join(op.operator_id + (f" (uid {op.uid})" if op.uid and op.uid != op.operator_id else "")
+                     for op in ops)
 
 
 def _selected(source: Savepoint, operators: Iterable[str] | None) -> list[OperatorView]:
@@ -152,12 +153,16 @@ def _parallelism_of(ops: list[OperatorView], parallelism: int | Mapping[str, int
     if parallelism is None:
         return {op.operator_id: op.parallelism for op in ops}
     if isinstance(parallelism, Mapping):
-        known = {op.operator_id for op in ops}
-        unknown = sorted(set(parallelism) - known)
+        # An operator is named by its id or by its uid (what the Flink job knows it by).
+        by_name = {name: op.operator_id for op in ops for name in (op.uid, op.operator_id) if name}
+        unknown = sorted(set(parallelism) - set(by_name))
         if unknown:
             raise InvalidArgumentError(f"parallelism given for operators not exported: {unknown}; exported are "
                                        f"{_names(ops)}")
-        return {op.operator_id: parallelism.get(op.operator_id, op.parallelism) for op in ops}
+        given = {by_name[name]: n for name, n in parallelism.items()}
+        if len(given) < len(parallelism):
+            raise InvalidArgumentError(f"an operator is named twice (by id and uid) in {dict(parallelism)}")
+        return {op.operator_id: given.get(op.operator_id, op.parallelism) for op in ops}
     return {op.operator_id: parallelism for op in ops}
 
 
@@ -260,7 +265,7 @@ def publish(source: Savepoint, plan: ExportPlan, directory: ExportDirectory,
     """Write ``_metadata`` of the handles written, last, and report what was exported."""
     metadata = plan.metadata(source, handles)
     check_metadata_parses(metadata, directory.path)
-    directory.commit(metadata, [h.stream.name for h in handles.values() if not h.stream.inline])
+    directory.commit(metadata, {h.stream.name: h.stream.size for h in handles.values() if not h.stream.inline})
     result = ExportResult(directory.path, plan.flink_version, plan.metadata_version)
     _summary(result, plan, handles)
     return result

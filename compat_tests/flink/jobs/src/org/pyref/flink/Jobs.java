@@ -13,6 +13,7 @@ final class Jobs {
             case "windows": WindowsJob.build(b); break;
             case "types": TypesJob.build(b); break;
             case "churn": ChurnJob.build(b); break;
+            case "scala": ScalaJob.build(b); break;
             default: throw new IllegalArgumentException("unknown corpus job " + name);
         }
     }

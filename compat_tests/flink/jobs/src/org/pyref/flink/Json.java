@@ -28,7 +28,7 @@ import org.apache.flink.types.Row;
  * POJO (or any other object) is an object of its fields sorted by name; a map is an array of
  * [key, value] pairs sorted by the key's JSON text; a TimeWindow is {"start", "end"}, the
  * GlobalWindow "global", VoidNamespace null; a Kryo-serialized value is {"class", "fields",
- * "bytes"} where bytes are exactly what its serializer writes.
+ * "bytes"} where bytes are exactly what its serializer writes; Scala values as ScalaTypes (compat/scala) says.
  */
 final class Json {
     static final ObjectMapper MAPPER = new ObjectMapper().enable(SerializationFeature.ORDER_MAP_ENTRIES_BY_KEYS);
@@ -152,7 +152,8 @@ final class Json {
             }
             return a;
         }
-        return fields(v);
+        JsonNode scala = ScalaTypes.json(v);
+        return scala != null ? scala : fields(v);
     }
 
     /** Map entries as [key, value] pairs sorted by the key's JSON text. */

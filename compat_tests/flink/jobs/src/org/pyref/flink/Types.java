@@ -17,7 +17,8 @@ import org.apache.flink.api.java.typeutils.TupleTypeInfo;
  * The type names of the corpus README ("Type names"): Boolean, Byte, Short, Integer, Long,
  * Float, Double, Character, String, byte[], int[], long[], double[], TupleN&lt;T1,...&gt;,
  * Row&lt;T1,...&gt;, List&lt;T&gt;, Map&lt;K,V&gt;, pojo:CLASS (must be a Flink POJO), enum:CLASS,
- * kryo:CLASS (Flink's generic type: Kryo).
+ * kryo:CLASS (Flink's generic type: Kryo), and on Flink 1.x the Scala API's types (names starting with
+ * "Scala": see ScalaTypes in compat/scala).
  */
 final class Types {
     private Types() {}
@@ -58,6 +59,9 @@ final class Types {
             return new GenericTypeInfo<>(load(s.substring(5)));
         }
         int open = s.indexOf('<');
+        if (open < 0 && s.startsWith("Scala")) {
+            return ScalaTypes.parse(s, new ArrayList<>());
+        }
         if (open < 0 || !s.endsWith(">")) {
             throw new IllegalArgumentException("unknown type name " + s);
         }
@@ -65,6 +69,9 @@ final class Types {
         List<TypeInformation<?>> args = new ArrayList<>();
         for (String arg : splitArguments(s.substring(open + 1, s.length() - 1))) {
             args.add(parse(arg));
+        }
+        if (head.startsWith("Scala")) {
+            return ScalaTypes.parse(head, args);
         }
         if (head.equals("List") && args.size() == 1) {
             return new ListTypeInfo<>(args.get(0));
