@@ -33,7 +33,7 @@ from pyref.flink.datainput import DataInput
 from pyref.flink.inspection import describe_flink, verify_flink
 from pyref.flink.keyed import KeyedBackendMeta
 from pyref.flink.meta_info import StateMetaInfo
-from pyref.flink.rocksdb.native import ROCKSDB_NATIVE
+from pyref.flink.rocksdb.native import ROCKSDB_NATIVE, sst_files
 from pyref.flink.serializers import FlinkType
 from pyref.flink.values import codec_for
 
@@ -102,6 +102,14 @@ def test_checkpoint_verifies_and_exports_as_a_canonical_savepoint(case: str, tmp
         assert handles and all(h.savepoint for h in handles)
         expected["checkpoint_id"] = exported.checkpoint_id
     assert_reads_as_truth(tmp_path / "flink", expected)
+
+
+def test_a_restore_plan_spreads_rocksdb_files_over_their_key_groups() -> None:
+    with FlinkSavepoint.open(DATA / "2.3.0-rocksdb-incremental-churn" / "checkpoint", uids=["churn"]) as sp:
+        churn = sp.restore_plan(3).summary().operators[0]
+        stored = sum(stream.size for s in sp.operator("churn").state.subtasks
+                     for _, stream in sst_files(s.managed_keyed_state))
+    assert churn.operator_id == "churn" and sum(s.planned_bytes for s in churn.subtasks) == stored > 0
 
 
 def test_an_incremental_checkpoint_without_its_shared_files_names_the_missing_one() -> None:
