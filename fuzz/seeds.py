@@ -68,8 +68,10 @@ FLINK_CASES = ("1.17.2/hashmap/seeds", "2.3.0/rocksdb/seeds", "1.17.2/rocksdb/op
                "2.3.0/hashmap/operator-state", "2.0.2/rocksdb/types", "1.17.2/hashmap/windows",
                "1.20.3/hashmap/keyed-kinds")
 FLINK_CHECKPOINTS = os.path.join(FLINK_TEST_DATA, "checkpoints")
-#: Retained checkpoints: HashMap backend ones (the heap layout, plain and compressed) and a RocksDB one of 1.14.
-FLINK_CHECKPOINT_CASES = ("1.20.3-hashmap-seeds", "1.20.3-hashmap-seeds-compressed", "1.14.6-rocksdb-full-seeds")
+#: Retained checkpoints: HashMap backend ones (the heap layout, plain and compressed), a RocksDB one of 1.14
+#: and one of 1.16 (RocksDB's SST files, inline in ``_metadata``).
+FLINK_CHECKPOINT_CASES = ("1.20.3-hashmap-seeds", "1.20.3-hashmap-seeds-compressed", "1.14.6-rocksdb-full-seeds",
+                          "1.16.3-rocksdb-full-seeds")
 #: Flink SQL and CEP savepoints of the tests (``_metadata`` only; ``.gz`` ones are unpacked):
 #: their table-runtime snapshots hold Java serialization streams, their CEP state flink-cep's own.
 FLINK_TEST_SAVEPOINTS = ("sql/2.3.0-hashmap", "sql/1.20.3-rocksdb", "cep/2.3.0-hashmap", "cep/1.20.3-rocksdb")

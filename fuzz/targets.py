@@ -46,7 +46,7 @@ from pyref.checksum import crc32c
 from pyref.errors import SavepointError
 from pyref.flink import compression as _flink_compression
 from pyref.flink import operator_state as _flink_operator_state
-from pyref.flink.handles import LocalHandleStore
+from pyref.flink.handles import CHECKPOINT_SIBLINGS, LocalHandleStore
 from pyref.flink.importer import import_flink
 from pyref.flink.inspection import describe_flink, verify_flink
 from pyref.flink.savepoint import FlinkSavepoint
@@ -627,7 +627,9 @@ def _confined_local_path(store: LocalHandleStore, handle) -> str:
     path = _original_local_path(store, handle)
     real = os.path.realpath(path)
     # This module patches pyref for the whole process: a caller that allowed external files keeps them.
-    if not store.allow_external_files and os.path.commonpath([real, store.directory]) != store.directory:
+    # A checkpoint's own shared and task-owned directories beside it are read too (pyref.flink.handles).
+    allowed = [store.directory] + [os.path.join(os.path.dirname(store.directory), d) for d in CHECKPOINT_SIBLINGS]
+    if not store.allow_external_files and not any(os.path.commonpath([real, d]) == d for d in allowed):
         raise PathEscape(f"state handle {handle.location!r} opened {real}, outside {store.directory}")
     return path
 

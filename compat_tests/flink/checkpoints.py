@@ -5,9 +5,10 @@
 A case runs a corpus job with periodic checkpoints retained on cancellation; once the job's
 state is frozen the driver waits for a checkpoint every subtask took after that, cancels the
 job (jobs/Checkpoints.java) and keeps ``OUT/<version>-<case>/`` with ``checkpoint/`` (Flink's
-``chk-N`` directory: ``_metadata`` and the state files it names) and ``truth.json`` (what
-every subtask held at that checkpoint). An incremental RocksDB checkpoint's shared files
-(``../shared``) are not kept: pyref refuses its keyed state before reading them.
+``chk-N`` directory: ``_metadata`` and the state files it names), for an incremental RocksDB
+checkpoint ``shared/`` (the files of ``../shared`` it names, from this and earlier checkpoints)
+and ``truth.json`` (what every subtask held at that checkpoint). A case with a savepoint format
+stops the job with a savepoint of that format instead and keeps it as ``savepoint/``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ class CheckpointCase:
     inline_threshold: str
     max_parallelism: int = 128
     compression: bool = False
+    #: "native": a native-format stop-with-savepoint of the job, not a retained checkpoint.
+    savepoint_format: str | None = None
+    #: RocksDB's block compression (state.backend.rocksdb.compression.per.level), e.g. "ZSTD_COMPRESSION".
+    rocksdb_compression: str | None = None
 
 
 CASES = (
@@ -47,6 +52,11 @@ CASES = (
     CheckpointCase("rocksdb-full-keyed-kinds", "keyed-kinds", "rocksdb", False, "0", max_parallelism=1000),
     CheckpointCase("rocksdb-full-seeds", "seeds", "rocksdb", False, "20kb"),
     CheckpointCase("rocksdb-incremental-seeds", "seeds", "rocksdb", True, "0"),
+    CheckpointCase("rocksdb-incremental-churn", "churn", "rocksdb", True, "0"),
+    CheckpointCase("rocksdb-full-seeds-zstd", "seeds", "rocksdb", False, "20kb", rocksdb_compression="ZSTD_COMPRESSION"),
+    CheckpointCase("rocksdb-full-seeds-lz4", "seeds", "rocksdb", False, "20kb", rocksdb_compression="LZ4_COMPRESSION"),
+    CheckpointCase("rocksdb-native-savepoint-keyed-kinds", "keyed-kinds", "rocksdb", False, "0", max_parallelism=1000,
+                   savepoint_format="native"),
 )
 
 
@@ -57,6 +67,8 @@ def checkpoint_config(version: str, case: CheckpointCase, directory: pathlib.Pat
     config.update({"execution.checkpointing.interval": INTERVAL,
                    "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
                    keys.incremental: str(case.incremental).lower()})
+    if case.rocksdb_compression:
+        config["state.backend.rocksdb.compression.per.level"] = case.rocksdb_compression
     return config
 
 
@@ -69,28 +81,48 @@ def take_checkpoints(version: str, cases: list[CheckpointCase], out: str | pathl
         tasks = []
         for case in cases:
             directory = pathlib.Path(tmp) / case.name / "checkpoints"
-            tasks.append({"action": "generate", "job": case.job, "max_parallelism": case.max_parallelism,
-                          "config": checkpoint_config(version, case, directory),
-                          "out": str(pathlib.Path(tmp) / case.name), "checkpoint_dir": str(directory), "timeout_s": 120,
-                          "truth": {"flink_version": version, "backend": case.backend, "case": case.name,
-                                    "incremental": case.incremental}})
+            task = {"action": "generate", "job": case.job, "max_parallelism": case.max_parallelism,
+                    "config": checkpoint_config(version, case, directory),
+                    "out": str(pathlib.Path(tmp) / case.name), "timeout_s": 120,
+                    "truth": {"flink_version": version, "backend": case.backend, "case": case.name,
+                              "incremental": case.incremental}}
+            if case.savepoint_format:
+                task["savepoint_format"] = case.savepoint_format
+            else:
+                task["checkpoint_dir"] = str(directory)
+            tasks.append(task)
         results = harness.run_tasks(version, tasks, download=download, log_dir=pathlib.Path(tmp) / "logs")
         for case, task, result in zip(cases, tasks, results):
             if not result["ok"]:
                 raise harness.FlinkError(f"Flink {version} checkpoint case {case.name} failed:\n"
                                          f"{harness.short_error(result['error'])}")
             truth = json.loads((pathlib.Path(task["out"]) / "truth.json").read_text(encoding="utf-8"))
-            name = f"chk-{truth['checkpoint_id']}"
-            chk = list(pathlib.Path(task["checkpoint_dir"]).glob(f"*/{name}"))
-            if len(chk) != 1 or not (chk[0] / "_metadata").is_file():
-                raise harness.FlinkError(f"{case.name}: no retained {name} in {task['checkpoint_dir']}")
             target = out / f"{version}-{case.name}"
             shutil.rmtree(target, ignore_errors=True)
             target.mkdir(parents=True)
-            shutil.copytree(chk[0], target / "checkpoint")
+            if case.savepoint_format:
+                shutil.copytree(pathlib.Path(task["out"]) / "savepoint", target / "savepoint")
+            else:
+                _keep_checkpoint(case, task, truth, target)
             (target / "truth.json").write_text(json.dumps(truth, indent=1) + "\n", encoding="utf-8")
             written[case.name] = target
     return written
+
+
+def _keep_checkpoint(case: CheckpointCase, task: dict, truth: dict, target: pathlib.Path) -> None:
+    """``target/checkpoint`` (the retained chk-N) and, incremental, ``target/shared`` (the files of it it names)."""
+    name = f"chk-{truth['checkpoint_id']}"
+    chk = list(pathlib.Path(task["checkpoint_dir"]).glob(f"*/{name}"))
+    if len(chk) != 1 or not (chk[0] / "_metadata").is_file():
+        raise harness.FlinkError(f"{case.name}: no retained {name} in {task['checkpoint_dir']}")
+    shutil.copytree(chk[0], target / "checkpoint")
+    shared = chk[0].parent / "shared"
+    if case.incremental and shared.is_dir():
+        metadata = (chk[0] / "_metadata").read_bytes()
+        (target / "shared").mkdir()
+        for f in shared.iterdir():  # the files of subsumed checkpoints Flink has not deleted yet are left out
+            if f.is_file() and f.name.encode() in metadata:
+                shutil.copy2(f, target / "shared" / f.name)
 
 
 def main(argv: list[str] | None = None) -> int:

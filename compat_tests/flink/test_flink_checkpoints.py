@@ -2,12 +2,13 @@
 
 Flink 2.3.0 takes fresh retained checkpoints (compat_tests.flink.checkpoints, one JVM): of the
 HashMap backend (every keyed kind, TTL, timers; and keyed-kinds, whose Kryo states a heap
-checkpoint cannot delimit) and of RocksDB, full and incremental. pyref reads and verifies the
-heap ones, imports them and exports canonical savepoints, which real Flink restores (one JVM per
-version) to exactly the job's truth at that checkpoint (pending windows' timers firing after the
-restore); the heap checkpoints of tests/flink/data/checkpoints are restored the same way. What pyref cannot read is refused by
-name: the Kryo states of a heap checkpoint (the other operators read), and every RocksDB
-checkpoint (RocksDB's own SST files; Flink 1.16+ writes no other kind).
+checkpoint cannot delimit) and of RocksDB, incremental, of state overwritten, deleted and
+appended to over five checkpoints (RocksDB's SST files of several checkpoints, in ``../shared``).
+pyref reads and verifies them, imports them and exports canonical savepoints, which real Flink
+restores (one JVM per version) to exactly the job's truth at that checkpoint (pending windows'
+timers firing after the restore); the heap checkpoints of tests/flink/data/checkpoints are
+restored the same way. What pyref cannot read is refused by name: the Kryo states of a heap
+checkpoint (the other operators read).
 
 Marked ``flink`` (Java 17 and the Flink jars: cached, or PYREF_FLINK_DOWNLOAD=1); 25 to 50 s.
 """
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.flink
 
 DOWNLOAD = os.environ.get("PYREF_FLINK_DOWNLOAD") == "1"
 FRESH_VERSION = "2.3.0"
-FRESH = ("hashmap-heap-kinds", "hashmap-keyed-kinds", "rocksdb-full-seeds", "rocksdb-incremental-seeds")
+FRESH = ("hashmap-heap-kinds", "hashmap-keyed-kinds", "rocksdb-incremental-churn")
 #: Committed heap checkpoints restored too (their versions' Flink is not run to take them).
 COMMITTED = pathlib.Path(__file__).resolve().parents[2] / "tests" / "flink" / "data" / "checkpoints"
 COMMITTED_RESTORES = {"1.20.3": ("1.20.3-hashmap-heap-kinds", "1.20.3-hashmap-seeds-compressed"),
@@ -74,12 +75,20 @@ def restore_all(version: str, exports: list[tuple[pathlib.Path, dict]]) -> list[
     return [restore_differences(truth, dump) for (_, truth), dump in zip(exports, dumps)]
 
 
-def test_fresh_heap_checkpoint_restores_to_its_truth_as_a_savepoint(fresh, tmp_path) -> None:
+def test_fresh_heap_and_rocksdb_checkpoints_restore_to_their_truth_as_savepoints(fresh, tmp_path) -> None:
     checkpoint, truth = fresh["hashmap-heap-kinds"]
     kinds = truth["operators"]["keyed-kinds"]
     assert {s["kind"] for s in kinds["keyed_state"].values()} == {"value", "list", "map", "reducing", "aggregating"}
     assert {t["domain"] for t in kinds["timers"]} == {"event_time", "processing_time"}
-    assert restore_all(FRESH_VERSION, [(exported(checkpoint, truth, tmp_path), truth)]) == [[]]
+    incremental, churned = fresh["rocksdb-incremental-churn"]
+    with FlinkSavepoint.open(incremental) as sp:
+        handles = [s.managed_keyed_state for op in sp.operators for s in op.state.subtasks
+                   if s.managed_keyed_state is not None]
+        assert handles and all(op.keyed_layout(0) == "rocksdb-native" for op in sp.operators if op.uid == "churn")
+        assert all(len(h.shared) > 1 for h in handles)  # files of several checkpoints
+    exports = [(exported(checkpoint, truth, tmp_path / "heap"), truth),
+               (exported(incremental, churned, tmp_path / "rocksdb"), churned)]
+    assert restore_all(FRESH_VERSION, exports) == [[], []]
 
 
 @pytest.mark.parametrize("version", sorted(COMMITTED_RESTORES))
@@ -109,15 +118,3 @@ def test_heap_checkpoint_kryo_states_are_refused_by_name_the_rest_read(fresh, tm
     with pytest.raises(UnsupportedFormatError, match="'blobs?' of a heap"):
         import_flink(checkpoint, tmp_path / "imported", uids=list(truth["operators"]), ttl=ttl_configs(truth),
                      skip_states=["pojo-keys/blobs"])
-
-
-@pytest.mark.parametrize("case, shared", [("rocksdb-full-seeds", 0), ("rocksdb-incremental-seeds", 1)])
-def test_rocksdb_checkpoints_full_or_incremental_are_refused_by_name(fresh, case, shared) -> None:
-    checkpoint, truth = fresh[case]
-    with FlinkSavepoint.open(checkpoint, uids=list(truth["operators"])) as sp:
-        with pytest.raises(UnsupportedFormatError,
-                           match=f"IncrementalRemoteKeyedStateHandle with {shared} shared .*RocksDB's own SST files"):
-            sp.operator("url-counter").keyed_state("count")
-        offsets = sp.operator("kafka-source").list_state("offsets")
-        assert [offsets.partition(i) for i in range(2)] == truth["operators"]["kafka-source"]["operator_state"][
-            "offsets"]["subtasks"]

@@ -4,9 +4,10 @@
 version Flink 1.6-2.x writes) and gives views of each operator's list, union
 and broadcast state, keyed state and timers, decoded from the canonical
 savepoint format both the HashMap and RocksDB backends write (snappy
-compression included), or from a HashMap backend checkpoint's own layout.
-Native-format state (RocksDB checkpoints since Flink 1.16, full or incremental)
-and changelog state is refused with :class:`~pyref.errors.UnsupportedFormatError`.
+compression included), from a HashMap backend checkpoint's own layout, or from
+RocksDB's own SST files (RocksDB checkpoints since Flink 1.16, full or incremental,
+and native-format savepoints: :mod:`.rocksdb`). Changelog state is refused with
+:class:`~pyref.errors.UnsupportedFormatError`.
 
 ``import_flink(src, dst)`` imports one as a pyref savepoint: :mod:`.import_plan`
 (what will be written), :mod:`.from_flink` (Flink types as pyref serializers,
@@ -18,7 +19,7 @@ Modules, one concept each: :mod:`.datainput` (Java ``DataInput``),
 :mod:`.metadata` (``_metadata``), :mod:`.handles` (state handles and where
 their bytes are), :mod:`.compression` (snappy framing), :mod:`.serializers`
 (serializer snapshots), :mod:`.meta_info` (state meta info), :mod:`.keyed`
-(keyed streams), :mod:`.heap` (a heap checkpoint's keyed streams), :mod:`.composite` (composite keys, list and map values),
+(keyed streams), :mod:`.heap` (a heap checkpoint's keyed streams), :mod:`.rocksdb` (SST files and their merge), :mod:`.composite` (composite keys, list and map values),
 :mod:`.operator_state` (operator streams), :mod:`.values` (value decoders),
 :mod:`.columns` (Arrow columns), :mod:`.state_views`, :mod:`.savepoint` and
 :mod:`.restore` (the public views).

@@ -8,11 +8,12 @@ of a merged file (file-merging checkpoints). A keyed handle adds the key-group
 range and the offset of each key group in its stream; an operator handle the
 offsets of each state's elements and their distribution mode.
 
-Incremental (RocksDB native: every RocksDB checkpoint since Flink 1.16, full or
-incremental), changelog and file-merging operator handles are parsed (so inspection
-shows them) but their state is refused with :class:`~pyref.errors.UnsupportedFormatError`
-saying what they are: they are not a full snapshot, and a canonical savepoint (or a
-HashMap backend's checkpoint) is the remedy.
+An incremental handle (RocksDB native format: every RocksDB checkpoint since Flink 1.16,
+full or incremental, and native-format savepoints) names the stream of the backend's
+serialization proxy and RocksDB's files (:mod:`pyref.flink.rocksdb`). Changelog and
+file-merging operator handles are parsed (so inspection shows them) but their state is
+refused with :class:`~pyref.errors.UnsupportedFormatError` saying what they are: they are
+not a full snapshot, and a canonical savepoint (or a HashMap backend's checkpoint) is the remedy.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ __all__ = [
     "OperatorStateInfo",
     "DistributionMode",
     "RefusedHandle",
+    "IncrementalHandle",
     "read_stream_handle",
     "read_keyed_handle",
     "read_operator_handle",
@@ -111,6 +113,24 @@ class KeyGroupsHandle:
 
 
 @dataclass(frozen=True)
+class IncrementalHandle:
+    """RocksDB native-format keyed state (``IncrementalRemoteKeyedStateHandle``): the stream of
+    the backend's serialization proxy (state meta infos) and RocksDB's files, each as (its name in
+    RocksDB's directory, e.g. ``000042.sst``, and where its bytes are), shared ones (an
+    incremental checkpoint's ``../shared``, possibly of earlier checkpoints) and private ones."""
+
+    first_key_group: int
+    key_group_count: int
+    meta: StreamHandle | None
+    shared: tuple[tuple[str, StreamHandle | None], ...]
+    private: tuple[tuple[str, StreamHandle | None], ...]
+
+    @property
+    def key_groups(self) -> range:
+        return range(self.first_key_group, self.first_key_group + self.key_group_count)
+
+
+@dataclass(frozen=True)
 class OperatorStateInfo:
     """One operator state in a handle: its mode and element offsets (one
     offset for a broadcast state: where its map starts)."""
@@ -178,16 +198,13 @@ def _read_key_group_range(inp: DataInput) -> tuple[int, int]:
     return first, count
 
 
-def _read_handle_list(inp: DataInput) -> int:
-    """Skip a list of (local path, stream handle) of an incremental handle; return its size."""
-    count = inp.read_count("incremental file count", 3)
-    for _ in range(count):
-        inp.read_utf("incremental local path")
-        read_stream_handle(inp)
-    return count
+def _read_handle_list(inp: DataInput) -> tuple[tuple[str, StreamHandle | None], ...]:
+    """A list of (local path, stream handle) of an incremental handle."""
+    return tuple((inp.read_utf("incremental local path"), read_stream_handle(inp))
+                 for _ in range(inp.read_count("incremental file count", 3)))
 
 
-def read_keyed_handle(inp: DataInput) -> KeyGroupsHandle | RefusedHandle | None:
+def read_keyed_handle(inp: DataInput) -> KeyGroupsHandle | IncrementalHandle | RefusedHandle | None:
     start = inp.pos
     kind = inp.read_ubyte("keyed handle type")
     if kind == NULL_HANDLE:
@@ -208,17 +225,12 @@ def read_keyed_handle(inp: DataInput) -> KeyGroupsHandle | RefusedHandle | None:
         first, count = _read_key_group_range(inp)
         if kind == INCREMENTAL_V2:
             inp.read_long("checkpointed size")
-        read_stream_handle(inp)
+        meta = read_stream_handle(inp)
         shared = _read_handle_list(inp)
         private = _read_handle_list(inp)
         if kind == INCREMENTAL_V2:
             inp.read_utf("state handle id")
-        return RefusedHandle(
-            "incremental",
-            f"RocksDB native-format keyed state (IncrementalRemoteKeyedStateHandle with {shared} shared and "
-            f"{private} private files: RocksDB's own SST files, which every RocksDB checkpoint since Flink 1.16, "
-            "full or incremental, and a native-format savepoint hold)",
-            range(first, first + count))
+        return IncrementalHandle(first, count, meta, shared, private)
     if kind in (CHANGELOG, CHANGELOG_V2):
         first, count = _read_key_group_range(inp)
         inp.read_long("checkpointed size")
@@ -364,10 +376,13 @@ class LocalHandleStore(HandleStore):
         moved = self._moved(handle.location, os.path.basename(path))
         if moved is not None:
             return moved
-        if self.allow_external_files and os.path.isfile(path):
-            return path
         # A checkpoint keeps shared and task-owned state beside its chk-N directory.
         beside = os.path.basename(os.path.dirname(path))
+        sibling = self._sibling(handle.location, beside, os.path.basename(path))
+        if sibling is not None:
+            return sibling
+        if self.allow_external_files and os.path.isfile(path):
+            return path
         what = f" (a checkpoint's {beside} state, beside its chk-N directory)" if beside in CHECKPOINT_SIBLINGS else ""
         if os.path.isfile(path):
             raise UnsupportedFormatError(f"state file {path}{what} lies outside the savepoint directory; pass "
@@ -392,6 +407,21 @@ class LocalHandleStore(HandleStore):
         if not self._inside(path):
             raise CorruptSavepointError(f"state file {location!r}: {name!r} in the savepoint directory is a link "
                                         "leading out of it", path=self.directory)
+        return path
+
+    def _sibling(self, location: str, beside: str, name: str) -> str | None:
+        """The file ``name`` of a checkpoint's ``shared`` or ``taskowned`` directory beside the
+        checkpoint directory (where an incremental checkpoint's earlier SST files are), moved
+        along with it or not; a link there must not lead out of that directory."""
+        if beside not in CHECKPOINT_SIBLINGS or not name:
+            return None
+        directory = os.path.realpath(os.path.join(os.path.dirname(self.directory), beside))
+        path = os.path.realpath(os.path.join(directory, name))
+        if not os.path.isfile(path):
+            return None
+        if os.path.commonpath([path, directory]) != directory:
+            raise CorruptSavepointError(f"state file {location!r}: {name!r} in {directory} is a link leading out of "
+                                        "it", path=self.directory)
         return path
 
     def _inside(self, path: str) -> bool:

@@ -9,8 +9,7 @@ for the key type, so it checks them) or assigned by the writer (a POJO's own
 (:mod:`pyref.flink.from_flink`), its kind and its TTL configuration.
 
 Everything that cannot be imported is found here and refused at once, with
-one typed error listing every case: native-format and incremental savepoints,
-raw state, keyed state of the asynchronous state API or the removed folding
+one typed error listing every case: changelog and file-merging state, raw state, keyed state of the asynchronous state API or the removed folding
 state, LIST state of elements Flink stores without lengths (Kryo...), and
 state under TTL without a TTL configuration (Flink does not store it: the
 caller gives it). A refused state can be left out with ``skip_states``.
@@ -31,7 +30,7 @@ from ..key_groups import KeyType
 from ..redistribution import DistributionMode
 from ..ttl import UPDATE_TYPES, VISIBILITIES, TtlConfig
 from .from_flink import Mapped, key_type, map_type, stores_lengths
-from .handles import TAKE_CANONICAL, DistributionMode as FlinkMode
+from .handles import DistributionMode as FlinkMode
 from .meta_info import StateMetaInfo
 from .savepoint import TIMER_DOMAINS, TIMER_PREFIX, FlinkOperator, FlinkSavepoint, operator_id_of_uid
 from .serializers import FlinkType
@@ -285,9 +284,6 @@ def plan_import(sp: FlinkSavepoint, *, ttl: Mapping[str, TtlConfig] | None = Non
     listing everything that cannot be imported. ``only``: plan one state (Flink's name:
     a list, broadcast or keyed state, or a timer queue) to read it; no TTL configuration
     is needed then."""
-    if sp.metadata.snapshot_format == "NATIVE":
-        raise UnsupportedFormatError(f"a native-format savepoint: its state is in the state backend's own layout; "
-                                     f"{TAKE_CANONICAL}", path=sp.location)
     if sp.metadata.master_states:
         names = ", ".join(m.name for m in sp.metadata.master_states)
         raise UnsupportedFormatError(f"the savepoint holds checkpoint master hook state ({names}), which pyref's "

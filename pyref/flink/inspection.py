@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import InvalidArgumentError, SavepointError, UnsupportedFormatError
 from ..inspection import VerifyReport
+from .handles import IncrementalHandle
 from .import_plan import plan_import
 from .savepoint import FlinkOperator, FlinkSavepoint, _prefix_bytes, timer_types
 from .state_views import FlinkKeyedStateView, FlinkTimerView
@@ -30,6 +31,9 @@ VERIFY_BATCH_BYTES = 32 << 20
 
 
 def _stored(handle) -> int:
+    if isinstance(handle, IncrementalHandle):  # RocksDB's files and the meta stream
+        streams = [handle.meta] + [s for _, s in handle.shared + handle.private]
+        return sum(s.size for s in streams if s is not None)
     stream = getattr(handle, "stream", None)
     return stream.size if stream is not None else 0
 
@@ -69,9 +73,10 @@ def _operator(op: FlinkOperator) -> dict:
         "parallelism": op.parallelism, "max_parallelism": op.max_parallelism, "finished": op.finished,
         "key_type": key_type.describe() if key_type is not None else None,
         "keyed_state_bytes": sum(_stored(h) for h in keyed),
-        "keyed_state_layout": "/".join(layouts) or None,  # savepoint-format, or heap: a HashMap checkpoint's
-        # The heap layout gives every key group an offset, empty or not.
-        "key_groups_with_data": None if "heap" in layouts else sum(
+        # savepoint-format, heap (a HashMap checkpoint's) or rocksdb-native (RocksDB's SST files)
+        "keyed_state_layout": "/".join(layouts) or None,
+        # The heap layout gives every key group an offset, empty or not; RocksDB's files none.
+        "key_groups_with_data": None if {"heap", "rocksdb-native"} & set(layouts) else sum(
             sum(1 for o in getattr(h, "offsets", ()) if o) for h in keyed),
         "operator_state_bytes": sum(_stored(s.managed_operator_state) for s in subtasks),
         "coordinator_state_bytes": len(op.coordinator_state) if op.coordinator_state is not None else None,

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from ..errors import CorruptSavepointError, UnsupportedFormatError
 from .datainput import DataInput
 from .handles import (
+    IncrementalHandle,
     KeyGroupsHandle,
     OperatorStateHandle,
     RefusedHandle,
@@ -58,8 +59,8 @@ class SubtaskState:
     finished: bool = False
     managed_operator_state: OperatorStateHandle | None = None
     raw_operator_state: OperatorStateHandle | None = None
-    managed_keyed_state: KeyGroupsHandle | RefusedHandle | None = None
-    raw_keyed_state: KeyGroupsHandle | RefusedHandle | None = None
+    managed_keyed_state: KeyGroupsHandle | IncrementalHandle | RefusedHandle | None = None
+    raw_keyed_state: KeyGroupsHandle | IncrementalHandle | RefusedHandle | None = None
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ from ..key_groups import KeyGroupRange, check_parallelism, key_group_bounds, key
 from ..redistribution import DistributionMode as PyrefMode
 from ..redistribution import redistribute
 from ..restore import OperatorPlanSummary, PlanSummary, SubtaskSummary
-from .handles import KeyGroupsHandle
+from .handles import IncrementalHandle, KeyGroupsHandle
+from .rocksdb.native import sst_files
 from .savepoint import FlinkOperator, FlinkSavepoint
 
 __all__ = ["FlinkRestorePlan", "FlinkSubtaskRestore"]
@@ -49,8 +50,9 @@ class FlinkRestorePlan:
     def summary(self) -> PlanSummary:
         """Who restores what, in numbers, as ``pyref plan`` shows a pyref savepoint's: each new
         subtask's key groups, list elements and broadcast entries per state, and the stored
-        bytes of keyed state in its key groups (from the handles' key-group offsets; reads
-        ``_metadata`` and the operator state streams, no keyed state)."""
+        bytes of keyed state in its key groups (from the handles' key-group offsets, RocksDB's
+        files spread over their key groups; reads ``_metadata`` and the operator state streams,
+        no keyed state)."""
         operators = []
         for op in self.savepoint.operators:
             p = self.parallelism[op.name]
@@ -83,10 +85,19 @@ _MODES = {"SPLIT_DISTRIBUTE": PyrefMode.SPLIT_DISTRIBUTE, "UNION": PyrefMode.UNI
 
 def _key_group_bytes(op: FlinkOperator) -> np.ndarray:
     """Stored bytes of every key group's keyed state: from its offset to the next key
-    group's, or to the end of its subtask's stream (an offset of 0: no bytes)."""
+    group's, or to the end of its subtask's stream (an offset of 0: no bytes). RocksDB's
+    SST files do not say how much each key group holds without reading them: a native
+    handle's SST bytes are spread evenly over its key groups."""
     sizes = np.zeros(op.max_parallelism, dtype=np.int64)
     for subtask in op.state.subtasks:
         handle = subtask.managed_keyed_state
+        if isinstance(handle, IncrementalHandle):
+            spread = [g for g in handle.key_groups if g < op.max_parallelism]
+            sst_bytes = sum(stream.size for _, stream in sst_files(handle))
+            if spread:
+                sizes[spread] += sst_bytes // len(spread)
+                sizes[spread[:sst_bytes % len(spread)]] += 1
+            continue
         if not isinstance(handle, KeyGroupsHandle) or handle.stream is None:
             continue
         groups = np.array(handle.key_groups, dtype=np.int64)

@@ -32,13 +32,21 @@ from typing import Any, TypeVar
 import mmh3
 import pyarrow as pa
 
-from ..errors import InvalidArgumentError, SavepointError, SavepointNotFoundError, UnsupportedFormatError, unknown_names
+from ..errors import (
+    CorruptSavepointError,
+    InvalidArgumentError,
+    SavepointError,
+    SavepointNotFoundError,
+    UnsupportedFormatError,
+    unknown_names,
+)
 from ..location import parse_location
 from ..reader import savepoints_below
 from ..storage import MANIFEST_NAME, open_io
 from .datainput import DataInput
-from .handles import DistributionMode, KeyGroupsHandle, RefusedHandle, open_handle_store
+from .handles import DistributionMode, IncrementalHandle, KeyGroupsHandle, RefusedHandle, StreamHandle, open_handle_store
 from .heap import HEAP, SAVEPOINT_FORMAT, iter_heap_subtask, keyed_layout
+from .rocksdb.native import ROCKSDB_NATIVE, iter_native_subtask
 from .keyed import KeyedBackendMeta, KeyedRows, KeyedSubtask, iter_keyed_subtask, read_keyed_backend_meta
 from .meta_info import StateMetaInfo
 from .metadata import CheckpointMetadata, OperatorState, parse_metadata
@@ -132,30 +140,50 @@ class FlinkOperator:
             raise result.with_traceback(None)
         return result
 
-    def _keyed_head(self, handle: KeyGroupsHandle, buffer, start: int, end: int, name: str) -> KeyedBackendMeta:
-        """The key serializer and state meta infos at the head of a subtask's keyed stream."""
+    def _keyed_head(self, handle: KeyGroupsHandle | IncrementalHandle) -> KeyedBackendMeta:
+        """The key serializer and state meta infos at the head of a subtask's keyed stream
+        (of a native-format handle: its meta stream)."""
+        if isinstance(handle, IncrementalHandle):
+            assert handle.meta is not None  # _keyed_handle leaves out handles without one
+            buffer, start, end, name = self._savepoint.store.open(handle.meta)
+            return self._once(("keyed", id(handle)), lambda: read_keyed_backend_meta(
+                DataInput(buffer, start, end, path=name), end))
+        assert handle.stream is not None
+        buffer, start, end, name = self._savepoint.store.open(handle.stream)
         present = [o for o in handle.offsets if o]
         return self._once(("keyed", id(handle)), lambda: read_keyed_backend_meta(
             DataInput(buffer, start, end, path=name), start + (min(present) if present else end - start)))
 
+    def _keyed_handle(self, sub) -> KeyGroupsHandle | IncrementalHandle | None:
+        """A subtask's keyed state handle, None when it holds none; a refused handle raises."""
+        handle = sub.managed_keyed_state
+        if isinstance(handle, RefusedHandle):
+            raise handle.refuse(self._savepoint.location)
+        if isinstance(handle, IncrementalHandle) and handle.meta is None and handle.shared + handle.private:
+            raise CorruptSavepointError(f"subtask {sub.index}: RocksDB files but no meta stream (the state meta "
+                                        "infos) in its keyed state handle", path=self._savepoint.location)
+        if handle is None or (handle.meta if isinstance(handle, IncrementalHandle) else handle.stream) is None:
+            return None
+        return handle
+
     def keyed_layout(self, subtask: int) -> str | None:
         """How a subtask's keyed state is laid out: ``savepoint-format``, ``heap`` (a HashMap
-        backend's checkpoint), or ``None`` (no keyed state); a refused handle raises."""
+        backend's checkpoint), ``rocksdb-native`` (RocksDB's SST files) or ``None`` (no keyed
+        state); a refused handle raises."""
         for sub in self.state.subtasks:
-            handle = sub.managed_keyed_state
-            if sub.index != subtask:
-                continue
-            if isinstance(handle, RefusedHandle):
-                raise handle.refuse(self._savepoint.location)
-            if handle is None or handle.stream is None:
-                return None
-            return self._layout(handle, *self._savepoint.store.open(handle.stream))
+            if sub.index == subtask:
+                handle = self._keyed_handle(sub)
+                return None if handle is None else self._layout(handle)
         return None
 
-    def _layout(self, handle: KeyGroupsHandle, buffer, start: int, end: int, name: str) -> str:
-        if handle.savepoint:  # a savepoint's keyed state is always in the savepoint format
+    def _layout(self, handle: KeyGroupsHandle | IncrementalHandle) -> str:
+        if isinstance(handle, IncrementalHandle):
+            return ROCKSDB_NATIVE
+        if handle.savepoint:  # a canonical savepoint's keyed state is always in the savepoint format
             return SAVEPOINT_FORMAT
-        meta = self._keyed_head(handle, buffer, start, end, name)
+        meta = self._keyed_head(handle)
+        assert handle.stream is not None
+        buffer, start, end, name = self._savepoint.store.open(handle.stream)
         return self._once(("layout", id(handle)), lambda: keyed_layout(
             buffer, start, end, handle.key_groups, handle.offsets, meta, _prefix_bytes(self.max_parallelism), name))
 
@@ -191,13 +219,10 @@ class FlinkOperator:
         key_type: FlinkType | None = None
         infos: dict[str, StateMetaInfo] = {}
         for sub in self.state.subtasks:
-            handle = sub.managed_keyed_state
-            if isinstance(handle, RefusedHandle):
-                raise handle.refuse(self._savepoint.location)
-            if handle is None or handle.stream is None:
+            handle = self._keyed_handle(sub)
+            if handle is None:
                 continue
-            buffer, start, end, name = self._savepoint.store.open(handle.stream)
-            meta = self._keyed_head(handle, buffer, start, end, name)
+            meta = self._keyed_head(handle)
             key_type = key_type or meta.key_type
             for info in meta.states:
                 infos.setdefault(info.name, info)
@@ -250,19 +275,27 @@ class FlinkOperator:
         streams through: memory holds one subtask's state, not the operator's);
         with ``batch_bytes``, runs of whole key groups of about that many stored
         bytes, so memory holds one run. ``subtask``: only that subtask's."""
+        prefix_bytes = _prefix_bytes(self.max_parallelism)
         for sub in self.state.subtasks:
-            handle = sub.managed_keyed_state
             if subtask is not None and sub.index != subtask:
                 continue
-            if isinstance(handle, RefusedHandle):
-                raise handle.refuse(self._savepoint.location)
-            if handle is None or handle.stream is None:
+            handle = self._keyed_handle(sub)
+            if handle is None:
                 continue
+            meta = self._keyed_head(handle)
+            if isinstance(handle, IncrementalHandle):
+                yield from iter_native_subtask(self._sst_bytes, handle, sub.index, prefix_bytes, meta,
+                                               self._savepoint.location)
+                continue
+            assert handle.stream is not None
             buffer, start, end, name = self._savepoint.store.open(handle.stream)
-            read = iter_heap_subtask if self._layout(handle, buffer, start, end, name) == HEAP else iter_keyed_subtask
-            yield from read(buffer, start, end, sub.index, handle.key_groups, handle.offsets, name,
-                            _prefix_bytes(self.max_parallelism), batch_bytes,
-                            self._keyed_head(handle, buffer, start, end, name))
+            read = iter_heap_subtask if self._layout(handle) == HEAP else iter_keyed_subtask
+            yield from read(buffer, start, end, sub.index, handle.key_groups, handle.offsets, name, prefix_bytes,
+                            batch_bytes, meta)
+
+    def _sst_bytes(self, stream: StreamHandle) -> tuple[memoryview, str]:
+        buffer, start, end, name = self._savepoint.store.open(stream)
+        return memoryview(buffer)[start:end], name
 
     @cached_property
     def _keyed(self) -> tuple[FlinkType | None, dict[str, tuple[StateMetaInfo, KeyedRows]]]:
@@ -343,9 +376,9 @@ METADATA = "_metadata"
 
 
 class FlinkSavepoint:
-    """A Flink savepoint, or a retained aligned checkpoint (keyed state: of the HashMap
-    backend, or of RocksDB up to Flink 1.15; later RocksDB checkpoints hold RocksDB's own
-    files), read in place without a JVM."""
+    """A Flink savepoint (canonical or native) or a retained aligned checkpoint (keyed
+    state in the savepoint format, the HashMap backend's layout or RocksDB's SST files),
+    read in place without a JVM."""
 
     def __init__(self, path: str, metadata: CheckpointMetadata, names: Mapping[str, str], *,
                  allow_external_files: bool = False) -> None:

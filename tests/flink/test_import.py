@@ -42,11 +42,10 @@ from pyref.testing.flink_bytes import (
 from compat_tests.canonical import canonical_text, dump_savepoint
 from pyref import Savepoint, SavepointWriter, TtlConfig
 from pyref.errors import CorruptSavepointError, InvalidArgumentError, UnsupportedFormatError
-from pyref.flink import FlinkSavepoint, operator_id_of_uid
+from pyref.flink import operator_id_of_uid
 from pyref.flink.datainput import DataInput
 from pyref.flink.from_flink import Demotion, map_type
 from pyref.flink.importer import import_flink
-from pyref.flink.inspection import describe_flink
 from pyref.flink.serializers import read_versioned_snapshot
 from pyref.flink.spans import Spans
 from pyref.key_groups import assign_to_key_group
@@ -310,20 +309,7 @@ def test_whole_opaque_cells_keep_flinks_bytes(tmp_path) -> None:
     assert blob.value_serializer.serializer_id == "opaque" and blob.get("e") == b"eee" + i64(1)
 
 
-def test_native_and_incremental_savepoints_are_refused(tmp_path) -> None:
-    native = _write(tmp_path / "native", [COUNT], properties=b"\xac\xed\x00\x05t\x00\x06NATIVE")
-    with pytest.raises(UnsupportedFormatError, match="native-format.*canonical savepoint"):
-        import_flink(native, tmp_path / "sp")
-    incremental = tmp_path / "incremental"
-    incremental.mkdir()
-    handle = b"\x05" + i64(1) + utf("backend") + i32(0) + i32(MAX_P) + b"\x00" + i32(0) + i32(0)
-    (incremental / "_metadata").write_bytes(metadata([operator(bytes(16), 1, MAX_P, [subtask(0, None, handle)])]))
-    with pytest.raises(UnsupportedFormatError, match="native-format.*canonical savepoint"):
-        import_flink(incremental, tmp_path / "sp")
-    with FlinkSavepoint.open(incremental) as sp:  # inspect says what it is instead of failing
-        described = describe_flink(sp)
-    assert "native-format" in described["operators"][0]["keyed_state_refused"]
-    assert "native-format" in described["import"]["refused"]
+def test_raw_keyed_state_is_refused(tmp_path) -> None:
     raw = tmp_path / "raw"
     raw.mkdir()
     stream = b"opaque timers"

@@ -234,13 +234,20 @@ def test_opaque_key_before_a_user_key_is_refused() -> None:
     assert parts["key"][0].as_py() == b"abc"
 
 
-def test_native_savepoint_is_refused_on_read(tmp_path: pathlib.Path) -> None:
+@pytest.mark.parametrize("meta, error", [
+    (b"\x00", "RocksDB files but no meta stream"),
+    (inline_handle(keyed_proxy(snapshot(LONG), [keyed_state_meta("count", "VALUE", snapshot(LONG))])),
+     "state file '000009.sst.gone' does not exist"),
+])
+def test_native_state_without_its_meta_stream_or_an_sst_file_is_corrupt(tmp_path: pathlib.Path, meta: bytes,
+                                                                        error: str) -> None:
     path = tmp_path / "native"
     path.mkdir()
-    incremental = b"\x0b" + i64(1) + b"\x00\x02id" + i32(0) + i32(4) + i64(9) + b"\x00" + i32(0) + i32(0) + b"\x00\x02id"
+    incremental = (b"\x0b" + i64(1) + b"\x00\x02id" + i32(0) + i32(4) + i64(9) + meta + i32(1) + b"\x00\x0a000009.sst"
+                   + relative_handle("000009.sst.gone", 3) + i32(0) + b"\x00\x02id")
     (path / "_metadata").write_bytes(metadata([operator(bytes(16), 1, 4, [subtask(0, None, incremental)])]))
     with FlinkSavepoint.open(path) as sp:
-        with pytest.raises(UnsupportedFormatError, match="native-format.*canonical savepoint"):
+        with pytest.raises(CorruptSavepointError, match=error):
             sp.operators[0].keyed_state_names
 
 

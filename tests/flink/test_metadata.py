@@ -20,7 +20,7 @@ from pyref.testing.flink_bytes import (
 )
 
 from pyref.errors import CorruptSavepointError, SavepointError, UnsupportedFormatError
-from pyref.flink.handles import DistributionMode, KeyGroupsHandle, RefusedHandle
+from pyref.flink.handles import DistributionMode, IncrementalHandle, KeyGroupsHandle, RefusedHandle, StreamHandle
 from pyref.flink.metadata import parse_metadata
 
 OP_ID = bytes(range(16))
@@ -72,19 +72,30 @@ def test_fully_finished_operator() -> None:
     assert md.operators[0].finished and md.operators[0].subtasks == ()
 
 
-@pytest.mark.parametrize("handle, what", [
-    (b"\x05" + i64(1) + utf("backend") + i32(0) + i32(4) + b"\x00" + i32(0) + i32(0), "native-format"),
-    (b"\x0b" + i64(1) + utf("backend") + i32(0) + i32(4) + i64(9) + b"\x00" + i32(0) + i32(0) + utf("id"),
-     "native-format"),
-    (b"\x0e" + i32(0) + i32(4) + i64(0) + i32(0) + i32(0) + i64(1) + i64(1) + utf("id"), "changelog"),
+_INLINE = b"\x01" + utf("h") + i32(2) + b"ab"
+
+
+@pytest.mark.parametrize("handle", [
+    b"\x05" + i64(1) + utf("backend") + i32(0) + i32(4) + _INLINE + i32(1) + utf("000009.sst") + _INLINE + i32(0),
+    b"\x0b" + i64(1) + utf("backend") + i32(0) + i32(4) + i64(9) + _INLINE + i32(1) + utf("000009.sst") + _INLINE
+    + i32(0) + utf("id"),
 ])
-def test_refused_keyed_handles_are_parsed_then_refused(handle: bytes, what: str) -> None:
+def test_incremental_keyed_handles_name_their_meta_stream_and_files(handle: bytes) -> None:
+    md = parse_metadata(metadata([operator(OP_ID, 1, 4, [subtask(0, None, handle)])]))
+    incremental = md.operators[0].subtasks[0].managed_keyed_state
+    assert isinstance(incremental, IncrementalHandle) and incremental.key_groups == range(0, 4)
+    assert incremental.meta == StreamHandle("inline", "h", 2, b"ab")
+    assert [name for name, _ in incremental.shared] == ["000009.sst"] and incremental.private == ()
+
+
+def test_changelog_keyed_handles_are_parsed_then_refused() -> None:
+    handle = b"\x0e" + i32(0) + i32(4) + i64(0) + i32(0) + i32(0) + i64(1) + i64(1) + utf("id")
     md = parse_metadata(metadata([operator(OP_ID, 1, 4, [subtask(0, None, handle)])]))
     refused = md.operators[0].subtasks[0].managed_keyed_state
     assert isinstance(refused, RefusedHandle)
     error = refused.refuse("sp")
     assert isinstance(error, UnsupportedFormatError)
-    assert what in str(error) and "canonical savepoint" in str(error)
+    assert "changelog" in str(error) and "canonical savepoint" in str(error)
 
 
 def test_checkpoint_key_groups_handle_is_read_as_a_full_snapshot() -> None:
@@ -159,15 +170,20 @@ def test_state_paths_stay_in_the_savepoint_directory(tmp_path) -> None:
         store.open(StreamHandle("relative-file", "state", 9))
 
 
-def test_a_checkpoints_shared_state_beside_it_is_named_and_refused(tmp_path) -> None:
+def test_a_checkpoints_shared_state_beside_it_is_read_from_there(tmp_path) -> None:
+    """An incremental checkpoint's earlier SST files are in ../shared: read from the directory of
+    that name beside the checkpoint, wherever the handle says it was; a link out of it is corrupt."""
     from pyref.flink.handles import LocalHandleStore, StreamHandle
 
     (tmp_path / "chk-3").mkdir()
     (tmp_path / "shared").mkdir()
     (tmp_path / "shared" / "sst").write_bytes(b"abc")
+    (tmp_path / "secret").write_bytes(b"abc")
+    (tmp_path / "shared" / "link").symlink_to(tmp_path / "secret")
     store = LocalHandleStore(str(tmp_path / "chk-3"))
-    with pytest.raises(UnsupportedFormatError, match="a checkpoint's shared state.*outside the savepoint directory"):
-        store.local_path(StreamHandle("file", f"file:{tmp_path}/shared/sst", 3))
+    assert store.local_path(StreamHandle("file", "file:/elsewhere/job/shared/sst", 3)) == str(tmp_path / "shared" / "sst")
+    with pytest.raises(CorruptSavepointError, match="'link' in .*shared is a link leading out of it"):
+        store.local_path(StreamHandle("file", "file:/elsewhere/job/shared/link", 3))
     with pytest.raises(CorruptSavepointError, match="checkpoint's taskowned state.*does not exist"):
         store.local_path(StreamHandle("file", f"file:{tmp_path}/taskowned/gone", 3))
 

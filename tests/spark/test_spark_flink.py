@@ -44,6 +44,13 @@ def test_spark_import_of_a_heap_checkpoint_writes_what_the_core_import_writes(sp
     assert_spark_import_is_the_core_import(spark, case / "checkpoint", options, tmp_path)
 
 
+def test_spark_import_of_an_incremental_rocksdb_checkpoint_writes_what_the_core_import_writes(spark, tmp_path) -> None:
+    """RocksDB's SST files of several checkpoints, in the checkpoint's ../shared, merged on the executors."""
+    case = CHECKPOINTS / "2.3.0-rocksdb-incremental-churn"
+    truth = json.loads(gzip.decompress((case / "truth.json.gz").read_bytes()))
+    assert_spark_import_is_the_core_import(spark, case / "checkpoint", {"uids": list(truth["operators"])}, tmp_path)
+
+
 def assert_spark_import_is_the_core_import(spark, source, options: dict, tmp_path) -> None:
     from pyref.spark import import_flink
 

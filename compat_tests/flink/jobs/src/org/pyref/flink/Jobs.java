@@ -12,6 +12,7 @@ final class Jobs {
             case "heap-kinds": HeapKindsJob.build(b); break;
             case "windows": WindowsJob.build(b); break;
             case "types": TypesJob.build(b); break;
+            case "churn": ChurnJob.build(b); break;
             case "scala": ScalaJob.build(b); break;
             default: throw new IllegalArgumentException("unknown corpus job " + name);
         }

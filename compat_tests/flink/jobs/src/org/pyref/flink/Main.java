@@ -27,7 +27,8 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
  *       runs the corpus job, waits until every subtask processed its fixed input, takes a canonical
  *       stop-with-savepoint into DIR/savepoint and writes DIR/truth.json; with "checkpoint_dir": CKPT (the
  *       configured checkpoint directory, checkpoints periodic and retained on cancellation) it cancels the job
- *       after a checkpoint of its frozen state instead (see {@link Checkpoints}); truth.json is that checkpoint's;</li>
+ *       after a checkpoint of its frozen state instead (see {@link Checkpoints}); truth.json is that checkpoint's;
+ *       with "savepoint_format": "native" the savepoint is in the state backend's native format;</li>
  *   <li>{"action": "restore", "spec": {"operators": [...]}, "parallelism": P, "config": {...}, "out": FILE}:
  *       restores the savepoint named in config into {@link RestoreJob} and writes what it read to FILE;</li>
  *   <li>{"action": "sql", "phase": 1 or 2, "parallelism": P, "max_parallelism": N, "config": {...}, "out": DIR,
@@ -119,7 +120,7 @@ public final class Main {
         if (task.path("checkpoint_dir").isTextual()) {
             checkpointId = Checkpoints.retain(client, Paths.get(task.get("checkpoint_dir").asText()), timeoutMs, result);
         } else {
-            stopWithSavepoint(client, out, timeoutMs, result);
+            stopWithSavepoint(client, out, timeoutMs, result, "native".equals(task.path("savepoint_format").asText()));
             checkpointId = Truth.lastCheckpoint();
         }
         ObjectNode truth = Json.object();
@@ -135,11 +136,14 @@ public final class Main {
         result.put("checkpoint_id", checkpointId);
     }
 
-    /** Stops the job with a canonical savepoint, moved to out/savepoint. */
-    private static void stopWithSavepoint(JobClient client, Path out, long timeoutMs, ObjectNode result) throws Exception {
+    /** Stops the job with a canonical (or native-format) savepoint, moved to out/savepoint. */
+    private static void stopWithSavepoint(JobClient client, Path out, long timeoutMs, ObjectNode result,
+                                          boolean nativeFormat) throws Exception {
         long frozen = System.nanoTime();
         Path target = out.resolve(".flink-savepoints");
-        String savepoint = Savepoints.stopCanonical(client, target.toUri().toString()).get(timeoutMs, TimeUnit.MILLISECONDS);
+        String uri = target.toUri().toString();
+        String savepoint = (nativeFormat ? Savepoints.stopNative(client, uri) : Savepoints.stopCanonical(client, uri))
+                .get(timeoutMs, TimeUnit.MILLISECONDS);
         client.getJobExecutionResult().get(timeoutMs, TimeUnit.MILLISECONDS);
         result.put("savepoint_seconds", (System.nanoTime() - frozen) / 1e9);
         Path written = Paths.get(new java.net.URI(savepoint.startsWith("file:") ? savepoint : "file://" + savepoint));
@@ -171,7 +175,7 @@ public final class Main {
                 throw new IllegalStateException("phase 1 of the " + name + " job: no expected changelog after " + timeoutMs + " ms: "
                         + job.output() + ", expected " + expected);
             }
-            stopWithSavepoint(client, out, timeoutMs, result);
+            stopWithSavepoint(client, out, timeoutMs, result, false);
         } else {
             client.cancel().get(timeoutMs, TimeUnit.MILLISECONDS);
         }

@@ -11,4 +11,9 @@ final class Savepoints {
     static CompletableFuture<String> stopCanonical(JobClient client, String target) {
         return client.stopWithSavepoint(false, target);
     }
+
+    /** Native-format savepoints came with Flink 1.15. */
+    static CompletableFuture<String> stopNative(JobClient client, String target) {
+        throw new UnsupportedOperationException("Flink 1.13 and 1.14 take canonical savepoints only");
+    }
 }

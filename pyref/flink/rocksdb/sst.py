@@ -1,0 +1,369 @@
+"""RocksDB block-based table (SST) files, as Flink's RocksDB backend writes them.
+
+A file is blocks, each followed by a 5-byte trailer (compression type, uint32 LE checksum of
+the block's bytes and the type byte), then a footer at the file's end:
+
+* format_version 0 (legacy magic ``0xdb4775248b80fb57``, 48 bytes): metaindex and index block
+  handles (varint64 offset, varint64 size each), zero padding to 40 bytes, the magic; crc32c.
+* format_version 1..5 (magic ``0x88e241b785f4cff7``, 53 bytes): checksum type byte, the two
+  handles padded to 40 bytes, uint32 LE format_version, the magic.
+* format_version 6: checksum type byte, ``3e 00 7a 00``, uint32 footer checksum (of the footer
+  with this field zeroed, plus the context modifier at the footer's offset), uint32 base context
+  checksum, uint32 metaindex size (the metaindex ends right before the footer, less its
+  trailer), 24 zero bytes, format_version, magic; the index handle is the metaindex's
+  ``rocksdb.index`` entry. Every block checksum adds ``base ^ (lo32(offset) + hi32(offset))``.
+
+A block: entries (varint32 shared key bytes, varint32 unshared, varint32 value length, the
+unshared key bytes, the value), uint32 LE restart offsets, and a uint32 LE count whose top bit
+says a data-block hash index (uint8 buckets, uint16 bucket count) sits between restarts and
+count. An index block whose keys delta-encode values (property ``rocksdb.index.value.is.delta.
+encoded``, format_version >= 4) omits the value length: a restart entry holds the full handle, an
+entry sharing key bytes a varsigned64 size delta, its offset right after the previous block.
+
+Data keys are internal keys: the user key and uint64 LE ``sequence << 8 | type``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import cramjam
+import google_crc32c
+
+from ...errors import CorruptSavepointError, UnsupportedFormatError
+from ..dataoutput import varint
+
+__all__ = ["SstTable", "read_sst", "VALUE", "DELETION", "SINGLE_DELETION", "MERGE", "RANGE_DELETION"]
+
+LEGACY_MAGIC = 0xDB4775248B80FB57
+BLOCK_BASED_MAGIC = 0x88E241B785F4CFF7
+_LEGACY_FOOTER = 48
+_FOOTER = 53
+_TRAILER = 5
+_EXTENDED_MAGIC = b"\x3e\x00\x7a\x00"
+_MAX_FORMAT_VERSION = 6
+#: No block Flink writes comes near this; a larger declared size is refused before allocating it.
+MAX_BLOCK_BYTES = 64 << 20
+
+# Value types of internal keys (db/dbformat.h).
+DELETION, VALUE, MERGE, SINGLE_DELETION, RANGE_DELETION = 0x0, 0x1, 0x2, 0x7, 0xF
+_TYPE_NAMES = {0x3: "log data", 0x4: "column family deletion", 0x5: "column family value",
+               0x6: "column family merge", 0x10: "column family range deletion", 0x11: "blob index",
+               0x14: "deletion with timestamp", 0x15: "wide-column entity (column family)",
+               0x16: "wide-column entity", 0x18: "value with preferred sequence number"}
+
+_COMPRESSION = {0: "none", 1: "snappy", 2: "zlib", 3: "bzip2", 4: "lz4", 5: "lz4hc", 6: "xpress", 7: "zstd"}
+_CHECKSUMS = {0: "none", 1: "crc32c", 2: "xxhash", 3: "xxhash64", 4: "XXH3"}
+_HASH_INDEX_BIT = 1 << 31
+_OTHER_FOOTER_BITS = 0x70000000  # newer data-block layouts (uniform keys, separated values)
+_INDEX_TYPES = {0: "binary search", 1: "hash search", 2: "partitioned (two-level)",
+                3: "binary search with first key"}
+
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+
+
+@dataclass
+class SstTable:
+    """What one SST file holds: its column family, and its entries in file order."""
+
+    name: str
+    column_family: str
+    format_version: int
+    checksum: str
+    user_keys: list[bytes] = field(default_factory=list, repr=False)
+    sequences: list[int] = field(default_factory=list, repr=False)
+    types: list[int] = field(default_factory=list, repr=False)
+    values: list[bytes] = field(default_factory=list, repr=False)
+    #: (start user key, end user key (exclusive), sequence) of each range deletion.
+    range_deletions: list[tuple[bytes, bytes, int]] = field(default_factory=list, repr=False)
+
+
+class _Reader:
+    def __init__(self, data: bytes | memoryview, name: str) -> None:
+        self.data = data
+        self.name = name
+        self.checksum_type = 1
+        self.context = 0  # base context checksum (format_version 6)
+        # What blocks may decompress to, and their keys expand to, in all: bounds a hostile file's work.
+        self.budget = MAX_BLOCK_BYTES + 64 * len(data)
+
+    def corrupt(self, reason: str, start: int, end: int) -> CorruptSavepointError:
+        return CorruptSavepointError(f"SST file: {reason}", path=self.name, byte_range=(start, end))
+
+    def unsupported(self, what: str) -> UnsupportedFormatError:
+        return UnsupportedFormatError(f"SST file {what}, which pyref does not read; take a canonical savepoint "
+                                      "(savepoint --type canonical) of the job and read that", path=self.name)
+
+    # -- footer ------------------------------------------------------------
+
+    def footer(self) -> tuple[int, tuple[int, int], tuple[int, int] | None]:
+        """(format_version, metaindex handle, index handle or None: in the metaindex)."""
+        size = len(self.data)
+        if size < _LEGACY_FOOTER:
+            raise self.corrupt(f"{size} bytes: too short for a table footer", 0, size)
+        magic = _U64.unpack_from(self.data, size - 8)[0]
+        if magic == LEGACY_MAGIC:
+            start = size - _LEGACY_FOOTER
+            metaindex, at = self.handle(self.data, start, size - 8, start)
+            index, _ = self.handle(self.data, at, size - 8, start)
+            return 0, metaindex, index
+        if magic != BLOCK_BASED_MAGIC:
+            raise self.corrupt(f"table magic number {magic:#x} is not a block-based table's", size - 8, size)
+        if size < _FOOTER:
+            raise self.corrupt(f"{size} bytes: too short for a table footer", 0, size)
+        start = size - _FOOTER
+        version = _U32.unpack_from(self.data, size - 12)[0]
+        if not 1 <= version <= _MAX_FORMAT_VERSION:
+            raise self.unsupported(f"of format_version {version} (pyref reads 0 to {_MAX_FORMAT_VERSION})")
+        self.checksum_type = self.data[start]
+        if self.checksum_type not in _CHECKSUMS:
+            raise self.unsupported(f"with checksum type {self.checksum_type}")
+        if version < 6:
+            metaindex, at = self.handle(self.data, start + 1, size - 12, start)
+            index, _ = self.handle(self.data, at, size - 12, start)
+            return version, metaindex, index
+        footer = bytes(self.data[start:size])
+        if footer[1:5] != _EXTENDED_MAGIC:
+            raise self.corrupt("format_version 6 footer without its extended magic", start + 1, start + 5)
+        stored, self.context, metaindex_size = struct.unpack_from("<III", footer, 5)
+        if self.context == 0:
+            raise self.corrupt("format_version 6 footer with a zero base context checksum", start + 9, start + 13)
+        if self.checksum_type:
+            computed = (self.checksum_of(footer[:5] + bytes(4) + footer[9:]) + self.modifier(start)) & 0xFFFFFFFF
+            if computed != stored:
+                raise self.corrupt(f"footer checksum {stored:#010x}, computed {computed:#010x}", start, size)
+        if footer[37:45] != bytes(8):
+            raise self.unsupported("using a future format_version 6 feature (reserved footer bytes set)")
+        metaindex_end = start - _TRAILER
+        if metaindex_size > metaindex_end:
+            raise self.corrupt(f"metaindex of {metaindex_size} bytes before a footer at {start}", start + 13,
+                               start + 17)
+        return version, (metaindex_end - metaindex_size, metaindex_size), None
+
+    # -- blocks ------------------------------------------------------------
+
+    def handle(self, buf: bytes | memoryview, at: int, stop: int, origin: int) -> tuple[tuple[int, int], int]:
+        offset, at = self.varint(buf, at, stop, origin, 10)
+        size, at = self.varint(buf, at, stop, origin, 10)
+        return (offset, size), at
+
+    def varint(self, buf: bytes | memoryview, at: int, stop: int, origin: int, limit: int = 5) -> tuple[int, int]:
+        """A varint at ``buf[at]`` before ``stop``; ``origin`` is ``buf``'s offset in the file (for errors)."""
+        value = shift = 0
+        for i in range(limit):
+            if at + i >= stop:
+                break
+            byte = buf[at + i]
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return value, at + i + 1
+            shift += 7
+        raise self.corrupt("truncated or overlong varint", origin + at, origin + min(at + limit, stop))
+
+    def modifier(self, offset: int) -> int:
+        if not self.context:
+            return 0
+        return self.context ^ (((offset & 0xFFFFFFFF) + (offset >> 32)) & 0xFFFFFFFF)
+
+    def checksum_of(self, data: bytes, last: bytes = b"") -> int:
+        kind = self.checksum_type
+        if kind == 1:
+            crc = google_crc32c.extend(google_crc32c.value(data), last) if last else google_crc32c.value(data)
+            return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+        hasher = _xxhash(self.name, _CHECKSUMS[kind])
+        return hasher(data, last)
+
+    def block(self, handle: tuple[int, int], what: str) -> bytes:
+        """The (checked, uncompressed) contents of the block at ``handle``."""
+        offset, size = handle
+        end = offset + size
+        if end + _TRAILER > len(self.data) or size > MAX_BLOCK_BYTES:
+            raise self.corrupt(f"{what} block handle ({offset}, {size}) is outside the file of {len(self.data)} "
+                               "bytes", offset, end + _TRAILER)
+        raw = bytes(self.data[offset:end])
+        kind = self.data[end]
+        if self.checksum_type:
+            stored = _U32.unpack_from(self.data, end + 1)[0]
+            computed = (self.checksum_of(raw, bytes([kind])) + self.modifier(offset)) & 0xFFFFFFFF
+            if stored != computed:
+                raise self.corrupt(f"{what} block checksum {stored:#010x}, computed {computed:#010x}", offset,
+                                   end + _TRAILER)
+        return self.decompress(raw, kind, offset, what)
+
+    def decompress(self, raw: bytes, kind: int, offset: int, what: str) -> bytes:
+        if kind == 0:
+            return raw
+        if kind not in (1, 4, 5, 7):
+            raise self.unsupported(f"with {_COMPRESSION.get(kind, f'unknown ({kind})')} compressed blocks "
+                                   "(pyref reads none, snappy, lz4 and zstd)")
+        # snappy's own header, or RocksDB's varint32 prefix (compress_format_version 2), says the size.
+        expected, at = self.varint(raw, 0, len(raw), offset)
+        if expected > min(MAX_BLOCK_BYTES, self.budget):
+            raise self.corrupt(f"{what} block declares {expected} uncompressed bytes", offset, offset + at)
+        self.budget -= expected
+        try:
+            if kind == 1:
+                out = bytes(cramjam.snappy.decompress_raw(raw))
+            elif kind == 7:
+                out = bytes(cramjam.zstd.decompress(raw[at:], output_len=expected))
+            else:
+                out = bytes(cramjam.lz4.decompress_block(raw[at:], output_len=expected))
+        except Exception as exc:  # cramjam raises its own DecompressionError
+            raise self.corrupt(f"{what} block does not decompress ({_COMPRESSION[kind]}): {exc}", offset,
+                               offset + len(raw)) from None
+        if len(out) != expected:
+            raise self.corrupt(f"{what} block decompresses to {len(out)} bytes, not {expected}", offset,
+                               offset + len(raw))
+        return out
+
+    def entries(self, block: bytes, offset: int, what: str, delta_values: bool = False) -> list[tuple[bytes, bytes]]:
+        """(key, value) of every entry of a block at file ``offset``; with ``delta_values`` (an index
+        block) each value is its block handle re-encoded as (offset varint64, size varint64)."""
+        n = len(block)
+        if n < 4:
+            raise self.corrupt(f"{what} block of {n} bytes has no restart count", offset, offset + n)
+        packed = _U32.unpack_from(block, n - 4)[0]
+        if packed & _OTHER_FOOTER_BITS:
+            raise self.unsupported(f"with a {what} block layout newer than RocksDB 9 (footer bits {packed:#x})")
+        restarts = packed & ~_HASH_INDEX_BIT
+        limit = n - 4
+        if packed & _HASH_INDEX_BIT:
+            if limit < 2:
+                raise self.corrupt(f"{what} block too short for its hash index", offset, offset + n)
+            limit -= 2 + struct.unpack_from("<H", block, limit - 2)[0]
+        limit -= 4 * restarts
+        if restarts == 0 or limit < 0:
+            raise self.corrupt(f"{what} block of {n} bytes says {restarts} restart points", offset + n - 4, offset + n)
+        out: list[tuple[bytes, bytes]] = []
+        key = b""
+        previous: tuple[int, int] | None = None
+        at = 0
+        while at < limit:
+            start = at
+            shared, at = self.varint(block, at, limit, offset)
+            unshared, at = self.varint(block, at, limit, offset)
+            if not delta_values:
+                length, at = self.varint(block, at, limit, offset)
+            if shared > len(key) or at + unshared > limit:
+                raise self.corrupt(f"{what} block entry shares {shared} of {len(key)} key bytes and adds {unshared}",
+                                   offset + start, offset + at)
+            key = key[:shared] + block[at:at + unshared]
+            at += unshared
+            self.budget -= len(key)
+            if self.budget < 0:  # prefix compression lets a hostile block repeat a long key cheaply
+                raise self.corrupt(f"{what} block keys expand beyond 64 times the file's size", offset + start,
+                                   offset + at)
+            if delta_values:
+                if shared and previous is not None:
+                    delta, at = self.varint(block, at, limit, offset, 10)
+                    delta = (delta >> 1) ^ -(delta & 1)  # zigzag
+                    handle = (previous[0] + previous[1] + _TRAILER, previous[1] + delta)
+                else:
+                    handle, at = self.handle(block, at, limit, offset)
+                previous = handle
+                value = varint(handle[0]) + varint(handle[1])  # as a full handle is stored
+            else:
+                if at + length > limit:
+                    raise self.corrupt(f"{what} block entry value of {length} bytes overruns the block",
+                                       offset + start, offset + at)
+                value = block[at:at + length]
+                at += length
+            out.append((key, value))
+        return out
+
+
+def _xxhash(name: str, kind: str) -> Callable[[bytes, bytes], int]:
+    try:
+        import xxhash
+    except ImportError:
+        raise UnsupportedFormatError(f"SST file with {kind} block checksums: install the xxhash package to read "
+                                     "it", path=name) from None
+    if kind == "xxhash":
+        return lambda data, last: xxhash.xxh32_intdigest(data + last)
+    if kind == "xxhash64":
+        return lambda data, last: xxhash.xxh64_intdigest(data + last) & 0xFFFFFFFF
+    # XXH3 of all but the last byte, which is mixed in separately (ModifyChecksumForLastByte).
+    def xxh3(data: bytes, last: bytes) -> int:
+        whole = data + last
+        if not whole:
+            return 0
+        value = xxhash.xxh3_64_intdigest(whole[:-1]) & 0xFFFFFFFF
+        return (value ^ (whole[-1] * 0x6B9083D9)) & 0xFFFFFFFF
+    return xxh3
+
+
+def _properties(reader: _Reader, metaindex: dict[bytes, bytes], origin: int) -> dict[bytes, bytes]:
+    raw = metaindex.get(b"rocksdb.properties")
+    if raw is None:
+        raise reader.corrupt("no properties block (the column family is named there)", origin, origin)
+    handle, _ = reader.handle(raw, 0, len(raw), origin)
+    return dict(reader.entries(reader.block(handle, "properties"), handle[0], "properties"))
+
+
+def read_sst(data: bytes | memoryview, name: str) -> SstTable:
+    """Every entry of the SST file ``data`` (named ``name`` in errors), checked against its checksums."""
+    reader = _Reader(data, name)
+    version, metaindex_handle, index_handle = reader.footer()
+    metaindex = dict(reader.entries(reader.block(metaindex_handle, "metaindex"), metaindex_handle[0], "metaindex"))
+    props = _properties(reader, metaindex, metaindex_handle[0])
+    comparator = props.get(b"rocksdb.comparator", b"").decode("utf-8", "replace")
+    if comparator not in ("leveldb.BytewiseComparator", "rocksdb.BytewiseComparator"):
+        raise reader.unsupported(f"ordered by the comparator {comparator!r}, not the bytewise one Flink uses")
+    if b"rocksdb.external_sst_file.version" in props:
+        raise reader.unsupported("ingested from outside (its sequence number is in the MANIFEST: Flink's "
+                                 "state.backend.rocksdb.use-ingest-db-restore)")
+    index_type = props.get(b"rocksdb.block.based.table.index.type", bytes(4))
+    kind = _U32.unpack_from(index_type.ljust(4, b"\0"))[0]
+    if kind in (2, 3) or kind not in _INDEX_TYPES:
+        raise reader.unsupported(f"with a {_INDEX_TYPES.get(kind, f'unknown ({kind})')} index")
+    if index_handle is None:
+        raw = metaindex.get(b"rocksdb.index")
+        if raw is None:
+            raise reader.corrupt("format_version 6 metaindex names no index block", metaindex_handle[0],
+                                 sum(metaindex_handle))
+        index_handle, _ = reader.handle(raw, 0, len(raw), metaindex_handle[0])
+    delta = props.get(b"rocksdb.index.value.is.delta.encoded", b"\0") != b"\0"
+    name_bytes = props.get(b"rocksdb.column.family.name")
+    if name_bytes is None:
+        raise reader.corrupt("properties name no column family", metaindex_handle[0], sum(metaindex_handle))
+    table = SstTable(name, name_bytes.decode("utf-8", "replace"), version, _CHECKSUMS[reader.checksum_type])
+    stored = 0
+    for _, value in reader.entries(reader.block(index_handle, "index"), index_handle[0], "index", delta):
+        handle, _ = reader.handle(value, 0, len(value), index_handle[0])
+        # Data blocks do not overlap: an index naming more bytes than the file has (one block over
+        # and over, say) is corrupt, and the work stays bounded by the file's size.
+        stored += handle[1] + _TRAILER
+        if stored > len(data):
+            raise reader.corrupt(f"index names more data block bytes than the file's {len(data)}", *handle)
+        for key, v in reader.entries(reader.block(handle, "data"), handle[0], "data"):
+            _add(reader, table, key, v, handle)
+    range_del = metaindex.get(b"rocksdb.range_del")
+    if range_del is not None:
+        handle, _ = reader.handle(range_del, 0, len(range_del), metaindex_handle[0])
+        for key, end in reader.entries(reader.block(handle, "range deletion"), handle[0], "range deletion"):
+            user_key, sequence, kind = _internal_key(reader, key, handle)
+            if kind != RANGE_DELETION:
+                raise reader.corrupt(f"range deletion block entry of type {kind}", *handle)
+            table.range_deletions.append((user_key, end, sequence))
+    return table
+
+
+def _internal_key(reader: _Reader, key: bytes, handle: tuple[int, int]) -> tuple[bytes, int, int]:
+    if len(key) < 8:
+        raise reader.corrupt(f"internal key of {len(key)} bytes (at least 8: sequence and type)", handle[0],
+                             handle[0] + handle[1])
+    trailer = _U64.unpack_from(key, len(key) - 8)[0]
+    return key[:-8], trailer >> 8, trailer & 0xFF
+
+
+def _add(reader: _Reader, table: SstTable, key: bytes, value: bytes, handle: tuple[int, int]) -> None:
+    user_key, sequence, kind = _internal_key(reader, key, handle)
+    if kind not in (VALUE, DELETION, SINGLE_DELETION, MERGE):
+        raise reader.unsupported(f"holding a {_TYPE_NAMES.get(kind, f'type {kind}')} entry")
+    table.user_keys.append(user_key)
+    table.sequences.append(sequence)
+    table.types.append(kind)
+    table.values.append(value)

@@ -1,0 +1,144 @@
+"""RocksDB SST files of real Flink checkpoints (tests/flink/data/checkpoints) read by
+pyref.flink.rocksdb: hostile or damaged bytes give typed errors naming the file and the byte
+range, and the merge of a handle's files follows RocksDB's rules."""
+
+from __future__ import annotations
+
+import pathlib
+import struct
+
+import google_crc32c
+import pytest
+
+from pyref.errors import CorruptSavepointError, UnsupportedFormatError
+from pyref.flink import FlinkSavepoint
+from pyref.flink.dataoutput import varint
+from pyref.flink.handles import IncrementalHandle
+from pyref.flink.rocksdb.native import live_rows, sst_files
+from pyref.flink.rocksdb.sst import DELETION, MERGE, VALUE, SstTable, _Reader, read_sst
+
+DATA = pathlib.Path(__file__).resolve().parent / "data" / "checkpoints"
+NAME = "000010.sst"
+
+
+def _inline_sst() -> bytes:
+    """An SST file inline in the 1.16.3 full checkpoint's _metadata (format_version 5, crc32c)."""
+    with FlinkSavepoint.open(DATA / "1.16.3-rocksdb-full-seeds" / "checkpoint") as sp:
+        handle = sp.operators[2].state.subtasks[0].managed_keyed_state
+        assert isinstance(handle, IncrementalHandle)
+        data = sst_files(handle)[0][1].data
+        assert data is not None
+        return data
+
+
+def _shared_sst() -> bytes:
+    """An SST file of the 2.3.0 incremental checkpoint's shared directory (XXH3 checksums)."""
+    return min((DATA / "2.3.0-rocksdb-incremental-churn" / "shared").iterdir()).read_bytes()
+
+
+def _handles(data: bytes) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The metaindex and index handles of a format_version 5 footer."""
+    _, metaindex, index = _Reader(data, NAME).footer()
+    assert index is not None
+    return metaindex, index
+
+
+def _with_footer(data: bytes, metaindex: tuple[int, int], index: tuple[int, int]) -> bytes:
+    handles = varint(metaindex[0]) + varint(metaindex[1]) + varint(index[0]) + varint(index[1])
+    return data[:-53] + data[-53:-52] + handles.ljust(40, b"\0") + data[-12:]
+
+
+def _resealed(data: bytes, offset: int, contents: bytes) -> bytes:
+    """``data`` with the block at ``offset`` replaced by ``contents`` (same size), checksummed anew."""
+    kind = data[offset + len(contents):offset + len(contents) + 1]
+    crc = google_crc32c.value(contents + kind)
+    masked = ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+    return data[:offset] + contents + kind + struct.pack("<I", masked) + data[offset + len(contents) + 5:]
+
+
+def test_real_files_read_with_both_checksums() -> None:
+    inline = read_sst(_inline_sst(), NAME)
+    assert (inline.column_family, inline.format_version, inline.checksum) == ("count", 5, "crc32c")
+    assert len(inline.user_keys) == len(inline.values) > 0 and set(inline.types) == {VALUE}
+    shared = read_sst(_shared_sst(), NAME)
+    assert shared.checksum == "XXH3" and shared.column_family in ("latest", "log", "seen")
+
+
+@pytest.mark.parametrize("cut", [1, 10, 53, 200])
+def test_truncated_files_are_corrupt(cut: int) -> None:
+    data = _inline_sst()
+    with pytest.raises(CorruptSavepointError) as err:
+        read_sst(data[:-cut], NAME)
+    assert err.value.path == NAME and err.value.byte_range is not None
+
+
+def test_a_flipped_byte_fails_its_block_checksum() -> None:
+    data = bytearray(_inline_sst())
+    data[3] ^= 0x40  # in the first data block
+    with pytest.raises(CorruptSavepointError, match="data block checksum") as err:
+        read_sst(bytes(data), NAME)
+    assert err.value.byte_range is not None and err.value.byte_range[0] == 0
+
+
+def test_an_xxh3_checksum_is_checked_too() -> None:
+    data = bytearray(_shared_sst())
+    data[3] ^= 0x40
+    with pytest.raises(CorruptSavepointError, match="block checksum"):
+        read_sst(bytes(data), NAME)
+
+
+def test_a_block_handle_outside_the_file_is_corrupt() -> None:
+    data = _inline_sst()
+    metaindex, index = _handles(data)
+    with pytest.raises(CorruptSavepointError, match=r"metaindex block handle \(1000000000, 33\) is outside") as err:
+        read_sst(_with_footer(data, (10**9, metaindex[1]), index), NAME)
+    assert err.value.byte_range == (10**9, 10**9 + 33 + 5)
+
+
+def test_a_huge_restart_count_is_corrupt_not_allocated() -> None:
+    data = _inline_sst()
+    _, (offset, size) = _handles(data)
+    block = data[offset:offset + size]
+    with pytest.raises(CorruptSavepointError, match="index block of .* says 268435455 restart points"):
+        read_sst(_resealed(data, offset, block[:-4] + struct.pack("<I", 0x0FFFFFFF)), NAME)
+
+
+def test_an_index_naming_one_block_over_and_over_is_corrupt() -> None:
+    data = _inline_sst()
+    metaindex, (offset, size) = _handles(data)
+    block = data[offset:offset + size]
+    assert struct.unpack_from("<I", block, size - 4)[0] == 1  # one entry, one restart point
+    entry = block[:-8]
+    # The same entry 40 times, each its own restart point, in a new index block before the footer.
+    forged = entry * 40 + b"".join(struct.pack("<I", i * len(entry)) for i in range(40)) + struct.pack("<I", 40)
+    at = len(data) - 53
+    grown = data[:at] + forged + bytes(5) + data[at:]
+    with pytest.raises(CorruptSavepointError, match="more data block bytes than the file"):
+        read_sst(_with_footer(_resealed(grown, at, forged), metaindex, (at, len(forged))), NAME)
+
+
+def test_another_comparator_is_refused_by_name() -> None:
+    data = _inline_sst()
+    reader = _Reader(data, NAME)
+    _, metaindex, _ = reader.footer()
+    entries = dict(reader.entries(reader.block(metaindex, "metaindex"), metaindex[0], "metaindex"))
+    (offset, size), _ = reader.handle(entries[b"rocksdb.properties"], 0, 10, 0)
+    contents = data[offset:offset + size].replace(b"leveldb.BytewiseComparator", b"leveldb.ReverseComparatorX")
+    with pytest.raises(UnsupportedFormatError, match="comparator 'leveldb.ReverseComparatorX'"):
+        read_sst(_resealed(data, offset, contents), NAME)
+
+
+def test_merge_follows_rocksdbs_rules() -> None:
+    """Newest first: a value ends the walk, a deletion hides older entries, merge operands join
+    oldest first after their base with ','; a range deletion hides older entries; keys of other
+    key groups are dropped."""
+    older = SstTable("1.sst", "s", 5, "crc32c",
+                     [b"\x01a", b"\x01b", b"\x01c", b"\x01d", b"\x05x"], [1, 2, 3, 4, 5],
+                     [VALUE, VALUE, VALUE, VALUE, VALUE], [b"a1", b"b1", b"c1", b"d1", b"x1"])
+    newer = SstTable("2.sst", "s", 5, "crc32c",
+                     [b"\x01a", b"\x01a", b"\x01b", b"\x01c", b"\x01e", b"\x01e"], [10, 11, 12, 13, 14, 15],
+                     [MERGE, MERGE, DELETION, VALUE, MERGE, MERGE], [b"a2", b"a3", b"", b"c2", b"e1", b"e2"],
+                     [(b"\x01d", b"\x01e", 9)])
+    groups, keys, values = live_rows([older, newer], range(0, 4), 1, "test")["s"]
+    assert dict(zip(keys, values)) == {b"\x01a": b"a1,a2,a3", b"\x01c": b"c2", b"\x01e": b"e1,e2"}
+    assert groups == [1, 1, 1]
