@@ -14,6 +14,8 @@ final class Jobs {
             case "types": TypesJob.build(b); break;
             case "churn": ChurnJob.build(b); break;
             case "scala": ScalaJob.build(b); break;
+            case "churn-rescaled-1": ChurnJob.buildRescaled(b, 1); break;
+            case "churn-rescaled-3": ChurnJob.buildRescaled(b, 3); break;
             default: throw new IllegalArgumentException("unknown corpus job " + name);
         }
     }
