@@ -5,6 +5,10 @@ final class Jobs {
     private Jobs() {}
 
     static void build(String name, JobBuilder b) {
+        if (name.startsWith("bulk-")) {
+            BulkJob.build(b, Integer.parseInt(name.substring(5)));
+            return;
+        }
         switch (name) {
             case "seeds": SeedsJob.build(b); break;
             case "operator-state": OperatorStateJob.build(b); break;
