@@ -29,7 +29,9 @@ def take(version: str, keys: int, out: pathlib.Path) -> dict[str, pathlib.Path]:
     """format -> the savepoint of ``bulk-keys`` Flink stopped with in that format."""
     formats = ("canonical", "native")
     tasks = [{"action": "generate", "job": f"bulk-{keys}", "max_parallelism": 128, "timeout_s": 600,
-              "config": harness.flink_config(version, backend="rocksdb"), "out": str(out / f),
+              # Filesystem storage (no periodic checkpoints): the job manager's caps state at 5 MiB.
+              "config": harness.flink_config(version, backend="rocksdb", checkpoint_dir=str(out / "checkpoints")),
+              "out": str(out / f),
               **({"savepoint_format": f} if f == "native" else {})} for f in formats]
     for f, result in zip(formats, harness.run_tasks(version, tasks, log_dir=out / "logs")):
         if not result["ok"]:
