@@ -1,7 +1,7 @@
 """Reading RocksDB native state (SST files) against the canonical-savepoint reader, on the same
 state taken by real Flink, in one run.
 
-    PYREF_FLINK_ARCHIVES=... python bench/flink_native_read.py [--keys 500000] [--version 2.3.0] [--dir /tmp/bench]
+    PYREF_FLINK_ARCHIVES=... .venv/bin/python bench/flink_native_read.py [--keys 500000] [--version 2.3.0] [--dir /tmp/bench]
 
 Runs the corpus job ``bulk-N`` (jobs/BulkJob.java: N String keys, a VALUE and a one-element LIST
 state each, 2N rows, parallelism 2, max parallelism 128, RocksDB) twice in one JVM and stops it
@@ -9,6 +9,10 @@ once with a canonical and once with a native-format savepoint of the same state.
 --repeat, times pyref's read of every keyed row of both (``keyed_subtasks``: the rows an import
 transcodes; the native read parses and merges every SST file) and of decoding the VALUE state to
 Python (``keyed_state("value").items()``), and prints rows per second of each and their ratio.
+
+Measured (2 cores, Flink 2.3.0, 1M rows / 2M rows): canonical 10.0 M / 9.9 M rows/s, native 0.42 M /
+0.41 M rows/s (0.042 of it: linear in the rows); decoding the VALUE state 1.7 M / 1.9 M against
+0.20 M / 0.20 M values/s (a single state's view parses every state's SST files).
 """
 
 from __future__ import annotations
@@ -17,11 +21,13 @@ import argparse
 import json
 import pathlib
 import shutil
+import sys
 import tempfile
 
 from core_bench import timed  # bench/ is the script's directory
 
-from compat_tests.flink import harness
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # the harness: compat_tests/ of this checkout
+from compat_tests.flink import harness  # noqa: E402
 from pyref.flink import FlinkSavepoint
 
 
