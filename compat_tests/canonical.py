@@ -493,6 +493,9 @@ def dump_savepoint(path: str | os.PathLike[str] | Any, parallelisms: Sequence[in
     from pyref import Savepoint
 
     sp = Savepoint.open(path)
+    # The dump is a read of the whole savepoint: serializers and every listed base are checked
+    # even when no operator holds state to trigger it (spec/format.md §5.10).
+    sp.store.check_before_reading()
     operators = []
     for op in sorted(sp.operators, key=lambda o: _utf8(o.operator_id)):
         list_views = {n: op.list_state(n) for n in op.list_state_names}

@@ -54,3 +54,20 @@ def test_comparison_is_type_exact():
     assert canonical_text({"a": 1}) != canonical_text({"a": True})
     assert canonical_text({"b": 1, "a": [2]}) == canonical_text({"a": [2], "b": 1})
     assert first_difference({"a": [1, 2]}, {"a": [1, "2"]}) == '$.a[1]: expected 2, got "2"'
+
+
+def test_dump_of_a_savepoint_without_state_checks_its_bases(tmp_path):
+    """spec/format.md §5.10: a dump makes the checks before reading even when the savepoint has
+    no operator, so a shallow savepoint whose listed base is missing is refused (a clean-room
+    reader found pyref's dump returning it)."""
+    from compat_tests.canonical import dump_savepoint
+    from pyref import CorruptSavepointError
+    from pyref._proto.savepoint.v1 import manifest_pb2 as pb
+    from pyref.manifest import encode_manifest
+
+    manifest = pb.Manifest(savepoint_id="3f2a6c1e-8b4d-4e7a-9c05-1d2e3f405162", required_features=["external-bases"])
+    manifest.bases.add(directory="base", savepoint_id="11111111-1111-1111-1111-111111111111")
+    (tmp_path / "derived").mkdir()
+    (tmp_path / "derived" / "_manifest").write_bytes(encode_manifest(manifest))
+    with pytest.raises(CorruptSavepointError, match="'base' is missing"):
+        dump_savepoint(tmp_path / "derived", [1], canonical_version=2)

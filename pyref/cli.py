@@ -30,7 +30,7 @@ from . import __version__
 from .cleanup import DEFAULT_OLDER_THAN, remove_unreferenced_files
 from .derived import FORCE_HELP
 from .errors import CorruptSavepointError, InvalidArgumentError, SavepointError
-from .flink.import_cli import inspect_flink, is_flink_savepoint, verify_flink_command
+from .flink.import_cli import add_uid_argument, inspect_flink, is_flink_savepoint, verify_flink_command
 from .flink.savepoint import FlinkSavepoint
 from .flink.writer.cleanup import is_export_directory, remove_abandoned_export_files
 from .inspection import describe, verify
@@ -193,10 +193,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", help="operators, states, modes, serializers, parallelism, sizes, key-group ranges")
     p.add_argument("path")
     p.add_argument("--subtasks", action="store_true", help="list every subtask's key groups (one line per operator)")
+    add_uid_argument(p)
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("verify", help="read every data file, chunk, checksum, value and base reference")
     p.add_argument("path")
+    add_uid_argument(p)
     p.add_argument("--json", action="store_true")
 
     for name, help_text in (("plan", "show what each subtask restores at a new parallelism (reads no state; a "
@@ -251,8 +253,11 @@ def run(args: argparse.Namespace) -> int:
         return args.handler(args)
     if args.command in ("inspect", "verify") and is_flink_savepoint(args.path):
         if args.command == "inspect":
-            return inspect_flink(args.path, args.json, args.subtasks)
-        return verify_flink_command(args.path, args.json)
+            return inspect_flink(args.path, args.json, args.subtasks, args.uid)
+        return verify_flink_command(args.path, args.json, args.uid)
+    if getattr(args, "uid", None):
+        raise InvalidArgumentError("--uid names the operators of a Flink savepoint; a pyref savepoint stores its "
+                                   "operators' names", path=args.path)
     if args.command == "inspect":
         info = describe(Savepoint.open(args.path), subtasks=args.subtasks).to_dict()
         print(json.dumps(info, indent=2)) if args.json else _print_describe(info)

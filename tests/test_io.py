@@ -9,7 +9,7 @@ import os
 import google_crc32c
 import pytest
 
-from pyref import CorruptSavepointError, Savepoint, SavepointWriter, rescale
+from pyref import CorruptSavepointError, Savepoint, SavepointNotFoundError, SavepointWriter, rescale
 from pyref._proto.savepoint.v1 import manifest_pb2 as pb
 from pyref.cleanup import remove_unreferenced_files
 from pyref.cli import main
@@ -48,6 +48,22 @@ def test_symlink_out_of_the_savepoint_is_refused(tmp_path):
     os.symlink(outside, data_file)
     with pytest.raises(CorruptSavepointError, match="outside the savepoint directory"):
         list(Savepoint.open(tmp_path / "sp").operator("kafka-source").list_state("offsets").partition(0))
+
+
+@pytest.mark.parametrize(("target", "error"), [("real/x", CorruptSavepointError), ("_manifest", CorruptSavepointError),
+                                                ("gone", SavepointNotFoundError)],
+                         ids=["through-a-file", "loop", "dangling"])
+def test_a_manifest_link_that_cannot_be_resolved_is_corrupt_a_dangling_one_is_absent(tmp_path, target, error):
+    """spec/format.md §4.2 step 1: in a savepoint directory, a `_manifest` whose path runs through a
+    regular file or loops is corrupt; a dangling link is an absent manifest. pyref took the first for
+    a location that is not a directory (a clean-room reader found it)."""
+    (tmp_path / "sp").mkdir()
+    (tmp_path / "sp" / "real").write_text("x")
+    os.symlink(target, tmp_path / "sp" / "_manifest")
+    with pytest.raises(error):
+        Savepoint.open(tmp_path / "sp")
+    with pytest.raises(SavepointNotFoundError):  # a location that is a regular file holds no savepoint
+        Savepoint.open(tmp_path / "sp" / "real")
 
 
 @pytest.mark.parametrize("path", ["data/x.svd", "a/b/c"])

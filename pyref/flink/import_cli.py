@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 
 from ..derived import FORCE_HELP
 from ..errors import CorruptSavepointError, InvalidArgumentError
@@ -24,7 +25,8 @@ from .importer import import_flink
 from .inspection import describe_flink, verify_flink
 from .savepoint import FlinkSavepoint, is_flink_savepoint
 
-__all__ = ["add_import_command", "is_flink_savepoint", "inspect_flink", "verify_flink_command", "import_options"]
+__all__ = ["add_import_command", "add_uid_argument", "is_flink_savepoint", "inspect_flink", "verify_flink_command",
+           "import_options"]
 
 
 def add_import_command(sub: argparse._SubParsersAction) -> None:
@@ -40,9 +42,7 @@ def add_import_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments ``import-flink`` and ``spark-import-flink`` share."""
     p.add_argument("source", help="the Flink savepoint directory (or its _metadata): a path or a URL")
     p.add_argument("target")
-    p.add_argument("--uid", action="append", default=[], metavar="HEXID=NAME",
-                   help="name an operator whose uid Flink did not store: HEXID=NAME, or the job's UID (its id is "
-                        "derived from it)")
+    add_uid_argument(p)
     p.add_argument("--ttl", action="append", default=[], metavar="OP/STATE=DURATION[:update][:visibility]",
                    help="the TTL of a state under TTL (Flink does not store it), e.g. counter/last=7d:on_read_and_write")
     p.add_argument("--ttl-default", metavar="DURATION[:update][:visibility]",
@@ -51,21 +51,32 @@ def add_import_arguments(p: argparse.ArgumentParser) -> None:
                    help="leave a state out (one the import refuses, say)")
 
 
-def import_options(args: argparse.Namespace) -> dict:
-    """``import_flink``'s keyword arguments from the shared command-line arguments."""
+def add_uid_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--uid", action="append", default=[], metavar="HEXID=NAME",
+                   help="(a Flink savepoint) name an operator whose uid Flink did not store: HEXID=NAME, or the "
+                        "job's UID (its id is derived from it)")
+
+
+def parse_uids(items: list[str]) -> dict[str, str] | None:
+    """``FlinkSavepoint.open``'s ``uids`` from ``--uid`` arguments (None: none given)."""
     uids: dict[str, str] = {}
-    for item in args.uid:
+    for item in items:
         key, sep, name = item.partition("=")
         if not key or (sep and not name):
             raise InvalidArgumentError(f"--uid takes HEXID=NAME or UID, got {item!r}")
         uids[key] = name if sep else key
+    return uids or None
+
+
+def import_options(args: argparse.Namespace) -> dict:
+    """``import_flink``'s keyword arguments from the shared command-line arguments."""
     ttl: dict[str, TtlConfig] = {}
     for item in args.ttl:
         state, sep, config = item.partition("=")
         if not sep or "/" not in state:
             raise InvalidArgumentError(f"--ttl takes OPERATOR/STATE=DURATION[:update][:visibility], got {item!r}")
         ttl[state] = parse_ttl(config)
-    return {"uids": uids or None, "ttl": ttl, "skip_states": args.skip_state,
+    return {"uids": parse_uids(args.uid), "ttl": ttl, "skip_states": args.skip_state,
             "ttl_default": parse_ttl(args.ttl_default) if args.ttl_default else None}
 
 
@@ -95,8 +106,8 @@ def print_import(result: dict, as_json: bool) -> None:
         print(f"replanned {d}")
 
 
-def inspect_flink(path: str, as_json: bool, subtasks: bool = False) -> int:
-    with FlinkSavepoint.open(path) as sp:
+def inspect_flink(path: str, as_json: bool, subtasks: bool = False, uids: Sequence[str] = ()) -> int:
+    with FlinkSavepoint.open(path, uids=parse_uids(list(uids))) as sp:
         info = describe_flink(sp)
     if subtasks:  # as pyref's inspect --subtasks: the key groups Flink gives each subtask
         for op in info["operators"]:
@@ -143,8 +154,8 @@ def inspect_flink(path: str, as_json: bool, subtasks: bool = False) -> int:
     return 0
 
 
-def verify_flink_command(path: str, as_json: bool) -> int:
-    with FlinkSavepoint.open(path) as sp:
+def verify_flink_command(path: str, as_json: bool, uids: Sequence[str] = ()) -> int:
+    with FlinkSavepoint.open(path, uids=parse_uids(list(uids))) as sp:
         report = verify_flink(sp)
     if as_json:
         print(json.dumps(report.to_dict(), indent=2))

@@ -285,7 +285,7 @@ class FlinkOperator:
             meta = self._keyed_head(handle)
             if isinstance(handle, IncrementalHandle):
                 yield from iter_native_subtask(self._sst_bytes, handle, sub.index, prefix_bytes, meta,
-                                               self._savepoint.location)
+                                               self._savepoint.location, batch_bytes)
                 continue
             assert handle.stream is not None
             buffer, start, end, name = self._savepoint.store.open(handle.stream)

@@ -116,7 +116,7 @@ class LocalIO(SavepointIO):
         except FileNotFoundError:
             return None
         except OSError as exc:  # a path through a file, too long, a symlink loop; or the disk fails
-            if exc.errno == errno.ENOTDIR and rel == MANIFEST_NAME:
+            if exc.errno == errno.ENOTDIR and rel == MANIFEST_NAME and not os.path.isdir(self.root):
                 return None  # the location is not a directory: no savepoint there (spec/format.md §2)
             raise typed_os_error(exc, "cannot stat the file", self.describe(rel)) from None
         return FileStat(found.st_size, found.st_mtime)

@@ -211,3 +211,17 @@ def test_inspect_subtasks_lists_a_flink_savepoints_key_groups(capsys) -> None:
     assert code == 0 and ops["keyed-kinds"]["subtask_key_groups"] == [[0, 333], [334, 666], [667, 999]]
     assert main(["inspect", str(KEYED), "--subtasks"]) == 0
     assert "  key groups 0:0-333, 1:334-666, 2:667-999" in capsys.readouterr().out
+
+
+def test_inspect_and_verify_name_a_flink_1_savepoints_operators_by_uid(tmp_path, capsys) -> None:
+    uids = [op for op in json.loads((OLD_SEEDS.parent / "truth.json").read_text())["operators"]]
+    code, info = run(capsys, "inspect", str(OLD_SEEDS), *[f"--uid={u}" for u in uids])
+    assert code == 0 and set(uids) <= {op["name"] for op in info["operators"]}
+    code, report = run(capsys, "verify", str(OLD_SEEDS), f"--uid={uids[0]}")
+    assert code == 0 and report["ok"]
+    code, report = run(capsys, "verify", str(OLD_SEEDS), f"--uid={uids[0]}x")
+    ids = [op.operator_id for op in FlinkSavepoint.open(OLD_SEEDS).operators]
+    assert code == 2 and f"'{uids[0]}x'" in report["error"] and all(i in report["error"] for i in ids)
+    write_seeds(tmp_path / "pyref")
+    code, report = run(capsys, "inspect", str(tmp_path / "pyref"), "--uid=seeds")
+    assert code == 2 and "Flink savepoint" in report["error"]

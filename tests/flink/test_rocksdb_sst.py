@@ -4,6 +4,7 @@ range, and the merge of a handle's files follows RocksDB's rules."""
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 import struct
 
@@ -15,7 +16,7 @@ from pyref.flink import FlinkSavepoint
 from pyref.flink.dataoutput import varint
 from pyref.flink.handles import IncrementalHandle
 from pyref.flink.rocksdb.native import live_rows, sst_files
-from pyref.flink.rocksdb.sst import DELETION, MERGE, VALUE, SstTable, _Reader, read_sst
+from pyref.flink.rocksdb.sst import DELETION, MERGE, VALUE, _Reader, open_sst
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "checkpoints"
 NAME = "000010.sst"
@@ -34,6 +35,12 @@ def _inline_sst() -> bytes:
 def _shared_sst() -> bytes:
     """An SST file of the 2.3.0 incremental checkpoint's shared directory (XXH3 checksums)."""
     return min((DATA / "2.3.0-rocksdb-incremental-churn" / "shared").iterdir()).read_bytes()
+
+
+def read_sst(data: bytes, name: str) -> list[tuple[bytes, int, int, bytes]]:
+    """Every entry of an SST file (opening it checks footer, properties and index; the
+    entries are read block by block)."""
+    return list(open_sst(data, name).entries())
 
 
 def _handles(data: bytes) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -57,11 +64,13 @@ def _resealed(data: bytes, offset: int, contents: bytes) -> bytes:
 
 
 def test_real_files_read_with_both_checksums() -> None:
-    inline = read_sst(_inline_sst(), NAME)
+    inline = open_sst(_inline_sst(), NAME)
     assert (inline.column_family, inline.format_version, inline.checksum) == ("count", 5, "crc32c")
-    assert len(inline.user_keys) == len(inline.values) > 0 and set(inline.types) == {VALUE}
-    shared = read_sst(_shared_sst(), NAME)
+    entries = list(inline.entries())
+    assert entries and {kind for _, _, kind, _ in entries} == {VALUE}
+    shared = open_sst(_shared_sst(), NAME)
     assert shared.checksum == "XXH3" and shared.column_family in ("latest", "log", "seen")
+    assert list(shared.entries())
 
 
 @pytest.mark.parametrize("cut", [1, 10, 53, 200])
@@ -128,17 +137,60 @@ def test_another_comparator_is_refused_by_name() -> None:
         read_sst(_resealed(data, offset, contents), NAME)
 
 
+@dataclasses.dataclass
+class Entries:
+    """Hand-built entries of one column family's file, in internal-key order (what an SstFile yields)."""
+
+    rows: list[tuple[bytes, int, int, bytes]]
+    range_deletions: list[tuple[bytes, bytes, int]] = dataclasses.field(default_factory=list)
+    column_family: str = "s"
+
+    def entries(self):
+        return iter(self.rows)
+
+
 def test_merge_follows_rocksdbs_rules() -> None:
     """Newest first: a value ends the walk, a deletion hides older entries, merge operands join
     oldest first after their base with ','; a range deletion hides older entries; keys of other
     key groups are dropped."""
-    older = SstTable("1.sst", "s", 5, "crc32c",
-                     [b"\x01a", b"\x01b", b"\x01c", b"\x01d", b"\x05x"], [1, 2, 3, 4, 5],
-                     [VALUE, VALUE, VALUE, VALUE, VALUE], [b"a1", b"b1", b"c1", b"d1", b"x1"])
-    newer = SstTable("2.sst", "s", 5, "crc32c",
-                     [b"\x01a", b"\x01a", b"\x01b", b"\x01c", b"\x01e", b"\x01e"], [10, 11, 12, 13, 14, 15],
-                     [MERGE, MERGE, DELETION, VALUE, MERGE, MERGE], [b"a2", b"a3", b"", b"c2", b"e1", b"e2"],
-                     [(b"\x01d", b"\x01e", 9)])
-    groups, keys, values = live_rows([older, newer], range(0, 4), 1, "test")["s"]
-    assert dict(zip(keys, values)) == {b"\x01a": b"a1,a2,a3", b"\x01c": b"c2", b"\x01e": b"e1,e2"}
-    assert groups == [1, 1, 1]
+    older = Entries([(b"\x01a", 1, VALUE, b"a1"), (b"\x01b", 2, VALUE, b"b1"), (b"\x01c", 3, VALUE, b"c1"),
+                     (b"\x01d", 4, VALUE, b"d1"), (b"\x05x", 5, VALUE, b"x1")])
+    newer = Entries([(b"\x01a", 11, MERGE, b"a3"), (b"\x01a", 10, MERGE, b"a2"), (b"\x01b", 12, DELETION, b""),
+                     (b"\x01c", 13, VALUE, b"c2"), (b"\x01e", 15, MERGE, b"e2"), (b"\x01e", 14, MERGE, b"e1")],
+                    [(b"\x01d", b"\x01e", 9)])
+    rows = list(live_rows([older, newer], range(0, 4), 1, "test"))
+    assert {key: value for _, key, value in rows} == {b"\x01a": b"a1,a2,a3", b"\x01c": b"c2", b"\x01e": b"e1,e2"}
+    assert [group for group, _, _ in rows] == [1, 1, 1]
+
+
+def test_entries_out_of_internal_key_order_are_corrupt() -> None:
+    """The merge relies on each file's order: a file whose data block breaks it is corrupt."""
+    data = _inline_sst()
+    (offset, size), = open_sst(data, NAME)._blocks
+    block = data[offset:offset + size]
+    # Snappy: the uncompressed size (varint b7 05), then a literal of 17 bytes (tag 0x40) that starts
+    # the block: shared 0, unshared 19, value length 8, then the first key, its key group first.
+    assert block[:3] == bytes.fromhex("b70540") and block[3:6] == bytes.fromhex("001308")
+    forged = block[:6] + b"\xff" + block[7:]  # the first key's key-group byte: now above every later key
+    with pytest.raises(CorruptSavepointError, match="out of the order") as err:
+        list(open_sst(_resealed(data, offset, forged), NAME).entries())
+    assert err.value.path == NAME and err.value.byte_range == (offset, offset + size)
+
+
+def test_a_subtask_reads_in_runs_of_whole_key_groups() -> None:
+    """batch_bytes bounds what a run holds: the runs add up to the one-run read, each key group in one run."""
+    with FlinkSavepoint.open(DATA / "1.16.3-rocksdb-full-seeds" / "checkpoint") as sp:
+        op = next(o for o in sp.operators if any(isinstance(s.managed_keyed_state, IncrementalHandle)
+                                                 for s in o.state.subtasks))
+        whole = list(op.keyed_subtasks())
+        runs = list(op.keyed_subtasks(batch_bytes=64))
+    assert len(runs) > len(whole)
+    for name in whole[0].states:
+        one = [(int(g), k) for w in whole for g, k in zip(w.states[name][1].key_groups, w.states[name][1].keys.to_pylist())]
+        many = [(int(g), k) for r in runs for g, k in zip(r.states[name][1].key_groups, r.states[name][1].keys.to_pylist())]
+        assert many == one
+    seen: set[int] = set()
+    for r in runs:
+        groups = {int(g) for _, rows in r.states.values() for g in rows.key_groups}
+        assert not groups & seen
+        seen |= groups

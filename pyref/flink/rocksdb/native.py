@@ -12,12 +12,18 @@ appends) are collected and joined oldest first after the value they apply to wit
 entries of the keys it covers. Keys whose key-group prefix lies outside the handle's range are
 dropped (after a rescale a file may still hold other key groups). The rows are the RocksDB
 keys and values the savepoint format also carries, so :mod:`pyref.flink.keyed`'s decoding applies.
+
+Each file is in internal-key order, so a column family's files merge as streams (a block of
+each in memory) and a subtask is read in runs of whole key groups (``batch_bytes``), as the
+savepoint reader reads its streams: memory holds a run, not the subtask's state.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator
+import itertools
+from collections.abc import Callable, Iterable, Iterator
+from operator import itemgetter
 
 import numpy as np
 import pyarrow as pa
@@ -26,7 +32,7 @@ from ...errors import CorruptSavepointError
 from ..composite import LIST_DELIMITER
 from ..handles import IncrementalHandle, StreamHandle
 from ..keyed import KeyedBackendMeta, KeyedRows, KeyedSubtask
-from .sst import DELETION, MERGE, SINGLE_DELETION, VALUE, SstTable, read_sst
+from .sst import DELETION, MERGE, SINGLE_DELETION, VALUE, SstFile, open_sst
 
 __all__ = ["ROCKSDB_NATIVE", "sst_files", "live_rows", "iter_native_subtask"]
 
@@ -49,51 +55,33 @@ def sst_files(handle: IncrementalHandle) -> list[tuple[str, StreamHandle]]:
     return files
 
 
-def live_rows(tables: list[SstTable], key_groups: range, prefix_bytes: int,
-              where: str) -> dict[str, tuple[list[int], list[bytes], list[bytes]]]:
-    """Per column family: (key group, user key, value) of every live key within ``key_groups``,
-    ascending by key."""
-    entries: dict[str, list[tuple[bytes, int, int, bytes]]] = {}
-    tombstones: dict[str, list[tuple[bytes, bytes, int]]] = {}
-    for t in tables:
-        entries.setdefault(t.column_family, []).extend(zip(t.user_keys, t.sequences, t.types, t.values))
-        tombstones.setdefault(t.column_family, []).extend(t.range_deletions)
-    out: dict[str, tuple[list[int], list[bytes], list[bytes]]] = {}
-    for family, rows in entries.items():
-        groups: list[int] = []
-        keys: list[bytes] = []
-        values: list[bytes] = []
-        ranges = sorted(tombstones[family])
-        ordered = sorted(rows, key=lambda e: (e[0], -e[1]))  # per key, newest first
-        active: list[tuple[int, bytes]] = []  # (-sequence, end) of range deletions begun by the current key
-        r = i = 0
-        while i < len(ordered):
-            key = ordered[i][0]
-            j = i
-            while j < len(ordered) and ordered[j][0] == key:
-                j += 1
-            while r < len(ranges) and ranges[r][0] <= key:
-                heapq.heappush(active, (-ranges[r][2], ranges[r][1]))
-                r += 1
-            while active and active[0][1] <= key:  # ended before this key, so before every later one
-                heapq.heappop(active)
-            value = _resolve(ordered[i:j], -active[0][0] if active else -1)
-            i = j
-            if value is None:
-                continue
-            if len(key) < prefix_bytes:
-                raise CorruptSavepointError(f"column family {family!r} holds a key of {len(key)} bytes, shorter "
-                                            f"than its {prefix_bytes}-byte key-group prefix", path=where)
-            group = int.from_bytes(key[:prefix_bytes], "big")
-            if group in key_groups:
-                groups.append(group)
-                keys.append(key)
-                values.append(value)
-        out[family] = (groups, keys, values)
-    return out
+def live_rows(files: list[SstFile], key_groups: range, prefix_bytes: int,
+              where: str) -> Iterator[tuple[int, bytes, bytes]]:
+    """(key group, user key, value) of every live key of one column family's ``files`` within
+    ``key_groups``, ascending by key: the files' entries merged as streams, each already in
+    internal-key order (ascending key, newest first)."""
+    ranges = sorted(r for f in files for r in f.range_deletions)
+    active: list[tuple[int, bytes]] = []  # (-sequence, end) of range deletions begun by the current key
+    r = 0
+    merged = heapq.merge(*(f.entries() for f in files), key=lambda e: (e[0], -e[1]))
+    for key, versions in itertools.groupby(merged, key=itemgetter(0)):
+        while r < len(ranges) and ranges[r][0] <= key:
+            heapq.heappush(active, (-ranges[r][2], ranges[r][1]))
+            r += 1
+        while active and active[0][1] <= key:  # ended before this key, so before every later one
+            heapq.heappop(active)
+        value = _resolve(versions, -active[0][0] if active else -1)
+        if value is None:
+            continue
+        if len(key) < prefix_bytes:
+            raise CorruptSavepointError(f"column family {files[0].column_family!r} holds a key of {len(key)} bytes, "
+                                        f"shorter than its {prefix_bytes}-byte key-group prefix", path=where)
+        group = int.from_bytes(key[:prefix_bytes], "big")
+        if group in key_groups:
+            yield group, key, value
 
 
-def _resolve(versions: list[tuple[bytes, int, int, bytes]], deleted_below: int) -> bytes | None:
+def _resolve(versions: Iterable[tuple[bytes, int, int, bytes]], deleted_below: int) -> bytes | None:
     """The live value of one user key from its entries, newest first (None: none)."""
     operands: list[bytes] = []
     base: bytes | None = None
@@ -114,19 +102,62 @@ def _resolve(versions: list[tuple[bytes, int, int, bytes]], deleted_below: int) 
     return joined if base is None else base + bytes([LIST_DELIMITER]) + joined
 
 
+class _State:
+    """One state's live rows as a stream, taken a key group at a time."""
+
+    def __init__(self, rows: Iterator[tuple[int, bytes, bytes]]) -> None:
+        self._rows = rows
+        self.head = next(rows, None)
+        self.groups: list[int] = []
+        self.keys: list[bytes] = []
+        self.values: list[bytes] = []
+
+    def take(self, group: int) -> int:
+        """Move the rows of key group ``group`` into the run; the bytes they hold."""
+        taken = 0
+        while self.head is not None and self.head[0] == group:
+            self.groups.append(group)
+            self.keys.append(self.head[1])
+            self.values.append(self.head[2])
+            taken += len(self.head[1]) + len(self.head[2])
+            self.head = next(self._rows, None)
+        return taken
+
+    def run(self, subtask: int) -> KeyedRows:
+        rows = KeyedRows(np.full(len(self.keys), subtask, np.int64), np.array(self.groups, np.int64),
+                         pa.array(self.keys, pa.binary()), pa.array(self.values, pa.binary()))
+        self.groups, self.keys, self.values = [], [], []
+        return rows
+
+
 def iter_native_subtask(open_stream: Opener, handle: IncrementalHandle, subtask: int, prefix_bytes: int,
-                        meta: KeyedBackendMeta, where: str) -> Iterator[KeyedSubtask]:
-    """One subtask's native-format keyed state, as one run of rows per state."""
-    tables = [read_sst(*open_stream(stream)) for _, stream in sst_files(handle)]
-    live = live_rows(tables, handle.key_groups, prefix_bytes, where)
+                        meta: KeyedBackendMeta, where: str, batch_bytes: int | None = None) -> Iterator[KeyedSubtask]:
+    """One subtask's native-format keyed state as runs of whole key groups of about
+    ``batch_bytes`` bytes of keys and values each (None: one run); every run lists every state."""
+    by_family: dict[str, list[SstFile]] = {}
+    for _, stream in sst_files(handle):
+        sst = open_sst(*open_stream(stream))
+        by_family.setdefault(sst.column_family, []).append(sst)
+
+    def rows(family: str) -> Iterator[tuple[int, bytes, bytes]]:
+        return live_rows(by_family.get(family, []), handle.key_groups, prefix_bytes, where)
+
     names = {info.name for info in meta.states}
-    unknown = sorted(f for f, (_, keys, _) in live.items() if keys and f not in names and f != DEFAULT_COLUMN_FAMILY)
+    unknown = sorted(f for f in by_family if f not in names and f != DEFAULT_COLUMN_FAMILY
+                     and next(rows(f), None) is not None)
     if unknown:
         raise CorruptSavepointError(f"RocksDB column families {unknown} hold state the meta infos do not name",
                                     path=where)
-    states = {}
-    for info in meta.states:
-        groups, keys, values = live.get(info.name, ([], [], []))
-        states[info.name] = (info, KeyedRows(np.full(len(keys), subtask, np.int64), np.array(groups, np.int64),
-                                             pa.array(keys, pa.binary()), pa.array(values, pa.binary())))
-    yield KeyedSubtask(subtask, handle.key_groups, meta.key_type, states)
+    states = {info.name: (info, _State(rows(info.name))) for info in meta.states}
+    while True:
+        taken = 0
+        while batch_bytes is None or taken < batch_bytes:
+            heads = [state.head[0] for _, state in states.values() if state.head is not None]
+            if not heads:
+                break
+            group = min(heads)
+            taken += sum(state.take(group) for _, state in states.values())
+        yield KeyedSubtask(subtask, handle.key_groups, meta.key_type,
+                           {name: (info, state.run(subtask)) for name, (info, state) in states.items()})
+        if all(state.head is None for _, state in states.values()):
+            return

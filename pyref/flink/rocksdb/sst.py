@@ -26,7 +26,7 @@ Data keys are internal keys: the user key and uint64 LE ``sequence << 8 | type``
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import cramjam
@@ -35,7 +35,7 @@ import google_crc32c
 from ...errors import CorruptSavepointError, UnsupportedFormatError
 from ..dataoutput import varint
 
-__all__ = ["SstTable", "read_sst", "VALUE", "DELETION", "SINGLE_DELETION", "MERGE", "RANGE_DELETION"]
+__all__ = ["SstFile", "open_sst", "VALUE", "DELETION", "SINGLE_DELETION", "MERGE", "RANGE_DELETION"]
 
 LEGACY_MAGIC = 0xDB4775248B80FB57
 BLOCK_BASED_MAGIC = 0x88E241B785F4CFF7
@@ -66,19 +66,38 @@ _U64 = struct.Struct("<Q")
 
 
 @dataclass
-class SstTable:
-    """What one SST file holds: its column family, and its entries in file order."""
+class SstFile:
+    """One SST file: its column family and range deletions, read when it is opened, and its
+    entries, read a data block at a time by :meth:`entries` (a subtask's files are merged as
+    streams, so memory holds a block of each, not the state)."""
 
     name: str
     column_family: str
     format_version: int
     checksum: str
-    user_keys: list[bytes] = field(default_factory=list, repr=False)
-    sequences: list[int] = field(default_factory=list, repr=False)
-    types: list[int] = field(default_factory=list, repr=False)
-    values: list[bytes] = field(default_factory=list, repr=False)
     #: (start user key, end user key (exclusive), sequence) of each range deletion.
     range_deletions: list[tuple[bytes, bytes, int]] = field(default_factory=list, repr=False)
+    _reader: _Reader | None = field(default=None, repr=False)
+    _blocks: list[tuple[int, int]] = field(default_factory=list, repr=False)
+
+    def entries(self) -> Iterator[tuple[bytes, int, int, bytes]]:
+        """(user key, sequence, type, value) of every entry, in the file's order: ascending user
+        key, newest (highest sequence) first; entries out of that order are corrupt, since the
+        merge of a handle's files relies on it."""
+        reader = self._reader
+        assert reader is not None
+        previous: tuple[bytes, int] | None = None
+        for handle in self._blocks:
+            for key, value in reader.entries(reader.block(handle, "data"), handle[0], "data"):
+                user_key, sequence, kind = _internal_key(reader, key, handle)
+                if kind not in (VALUE, DELETION, SINGLE_DELETION, MERGE):
+                    raise reader.unsupported(f"holding a {_TYPE_NAMES.get(kind, f'type {kind}')} entry")
+                order = (user_key, -sequence)
+                if previous is not None and order <= previous:
+                    raise reader.corrupt("data block entries out of the order of internal keys (ascending key, "
+                                         "then descending sequence)", handle[0], handle[0] + handle[1])
+                previous = order
+                yield user_key, sequence, kind, value
 
 
 class _Reader:
@@ -303,8 +322,9 @@ def _properties(reader: _Reader, metaindex: dict[bytes, bytes], origin: int) -> 
     return dict(reader.entries(reader.block(handle, "properties"), handle[0], "properties"))
 
 
-def read_sst(data: bytes | memoryview, name: str) -> SstTable:
-    """Every entry of the SST file ``data`` (named ``name`` in errors), checked against its checksums."""
+def open_sst(data: bytes | memoryview, name: str) -> SstFile:
+    """The SST file ``data`` (named ``name`` in errors): footer, properties, index and range
+    deletions read and checked; its entries are read by :meth:`SstFile.entries`."""
     reader = _Reader(data, name)
     version, metaindex_handle, index_handle = reader.footer()
     metaindex = dict(reader.entries(reader.block(metaindex_handle, "metaindex"), metaindex_handle[0], "metaindex"))
@@ -329,7 +349,8 @@ def read_sst(data: bytes | memoryview, name: str) -> SstTable:
     name_bytes = props.get(b"rocksdb.column.family.name")
     if name_bytes is None:
         raise reader.corrupt("properties name no column family", metaindex_handle[0], sum(metaindex_handle))
-    table = SstTable(name, name_bytes.decode("utf-8", "replace"), version, _CHECKSUMS[reader.checksum_type])
+    table = SstFile(name, name_bytes.decode("utf-8", "replace"), version, _CHECKSUMS[reader.checksum_type],
+                    _reader=reader)
     stored = 0
     for _, value in reader.entries(reader.block(index_handle, "index"), index_handle[0], "index", delta):
         handle, _ = reader.handle(value, 0, len(value), index_handle[0])
@@ -338,8 +359,7 @@ def read_sst(data: bytes | memoryview, name: str) -> SstTable:
         stored += handle[1] + _TRAILER
         if stored > len(data):
             raise reader.corrupt(f"index names more data block bytes than the file's {len(data)}", *handle)
-        for key, v in reader.entries(reader.block(handle, "data"), handle[0], "data"):
-            _add(reader, table, key, v, handle)
+        table._blocks.append(handle)
     range_del = metaindex.get(b"rocksdb.range_del")
     if range_del is not None:
         handle, _ = reader.handle(range_del, 0, len(range_del), metaindex_handle[0])
@@ -358,12 +378,3 @@ def _internal_key(reader: _Reader, key: bytes, handle: tuple[int, int]) -> tuple
     trailer = _U64.unpack_from(key, len(key) - 8)[0]
     return key[:-8], trailer >> 8, trailer & 0xFF
 
-
-def _add(reader: _Reader, table: SstTable, key: bytes, value: bytes, handle: tuple[int, int]) -> None:
-    user_key, sequence, kind = _internal_key(reader, key, handle)
-    if kind not in (VALUE, DELETION, SINGLE_DELETION, MERGE):
-        raise reader.unsupported(f"holding a {_TYPE_NAMES.get(kind, f'type {kind}')} entry")
-    table.user_keys.append(user_key)
-    table.sequences.append(sequence)
-    table.types.append(kind)
-    table.values.append(value)
