@@ -8,7 +8,10 @@ job (jobs/Checkpoints.java) and keeps ``OUT/<version>-<case>/`` with ``checkpoin
 ``chk-N`` directory: ``_metadata`` and the state files it names), for an incremental RocksDB
 checkpoint ``shared/`` (the files of ``../shared`` it names, from this and earlier checkpoints)
 and ``truth.json`` (what every subtask held at that checkpoint). A case with a savepoint format
-stops the job with a savepoint of that format instead and keeps it as ``savepoint/``.
+stops the job with a savepoint of that format instead and keeps it as ``savepoint/``. A case
+``restored_from`` another is its second phase: Flink restores the other case's retained checkpoint
+into it (at the case's own parallelism: a rescale) and it is kept as any other, from its own
+checkpoint directory.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ class CheckpointCase:
     savepoint_format: str | None = None
     #: RocksDB's block compression (state.backend.rocksdb.compression.per.level), e.g. "ZSTD_COMPRESSION".
     rocksdb_compression: str | None = None
+    #: The case whose retained checkpoint this one's job is restored from (taken first, in a JVM of its own).
+    restored_from: str | None = None
 
 
 CASES = (
@@ -57,6 +62,10 @@ CASES = (
     CheckpointCase("rocksdb-full-seeds-lz4", "seeds", "rocksdb", False, "20kb", rocksdb_compression="LZ4_COMPRESSION"),
     CheckpointCase("rocksdb-native-savepoint-keyed-kinds", "keyed-kinds", "rocksdb", False, "0", max_parallelism=1000,
                    savepoint_format="native"),
+    CheckpointCase("rocksdb-incremental-churn-rescaled-3", "churn-rescaled-3", "rocksdb", True, "0",
+                   restored_from="rocksdb-incremental-churn"),
+    CheckpointCase("rocksdb-incremental-churn-rescaled-1", "churn-rescaled-1", "rocksdb", True, "0",
+                   restored_from="rocksdb-incremental-churn"),
 )
 
 
@@ -74,51 +83,75 @@ def checkpoint_config(version: str, case: CheckpointCase, directory: pathlib.Pat
 
 def take_checkpoints(version: str, cases: list[CheckpointCase], out: str | pathlib.Path, *,
                      download: bool = False) -> dict[str, pathlib.Path]:
-    """Every case of ``version`` in one JVM; case name -> ``OUT/<version>-<case>`` (``checkpoint/``, ``truth.json``)."""
-    out = pathlib.Path(out)
+    """Every case of ``version``, those restored from another after it (its JVM first, then
+    theirs); case name -> ``OUT/<version>-<case>`` (``checkpoint/``, ``truth.json``)."""
+    by_name = {c.name: c for c in CASES}
+    bases = [by_name[n] for n in dict.fromkeys(c.restored_from for c in cases if c.restored_from)]
+    first = [c for c in cases if not c.restored_from] + [b for b in bases if b not in cases]
+    second = [c for c in cases if c.restored_from]
     written = {}
     with tempfile.TemporaryDirectory(prefix="pyref-flink-ckpt-") as tmp:
-        tasks = []
+        retained = _run_cases(version, first, pathlib.Path(tmp), {}, download)
+        if second:
+            retained.update(_run_cases(version, second, pathlib.Path(tmp), retained, download))
         for case in cases:
-            directory = pathlib.Path(tmp) / case.name / "checkpoints"
-            task = {"action": "generate", "job": case.job, "max_parallelism": case.max_parallelism,
-                    "config": checkpoint_config(version, case, directory),
-                    "out": str(pathlib.Path(tmp) / case.name), "timeout_s": 120,
-                    "truth": {"flink_version": version, "backend": case.backend, "case": case.name,
-                              "incremental": case.incremental}}
-            if case.savepoint_format:
-                task["savepoint_format"] = case.savepoint_format
-            else:
-                task["checkpoint_dir"] = str(directory)
-            tasks.append(task)
-        results = harness.run_tasks(version, tasks, download=download, log_dir=pathlib.Path(tmp) / "logs")
-        for case, task, result in zip(cases, tasks, results):
-            if not result["ok"]:
-                raise harness.FlinkError(f"Flink {version} checkpoint case {case.name} failed:\n"
-                                         f"{harness.short_error(result['error'])}")
-            truth = json.loads((pathlib.Path(task["out"]) / "truth.json").read_text(encoding="utf-8"))
-            target = out / f"{version}-{case.name}"
+            chk, truth = retained[case.name]
+            target = pathlib.Path(out) / f"{version}-{case.name}"
             shutil.rmtree(target, ignore_errors=True)
             target.mkdir(parents=True)
             if case.savepoint_format:
-                shutil.copytree(pathlib.Path(task["out"]) / "savepoint", target / "savepoint")
+                shutil.copytree(chk, target / "savepoint")
             else:
-                _keep_checkpoint(case, task, truth, target)
+                _keep_checkpoint(case, chk, target)
             (target / "truth.json").write_text(json.dumps(truth, indent=1) + "\n", encoding="utf-8")
             written[case.name] = target
     return written
 
 
-def _keep_checkpoint(case: CheckpointCase, task: dict, truth: dict, target: pathlib.Path) -> None:
+def _run_cases(version: str, cases: list[CheckpointCase], tmp: pathlib.Path,
+               retained: dict[str, tuple[pathlib.Path, dict]], download: bool) -> dict[str, tuple[pathlib.Path, dict]]:
+    """The cases in one JVM; case name -> (its retained chk-N directory or native savepoint, its truth)."""
+    keys = harness.config_keys(version)
+    tasks = []
+    for case in cases:
+        directory = tmp / case.name / "checkpoints"
+        config = checkpoint_config(version, case, directory)
+        if case.restored_from:
+            config.update({keys.restore_path: retained[case.restored_from][0].resolve().as_uri(),
+                           keys.ignore_unclaimed: "true"})  # the first phase's source is not in this job
+        task = {"action": "generate", "job": case.job, "max_parallelism": case.max_parallelism, "config": config,
+                "out": str(tmp / case.name), "timeout_s": 120,
+                "truth": {"flink_version": version, "backend": case.backend, "case": case.name,
+                          "incremental": case.incremental}}
+        if case.savepoint_format:
+            task["savepoint_format"] = case.savepoint_format
+        else:
+            task["checkpoint_dir"] = str(directory)
+        tasks.append(task)
+    results = harness.run_tasks(version, tasks, download=download, log_dir=tmp / f"logs-{len(retained)}")
+    kept = {}
+    for case, task, result in zip(cases, tasks, results):
+        if not result["ok"]:
+            raise harness.FlinkError(f"Flink {version} checkpoint case {case.name} failed:\n"
+                                     f"{harness.short_error(result['error'])}")
+        truth = json.loads((pathlib.Path(task["out"]) / "truth.json").read_text(encoding="utf-8"))
+        if case.savepoint_format:
+            kept[case.name] = (pathlib.Path(task["out"]) / "savepoint", truth)
+            continue
+        name = f"chk-{truth['checkpoint_id']}"
+        chk = list(pathlib.Path(task["checkpoint_dir"]).glob(f"*/{name}"))
+        if len(chk) != 1 or not (chk[0] / "_metadata").is_file():
+            raise harness.FlinkError(f"{case.name}: no retained {name} in {task['checkpoint_dir']}")
+        kept[case.name] = (chk[0], truth)
+    return kept
+
+
+def _keep_checkpoint(case: CheckpointCase, chk: pathlib.Path, target: pathlib.Path) -> None:
     """``target/checkpoint`` (the retained chk-N) and, incremental, ``target/shared`` (the files of it it names)."""
-    name = f"chk-{truth['checkpoint_id']}"
-    chk = list(pathlib.Path(task["checkpoint_dir"]).glob(f"*/{name}"))
-    if len(chk) != 1 or not (chk[0] / "_metadata").is_file():
-        raise harness.FlinkError(f"{case.name}: no retained {name} in {task['checkpoint_dir']}")
-    shutil.copytree(chk[0], target / "checkpoint")
-    shared = chk[0].parent / "shared"
+    shutil.copytree(chk, target / "checkpoint")
+    shared = chk.parent / "shared"
     if case.incremental and shared.is_dir():
-        metadata = (chk[0] / "_metadata").read_bytes()
+        metadata = (chk / "_metadata").read_bytes()
         (target / "shared").mkdir()
         for f in shared.iterdir():  # the files of subsumed checkpoints Flink has not deleted yet are left out
             if f.is_file() and f.name.encode() in metadata:

@@ -454,7 +454,11 @@ class RemoteHandleStore(HandleStore):
     otherwise than the location given (``s3a://`` and ``s3p://`` for ``s3://``; a moved
     savepoint). Either way a state file is read from the directory only: a relative
     handle must be a safe relative path (spec/format.md §6.2), an absolute one names
-    the file of its base name in the directory. Nothing outside is ever read.
+    the file of its base name in the directory. The one exception is a retained
+    checkpoint's: an absolute handle whose file lies in a ``shared`` or ``taskowned``
+    directory other than the checkpoint's own names the file of its base name in the
+    directory of that name beside the checkpoint (``../shared``: an incremental RocksDB
+    checkpoint's files of earlier checkpoints). Nothing else outside is ever read.
     """
 
     #: A state file is read whole; those of one operator's subtasks are read in turn, each
@@ -472,19 +476,26 @@ class RemoteHandleStore(HandleStore):
                                             "directory", path=self.io.describe(""))
             name = handle.location
         else:
-            name = posixpath.basename(unquote(urlparse(handle.location).path))
+            path = unquote(urlparse(handle.location).path)
+            directory, name = posixpath.split(path)
             if not is_safe_relative_path(name):
                 raise CorruptSavepointError(f"state file {handle.location!r} names no file",
                                             path=self.io.describe(""))
+            beside = posixpath.basename(directory)
+            if beside in CHECKPOINT_SIBLINGS and beside != self.io.name:
+                return f"../{beside}/{name}"  # never a name in the directory: those are safe relative paths
         return name
 
     def _read(self, name: str) -> bytes:
         # No stat first: a file already read is served from the cache without a request.
+        io, file, where = self.io, name, "the savepoint directory"
+        if name.startswith("../"):
+            _, beside, file = name.split("/")
+            io, where = self.io.sibling(beside), f"the checkpoint's {beside} directory, beside it"
         try:
-            return self.io.read_file(name)
+            return io.read_file(file)
         except SavepointNotFoundError:
-            raise CorruptSavepointError(f"state file {name!r} is not in the savepoint directory",
-                                        path=self.io.describe(name)) from None
+            raise CorruptSavepointError(f"state file {file!r} is not in {where}", path=io.describe(file)) from None
 
 
 def open_handle_store(location: str, *, allow_external_files: bool = False) -> HandleStore:

@@ -9,7 +9,10 @@ taken with ``python -m compat_tests.flink.checkpoints``) read without a JVM.
   full checkpoints of 1.16.3 and 1.20.3 (files inline in ``_metadata``), an incremental 2.3.0
   checkpoint of state overwritten, deleted and appended to over five checkpoints (its files from
   several checkpoints in ``shared/``), full 2.3.0 checkpoints of zstd and LZ4 compressed blocks,
-  native savepoints of every keyed kind, TTL and timers of 1.20.3 (crc32c checksums) and 2.3.0 (XXH3);
+  native savepoints of every keyed kind, TTL and timers of 1.20.3 (crc32c checksums) and 2.3.0 (XXH3),
+  and incremental checkpoints of 1.20.3 and 2.3.0 taken right after Flink restored the churn
+  checkpoint at parallelism 3 (files holding other subtasks' key groups and the range deletions
+  that clip them);
 
 all read exactly as the truth the job wrote at that checkpoint, verify, import and export as a
 canonical savepoint that reads as the same truth.
@@ -33,7 +36,8 @@ from pyref.flink.datainput import DataInput
 from pyref.flink.inspection import describe_flink, verify_flink
 from pyref.flink.keyed import KeyedBackendMeta
 from pyref.flink.meta_info import StateMetaInfo
-from pyref.flink.rocksdb.native import ROCKSDB_NATIVE, sst_files
+from pyref.flink.rocksdb.native import ROCKSDB_NATIVE, live_rows, sst_files
+from pyref.flink.rocksdb.sst import SstFile, open_sst
 from pyref.flink.serializers import FlinkType
 from pyref.flink.values import codec_for
 
@@ -48,7 +52,10 @@ READABLE = {"2.3.0-hashmap-windows": HEAP, "1.20.3-hashmap-heap-kinds": HEAP, "1
             "1.20.3-rocksdb-full-seeds": ROCKSDB_NATIVE, "2.3.0-rocksdb-incremental-churn": ROCKSDB_NATIVE,
             "2.3.0-rocksdb-full-seeds-zstd": ROCKSDB_NATIVE, "2.3.0-rocksdb-full-seeds-lz4": ROCKSDB_NATIVE,
             "1.20.3-rocksdb-native-savepoint-keyed-kinds": ROCKSDB_NATIVE,
-            "2.3.0-rocksdb-native-savepoint-keyed-kinds": ROCKSDB_NATIVE}
+            "2.3.0-rocksdb-native-savepoint-keyed-kinds": ROCKSDB_NATIVE,
+            "1.20.3-rocksdb-incremental-churn-rescaled-3": ROCKSDB_NATIVE,
+            "2.3.0-rocksdb-incremental-churn-rescaled-3": ROCKSDB_NATIVE}
+RESCALED = ("1.20.3-rocksdb-incremental-churn-rescaled-3", "2.3.0-rocksdb-incremental-churn-rescaled-3")
 
 
 def truth(case: str) -> dict:
@@ -56,13 +63,15 @@ def truth(case: str) -> dict:
 
 
 def snapshot(case: str, tmp_path: pathlib.Path) -> pathlib.Path:
-    """The case's checkpoint directory, or its native savepoint (kept tarred: many small files) unpacked."""
-    tarred = DATA / case / "savepoint.tar.gz"
-    if not tarred.exists():
-        return DATA / case / "checkpoint"
-    with tarfile.open(tarred) as tar:
-        tar.extractall(tmp_path / "unpacked", filter="data")
-    return tmp_path / "unpacked" / "savepoint"
+    """The case's checkpoint directory, or its native savepoint or its checkpoint with ``shared/``
+    (kept tarred: many small files) unpacked."""
+    for name in ("savepoint", "checkpoint"):
+        tarred = DATA / case / f"{name}.tar.gz"
+        if tarred.exists():
+            with tarfile.open(tarred) as tar:
+                tar.extractall(tmp_path / "unpacked", filter="data")
+            return tmp_path / "unpacked" / name
+    return DATA / case / "checkpoint"
 
 
 @pytest.mark.parametrize("case", sorted(READABLE))
@@ -110,6 +119,32 @@ def test_a_restore_plan_spreads_rocksdb_files_over_their_key_groups() -> None:
         stored = sum(stream.size for s in sp.operator("churn").state.subtasks
                      for _, stream in sst_files(s.managed_keyed_state))
     assert churn.operator_id == "churn" and sum(s.planned_bytes for s in churn.subtasks) == stored > 0
+
+
+@pytest.mark.parametrize("case", RESCALED)
+def test_after_a_rescale_range_deletions_alone_hide_the_key_groups_a_subtask_gave_up(case: str,
+                                                                                      tmp_path: pathlib.Path) -> None:
+    """Flink built each new subtask's RocksDB from the old subtask whose key groups overlap most
+    and clipped it with ``deleteRange``: the checkpoint right after holds that old subtask's files
+    (keys of other key groups) and files with the range deletions. Read as if the handle held every
+    key group, the range deletions alone still hide every key outside the subtask's range."""
+    # Key groups 0..42, 43..85, 86..127 from 0..63 and 64..127: each starts from the old subtask
+    # overlapping it most (0, 1, 1) and deletes that one's other key groups.
+    clipped = [range(43, 64), range(86, 128), range(64, 86)]
+    with FlinkSavepoint.open(snapshot(case, tmp_path), uids=["churn"]) as sp:
+        handles = [s.managed_keyed_state for s in sp.operator("churn").state.subtasks]
+        for handle, expected in zip(handles, clipped, strict=True):
+            families: dict[str, list[SstFile]] = {}
+            for local, stream in sst_files(handle):
+                buffer, start, end, name = sp.store.open(stream)
+                sst = open_sst(memoryview(buffer)[start:end], name)
+                families.setdefault(sst.column_family, []).append(sst)
+            files = [f for fs in families.values() for f in fs]
+            outside = {e[0][0] for f in files for e in f.entries()} - set(handle.key_groups)
+            deleted = {g for f in files for begin, stop, _ in f.range_deletions for g in range(begin[0], stop[0])}
+            assert deleted == set(expected) and outside and outside <= deleted
+            for family, fs in families.items():
+                assert {g for g, _, _ in live_rows(fs, range(128), 1, case)} <= set(handle.key_groups), family
 
 
 def test_an_incremental_checkpoint_without_its_shared_files_names_the_missing_one() -> None:

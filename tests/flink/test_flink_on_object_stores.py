@@ -21,6 +21,8 @@ from pyref.flink.inspection import describe_flink, verify_flink
 from pyref.storage import open_io
 from pyref.testing import write_seeds
 from pyref.testing.s3 import Fault
+from tests.flink.test_checkpoints import snapshot, truth
+from tests.flink.test_corpus import assert_reads_as_truth
 
 #: A RocksDB savepoint with its state in separate files (relative handles), and a heap one
 #: of an older release with windows and timers, part inline in _metadata, part in a file.
@@ -137,6 +139,46 @@ def test_a_missing_state_file_or_metadata_on_s3_is_named(s3_prefix):
                 list(op.keyed_state(name).items())
     with pytest.raises(InvalidArgumentError, match="local savepoints only"):
         FlinkSavepoint.open(url, allow_external_files=True)
+
+
+def test_a_retained_incremental_checkpoint_on_s3_reads_its_shared_files_from_beside_it(s3_prefix, tmp_path):
+    """A RocksDB incremental checkpoint (real Flink 2.3.0 bytes, right after a rescale) uploaded as
+    Flink lays it out, ``JOB/chk-N`` beside ``JOB/shared``: its handles name ``file:`` paths of the
+    machine that took it; each shared file is read from ``JOB/shared``, and the checkpoint reads,
+    verifies and imports as its truth."""
+    case = "2.3.0-rocksdb-incremental-churn-rescaled-3"
+    local = snapshot(case, tmp_path)
+    expected = truth(case)
+    job = f"{s3_prefix}/checkpoints/0123abcd"
+    url = f"{job}/chk-{expected['checkpoint_id']}"
+    upload(local, url)
+    upload(local.parent / "shared", f"{job}/shared")
+    assert_reads_as_truth(url, expected)
+    with FlinkSavepoint.open(url, uids=list(expected["operators"])) as remote:
+        assert verify_flink(remote).ok
+        handles = [s.managed_keyed_state for s in remote.operator("churn").state.subtasks]
+        shared = {stream.location.rsplit("/", 2)[-2] for h in handles for _, stream in h.shared if stream is not None}
+        assert shared == {"shared"}
+    import_flink(url, f"{s3_prefix}/imported", uids=list(expected["operators"]))
+    import_flink(local, tmp_path / "from-local", uids=list(expected["operators"]))
+    assert dump_savepoint(f"{s3_prefix}/imported", [1, 3], 2) == dump_savepoint(tmp_path / "from-local", [1, 3], 2)
+
+    store = RemoteHandleStore(open_io(url))
+    name = next((local.parent / "shared").iterdir()).name
+    # Only the checkpoint's own job directory: its chk-N, its shared and taskowned siblings.
+    assert store.open(StreamHandle("file", f"s3a://elsewhere/other-job/shared/{name}", 4))[3] == f"../shared/{name}"
+    outside = open_io(f"{s3_prefix}/checkpoints/shared").create(name)  # a shared directory of another level
+    outside.write(b"not state")
+    outside.close()
+    # Dot segments in the URI do not lead up: the base name is read from the job's own shared/.
+    data, _, _, read = store.open(StreamHandle("file", f"file:/x/shared/..%2F..%2Fshared%2F{name}", 4))
+    assert read == f"../shared/{name}" and bytes(data[:4]) == (local.parent / "shared" / name).read_bytes()[:4]
+    for escape in ("file:/x/shared/..", f"file:/x/other/{name}"):
+        with pytest.raises(CorruptSavepointError, match="names no file|not in the savepoint directory"):
+            store.open(StreamHandle("file", escape, 4))
+    open_io(f"{job}/shared").delete(name)
+    with pytest.raises(CorruptSavepointError, match=f"state file '{name}' is not in the checkpoint's shared directory"):
+        RemoteHandleStore(open_io(url)).open(StreamHandle("file", f"file:/x/shared/{name}", 4))  # none cached
 
 
 # -- pyref -> Flink, onto an object store ---------------------------------------------------

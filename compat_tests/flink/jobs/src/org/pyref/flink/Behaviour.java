@@ -8,4 +8,9 @@ interface Behaviour extends Serializable {
 
     /** Called in snapshotState before the operator dumps its state: the last chance to update it. */
     default void beforeSnapshot(SpecOperator<?> op, long checkpointId) throws Exception {}
+
+    /** False: the operator's snapshots are recorded without its state (state too large for a truth file). */
+    default boolean dumpsState() {
+        return true;
+    }
 }

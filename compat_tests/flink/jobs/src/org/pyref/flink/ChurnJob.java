@@ -17,31 +17,58 @@ import org.apache.flink.streaming.api.datastream.DataStream;
  * a subtask holds all its keys, each of its next {@link #ROUNDS} snapshots first overwrites or clears
  * "latest", appends to "log" (cleared now and then), and puts and removes entries of "seen" for every
  * key; after the last round the operator reports done.
+ *
+ * <p>"churn-rescaled-N" is its second phase: restored from a retained checkpoint of "churn" at
+ * parallelism N, the same operator gets keys "k20".."k59" (half of them new; "k0".."k19" keep only what
+ * was restored) and churns them once, so that its checkpoint right after that still holds the files the
+ * restore built the rescaled RocksDB instance of (other subtasks' key groups, the range deletions that
+ * clip them), before RocksDB's compactions (triggered by four level-0 files) drop them.
  */
 final class ChurnJob {
     static final int KEYS = 40;
     static final int PARALLELISM = 2;
     static final int ROUNDS = 5;
+    /** The keys of the phase after a rescale: "k20".."k59". */
+    static final int RESCALED_FIRST = 20, RESCALED_KEYS = 60;
 
     private ChurnJob() {}
 
     static void build(JobBuilder b) {
-        DataStream<Event> events = b.source("churn-source", 1, split -> {
+        build(b, "churn-source", 0, KEYS, PARALLELISM, ROUNDS);
+    }
+
+    /** The phase after a rescale to ``parallelism`` (restored from a checkpoint of {@link #build(JobBuilder)}). */
+    static void buildRescaled(JobBuilder b, int parallelism) {
+        // A new source uid: the first phase's source state (its finished split) is not restored.
+        build(b, "churn-rescaled-source", RESCALED_FIRST, RESCALED_KEYS, parallelism, 1);
+    }
+
+    private static void build(JobBuilder b, String source, int first, int end, int parallelism, int rounds) {
+        DataStream<Event> events = b.source(source, 1, split -> {
             List<Event> out = new ArrayList<>();
-            for (int i = 0; i < KEYS; i++) {
+            for (int i = first; i < end; i++) {
                 out.add(new Event("k" + i, i, i));
             }
             return out;
         });
         OperatorSpec churn = new OperatorSpec("churn", "String").state(StateSpec.keyed("latest", "value", "Long"))
                 .state(StateSpec.keyed("log", "list", "Long")).state(StateSpec.map("seen", "String", "Long"));
-        b.selfReporting(events.keyBy(e -> e.key, Types.<String>of("String")), churn, new Churn(), PARALLELISM);
+        b.selfReporting(events.keyBy(e -> e.key, Types.<String>of("String")), churn, new Churn(first, end, parallelism, rounds),
+                parallelism);
     }
 
     static final class Churn implements Behaviour {
+        private final int first, end, parallelism, lastRound;
         /** This subtask's keys and their numbers. */
         private transient Map<String, Long> keys;
         private transient int rounds;
+
+        Churn(int first, int end, int parallelism, int lastRound) {
+            this.first = first;
+            this.end = end;
+            this.parallelism = parallelism;
+            this.lastRound = lastRound;
+        }
 
         @Override
         public void process(SpecOperator<?> op, Object element) throws Exception {
@@ -60,7 +87,7 @@ final class ChurnJob {
 
         @Override
         public void beforeSnapshot(SpecOperator<?> op, long checkpointId) throws Exception {
-            if (keys == null || keys.size() < ownKeys(op) || rounds >= ROUNDS) {
+            if (keys == null || keys.size() < ownKeys(op) || rounds >= lastRound) {
                 return;
             }
             int r = ++rounds;
@@ -85,16 +112,16 @@ final class ChurnJob {
                     seen.remove("r" + (r - 2));
                 }
             }
-            if (rounds == ROUNDS) {
+            if (rounds == lastRound) {
                 op.reportDone();
             }
         }
 
         /** How many of the keys land on this subtask. */
-        private static int ownKeys(SpecOperator<?> op) {
+        private int ownKeys(SpecOperator<?> op) {
             int maxParallelism = op.taskInfo().getMaxNumberOfParallelSubtasks(), n = 0;
-            for (int i = 0; i < KEYS; i++) {
-                if (KeyGroupRangeAssignment.assignKeyToParallelOperator("k" + i, maxParallelism, PARALLELISM) == op.subtask()) {
+            for (int i = first; i < end; i++) {
+                if (KeyGroupRangeAssignment.assignKeyToParallelOperator("k" + i, maxParallelism, parallelism) == op.subtask()) {
                     n++;
                 }
             }

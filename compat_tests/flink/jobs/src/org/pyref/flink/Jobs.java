@@ -5,6 +5,10 @@ final class Jobs {
     private Jobs() {}
 
     static void build(String name, JobBuilder b) {
+        if (name.startsWith("bulk-")) {
+            BulkJob.build(b, Integer.parseInt(name.substring(5)));
+            return;
+        }
         switch (name) {
             case "seeds": SeedsJob.build(b); break;
             case "operator-state": OperatorStateJob.build(b); break;
@@ -14,6 +18,8 @@ final class Jobs {
             case "types": TypesJob.build(b); break;
             case "churn": ChurnJob.build(b); break;
             case "scala": ScalaJob.build(b); break;
+            case "churn-rescaled-1": ChurnJob.buildRescaled(b, 1); break;
+            case "churn-rescaled-3": ChurnJob.buildRescaled(b, 3); break;
             default: throw new IllegalArgumentException("unknown corpus job " + name);
         }
     }

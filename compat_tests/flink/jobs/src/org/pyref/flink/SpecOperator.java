@@ -164,7 +164,7 @@ public class SpecOperator<T> extends FinishingOperator<T> implements OneInputStr
         super.snapshotState(context);
         if (!restoring()) {
             behaviour.beforeSnapshot(this, context.getCheckpointId());
-            Truth.put(context.getCheckpointId(), dump());
+            Truth.put(context.getCheckpointId(), behaviour.dumpsState() ? dump() : Truth.part(spec.uid, subtask()));
         }
     }
 
