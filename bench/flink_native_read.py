@@ -13,6 +13,8 @@ Python (``keyed_state("value").items()``), and prints rows per second of each an
 Measured (2 cores, Flink 2.3.0, 1M and 2M rows, the streaming merge): canonical 5.6 to 10 M rows/s,
 native 0.41 to 0.42 M rows/s at both sizes (4 to 8 %: linear in the rows, not quadratic); decoding the
 VALUE state 1.6 to 1.9 M against 0.20 M values/s (a single state's view reads every state's files).
+After inlining one-byte varints and taking a key group's rows at a time (400k rows, same machine):
+canonical 9.2 M, native 0.80 M rows/s (8.7 %); decoding 1.53 M against 0.36 M values/s.
 """
 
 from __future__ import annotations

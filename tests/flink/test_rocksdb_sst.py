@@ -158,9 +158,8 @@ def test_merge_follows_rocksdbs_rules() -> None:
     newer = Entries([(b"\x01a", 11, MERGE, b"a3"), (b"\x01a", 10, MERGE, b"a2"), (b"\x01b", 12, DELETION, b""),
                      (b"\x01c", 13, VALUE, b"c2"), (b"\x01e", 15, MERGE, b"e2"), (b"\x01e", 14, MERGE, b"e1")],
                     [(b"\x01d", b"\x01e", 9)])
-    rows = list(live_rows([older, newer], range(0, 4), 1, "test"))
-    assert {key: value for _, key, value in rows} == {b"\x01a": b"a1,a2,a3", b"\x01c": b"c2", b"\x01e": b"e1,e2"}
-    assert [group for group, _, _ in rows] == [1, 1, 1]
+    (group, keys, values), = live_rows([older, newer], range(0, 4), 1, "test")  # key group 5's x is dropped
+    assert dict(zip(keys, values)) == {b"\x01a": b"a1,a2,a3", b"\x01c": b"c2", b"\x01e": b"e1,e2"} and group == 1
 
 
 def test_entries_out_of_internal_key_order_are_corrupt() -> None:

@@ -56,29 +56,55 @@ def sst_files(handle: IncrementalHandle) -> list[tuple[str, StreamHandle]]:
 
 
 def live_rows(files: list[SstFile], key_groups: range, prefix_bytes: int,
-              where: str) -> Iterator[tuple[int, bytes, bytes]]:
-    """(key group, user key, value) of every live key of one column family's ``files`` within
-    ``key_groups``, ascending by key: the files' entries merged as streams, each already in
-    internal-key order (ascending key, newest first)."""
+              where: str) -> Iterator[tuple[int, list[bytes], list[bytes]]]:
+    """(key group, user keys, values) of the live keys of one column family's ``files`` within
+    ``key_groups``, a key group at a time, ascending by key: the files' entries merged as streams,
+    each already in internal-key order (ascending key, newest first)."""
     ranges = sorted(r for f in files for r in f.range_deletions)
     active: list[tuple[int, bytes]] = []  # (-sequence, end) of range deletions begun by the current key
     r = 0
-    merged = heapq.merge(*(f.entries() for f in files), key=lambda e: (e[0], -e[1]))
+    merged = heapq.merge(*(f.entries() for f in files), key=lambda e: (e[0], -e[1])) if len(files) > 1 \
+        else files[0].entries() if files else iter(())
+    group = -1  # the key group being gathered, and its rows
+    keys: list[bytes] = []
+    values: list[bytes] = []
     for key, versions in itertools.groupby(merged, key=itemgetter(0)):
-        while r < len(ranges) and ranges[r][0] <= key:
-            heapq.heappush(active, (-ranges[r][2], ranges[r][1]))
-            r += 1
-        while active and active[0][1] <= key:  # ended before this key, so before every later one
-            heapq.heappop(active)
-        value = _resolve(versions, -active[0][0] if active else -1)
-        if value is None:
-            continue
+        if ranges:
+            while r < len(ranges) and ranges[r][0] <= key:
+                heapq.heappush(active, (-ranges[r][2], ranges[r][1]))
+                r += 1
+            while active and active[0][1] <= key:  # ended before this key, so before every later one
+                heapq.heappop(active)
+        newest = next(versions)
+        deleted_below = -active[0][0] if active else -1
+        if newest[2] == VALUE and newest[1] >= deleted_below:
+            value = newest[3]  # the common case: the newest entry is a live value
+        else:
+            older = next(versions, None)
+            if older is None and newest[2] == MERGE and newest[1] >= deleted_below:
+                value = newest[3]  # a LIST state's one append, with nothing under it
+            else:
+                resolved = _resolve(itertools.chain((newest,), () if older is None else (older,), versions),
+                                    deleted_below)
+                if resolved is None:
+                    continue
+                value = resolved
         if len(key) < prefix_bytes:
             raise CorruptSavepointError(f"column family {files[0].column_family!r} holds a key of {len(key)} bytes, "
                                         f"shorter than its {prefix_bytes}-byte key-group prefix", path=where)
-        group = int.from_bytes(key[:prefix_bytes], "big")
-        if group in key_groups:
-            yield group, key, value
+        key_group = int.from_bytes(key[:prefix_bytes], "big")
+        if key_group != group:
+            if keys:
+                yield group, keys, values
+            group, keys, values = key_group, [], []
+            if key_group not in key_groups:
+                continue
+        elif not keys and group not in key_groups:
+            continue
+        keys.append(key)
+        values.append(value)
+    if keys:
+        yield group, keys, values
 
 
 def _resolve(versions: Iterable[tuple[bytes, int, int, bytes]], deleted_below: int) -> bytes | None:
@@ -105,26 +131,27 @@ def _resolve(versions: Iterable[tuple[bytes, int, int, bytes]], deleted_below: i
 class _State:
     """One state's live rows as a stream, taken a key group at a time."""
 
-    def __init__(self, rows: Iterator[tuple[int, bytes, bytes]]) -> None:
+    def __init__(self, rows: Iterator[tuple[int, list[bytes], list[bytes]]]) -> None:
         self._rows = rows
         self.head = next(rows, None)
-        self.groups: list[int] = []
+        self.groups: list[np.ndarray] = []
         self.keys: list[bytes] = []
         self.values: list[bytes] = []
 
     def take(self, group: int) -> int:
         """Move the rows of key group ``group`` into the run; the bytes they hold."""
-        taken = 0
-        while self.head is not None and self.head[0] == group:
-            self.groups.append(group)
-            self.keys.append(self.head[1])
-            self.values.append(self.head[2])
-            taken += len(self.head[1]) + len(self.head[2])
-            self.head = next(self._rows, None)
-        return taken
+        if self.head is None or self.head[0] != group:
+            return 0
+        _, keys, values = self.head
+        self.groups.append(np.full(len(keys), group, np.int64))
+        self.keys += keys
+        self.values += values
+        self.head = next(self._rows, None)
+        return sum(map(len, keys)) + sum(map(len, values))
 
     def run(self, subtask: int) -> KeyedRows:
-        rows = KeyedRows(np.full(len(self.keys), subtask, np.int64), np.array(self.groups, np.int64),
+        groups = np.concatenate(self.groups) if self.groups else np.zeros(0, np.int64)
+        rows = KeyedRows(np.full(len(self.keys), subtask, np.int64), groups,
                          pa.array(self.keys, pa.binary()), pa.array(self.values, pa.binary()))
         self.groups, self.keys, self.values = [], [], []
         return rows
@@ -139,7 +166,7 @@ def iter_native_subtask(open_stream: Opener, handle: IncrementalHandle, subtask:
         sst = open_sst(*open_stream(stream))
         by_family.setdefault(sst.column_family, []).append(sst)
 
-    def rows(family: str) -> Iterator[tuple[int, bytes, bytes]]:
+    def rows(family: str) -> Iterator[tuple[int, list[bytes], list[bytes]]]:
         return live_rows(by_family.get(family, []), handle.key_groups, prefix_bytes, where)
 
     names = {info.name for info in meta.states}

@@ -49,6 +49,7 @@ MAX_BLOCK_BYTES = 64 << 20
 
 # Value types of internal keys (db/dbformat.h).
 DELETION, VALUE, MERGE, SINGLE_DELETION, RANGE_DELETION = 0x0, 0x1, 0x2, 0x7, 0xF
+_ENTRY_TYPES = frozenset((VALUE, DELETION, SINGLE_DELETION, MERGE))  # what a data block may hold
 _TYPE_NAMES = {0x3: "log data", 0x4: "column family deletion", 0x5: "column family value",
                0x6: "column family merge", 0x10: "column family range deletion", 0x11: "blob index",
                0x14: "deletion with timestamp", 0x15: "wide-column entity (column family)",
@@ -90,7 +91,7 @@ class SstFile:
         for handle in self._blocks:
             for key, value in reader.entries(reader.block(handle, "data"), handle[0], "data"):
                 user_key, sequence, kind = _internal_key(reader, key, handle)
-                if kind not in (VALUE, DELETION, SINGLE_DELETION, MERGE):
+                if kind not in _ENTRY_TYPES:
                     raise reader.unsupported(f"holding a {_TYPE_NAMES.get(kind, f'type {kind}')} entry")
                 order = (user_key, -sequence)
                 if previous is not None and order <= previous:
@@ -259,25 +260,37 @@ class _Reader:
         out: list[tuple[bytes, bytes]] = []
         key = b""
         previous: tuple[int, int] | None = None
+        varint_at = self.varint
+        expanded = 0  # key bytes made so far, charged to the budget once per block
         at = 0
         while at < limit:
             start = at
-            shared, at = self.varint(block, at, limit, offset)
-            unshared, at = self.varint(block, at, limit, offset)
+            # Three varints; nearly always one byte each, read inline (this loop is the reader's hot path).
+            shared = block[at]
+            if shared < 0x80 and at + 1 < limit and block[at + 1] < 0x80:
+                unshared = block[at + 1]
+                at += 2
+            else:
+                shared, at = varint_at(block, at, limit, offset)
+                unshared, at = varint_at(block, at, limit, offset)
             if not delta_values:
-                length, at = self.varint(block, at, limit, offset)
+                if at < limit and block[at] < 0x80:
+                    length = block[at]
+                    at += 1
+                else:
+                    length, at = varint_at(block, at, limit, offset)
             if shared > len(key) or at + unshared > limit:
                 raise self.corrupt(f"{what} block entry shares {shared} of {len(key)} key bytes and adds {unshared}",
                                    offset + start, offset + at)
             key = key[:shared] + block[at:at + unshared]
             at += unshared
-            self.budget -= len(key)
-            if self.budget < 0:  # prefix compression lets a hostile block repeat a long key cheaply
+            expanded += len(key)
+            if expanded > self.budget:  # prefix compression lets a hostile block repeat a long key cheaply
                 raise self.corrupt(f"{what} block keys expand beyond 64 times the file's size", offset + start,
                                    offset + at)
             if delta_values:
                 if shared and previous is not None:
-                    delta, at = self.varint(block, at, limit, offset, 10)
+                    delta, at = varint_at(block, at, limit, offset, 10)
                     delta = (delta >> 1) ^ -(delta & 1)  # zigzag
                     handle = (previous[0] + previous[1] + _TRAILER, previous[1] + delta)
                 else:
@@ -291,6 +304,7 @@ class _Reader:
                 value = block[at:at + length]
                 at += length
             out.append((key, value))
+        self.budget -= expanded
         return out
 
 
@@ -375,6 +389,6 @@ def _internal_key(reader: _Reader, key: bytes, handle: tuple[int, int]) -> tuple
     if len(key) < 8:
         raise reader.corrupt(f"internal key of {len(key)} bytes (at least 8: sequence and type)", handle[0],
                              handle[0] + handle[1])
-    trailer = _U64.unpack_from(key, len(key) - 8)[0]
+    trailer = int.from_bytes(key[-8:], "little")
     return key[:-8], trailer >> 8, trailer & 0xFF
 
