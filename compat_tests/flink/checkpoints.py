@@ -40,6 +40,9 @@ class CheckpointCase:
     savepoint_format: str | None = None
     #: RocksDB's block compression (state.backend.rocksdb.compression.per.level), e.g. "ZSTD_COMPRESSION".
     rocksdb_compression: str | None = None
+    #: Unaligned checkpoints of a backpressured job, retained while it is under way: the checkpoint keeps
+    #: the buffers in flight between its operators (input channel and result subpartition state).
+    unaligned: bool = False
 
 
 CASES = (
@@ -57,7 +60,15 @@ CASES = (
     CheckpointCase("rocksdb-full-seeds-lz4", "seeds", "rocksdb", False, "20kb", rocksdb_compression="LZ4_COMPRESSION"),
     CheckpointCase("rocksdb-native-savepoint-keyed-kinds", "keyed-kinds", "rocksdb", False, "0", max_parallelism=1000,
                    savepoint_format="native"),
+    CheckpointCase("hashmap-unaligned-backpressure", "backpressure", "hashmap", False, "0", unaligned=True),
 )
+#: Unaligned checkpoints from the start (no alignment timeout), of small network buffers (4 KiB segments, few per
+#: channel) so that the in-flight data a checkpoint keeps stays small.
+UNALIGNED_CONFIG = {"execution.checkpointing.unaligned.enabled": "true", "execution.checkpointing.unaligned": "true",
+                    "execution.checkpointing.aligned-checkpoint-timeout": "0", "taskmanager.memory.segment-size": "4kb",
+                    "taskmanager.network.memory.buffers-per-channel": "1",
+                    "taskmanager.network.memory.floating-buffers-per-gate": "1",
+                    "taskmanager.network.memory.max-buffers-per-channel": "2"}
 
 
 def checkpoint_config(version: str, case: CheckpointCase, directory: pathlib.Path) -> dict[str, str]:
@@ -69,6 +80,8 @@ def checkpoint_config(version: str, case: CheckpointCase, directory: pathlib.Pat
                    keys.incremental: str(case.incremental).lower()})
     if case.rocksdb_compression:
         config["state.backend.rocksdb.compression.per.level"] = case.rocksdb_compression
+    if case.unaligned:
+        config.update(UNALIGNED_CONFIG)
     return config
 
 
@@ -86,6 +99,8 @@ def take_checkpoints(version: str, cases: list[CheckpointCase], out: str | pathl
                     "out": str(pathlib.Path(tmp) / case.name), "timeout_s": 120,
                     "truth": {"flink_version": version, "backend": case.backend, "case": case.name,
                               "incremental": case.incremental}}
+            if case.unaligned:
+                task["in_flight"] = True
             if case.savepoint_format:
                 task["savepoint_format"] = case.savepoint_format
             else:

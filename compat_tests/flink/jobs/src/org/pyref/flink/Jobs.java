@@ -14,6 +14,7 @@ final class Jobs {
             case "types": TypesJob.build(b); break;
             case "churn": ChurnJob.build(b); break;
             case "scala": ScalaJob.build(b); break;
+            case "backpressure": BackpressureJob.build(b); break;
             default: throw new IllegalArgumentException("unknown corpus job " + name);
         }
     }
