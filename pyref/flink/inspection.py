@@ -80,6 +80,8 @@ def _operator(op: FlinkOperator) -> dict:
             sum(1 for o in getattr(h, "offsets", ()) if o) for h in keyed),
         "operator_state_bytes": sum(_stored(s.managed_operator_state) for s in subtasks),
         "coordinator_state_bytes": len(op.coordinator_state) if op.coordinator_state is not None else None,
+        # An unaligned checkpoint's buffers between operators (counted, not decoded).
+        "in_flight": op.in_flight,
         "states": states, "timer_queues": timers, "keyed_state_refused": refused,
     }
 
