@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
 import struct
 
 import pytest
@@ -93,6 +94,19 @@ def test_inspect_shows_the_in_flight_data_and_verify_warns(case: str, capsys) ->
     counter_bytes = info["slow-counter"]["in_flight"]["input_bytes"]
     assert f"in-flight data (unaligned checkpoint): {counter_bytes} bytes in" in out
     assert "import-flink would refuse" in out
+
+
+def test_verify_finds_a_missing_in_flight_file(tmp_path: pathlib.Path) -> None:
+    source = checkpoint("1.20.3-hashmap-unaligned-backpressure")
+    shutil.copytree(source, tmp_path / "checkpoint")
+    with FlinkSavepoint.open(source) as sp:
+        names = {h.stream.location for op in sp.operators for s in op.state.subtasks for h in s.in_flight
+                 if h.stream is not None}
+    (tmp_path / "checkpoint" / names.pop()).unlink()
+    with FlinkSavepoint.open(tmp_path / "checkpoint") as sp:
+        assert describe_flink(sp)["operators"][2]["in_flight"]["input_bytes"] == 2550  # inspect opens no buffer
+        report = verify_flink(sp)
+    assert not report.ok and any("in-flight data" in e and "does not exist" in e for e in report.errors)
 
 
 def test_a_restore_plan_reads_the_keyed_state_as_any_checkpoint_s() -> None:
