@@ -116,7 +116,7 @@ def test_a_restore_plan_reads_the_keyed_state_as_any_checkpoint_s() -> None:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_import_refuses_the_in_flight_data_by_operator_and_bytes(case: str, tmp_path: pathlib.Path) -> None:
+def test_import_refuses_the_in_flight_data_by_operator_and_bytes(case: str, tmp_path: pathlib.Path, capsys) -> None:
     with FlinkSavepoint.open(checkpoint(case), uids=UIDS) as sp:
         lost = sp.operator("slow-counter").in_flight
         with pytest.raises(UnsupportedFormatError) as refused:
@@ -128,6 +128,10 @@ def test_import_refuses_the_in_flight_data_by_operator_and_bytes(case: str, tmp_
     with pytest.raises(UnsupportedFormatError, match="in-flight data"):
         import_flink(checkpoint(case), tmp_path / "imported", uids=UIDS)
     assert not (tmp_path / "imported").exists() or not any((tmp_path / "imported").iterdir())
+    # spark-import-flink refuses it before Spark starts.
+    assert cli(["spark-import-flink", str(checkpoint(case)), str(tmp_path / "spark"), *[f"--uid={u}" for u in UIDS],
+                "--json"]) == UnsupportedFormatError.exit_code
+    assert "--drop-in-flight-data" in json.loads(capsys.readouterr().out)["error"]
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
