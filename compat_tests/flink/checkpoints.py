@@ -45,6 +45,9 @@ class CheckpointCase:
     rocksdb_compression: str | None = None
     #: The case whose retained checkpoint this one's job is restored from (taken first, in a JVM of its own).
     restored_from: str | None = None
+    #: Unaligned checkpoints of a backpressured job, retained while it is under way: the checkpoint keeps
+    #: the buffers in flight between its operators (input channel and result subpartition state).
+    unaligned: bool = False
 
 
 CASES = (
@@ -66,7 +69,15 @@ CASES = (
                    restored_from="rocksdb-incremental-churn"),
     CheckpointCase("rocksdb-incremental-churn-rescaled-1", "churn-rescaled-1", "rocksdb", True, "0",
                    restored_from="rocksdb-incremental-churn"),
+    CheckpointCase("hashmap-unaligned-backpressure", "backpressure", "hashmap", False, "0", unaligned=True),
 )
+#: Unaligned checkpoints from the start (no alignment timeout), of small network buffers (4 KiB segments, few per
+#: channel) so that the in-flight data a checkpoint keeps stays small.
+UNALIGNED_CONFIG = {"execution.checkpointing.unaligned.enabled": "true", "execution.checkpointing.unaligned": "true",
+                    "execution.checkpointing.aligned-checkpoint-timeout": "0", "taskmanager.memory.segment-size": "4kb",
+                    "taskmanager.network.memory.buffers-per-channel": "1",
+                    "taskmanager.network.memory.floating-buffers-per-gate": "1",
+                    "taskmanager.network.memory.max-buffers-per-channel": "2"}
 
 
 def checkpoint_config(version: str, case: CheckpointCase, directory: pathlib.Path) -> dict[str, str]:
@@ -78,6 +89,8 @@ def checkpoint_config(version: str, case: CheckpointCase, directory: pathlib.Pat
                    keys.incremental: str(case.incremental).lower()})
     if case.rocksdb_compression:
         config["state.backend.rocksdb.compression.per.level"] = case.rocksdb_compression
+    if case.unaligned:
+        config.update(UNALIGNED_CONFIG)
     return config
 
 
@@ -123,6 +136,8 @@ def _run_cases(version: str, cases: list[CheckpointCase], tmp: pathlib.Path,
                 "out": str(tmp / case.name), "timeout_s": 120,
                 "truth": {"flink_version": version, "backend": case.backend, "case": case.name,
                           "incremental": case.incremental}}
+        if case.unaligned:
+            task["in_flight"] = True
         if case.savepoint_format:
             task["savepoint_format"] = case.savepoint_format
         else:

@@ -7,7 +7,7 @@ appended to over five checkpoints (RocksDB's SST files of several checkpoints, i
 pyref reads and verifies them, imports them and exports canonical savepoints, which real Flink
 restores (one JVM per version) to exactly the job's truth at that checkpoint (pending windows'
 timers firing after the restore); the heap checkpoints of tests/flink/data/checkpoints are
-restored the same way. What pyref cannot read is refused by name: the Kryo states of a heap
+restored the same way, the unaligned ones imported without their in-flight records. What pyref cannot read is refused by name: the Kryo states of a heap
 checkpoint (the other operators read).
 
 Marked ``flink`` (Java 17 and the Flink jars: cached, or PYREF_FLINK_DOWNLOAD=1); 25 to 50 s.
@@ -37,8 +37,11 @@ FRESH_VERSION = "2.3.0"
 FRESH = ("hashmap-heap-kinds", "hashmap-keyed-kinds", "rocksdb-incremental-churn")
 #: Committed heap checkpoints restored too (their versions' Flink is not run to take them).
 COMMITTED = pathlib.Path(__file__).resolve().parents[2] / "tests" / "flink" / "data" / "checkpoints"
-COMMITTED_RESTORES = {"1.20.3": ("1.20.3-hashmap-heap-kinds", "1.20.3-hashmap-seeds-compressed"),
-                      "2.3.0": ("2.3.0-hashmap-windows",)}
+COMMITTED_RESTORES = {"1.20.3": ("1.20.3-hashmap-heap-kinds", "1.20.3-hashmap-seeds-compressed",
+                                 "1.20.3-hashmap-unaligned-backpressure"),
+                      "2.3.0": ("2.3.0-hashmap-windows", "2.3.0-hashmap-unaligned-backpressure")}
+#: Case -> whether its checkpoints are unaligned (in-flight data).
+UNALIGNED = {c.name: c.unaligned for c in CASES}
 #: keyed-kinds on the heap backend: the operators with a Kryo state, and that state.
 KRYO_STATES = {"keyed-kinds": "blob", "pojo-keys": "blobs"}
 
@@ -60,11 +63,13 @@ def fresh(tmp_path_factory) -> dict[str, tuple[pathlib.Path, dict]]:
 
 
 def exported(checkpoint: pathlib.Path, truth: dict, work: pathlib.Path) -> pathlib.Path:
-    """The checkpoint read, verified, imported and exported as a canonical savepoint."""
+    """The checkpoint read, verified, imported and exported as a canonical savepoint (an unaligned
+    checkpoint's without its in-flight records: the restored state is still the truth's)."""
     with FlinkSavepoint.open(checkpoint, uids=list(truth["operators"])) as sp:
         report = verify_flink(sp)
         assert report.ok and report.values > 0, report.to_dict()
-    import_flink(checkpoint, work / "imported", uids=list(truth["operators"]), ttl=ttl_configs(truth))
+    import_flink(checkpoint, work / "imported", uids=list(truth["operators"]), ttl=ttl_configs(truth),
+                 drop_in_flight_data=UNALIGNED[truth["case"]])
     export_savepoint(work / "imported", work / "flink", flink_version=truth["flink_version"], inline_bytes=4096)
     return work / "flink"
 

@@ -4,7 +4,7 @@
 
     pyref import-flink SRC DST [--uid HEXID=NAME | --uid UID ...]
         [--ttl OPERATOR/STATE=DURATION[:update][:visibility] ...] [--ttl-default DURATION[...]]
-        [--skip-state OPERATOR/STATE ...] [--overwrite] [--json]
+        [--skip-state OPERATOR/STATE ...] [--drop-in-flight-data] [--overwrite] [--json]
 
 A directory holding a Flink ``_metadata`` (and no pyref ``_manifest``) is a Flink
 savepoint: ``inspect`` and ``verify`` read it through :mod:`pyref.flink`.
@@ -49,6 +49,9 @@ def add_import_arguments(p: argparse.ArgumentParser) -> None:
                    help="the TTL of every state under TTL not given by --ttl")
     p.add_argument("--skip-state", action="append", default=[], metavar="OP/STATE",
                    help="leave a state out (one the import refuses, say)")
+    p.add_argument("--drop-in-flight-data", action="store_true",
+                   help="import a checkpoint of unaligned checkpoints without the records it kept in flight between "
+                        "operators (refused otherwise: they are part of its exactly-once state)")
 
 
 def add_uid_argument(p: argparse.ArgumentParser) -> None:
@@ -77,7 +80,8 @@ def import_options(args: argparse.Namespace) -> dict:
             raise InvalidArgumentError(f"--ttl takes OPERATOR/STATE=DURATION[:update][:visibility], got {item!r}")
         ttl[state] = parse_ttl(config)
     return {"uids": parse_uids(args.uid), "ttl": ttl, "skip_states": args.skip_state,
-            "ttl_default": parse_ttl(args.ttl_default) if args.ttl_default else None}
+            "ttl_default": parse_ttl(args.ttl_default) if args.ttl_default else None,
+            "drop_in_flight_data": args.drop_in_flight_data}
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -102,8 +106,16 @@ def print_import(result: dict, as_json: bool) -> None:
             print(f"  {st['type']} {st['name']} [{st['kind']}]{serializer}: {st['rows']} rows")
         for name in op["skipped"]:
             print(f"  skipped {name}")
+        if dropped := op["in_flight_data_dropped"]:
+            print(f"  dropped in-flight data: {in_flight_text(dropped)}")
     for d in result["demotions"]:
         print(f"replanned {d}")
+
+
+def in_flight_text(data: dict) -> str:
+    """An operator's in-flight data (FlinkOperator.in_flight) in words."""
+    return (f"{data['input_bytes']} bytes in {data['input_channels']} input channels, {data['output_bytes']} bytes "
+            f"in {data['output_channels']} result subpartitions ({data['files']} files)")
 
 
 def inspect_flink(path: str, as_json: bool, subtasks: bool = False, uids: Sequence[str] = ()) -> int:
@@ -149,6 +161,8 @@ def inspect_flink(path: str, as_json: bool, subtasks: bool = False, uids: Sequen
             print(f"  keyed state: {op['keyed_state_bytes']} bytes in {op['key_groups_with_data']} key groups")
         if op["coordinator_state_bytes"] is not None:
             print(f"  coordinator state: {op['coordinator_state_bytes']} bytes")
+        if op["in_flight"] is not None:
+            print(f"  in-flight data (unaligned checkpoint): {in_flight_text(op['in_flight'])}")
     if "refused" in info["import"]:
         print(f"import-flink would refuse: {info['import']['refused']}")
     return 0

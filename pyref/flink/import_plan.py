@@ -8,6 +8,11 @@ for the key type, so it checks them) or assigned by the writer (a POJO's own
 ``hashCode``...), and per state the pyref serializers of every column
 (:mod:`pyref.flink.from_flink`), its kind and its TTL configuration.
 
+A retained checkpoint of unaligned checkpoints may hold in-flight data (records between
+operators, :mod:`pyref.flink.channel_state`), part of its exactly-once state that pyref's
+format has no place for: it is refused by operator and bytes unless ``drop_in_flight_data``,
+and then each operator's plan records what is dropped (``in_flight_dropped``).
+
 Everything that cannot be imported is found here and refused at once, with
 one typed error listing every case: changelog and file-merging state, raw state, keyed state of the asynchronous state API or the removed folding
 state, LIST state of elements Flink stores without lengths (Kryo...), and
@@ -111,6 +116,8 @@ class OperatorPlan:
     keyed: list[KeyedPlan] = field(default_factory=list)
     timers: list[TimerPlan] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    #: The in-flight data of the operator an import drops (``drop_in_flight_data``), as FlinkOperator.in_flight.
+    in_flight_dropped: dict[str, int] | None = None
 
     @property
     def key_groups(self) -> str:
@@ -144,6 +151,7 @@ class _Planner:
     skip_states: set[str]
     demotions: Mapping[Place, str]
     only: str | None = None  # reading one state (Flink's name): the others are not planned
+    drop_in_flight_data: bool = False
     refused: list[str] = field(default_factory=list)
     needs_ttl: list[str] = field(default_factory=list)
     used_skips: set[str] = field(default_factory=set)
@@ -184,6 +192,8 @@ class _Planner:
     def operator(self, flink: FlinkOperator) -> OperatorPlan:
         uid = flink.uid or (flink.name if operator_id_of_uid(flink.name) == flink.operator_id else "")
         op = OperatorPlan(flink, flink.name, uid)
+        if self.drop_in_flight_data:
+            op.in_flight_dropped = flink.in_flight
         if flink.has_raw_state and self.only is None:
             self.refused.append(f"{op.operator_id}: raw (user-serialized) operator or keyed state, which only the "
                                 "job's own code reads; with RocksDB it holds the timers when they are kept on the "
@@ -279,17 +289,21 @@ def _state_keys(op: OperatorPlan, name: str) -> list[str]:
 def plan_import(sp: FlinkSavepoint, *, ttl: Mapping[str, TtlConfig] | None = None,
                 ttl_default: TtlConfig | None = None, skip_states: Iterable[str] = (),
                 demotions: Mapping[Place, str] | None = None, operators: Iterable[str] | None = None,
-                only: str | None = None) -> list[OperatorPlan]:
+                only: str | None = None, drop_in_flight_data: bool = False) -> list[OperatorPlan]:
     """The plan of every operator (or of ``operators``, by hex id), or a typed error
     listing everything that cannot be imported. ``only``: plan one state (Flink's name:
     a list, broadcast or keyed state, or a timer queue) to read it; no TTL configuration
-    is needed then."""
+    is needed then. ``drop_in_flight_data``: import an unaligned checkpoint without the
+    records it kept in flight (each plan says what it drops)."""
     if sp.metadata.master_states:
         names = ", ".join(m.name for m in sp.metadata.master_states)
         raise UnsupportedFormatError(f"the savepoint holds checkpoint master hook state ({names}), which pyref's "
                                      "format has no place for", path=sp.location)
-    planner = _Planner(sp, dict(ttl or {}), ttl_default, set(skip_states), dict(demotions or {}), only)
     wanted = set(operators) if operators is not None else None
+    if only is None and not drop_in_flight_data:
+        _refuse_in_flight_data(sp, [op for op in sp.operators if wanted is None or op.operator_id in wanted])
+    planner = _Planner(sp, dict(ttl or {}), ttl_default, set(skip_states), dict(demotions or {}), only,
+                       drop_in_flight_data)
     plans = [planner.operator(op) for op in sp.operators if wanted is None or op.operator_id in wanted]
     if planner.refused:
         raise UnsupportedFormatError("cannot import: " + "; ".join(planner.refused) + " (a state can be left out: "
@@ -309,6 +323,18 @@ def plan_import(sp: FlinkSavepoint, *, ttl: Mapping[str, TtlConfig] | None = Non
         if unknown:
             raise InvalidArgumentError("; ".join(unknown), path=sp.location)
     return plans
+
+
+def _refuse_in_flight_data(sp: FlinkSavepoint, operators: list[FlinkOperator]) -> None:
+    """An import would lose the records an unaligned checkpoint kept in flight: refused, by operator and bytes."""
+    lost = [f"{op.name}{'' if op.name == op.operator_id else f' ({op.operator_id})'}: {data['input_bytes']} bytes of input channels, {data['output_bytes']} "
+            f"bytes of result subpartitions" for op in operators if (data := op.in_flight) is not None]
+    if lost:
+        raise UnsupportedFormatError(
+            "an unaligned checkpoint's in-flight data, records between operators that are part of its exactly-once "
+            f"state and that pyref's format has no place for, would be lost: {'; '.join(lost)}; take a savepoint "
+            "of the job (always aligned: flink savepoint or stop --savepointPath) and import that, or import "
+            "without them: --drop-in-flight-data (drop_in_flight_data=True)", path=sp.location)
 
 
 _DURATION = re.compile(r"([0-9]{1,18})(ms|s|m|min|h|d)?")

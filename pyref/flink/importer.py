@@ -375,7 +375,7 @@ def operator_summary(imp: OperatorImport) -> dict[Any, Any]:
             "max_parallelism": plan.flink.max_parallelism, "key_groups": plan.key_groups if plan.has_keyed else None,
             "key_serializer": serializer_label(plan.keys().serializer.snapshot()) if plan.has_keyed else None,
             "coordinator_state_bytes": len(plan.flink.coordinator_state or b"") or None,
-            "states": states, "skipped": plan.skipped}
+            "states": states, "skipped": plan.skipped, "in_flight_data_dropped": plan.in_flight_dropped}
 
 
 def write_operator(writer: SavepointWriter, plan: OperatorPlan, batch_bytes: int | None) -> OperatorImport:
@@ -402,14 +402,16 @@ def import_flink(source: str | os.PathLike[str], target: str | os.PathLike[str],
                  uids: Iterable[str] | Mapping[str, str] | None = None, ttl: Mapping[str, TtlConfig] | None = None,
                  ttl_default: TtlConfig | None = None, skip_states: Iterable[str] = (), overwrite: bool = False,
                  batch_bytes: int = DEFAULT_BATCH_BYTES, allow_external_files: bool = False,
-                 **writer_options) -> ImportReport:
+                 drop_in_flight_data: bool = False, **writer_options) -> ImportReport:
     """Import the Flink savepoint at ``source`` as a pyref savepoint at ``target``.
 
     ``uids`` names operators whose uid Flink did not store (the job's uids, or a
     mapping from uid or hex operator id to a name); ``ttl`` gives the TTL
     configuration of states under TTL by ``"operator/state"`` (operator by pyref
     id, uid or hex id), ``ttl_default`` that of the others; ``skip_states``
-    leaves states out (``"operator/state"``). ``writer_options`` go to
+    leaves states out (``"operator/state"``). ``drop_in_flight_data`` imports an unaligned
+    checkpoint without the records it kept in flight, refused otherwise (the report's
+    ``in_flight_data_dropped`` says, per operator, what was dropped). ``writer_options`` go to
     :class:`~pyref.writer.SavepointWriter` (codec, chunk_bytes...).
     """
     started = time.monotonic()
@@ -419,7 +421,8 @@ def import_flink(source: str | os.PathLike[str], target: str | os.PathLike[str],
     with FlinkSavepoint.open(source, uids=uids, allow_external_files=allow_external_files) as sp:
         # Every pass plans at least one more place (of finitely many) again, or commits.
         for attempt in itertools.count(1):
-            plans = plan_import(sp, ttl=ttl, ttl_default=ttl_default, skip_states=skip_states, demotions=demotions)
+            plans = plan_import(sp, ttl=ttl, ttl_default=ttl_default, skip_states=skip_states, demotions=demotions,
+                                drop_in_flight_data=drop_in_flight_data)
             writer = SavepointWriter(os.fspath(target), overwrite=overwrite, **writer_options)
             try:
                 imports = [write_operator(writer, plan, batch_bytes) for plan in plans]

@@ -11,7 +11,8 @@ Layout: int magic ``0x4960672D``, int version, then
   subtask count (-1: the operator finished), and per subtask an int index
   (negative: finished, nothing follows) and its state: managed and raw
   operator state (int present flag, handle), managed and raw keyed state
-  (handle), [v3+: input-channel and result-subpartition state collections]
+  (handle), [v3+: input-channel and result-subpartition state collections: the
+  in-flight data of an unaligned checkpoint, :mod:`pyref.flink.channel_state`]
   [v7: optional long of the regional checkpoint it came from];
 * v4+: ``CheckpointProperties`` as a Java-serialized object, kept as bytes.
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import CorruptSavepointError, UnsupportedFormatError
+from .channel_state import INPUT, OUTPUT, ChannelStateHandle, read_channel_state
 from .datainput import DataInput
 from .handles import (
     IncrementalHandle,
@@ -61,6 +63,8 @@ class SubtaskState:
     raw_operator_state: OperatorStateHandle | None = None
     managed_keyed_state: KeyGroupsHandle | IncrementalHandle | RefusedHandle | None = None
     raw_keyed_state: KeyGroupsHandle | IncrementalHandle | RefusedHandle | None = None
+    #: An unaligned checkpoint's in-flight data: input channel then result subpartition handles.
+    in_flight: tuple[ChannelStateHandle, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -128,17 +132,12 @@ def _read_subtask(inp: DataInput, index: int, version: int) -> SubtaskState:
     raw_op = _read_present_operator_handle(inp)
     managed_keyed = read_keyed_handle(inp)
     raw_keyed = read_keyed_handle(inp)
+    in_flight: tuple[ChannelStateHandle, ...] = ()
     if version >= 3:
-        for what in ("input channel", "result subpartition"):
-            start = inp.pos
-            count = inp.read_int(f"{what} state count")
-            if count != 0:
-                raise UnsupportedFormatError(
-                    f"in-flight {what} data of an unaligned checkpoint ({count} handles); take a savepoint",
-                    path=inp.path, byte_range=(inp.base + start, inp.base + start + 4))
+        in_flight = read_channel_state(inp, INPUT, version) + read_channel_state(inp, OUTPUT, version)
     if version >= 7 and inp.read_ubyte("reference checkpoint marker") == 1:
         inp.read_long("reference checkpoint id")
-    return SubtaskState(index, False, managed_op, raw_op, managed_keyed, raw_keyed)
+    return SubtaskState(index, False, managed_op, raw_op, managed_keyed, raw_keyed, in_flight)
 
 
 def _read_operator(inp: DataInput, version: int) -> OperatorState:

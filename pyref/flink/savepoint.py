@@ -43,6 +43,7 @@ from ..errors import (
 from ..location import parse_location
 from ..reader import savepoints_below
 from ..storage import MANIFEST_NAME, open_io
+from .channel_state import in_flight_summary
 from .datainput import DataInput
 from .handles import DistributionMode, IncrementalHandle, KeyGroupsHandle, RefusedHandle, StreamHandle, open_handle_store
 from .heap import HEAP, SAVEPOINT_FORMAT, iter_heap_subtask, keyed_layout
@@ -100,6 +101,13 @@ class FlinkOperator:
 
     def __repr__(self) -> str:
         return f"FlinkOperator({self.name!r}, id={self.operator_id}, parallelism={self.parallelism})"
+
+    @property
+    def in_flight(self) -> dict[str, int] | None:
+        """The in-flight data an unaligned checkpoint kept of the operator's subtasks (handles, channels
+        and bytes of input channels and of result subpartitions), or ``None`` when it has none."""
+        handles = tuple(h for s in self.state.subtasks for h in s.in_flight)
+        return in_flight_summary(handles) if handles else None
 
     @property
     def coordinator_state(self) -> bytes | None:

@@ -274,7 +274,8 @@ def _spark_import_flink(args: argparse.Namespace) -> int:
     check_import_target(args.target)
     read_previous(open_io(args.target), args.overwrite, force=args.force)
     with FlinkSavepoint.open(args.source, uids=options["uids"]) as sp:  # its refusals before Spark starts
-        plan_import(sp, ttl=options["ttl"], ttl_default=options["ttl_default"], skip_states=options["skip_states"])
+        plan_import(sp, ttl=options["ttl"], ttl_default=options["ttl_default"], skip_states=options["skip_states"],
+                    drop_in_flight_data=options["drop_in_flight_data"])
 
     def job(spark):
         from .flink import import_flink

@@ -92,7 +92,8 @@ def _import_task(job: Job, source: str, options: dict[Any, Any], demotions: dict
     operator_id, subtask, part = task
     with FlinkSavepoint.open(source, uids=options["uids"]) as sp:
         plan = plan_import(sp, ttl=options["ttl"], ttl_default=options["ttl_default"],
-                           skip_states=options["skip_states"], demotions=demotions, operators=[operator_id])[0]
+                           skip_states=options["skip_states"], demotions=demotions, operators=[operator_id],
+                           drop_in_flight_data=options["drop_in_flight_data"])[0]
         writer = job.writer()
         try:
             imp = OperatorImport(writer, plan)
@@ -176,12 +177,13 @@ def import_flink(spark: SparkSession, source: Path, target: Path, *,
                  uids: Iterable[str] | Mapping[str, str] | None = None, ttl: Mapping[str, TtlConfig] | None = None,
                  ttl_default: TtlConfig | None = None, skip_states: Iterable[str] = (), overwrite: bool = False,
                  options: WriteOptions | None = None, batch_bytes: int = DEFAULT_BATCH_BYTES,
-                 progress: bool = True, force: bool = False, target_file_bytes: int | None = None) -> ImportReport:
+                 progress: bool = True, force: bool = False, target_file_bytes: int | None = None,
+                 drop_in_flight_data: bool = False) -> ImportReport:
     """:func:`pyref.flink.import_flink` on Spark, one task per state handle. ``source``
     must be readable from every executor: an object store or HDFS URL, a shared
     file system, or a local path with a local master. ``force`` replaces a target
     shallow savepoints use as a base. ``target_file_bytes`` caps each task's data
-    files (the tasks are the handles)."""
+    files (the tasks are the handles). ``drop_in_flight_data``: as the core import's."""
     started = time.monotonic()
     options, _ = sized_options(options, target_file_bytes)
     source = flink_directory(source)
@@ -189,7 +191,8 @@ def import_flink(spark: SparkSession, source: Path, target: Path, *,
     io = open_io(os.fspath(target))
     previous = read_previous(io, overwrite, force=force)
     task_options: dict[str, Any] = {"uids": uids if isinstance(uids, Mapping) or uids is None else list(uids),
-                    "ttl": dict(ttl or {}), "ttl_default": ttl_default, "skip_states": list(skip_states)}
+                    "ttl": dict(ttl or {}), "ttl_default": ttl_default, "skip_states": list(skip_states),
+                    "drop_in_flight_data": drop_in_flight_data}
     demotions: dict[Place, str] = {}
     with Progress(spark, enabled=progress) as report, FlinkSavepoint.open(source, uids=task_options["uids"]) as sp:
         for attempt in itertools.count(1):  # as the core import: each pass plans a place again, or commits

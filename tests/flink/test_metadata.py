@@ -105,10 +105,12 @@ def test_checkpoint_key_groups_handle_is_read_as_a_full_snapshot() -> None:
     assert keyed.managed_keyed_state == KeyGroupsHandle(2, (10, 0), None, savepoint=False)
 
 
-def test_unaligned_channel_state_is_refused() -> None:
-    sub = subtask(0)[:-8] + i32(1) + i32(0)
-    with pytest.raises(UnsupportedFormatError, match="unaligned"):
-        parse_metadata(metadata([operator(OP_ID, 1, 4, [sub])]))
+def test_unaligned_channel_state_is_read_not_refused() -> None:
+    # One input channel handle of the v3-v5 form: subtask, gate 0 channel 1, one offset, 7 bytes, no stream.
+    handle = i32(0) + i32(0) + i32(1) + i32(1) + bytes(8) + bytes(7) + b"\x07" + b"\x00"
+    sub = subtask(0)[:-8] + i32(1) + handle + i32(0)
+    (channel,) = parse_metadata(metadata([operator(OP_ID, 1, 4, [sub])])).operators[0].subtasks[0].in_flight
+    assert (channel.direction, channel.channels, channel.size, channel.merged) == ("input", ((0, 1),), 7, False)
 
 
 def test_wrong_magic_and_unknown_version() -> None:

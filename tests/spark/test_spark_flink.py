@@ -15,7 +15,7 @@ import pytest
 from compat_tests.canonical import canonical_text, dump_savepoint
 from pyref import Savepoint
 from pyref.cli import main
-from pyref.errors import InvalidArgumentError
+from pyref.errors import InvalidArgumentError, UnsupportedFormatError
 from pyref.flink.importer import import_flink as core_import
 from pyref.key_groups import assign_to_key_group
 
@@ -51,12 +51,25 @@ def test_spark_import_of_an_incremental_rocksdb_checkpoint_writes_what_the_core_
     assert_spark_import_is_the_core_import(spark, case / "checkpoint", {"uids": list(truth["operators"])}, tmp_path)
 
 
+def test_spark_import_of_an_unaligned_checkpoint_drops_its_in_flight_data_only_when_told(spark, tmp_path) -> None:
+    """Refused by operator and bytes as the core import refuses it; with the opt-in, the same report."""
+    from pyref.spark import import_flink
+
+    case = CHECKPOINTS / "2.3.0-hashmap-unaligned-backpressure"
+    with pytest.raises(UnsupportedFormatError, match="slow-counter .* bytes of input channels"):
+        import_flink(spark, case / "checkpoint", tmp_path / "refused", progress=False,
+                     uids=["events", "events-filter", "slow-counter"])
+    assert_spark_import_is_the_core_import(spark, case / "checkpoint", {
+        "uids": ["events", "events-filter", "slow-counter"], "drop_in_flight_data": True}, tmp_path)
+
+
 def assert_spark_import_is_the_core_import(spark, source, options: dict, tmp_path) -> None:
     from pyref.spark import import_flink
 
     core = core_import(source, tmp_path / "core", **options)
     on_spark = import_flink(spark, source, tmp_path / "spark", progress=False, **options)
     assert on_spark.rows == core.rows and on_spark.attempts == core.attempts
+    assert on_spark.to_dict()["operators"] == core.to_dict()["operators"]
     assert on_spark.demotions == core.demotions and on_spark.format_version == core.format_version
     dumps = [canonical_text(dump_savepoint(p, [1, 3], canonical_version=2)) for p in (tmp_path / "core",
                                                                                        tmp_path / "spark")]

@@ -16,11 +16,11 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.Obje
 final class Checkpoints {
     private Checkpoints() {}
 
-    /** Waits for a completed checkpoint newer than every snapshot taken so far, cancels; returns the retained one's id. */
-    static long retain(JobClient client, Path root, long timeoutMs, ObjectNode result) throws Exception {
+    /** Waits for a completed checkpoint newer than ``frozenAfter``, cancels; returns the retained one's id. A job whose
+     *  state is frozen passes the newest snapshot taken so far (one any subtask snapshotted before may hold state from
+     *  before the freeze); a job still under way (in-flight data) the first checkpoints' ids, skipped. */
+    static long retain(JobClient client, Path root, long frozenAfter, long timeoutMs, ObjectNode result) throws Exception {
         long started = System.nanoTime();
-        // A checkpoint any subtask snapshotted before now may hold state from before the freeze.
-        long frozenAfter = Truth.lastCheckpoint();
         long deadline = System.currentTimeMillis() + timeoutMs;
         while (newest(root) <= frozenAfter) {
             if (System.currentTimeMillis() > deadline) {

@@ -20,6 +20,7 @@ final class Jobs {
             case "scala": ScalaJob.build(b); break;
             case "churn-rescaled-1": ChurnJob.buildRescaled(b, 1); break;
             case "churn-rescaled-3": ChurnJob.buildRescaled(b, 3); break;
+            case "backpressure": BackpressureJob.build(b); break;
             default: throw new IllegalArgumentException("unknown corpus job " + name);
         }
     }
