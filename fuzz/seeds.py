@@ -69,12 +69,15 @@ FLINK_CASES = ("1.17.2/hashmap/seeds", "2.3.0/rocksdb/seeds", "1.17.2/rocksdb/op
                "1.20.3/hashmap/keyed-kinds")
 FLINK_CHECKPOINTS = os.path.join(FLINK_TEST_DATA, "checkpoints")
 #: Retained checkpoints: HashMap backend ones (the heap layout, plain and compressed), a RocksDB one of 1.14
-#: and one of 1.16 (RocksDB's SST files, inline in ``_metadata``).
+#: and one of 1.16 (RocksDB's SST files, inline in ``_metadata``), and one of unaligned checkpoints (in-flight
+#: channel state handles).
 FLINK_CHECKPOINT_CASES = ("1.20.3-hashmap-seeds", "1.20.3-hashmap-seeds-compressed", "1.14.6-rocksdb-full-seeds",
-                          "1.16.3-rocksdb-full-seeds")
-#: Flink SQL and CEP savepoints of the tests (``_metadata`` only; ``.gz`` ones are unpacked):
-#: their table-runtime snapshots hold Java serialization streams, their CEP state flink-cep's own.
-FLINK_TEST_SAVEPOINTS = ("sql/2.3.0-hashmap", "sql/1.20.3-rocksdb", "cep/2.3.0-hashmap", "cep/1.20.3-rocksdb")
+                          "1.16.3-rocksdb-full-seeds", "1.20.3-hashmap-unaligned-backpressure")
+#: Flink SQL, CEP and Scala API savepoints of the tests (``_metadata`` only; ``.gz`` ones are unpacked):
+#: their table-runtime snapshots hold Java serialization streams, their CEP state flink-cep's own, the
+#: Scala job's flink-scala's snapshots (a collection's cbfCode).
+FLINK_TEST_SAVEPOINTS = ("sql/2.3.0-hashmap", "sql/1.20.3-rocksdb", "cep/2.3.0-hashmap", "cep/1.20.3-rocksdb",
+                         "scala/1.14.6-rocksdb/savepoint")
 #: Savepoint seeds per savepoint: as written; repaired (7); with shared ranges and rows
 #: (15); with a sparse 64 GiB manifest (17); with sparse 8 GiB data files declared so (39).
 SAVEPOINT_FLAGS = (0, 7, 15, 17, 39)
@@ -192,7 +195,10 @@ def _flink_seeds() -> list[bytes]:
         files = {}
         for name in sorted(os.listdir(directory)):
             with open(os.path.join(directory, name), "rb") as f:
-                files[f"sp/{name}"] = f.read()
+                data = f.read()
+            if name == "_metadata.gz":
+                name, data = "_metadata", gzip.decompress(data)
+            files[f"sp/{name}"] = data
         seeds.append(flink_input(files))
         if case == "1.17.2/rocksdb/operator-state":
             seeds.append(flink_input(files, flags=1))
