@@ -48,6 +48,9 @@ class CheckpointCase:
     #: Unaligned checkpoints of a backpressured job, retained while it is under way: the checkpoint keeps
     #: the buffers in flight between its operators (input channel and result subpartition state).
     unaligned: bool = False
+    #: RocksDB keeping its timers on the heap (state.backend.rocksdb.timer-service.factory: HEAP): a checkpoint or
+    #: native savepoint then writes them as the subtask's raw keyed state.
+    heap_timers: bool = False
 
 
 CASES = (
@@ -70,6 +73,11 @@ CASES = (
     CheckpointCase("rocksdb-incremental-churn-rescaled-1", "churn-rescaled-1", "rocksdb", True, "0",
                    restored_from="rocksdb-incremental-churn"),
     CheckpointCase("hashmap-unaligned-backpressure", "backpressure", "hashmap", False, "0", unaligned=True),
+    CheckpointCase("rocksdb-incremental-windows-heap-timers", "windows", "rocksdb", True, "0", heap_timers=True),
+    CheckpointCase("rocksdb-incremental-keyed-kinds-heap-timers", "keyed-kinds", "rocksdb", True, "0",
+                   max_parallelism=1000, heap_timers=True),
+    CheckpointCase("rocksdb-canonical-savepoint-windows-heap-timers", "windows", "rocksdb", False, "0",
+                   savepoint_format="canonical", heap_timers=True),
 )
 #: Unaligned checkpoints from the start (no alignment timeout), of small network buffers (4 KiB segments, few per
 #: channel) so that the in-flight data a checkpoint keeps stays small.
@@ -91,6 +99,8 @@ def checkpoint_config(version: str, case: CheckpointCase, directory: pathlib.Pat
         config["state.backend.rocksdb.compression.per.level"] = case.rocksdb_compression
     if case.unaligned:
         config.update(UNALIGNED_CONFIG)
+    if case.heap_timers:
+        config["state.backend.rocksdb.timer-service.factory"] = "HEAP"
     return config
 
 
