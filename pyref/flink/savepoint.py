@@ -216,10 +216,13 @@ class FlinkOperator:
         return buffer, start, end, name, handle
 
     def _raw_timers(self, sub, head_only: bool = False) -> RawTimers | None:
-        """The timers a subtask wrote as raw keyed state (RocksDB with heap timers), or None."""
+        """The timers a subtask wrote as raw keyed state (RocksDB with heap timers), or None;
+        a user's own raw keyed state is not read (:attr:`has_raw_state`: an import refuses it)."""
         if sub.raw_keyed_state is None:
             return None
         buffer, start, end, name, handle = self._raw_keyed_stream(sub)
+        if not is_timer_stream(buffer, start, end):
+            return None
 
         def read() -> RawTimers:
             return read_raw_timers(buffer, start, end, sub.index, handle.key_groups, handle.offsets, name,
