@@ -20,6 +20,7 @@ import argparse
 import json
 import pathlib
 import shutil
+import tarfile
 import tempfile
 from dataclasses import dataclass
 
@@ -181,6 +182,18 @@ def _keep_checkpoint(case: CheckpointCase, chk: pathlib.Path, target: pathlib.Pa
         for f in shared.iterdir():  # the files of subsumed checkpoints Flink has not deleted yet are left out
             if f.is_file() and f.name.encode() in metadata:
                 shutil.copy2(f, target / "shared" / f.name)
+
+
+def committed_snapshot(case_dir: pathlib.Path, into: pathlib.Path) -> pathlib.Path:
+    """A committed case's checkpoint directory, or its savepoint or checkpoint with ``shared/``
+    (kept as ``savepoint.tar.gz`` / ``checkpoint.tar.gz``: many small files) unpacked into ``into``."""
+    for name in ("savepoint", "checkpoint"):
+        tarred = case_dir / f"{name}.tar.gz"
+        if tarred.exists():
+            with tarfile.open(tarred) as tar:
+                tar.extractall(into / "unpacked", filter="data")
+            return into / "unpacked" / name
+    return case_dir / "checkpoint"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import gzip
 import json
 import pathlib
-import tarfile
 
 import pyarrow as pa
 import pytest
@@ -41,6 +40,7 @@ from pyref.flink.rocksdb.sst import SstFile, open_sst
 from pyref.flink.serializers import FlinkType
 from pyref.flink.values import codec_for
 
+from compat_tests.flink.checkpoints import committed_snapshot
 from compat_tests.flink.imports import UNSPLITTABLE, ttl_configs
 from tests.flink.test_corpus import assert_reads_as_truth
 
@@ -66,15 +66,8 @@ def truth(case: str) -> dict:
 
 
 def snapshot(case: str, tmp_path: pathlib.Path) -> pathlib.Path:
-    """The case's checkpoint directory, or its native savepoint or its checkpoint with ``shared/``
-    (kept tarred: many small files) unpacked."""
-    for name in ("savepoint", "checkpoint"):
-        tarred = DATA / case / f"{name}.tar.gz"
-        if tarred.exists():
-            with tarfile.open(tarred) as tar:
-                tar.extractall(tmp_path / "unpacked", filter="data")
-            return tmp_path / "unpacked" / name
-    return DATA / case / "checkpoint"
+    """The case's checkpoint directory, or its savepoint or checkpoint (tarred) unpacked."""
+    return committed_snapshot(DATA / case, tmp_path)
 
 
 @pytest.mark.parametrize("case", sorted(READABLE))
