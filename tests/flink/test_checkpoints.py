@@ -13,6 +13,9 @@ taken with ``python -m compat_tests.flink.checkpoints``) read without a JVM.
   and incremental checkpoints of 1.20.3 and 2.3.0 taken right after Flink restored the churn
   checkpoint at parallelism 3 (files holding other subtasks' key groups and the range deletions
   that clip them);
+* RocksDB keeping its timers on the heap writes them as raw keyed state (incremental checkpoints
+  of the windows job on 2.3.0 and of keyed-kinds on 1.20.3), a canonical savepoint of it as
+  managed timer queues;
 
 all read exactly as the truth the job wrote at that checkpoint, verify, import and export as a
 canonical savepoint that reads as the same truth.
