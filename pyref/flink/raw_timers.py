@@ -162,8 +162,8 @@ def read_raw_timers(buffer, start: int, end: int, subtask: int, key_groups: rang
                                          f"{PROXY_VERSION}) in raw keyed state", path=name,
                                          byte_range=(version_at, version_at + 4))
         count = inp.read_count("timer service count", 3)
-        if services and count != len(services):
-            raise inp.corrupt(f"key group {key_group} has {count} timer services, key group {key_groups.start} "
+        if key_group != bounds[0][0] and count != len(services):
+            raise inp.corrupt(f"key group {key_group} has {count} timer services, key group {bounds[0][0]} "
                               f"{len(services)}", version_at + 4, 4)
         prefix = key_group.to_bytes(prefix_bytes, "big")
         for i in range(count):

@@ -90,3 +90,11 @@ def test_a_key_group_without_the_magic_is_a_users_raw_state(raw) -> None:
     with pytest.raises(UnsupportedFormatError, match="not Flink's timers.*key group 3") as err:
         _read(data[:at] + b"\x00" + data[at + 1:], key_groups, offsets)
     assert err.value.byte_range == (at, at + 4)
+
+
+def test_every_key_group_names_the_same_services(raw) -> None:
+    data, key_groups, offsets = raw
+    at = offsets[1] + 8  # key group 1's service count
+    with pytest.raises(CorruptSavepointError, match="key group 1 has 0 timer services, key group 0 1") as err:
+        _read(data[:at] + struct.pack(">i", 0) + data[at + 4:offsets[2]], key_groups[:2], offsets[:2])
+    assert err.value.byte_range == (at, at + 4)
