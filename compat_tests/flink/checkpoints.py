@@ -20,6 +20,7 @@ import argparse
 import json
 import pathlib
 import shutil
+import tarfile
 import tempfile
 from dataclasses import dataclass
 
@@ -48,6 +49,9 @@ class CheckpointCase:
     #: Unaligned checkpoints of a backpressured job, retained while it is under way: the checkpoint keeps
     #: the buffers in flight between its operators (input channel and result subpartition state).
     unaligned: bool = False
+    #: RocksDB keeping its timers on the heap (state.backend.rocksdb.timer-service.factory: HEAP): a checkpoint or
+    #: native savepoint then writes them as the subtask's raw keyed state.
+    heap_timers: bool = False
 
 
 CASES = (
@@ -70,6 +74,11 @@ CASES = (
     CheckpointCase("rocksdb-incremental-churn-rescaled-1", "churn-rescaled-1", "rocksdb", True, "0",
                    restored_from="rocksdb-incremental-churn"),
     CheckpointCase("hashmap-unaligned-backpressure", "backpressure", "hashmap", False, "0", unaligned=True),
+    CheckpointCase("rocksdb-incremental-windows-heap-timers", "windows", "rocksdb", True, "0", heap_timers=True),
+    CheckpointCase("rocksdb-incremental-keyed-kinds-heap-timers", "keyed-kinds", "rocksdb", True, "0",
+                   max_parallelism=1000, heap_timers=True),
+    CheckpointCase("rocksdb-canonical-savepoint-windows-heap-timers", "windows", "rocksdb", False, "0",
+                   savepoint_format="canonical", heap_timers=True),
 )
 #: Unaligned checkpoints from the start (no alignment timeout), of small network buffers (4 KiB segments, few per
 #: channel) so that the in-flight data a checkpoint keeps stays small.
@@ -91,6 +100,8 @@ def checkpoint_config(version: str, case: CheckpointCase, directory: pathlib.Pat
         config["state.backend.rocksdb.compression.per.level"] = case.rocksdb_compression
     if case.unaligned:
         config.update(UNALIGNED_CONFIG)
+    if case.heap_timers:
+        config["state.backend.rocksdb.timer-service.factory"] = "HEAP"
     return config
 
 
@@ -171,6 +182,18 @@ def _keep_checkpoint(case: CheckpointCase, chk: pathlib.Path, target: pathlib.Pa
         for f in shared.iterdir():  # the files of subsumed checkpoints Flink has not deleted yet are left out
             if f.is_file() and f.name.encode() in metadata:
                 shutil.copy2(f, target / "shared" / f.name)
+
+
+def committed_snapshot(case_dir: pathlib.Path, into: pathlib.Path) -> pathlib.Path:
+    """A committed case's checkpoint directory, or its savepoint or checkpoint with ``shared/``
+    (kept as ``savepoint.tar.gz`` / ``checkpoint.tar.gz``: many small files) unpacked into ``into``."""
+    for name in ("savepoint", "checkpoint"):
+        tarred = case_dir / f"{name}.tar.gz"
+        if tarred.exists():
+            with tarfile.open(tarred) as tar:
+                tar.extractall(into / "unpacked", filter="data")
+            return into / "unpacked" / name
+    return case_dir / "checkpoint"
 
 
 def main(argv: list[str] | None = None) -> int:

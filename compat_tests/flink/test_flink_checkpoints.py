@@ -7,7 +7,8 @@ appended to over five checkpoints (RocksDB's SST files of several checkpoints, i
 pyref reads and verifies them, imports them and exports canonical savepoints, which real Flink
 restores (one JVM per version) to exactly the job's truth at that checkpoint (pending windows'
 timers firing after the restore); the heap checkpoints of tests/flink/data/checkpoints are
-restored the same way, the unaligned ones imported without their in-flight records. What pyref cannot read is refused by name: the Kryo states of a heap
+restored the same way, and the windows one of RocksDB keeping its timers on the heap (written as
+raw keyed state), the unaligned ones imported without their in-flight records. What pyref cannot read is refused by name: the Kryo states of a heap
 checkpoint (the other operators read).
 
 Marked ``flink`` (Java 17 and the Flink jars: cached, or PYREF_FLINK_DOWNLOAD=1); 25 to 50 s.
@@ -23,7 +24,7 @@ import pathlib
 import pytest
 
 from compat_tests.flink import harness
-from compat_tests.flink.checkpoints import CASES, take_checkpoints
+from compat_tests.flink.checkpoints import CASES, committed_snapshot, take_checkpoints
 from compat_tests.flink.imports import ttl_configs
 from compat_tests.flink.truth import restore_differences
 from pyref.errors import UnsupportedFormatError
@@ -39,7 +40,8 @@ FRESH = ("hashmap-heap-kinds", "hashmap-keyed-kinds", "rocksdb-incremental-churn
 COMMITTED = pathlib.Path(__file__).resolve().parents[2] / "tests" / "flink" / "data" / "checkpoints"
 COMMITTED_RESTORES = {"1.20.3": ("1.20.3-hashmap-heap-kinds", "1.20.3-hashmap-seeds-compressed",
                                  "1.20.3-hashmap-unaligned-backpressure"),
-                      "2.3.0": ("2.3.0-hashmap-windows", "2.3.0-hashmap-unaligned-backpressure")}
+                      "2.3.0": ("2.3.0-hashmap-windows", "2.3.0-hashmap-unaligned-backpressure",
+                                "2.3.0-rocksdb-incremental-windows-heap-timers")}
 #: Case -> whether its checkpoints are unaligned (in-flight data).
 UNALIGNED = {c.name: c.unaligned for c in CASES}
 #: keyed-kinds on the heap backend: the operators with a Kryo state, and that state.
@@ -102,7 +104,7 @@ def test_committed_heap_checkpoints_restore_to_their_truth_as_savepoints(version
     exports = []
     for case in COMMITTED_RESTORES[version]:
         truth = json.loads(gzip.decompress((COMMITTED / case / "truth.json.gz").read_bytes()))
-        exports.append((exported(COMMITTED / case / "checkpoint", truth, tmp_path / case), truth))
+        exports.append((exported(committed_snapshot(COMMITTED / case, tmp_path / case), truth, tmp_path / case), truth))
     differences = restore_all(version, exports)
     assert differences == [[]] * len(exports), json.dumps(differences, indent=1)
 

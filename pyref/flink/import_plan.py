@@ -196,9 +196,8 @@ class _Planner:
             op.in_flight_dropped = flink.in_flight
         if flink.has_raw_state and self.only is None:
             self.refused.append(f"{op.operator_id}: raw (user-serialized) operator or keyed state, which only the "
-                                "job's own code reads; with RocksDB it holds the timers when they are kept on the "
-                                "heap (state.backend.rocksdb.timer-service.factory: HEAP): take the savepoint with "
-                                "RocksDB timers or the HashMap backend")
+                                "job's own code reads, so no import can carry it (raw keyed state holding the "
+                                "timers RocksDB keeps on the heap, timer-service.factory: HEAP, is read)")
         for name in flink.list_state_names:
             view = flink.list_state(name)
             if not self.skipped(op, name):

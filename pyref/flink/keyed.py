@@ -29,7 +29,7 @@ from __future__ import annotations
 import mmap
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
@@ -343,14 +343,16 @@ def batched_sections(bounds: list[tuple[int, int, int]],
     return runs
 
 
-def section_bounds(offsets: dict[int, int], length: int, name: str, start: int = 0) -> list[tuple[int, int, int]]:
+def section_bounds(offsets: dict[int, int], length: int, name: str, start: int = 0, *,
+                   from_start: bool = False) -> list[tuple[int, int, int]]:
     """(key group, offset, end offset) of every key group of a stream of ``length``
-    bytes, in stream order: a key group ends where the next one starts."""
+    bytes, in stream order: a key group ends where the next one starts. ``from_start``:
+    the first may start at offset 0 (a raw stream has no head before its key groups)."""
     ordered = sorted(offsets.items(), key=lambda kv: kv[1])
     bounds = []
     for i, (key_group, offset) in enumerate(ordered):
         stop = ordered[i + 1][1] if i + 1 < len(ordered) else length
-        if not 0 < offset <= stop <= length:
+        if not (0 if from_start else 1) <= offset <= stop <= length:
             raise CorruptSavepointError(f"key group {key_group}: offset {offset} outside the stream of "
                                         f"{length} bytes", path=name, byte_range=(start, start + length))
         bounds.append((key_group, offset, stop))
@@ -402,6 +404,10 @@ class KeyedSubtask:
     key_groups: range
     key_type: FlinkType
     states: dict[str, tuple[StateMetaInfo, KeyedRows]]
+
+    def with_states(self, states: dict[str, tuple[StateMetaInfo, KeyedRows]]) -> KeyedSubtask:
+        """This part with ``states`` added (timers read from another stream)."""
+        return replace(self, states={**self.states, **states})
 
 
 def read_keyed_subtask(buffer, start: int, end: int, subtask: int, key_groups: range, offsets: tuple[int, ...],

@@ -52,6 +52,7 @@ from .keyed import KeyedBackendMeta, KeyedRows, KeyedSubtask, iter_keyed_subtask
 from .meta_info import StateMetaInfo
 from .metadata import CheckpointMetadata, OperatorState, parse_metadata
 from .operator_state import OperatorStream, read_operator_stream
+from .raw_timers import RawTimers, is_timer_stream, read_raw_timers
 from .serializers import FlinkType
 from .state_views import FlinkBroadcastStateView, FlinkKeyedStateView, FlinkListStateView, FlinkTimerView
 
@@ -197,8 +198,38 @@ class FlinkOperator:
 
     @property
     def has_raw_state(self) -> bool:
-        """True when some subtask wrote raw (user-serialized) operator or keyed state."""
-        return any(s.raw_operator_state is not None or s.raw_keyed_state is not None for s in self.state.subtasks)
+        """True when some subtask wrote raw (user-serialized) operator state, or raw keyed
+        state that is not the timers RocksDB keeps on the heap."""
+        return any(s.raw_operator_state is not None for s in self.state.subtasks) or any(
+            not is_timer_stream(*self._raw_keyed_stream(s)[:3]) for s in self.state.subtasks
+            if s.raw_keyed_state is not None)
+
+    def _raw_keyed_stream(self, sub) -> tuple[Any, int, int, str, KeyGroupsHandle]:
+        """A subtask's raw keyed stream (buffer, start, end, file name) and its handle."""
+        handle = sub.raw_keyed_state
+        if isinstance(handle, RefusedHandle):
+            raise handle.refuse(self._savepoint.location)
+        if not isinstance(handle, KeyGroupsHandle) or handle.stream is None:
+            raise CorruptSavepointError(f"subtask {sub.index}: raw keyed state without a key-grouped stream",
+                                        path=self._savepoint.location)
+        buffer, start, end, name = self._savepoint.store.open(handle.stream)
+        return buffer, start, end, name, handle
+
+    def _raw_timers(self, sub, head_only: bool = False) -> RawTimers | None:
+        """The timers a subtask wrote as raw keyed state (RocksDB with heap timers), or None;
+        a user's own raw keyed state is not read (:attr:`has_raw_state`: an import refuses it)."""
+        if sub.raw_keyed_state is None:
+            return None
+        buffer, start, end, name, handle = self._raw_keyed_stream(sub)
+        if not is_timer_stream(buffer, start, end):
+            return None
+
+        def read() -> RawTimers:
+            return read_raw_timers(buffer, start, end, sub.index, handle.key_groups, handle.offsets, name,
+                                   _prefix_bytes(self.max_parallelism), self.name, head_only=head_only)
+
+        # The services, from the first key group, are kept; a whole stream's timers are read when asked for.
+        return self._once(("raw-timer-services", id(handle)), read) if head_only else read()
 
     # -- operator state ---------------------------------------------------
 
@@ -228,12 +259,16 @@ class FlinkOperator:
         infos: dict[str, StateMetaInfo] = {}
         for sub in self.state.subtasks:
             handle = self._keyed_handle(sub)
-            if handle is None:
-                continue
-            meta = self._keyed_head(handle)
-            key_type = key_type or meta.key_type
-            for info in meta.states:
-                infos.setdefault(info.name, info)
+            if handle is not None:
+                meta = self._keyed_head(handle)
+                key_type = key_type or meta.key_type
+                for info in meta.states:
+                    infos.setdefault(info.name, info)
+            timers = self._raw_timers(sub, head_only=True)
+            for service in timers.services if timers else ():
+                key_type = key_type or service.key_type
+                for info in service.infos():
+                    infos.setdefault(info.name, info)
         return key_type, infos
 
     def _operator_meta(self, broadcast: bool) -> dict[str, dict[str, FlinkType]]:
@@ -288,18 +323,29 @@ class FlinkOperator:
             if subtask is not None and sub.index != subtask:
                 continue
             handle = self._keyed_handle(sub)
+            timers = self._raw_timers(sub)
             if handle is None:
+                if timers is not None and timers.services:
+                    yield KeyedSubtask(sub.index, timers.key_groups, timers.services[0].key_type,
+                                       timers.states)
                 continue
-            meta = self._keyed_head(handle)
-            if isinstance(handle, IncrementalHandle):
-                yield from iter_native_subtask(self._sst_bytes, handle, sub.index, prefix_bytes, meta,
-                                               self._savepoint.location, batch_bytes)
-                continue
-            assert handle.stream is not None
-            buffer, start, end, name = self._savepoint.store.open(handle.stream)
-            read = iter_heap_subtask if self._layout(handle) == HEAP else iter_keyed_subtask
-            yield from read(buffer, start, end, sub.index, handle.key_groups, handle.offsets, name, prefix_bytes,
-                            batch_bytes, meta)
+            for i, part in enumerate(self._managed_runs(sub.index, handle, prefix_bytes, batch_bytes)):
+                # Every run lists every state: the timers' rows come with the first.
+                yield part if timers is None else part.with_states(timers.states if i == 0 else timers.empty())
+
+    def _managed_runs(self, subtask: int, handle: KeyGroupsHandle | IncrementalHandle, prefix_bytes: int,
+                      batch_bytes: int | None) -> Iterator[KeyedSubtask]:
+        """A subtask's managed keyed state in runs of whole key groups, whichever its layout."""
+        meta = self._keyed_head(handle)
+        if isinstance(handle, IncrementalHandle):
+            yield from iter_native_subtask(self._sst_bytes, handle, subtask, prefix_bytes, meta,
+                                           self._savepoint.location, batch_bytes)
+            return
+        assert handle.stream is not None
+        buffer, start, end, name = self._savepoint.store.open(handle.stream)
+        read = iter_heap_subtask if self._layout(handle) == HEAP else iter_keyed_subtask
+        yield from read(buffer, start, end, subtask, handle.key_groups, handle.offsets, name, prefix_bytes,
+                        batch_bytes, meta)
 
     def _sst_bytes(self, stream: StreamHandle) -> tuple[memoryview, str]:
         buffer, start, end, name = self._savepoint.store.open(stream)
@@ -329,12 +375,6 @@ class FlinkOperator:
     @property
     def timer_services(self) -> list[tuple[str, str]]:
         """(service name, domain) of every timer queue, e.g. ``("window-timers", "event-time")``."""
-        if any(s.raw_keyed_state is not None for s in self.state.subtasks):
-            # Heap timers of a RocksDB backend (timer-service.factory: HEAP) are written as raw keyed state.
-            raise UnsupportedFormatError(
-                f"operator {self.name} wrote raw keyed state, where Flink keeps timers when RocksDB is configured "
-                "with heap timers (state.backend.rocksdb.timer-service.factory: HEAP); it is not read: take the "
-                "savepoint with RocksDB timers or the HashMap backend", path=self._savepoint.location)
         out = []
         for name, (info, _) in self._keyed[1].items():
             if info.backend_type == "PRIORITY_QUEUE" and name.startswith(TIMER_PREFIX):

@@ -13,6 +13,9 @@ taken with ``python -m compat_tests.flink.checkpoints``) read without a JVM.
   and incremental checkpoints of 1.20.3 and 2.3.0 taken right after Flink restored the churn
   checkpoint at parallelism 3 (files holding other subtasks' key groups and the range deletions
   that clip them);
+* RocksDB keeping its timers on the heap writes them as raw keyed state (incremental checkpoints
+  of the windows job on 2.3.0 and of keyed-kinds on 1.20.3), a canonical savepoint of it as
+  managed timer queues;
 
 all read exactly as the truth the job wrote at that checkpoint, verify, import and export as a
 canonical savepoint that reads as the same truth.
@@ -23,7 +26,6 @@ from __future__ import annotations
 import gzip
 import json
 import pathlib
-import tarfile
 
 import pyarrow as pa
 import pytest
@@ -41,6 +43,7 @@ from pyref.flink.rocksdb.sst import SstFile, open_sst
 from pyref.flink.serializers import FlinkType
 from pyref.flink.values import codec_for
 
+from compat_tests.flink.checkpoints import committed_snapshot
 from compat_tests.flink.imports import UNSPLITTABLE, ttl_configs
 from tests.flink.test_corpus import assert_reads_as_truth
 
@@ -54,7 +57,10 @@ READABLE = {"2.3.0-hashmap-windows": HEAP, "1.20.3-hashmap-heap-kinds": HEAP, "1
             "1.20.3-rocksdb-native-savepoint-keyed-kinds": ROCKSDB_NATIVE,
             "2.3.0-rocksdb-native-savepoint-keyed-kinds": ROCKSDB_NATIVE,
             "1.20.3-rocksdb-incremental-churn-rescaled-3": ROCKSDB_NATIVE,
-            "2.3.0-rocksdb-incremental-churn-rescaled-3": ROCKSDB_NATIVE}
+            "2.3.0-rocksdb-incremental-churn-rescaled-3": ROCKSDB_NATIVE,
+            "2.3.0-rocksdb-incremental-windows-heap-timers": ROCKSDB_NATIVE,
+            "1.20.3-rocksdb-incremental-keyed-kinds-heap-timers": ROCKSDB_NATIVE,
+            "2.3.0-rocksdb-canonical-savepoint-windows-heap-timers": SAVEPOINT_FORMAT}
 RESCALED = ("1.20.3-rocksdb-incremental-churn-rescaled-3", "2.3.0-rocksdb-incremental-churn-rescaled-3")
 
 
@@ -63,15 +69,8 @@ def truth(case: str) -> dict:
 
 
 def snapshot(case: str, tmp_path: pathlib.Path) -> pathlib.Path:
-    """The case's checkpoint directory, or its native savepoint or its checkpoint with ``shared/``
-    (kept tarred: many small files) unpacked."""
-    for name in ("savepoint", "checkpoint"):
-        tarred = DATA / case / f"{name}.tar.gz"
-        if tarred.exists():
-            with tarfile.open(tarred) as tar:
-                tar.extractall(tmp_path / "unpacked", filter="data")
-            return tmp_path / "unpacked" / name
-    return DATA / case / "checkpoint"
+    """The case's checkpoint directory, or its savepoint or checkpoint (tarred) unpacked."""
+    return committed_snapshot(DATA / case, tmp_path)
 
 
 @pytest.mark.parametrize("case", sorted(READABLE))
@@ -95,8 +94,9 @@ def test_checkpoint_verifies_and_exports_as_a_canonical_savepoint(case: str, tmp
     with FlinkSavepoint.open(source, uids=list(expected["operators"])) as sp:
         report = verify_flink(sp)
         assert report.ok and report.values > 0, report.to_dict()
-        # a checkpoint, not a savepoint; or a native-format savepoint
-        assert sp.metadata.snapshot_format == ("NATIVE" if "savepoint" in case else None)
+        # a checkpoint, not a savepoint; or a savepoint of the format its case names
+        assert sp.metadata.snapshot_format == next((f.upper() for f in ("native", "canonical")
+                                                    if f"{f}-savepoint" in case), None)
     skipped = UNSPLITTABLE.get(expected["job"], [])  # a LIST of Kryo elements: no import splits it
     import_flink(source, tmp_path / "imported", uids=list(expected["operators"]), ttl=ttl_configs(expected),
                  skip_states=skipped)
