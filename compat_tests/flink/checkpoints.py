@@ -48,6 +48,9 @@ class CheckpointCase:
     #: Unaligned checkpoints of a backpressured job, retained while it is under way: the checkpoint keeps
     #: the buffers in flight between its operators (input channel and result subpartition state).
     unaligned: bool = False
+    #: RocksDB restored by clipping each old subtask's DB to the new key groups and importing its column
+    #: families (state.backend.rocksdb.use-ingest-db-restore-mode, Flink 1.19+) rather than copying keys over.
+    ingest_db_restore: bool = False
 
 
 CASES = (
@@ -69,6 +72,8 @@ CASES = (
                    restored_from="rocksdb-incremental-churn"),
     CheckpointCase("rocksdb-incremental-churn-rescaled-1", "churn-rescaled-1", "rocksdb", True, "0",
                    restored_from="rocksdb-incremental-churn"),
+    CheckpointCase("rocksdb-incremental-churn-rescaled-3-ingest", "churn-rescaled-3", "rocksdb", True, "0",
+                   restored_from="rocksdb-incremental-churn", ingest_db_restore=True),
     CheckpointCase("hashmap-unaligned-backpressure", "backpressure", "hashmap", False, "0", unaligned=True),
 )
 #: Unaligned checkpoints from the start (no alignment timeout), of small network buffers (4 KiB segments, few per
@@ -91,6 +96,8 @@ def checkpoint_config(version: str, case: CheckpointCase, directory: pathlib.Pat
         config["state.backend.rocksdb.compression.per.level"] = case.rocksdb_compression
     if case.unaligned:
         config.update(UNALIGNED_CONFIG)
+    if case.ingest_db_restore:
+        config["state.backend.rocksdb.use-ingest-db-restore-mode"] = "true"
     return config
 
 
