@@ -52,6 +52,9 @@ class CheckpointCase:
     #: RocksDB keeping its timers on the heap (state.backend.rocksdb.timer-service.factory: HEAP): a checkpoint or
     #: native savepoint then writes them as the subtask's raw keyed state.
     heap_timers: bool = False
+    #: RocksDB restored by clipping each old subtask's DB to the new key groups and importing its column
+    #: families (state.backend.rocksdb.use-ingest-db-restore-mode, Flink 1.19+) rather than copying keys over.
+    ingest_db_restore: bool = False
 
 
 CASES = (
@@ -73,6 +76,8 @@ CASES = (
                    restored_from="rocksdb-incremental-churn"),
     CheckpointCase("rocksdb-incremental-churn-rescaled-1", "churn-rescaled-1", "rocksdb", True, "0",
                    restored_from="rocksdb-incremental-churn"),
+    CheckpointCase("rocksdb-incremental-churn-rescaled-3-ingest", "churn-rescaled-3", "rocksdb", True, "0",
+                   restored_from="rocksdb-incremental-churn", ingest_db_restore=True),
     CheckpointCase("hashmap-unaligned-backpressure", "backpressure", "hashmap", False, "0", unaligned=True),
     CheckpointCase("rocksdb-incremental-windows-heap-timers", "windows", "rocksdb", True, "0", heap_timers=True),
     CheckpointCase("rocksdb-incremental-keyed-kinds-heap-timers", "keyed-kinds", "rocksdb", True, "0",
@@ -102,6 +107,8 @@ def checkpoint_config(version: str, case: CheckpointCase, directory: pathlib.Pat
         config.update(UNALIGNED_CONFIG)
     if case.heap_timers:
         config["state.backend.rocksdb.timer-service.factory"] = "HEAP"
+    if case.ingest_db_restore:
+        config["state.backend.rocksdb.use-ingest-db-restore-mode"] = "true"
     return config
 
 

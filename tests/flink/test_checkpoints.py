@@ -12,7 +12,9 @@ taken with ``python -m compat_tests.flink.checkpoints``) read without a JVM.
   native savepoints of every keyed kind, TTL and timers of 1.20.3 (crc32c checksums) and 2.3.0 (XXH3),
   and incremental checkpoints of 1.20.3 and 2.3.0 taken right after Flink restored the churn
   checkpoint at parallelism 3 (files holding other subtasks' key groups and the range deletions
-  that clip them);
+  that clip them), and the same restored with ``use-ingest-db-restore-mode`` (2.3.0: the
+  subtask of two old subtasks' key groups imports both one's files, their sequence numbers
+  overlapping; 1.20.3: the option is inert);
 * RocksDB keeping its timers on the heap writes them as raw keyed state (incremental checkpoints
   of the windows job on 2.3.0 and of keyed-kinds on 1.20.3), a canonical savepoint of it as
   managed timer queues;
@@ -32,6 +34,7 @@ import pytest
 
 from pyref.errors import CorruptSavepointError, UnsupportedFormatError
 from pyref.flink import FlinkSavepoint, export_savepoint, import_flink
+from pyref.flink.handles import IncrementalHandle
 from pyref.flink.heap import HEAP, SAVEPOINT_FORMAT, _StateDecoder, keyed_layout
 from pyref.flink.composite import split_keys
 from pyref.flink.datainput import DataInput
@@ -60,8 +63,19 @@ READABLE = {"2.3.0-hashmap-windows": HEAP, "1.20.3-hashmap-heap-kinds": HEAP, "1
             "2.3.0-rocksdb-incremental-churn-rescaled-3": ROCKSDB_NATIVE,
             "2.3.0-rocksdb-incremental-windows-heap-timers": ROCKSDB_NATIVE,
             "1.20.3-rocksdb-incremental-keyed-kinds-heap-timers": ROCKSDB_NATIVE,
-            "2.3.0-rocksdb-canonical-savepoint-windows-heap-timers": SAVEPOINT_FORMAT}
-RESCALED = ("1.20.3-rocksdb-incremental-churn-rescaled-3", "2.3.0-rocksdb-incremental-churn-rescaled-3")
+            "2.3.0-rocksdb-canonical-savepoint-windows-heap-timers": SAVEPOINT_FORMAT,
+            "1.20.3-rocksdb-incremental-churn-rescaled-3-ingest": ROCKSDB_NATIVE,
+            "2.3.0-rocksdb-incremental-churn-rescaled-3-ingest": ROCKSDB_NATIVE}
+# Key groups 0..42, 43..85, 86..127 from 0..63 and 64..127: each clipped with range deletions of the key
+# groups it holds files of but not in its range.
+_COPIED = [set(range(43, 64)), set(range(86, 128)), set(range(64, 86))]
+#: Rescaled checkpoints and the key groups each new subtask's range deletions cover.
+RESCALED = {"1.20.3-rocksdb-incremental-churn-rescaled-3": _COPIED,
+            "2.3.0-rocksdb-incremental-churn-rescaled-3": _COPIED,
+            # use-ingest-db-restore-mode: 1.20.3 ignores it; 2.3.0's middle subtask imports both old subtasks.
+            "1.20.3-rocksdb-incremental-churn-rescaled-3-ingest": _COPIED,
+            "2.3.0-rocksdb-incremental-churn-rescaled-3-ingest": [_COPIED[0], set(range(43)) | set(range(86, 128)),
+                                                                   _COPIED[2]]}
 
 
 def truth(case: str) -> dict:
@@ -121,30 +135,78 @@ def test_a_restore_plan_spreads_rocksdb_files_over_their_key_groups() -> None:
     assert churn.operator_id == "churn" and sum(s.planned_bytes for s in churn.subtasks) == stored > 0
 
 
-@pytest.mark.parametrize("case", RESCALED)
+def _families(sp: FlinkSavepoint, handle: IncrementalHandle) -> dict[str, list[SstFile]]:
+    """The handle's SST files by column family."""
+    families: dict[str, list[SstFile]] = {}
+    for _, stream in sst_files(handle):
+        buffer, start, end, name = sp.store.open(stream)
+        sst = open_sst(memoryview(buffer)[start:end], name)
+        families.setdefault(sst.column_family, []).append(sst)
+    return families
+
+
+@pytest.mark.parametrize("case", sorted(RESCALED))
 def test_after_a_rescale_range_deletions_alone_hide_the_key_groups_a_subtask_gave_up(case: str,
                                                                                       tmp_path: pathlib.Path) -> None:
-    """Flink built each new subtask's RocksDB from the old subtask whose key groups overlap most
-    and clipped it with ``deleteRange``: the checkpoint right after holds that old subtask's files
-    (keys of other key groups) and files with the range deletions. Read as if the handle held every
-    key group, the range deletions alone still hide every key outside the subtask's range."""
-    # Key groups 0..42, 43..85, 86..127 from 0..63 and 64..127: each starts from the old subtask
-    # overlapping it most (0, 1, 1) and deletes that one's other key groups.
-    clipped = [range(43, 64), range(86, 128), range(64, 86)]
+    """Flink built each new subtask's RocksDB from old subtasks' files (the one whose key groups
+    overlap most, or with use-ingest-db-restore-mode every one whose files it can import) and
+    clipped it with ``deleteRange``: the checkpoint right after holds those files (keys of other
+    key groups) and files with the range deletions. Read as if the handle held every key group,
+    the range deletions alone still hide every key outside the subtask's range."""
     with FlinkSavepoint.open(snapshot(case, tmp_path), uids=["churn"]) as sp:
         handles = [s.managed_keyed_state for s in sp.operator("churn").state.subtasks]
-        for handle, expected in zip(handles, clipped, strict=True):
-            families: dict[str, list[SstFile]] = {}
-            for local, stream in sst_files(handle):
-                buffer, start, end, name = sp.store.open(stream)
-                sst = open_sst(memoryview(buffer)[start:end], name)
-                families.setdefault(sst.column_family, []).append(sst)
+        for handle, expected in zip(handles, RESCALED[case], strict=True):
+            families = _families(sp, handle)
             files = [f for fs in families.values() for f in fs]
             outside = {e[0][0] for f in files for e in f.entries()} - set(handle.key_groups)
             deleted = {g for f in files for begin, stop, _ in f.range_deletions for g in range(begin[0], stop[0])}
-            assert deleted == set(expected) and outside and outside <= deleted
+            assert deleted == expected and outside and outside <= deleted
             for family, fs in families.items():
                 assert {g for g, _, _ in live_rows(fs, range(128), 1, case)} <= set(handle.key_groups), family
+
+
+def _imported_halves(case: str, tmp_path: pathlib.Path) -> dict[int, list[tuple[int, int]]]:
+    """Of the churn's middle subtask after the restore 2 -> 3 (key groups 43..85), the (lowest,
+    highest) sequence of each file older than its range deletions, by the old subtask whose key
+    groups it holds (0: 0..63, 1: 64..127); and -1: every later entry's and range deletion's."""
+    with FlinkSavepoint.open(snapshot(case, tmp_path), uids=["churn"]) as sp:
+        handle = sp.operator("churn").state.subtasks[1].managed_keyed_state
+        assert isinstance(handle, IncrementalHandle) and handle.key_groups == range(43, 86)
+        files = [f for fs in _families(sp, handle).values() for f in fs]
+    clip = min(seq for f in files for _, _, seq in f.range_deletions)
+    halves: dict[int, list[tuple[int, int]]] = {-1: [(clip, clip)]}
+    for f in files:
+        entries = list(f.entries())
+        sequences = [seq for _, seq, _, _ in entries]
+        if max(sequences) > clip:
+            halves[-1].append((min(sequences), max(sequences)))
+            continue
+        olds = {key[0] // 64 for key, _, _, _ in entries}
+        assert len(olds) == 1 and not f.range_deletions, f.name  # a file of one old subtask's DB
+        halves.setdefault(olds.pop(), []).append((min(sequences), max(sequences)))
+    return halves
+
+
+def test_use_ingest_db_restore_mode_imports_files_that_keep_their_sequence_numbers(tmp_path: pathlib.Path) -> None:
+    """Flink 2.3.0 with ``use-ingest-db-restore-mode`` builds the middle subtask by importing both
+    old subtasks' column families (RocksDB's CreateColumnFamilyWithImport): their files keep the
+    sequence numbers of the database that wrote them, so the two sets overlap, but their key
+    groups are disjoint (Flink imports a handle only if its files hold its key groups alone), and
+    RocksDB moves its sequence past them: the clip and every later write are newer. Merged by
+    sequence as any files, they read as the truth (test_checkpoint_reads_as_its_truth)."""
+    halves = _imported_halves("2.3.0-rocksdb-incremental-churn-rescaled-3-ingest", tmp_path)
+    imported = [seq for old in (0, 1) for span in halves[old] for seq in span]
+    assert halves[0] and halves[1] and max(imported) < min(low for low, _ in halves[-1])
+    top = {old: max(high for _, high in halves[old]) for old in (0, 1)}
+    low = {old: min(lo for lo, _ in halves[old] if lo) for old in (0, 1)}
+    assert low[1] <= top[0] and low[0] <= top[1]  # the two databases' numbers overlap
+
+
+def test_flink_1_20_ignores_use_ingest_db_restore_mode(tmp_path: pathlib.Path) -> None:
+    """1.20.3 has the option but its restore never imports (the field is fixed false): the middle
+    subtask starts from old subtask 1's files alone and copies old subtask 0's keys as new writes."""
+    halves = _imported_halves("1.20.3-rocksdb-incremental-churn-rescaled-3-ingest", tmp_path)
+    assert halves[1] and 0 not in halves
 
 
 def test_an_incremental_checkpoint_without_its_shared_files_names_the_missing_one() -> None:

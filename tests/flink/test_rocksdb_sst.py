@@ -16,9 +16,12 @@ from pyref.flink import FlinkSavepoint
 from pyref.flink.dataoutput import varint
 from pyref.flink.handles import IncrementalHandle
 from pyref.flink.rocksdb.native import live_rows, sst_files
-from pyref.flink.rocksdb.sst import DELETION, MERGE, VALUE, _Reader, open_sst
+from pyref.flink.rocksdb.sst import (DELETION, EXTERNAL_VERSION, GLOBAL_SEQNO, MERGE, VALUE, _properties, _Reader,
+                                     global_sequence, open_sst)
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "checkpoints"
+#: A RocksDB database with a file ingested from outside (tests/flink/data/rocksdb-external/README.md).
+EXTERNAL = DATA.parent / "rocksdb-external"
 NAME = "000010.sst"
 
 
@@ -193,3 +196,114 @@ def test_a_subtask_reads_in_runs_of_whole_key_groups() -> None:
         groups = {int(g) for _, rows in r.states.values() for g in rows.key_groups}
         assert not groups & seen
         seen |= groups
+
+
+# -- files ingested from outside (SstFileWriter, ingestExternalFile): real RocksDB bytes -----------
+
+def _block(entries: dict[bytes, bytes]) -> bytes:
+    """A block of ``entries`` (sorted), each its own restart point."""
+    body = b""
+    restarts = []
+    for key, value in sorted(entries.items()):
+        restarts.append(len(body))
+        body += varint(0) + varint(len(key)) + varint(len(value)) + key + value
+    return body + b"".join(struct.pack("<I", r) for r in restarts) + struct.pack("<I", len(restarts))
+
+
+def _with_column_family(data: bytes, family: bytes) -> bytes:
+    """``data`` (format_version 5) with its properties block rebuilt naming ``family``, appended with a new
+    metaindex before the footer: RocksJava's SstFileWriter names none, RocksDB's C++ one can."""
+    props, _ = _external_props(data)
+    reader = _Reader(data, NAME)
+    _, _, index = reader.footer()
+    assert index is not None
+    out = data[:-53]
+    def sealed(contents: bytes) -> tuple[int, int]:
+        nonlocal out
+        at = len(out)
+        out += contents + b"\0" + struct.pack("<I", reader.block_checksum(contents, 0, at))
+        return at, len(contents)
+    at, size = sealed(_block({**props, b"rocksdb.column.family.name": family}))
+    new_metaindex = sealed(_block({b"rocksdb.properties": varint(at) + varint(size)}))
+    return _with_footer(out + data[-53:], new_metaindex, index)
+
+
+def _external_props(data: bytes) -> tuple[dict[bytes, bytes], tuple[int, int]]:
+    """An SST file's properties and their block's (start, end)."""
+    reader = _Reader(data, NAME)
+    _, metaindex, _ = reader.footer()
+    return _properties(reader, dict(reader.entries(reader.block(metaindex, "m"), metaindex[0], "m")), metaindex[0])
+
+
+def test_an_ingested_files_entries_take_its_global_sequence_number_as_rocksdb_reads_them() -> None:
+    """RocksDB wrote the ingested file's global sequence number (4: it overlaps keys of sequences 1..3)
+    into its properties after checksumming them with 0 there; every entry stores 0 and takes 4, so
+    the file merges between the older flush and the newer one exactly as RocksDB's iterator read."""
+    props, block = _external_props((EXTERNAL / "written/000010.sst").read_bytes())
+    assert props[EXTERNAL_VERSION] == struct.pack("<I", 2) and global_sequence(props, NAME, block) == 4
+    with pytest.raises(UnsupportedFormatError, match="ingested from outside naming no column family"):
+        open_sst((EXTERNAL / "written/000010.sst").read_bytes(), "000010.sst")
+    ingested = open_sst(_with_column_family((EXTERNAL / "written/000010.sst").read_bytes(), b"default"), NAME)
+    assert ingested.global_sequence == 4 and {seq for _, seq, _, _ in ingested.entries()} == {4}
+    files = [open_sst((EXTERNAL / "written" / n).read_bytes(), n) for n in ("000009.sst", "000012.sst")]
+    assert [f.column_family for f in files] == ["default", "default"]
+    (_, keys, values), = live_rows([files[0], ingested, files[1]], range(256), 1, "test")
+    truth = [line.split("\t") for line in (EXTERNAL / "written/truth.txt").read_text().splitlines()]
+    assert [(k.hex(), v.hex()) for k, v in zip(keys, values)] == [(k, v) for k, v in truth]
+
+
+def test_the_checksum_of_a_written_back_properties_block_still_covers_all_else() -> None:
+    """Only the 8 bytes after the global sequence number's key are taken as 0: any other flipped byte fails."""
+    data = bytearray((EXTERNAL / "written/000010.sst").read_bytes())
+    _, (start, end) = _external_props(bytes(data))
+    data[start + 5] ^= 0x01  # in the first property's key
+    with pytest.raises(CorruptSavepointError, match="properties block checksum") as err:
+        open_sst(bytes(data), NAME)
+    assert err.value.byte_range == (start, end + 5)
+
+
+def test_an_ingested_file_whose_sequence_number_only_the_manifest_holds_is_refused_by_name() -> None:
+    props, block = _external_props((EXTERNAL / "manifest-only/000010.sst").read_bytes())
+    assert props[GLOBAL_SEQNO] == bytes(8)
+    with pytest.raises(UnsupportedFormatError, match="global sequence number is only in RocksDB's MANIFEST") as err:
+        open_sst(_with_column_family((EXTERNAL / "manifest-only/000010.sst").read_bytes(), b"default"), NAME)
+    assert err.value.path == NAME
+
+
+@pytest.mark.parametrize(("props", "error", "match"), [
+    ({}, None, None),  # a table the database wrote: its entries carry their own sequence numbers
+    ({EXTERNAL_VERSION: struct.pack("<I", 2), GLOBAL_SEQNO: struct.pack("<Q", 7)}, None, None),
+    ({EXTERNAL_VERSION: struct.pack("<I", 2)}, UnsupportedFormatError, "only in RocksDB's MANIFEST"),
+    ({EXTERNAL_VERSION: struct.pack("<I", 1)}, UnsupportedFormatError, "external SST file version 1"),
+    ({GLOBAL_SEQNO: struct.pack("<Q", 7)}, CorruptSavepointError, "not ingested from outside"),
+    ({EXTERNAL_VERSION: b"\2", GLOBAL_SEQNO: struct.pack("<Q", 7)}, CorruptSavepointError, "uint32 version"),
+    ({EXTERNAL_VERSION: struct.pack("<I", 2), GLOBAL_SEQNO: struct.pack("<Q", 1 << 56)}, CorruptSavepointError,
+     "beyond RocksDB's 56 bits"),
+])
+def test_global_sequence_number_rules(props: dict[bytes, bytes], error: type[Exception] | None,
+                                      match: str | None) -> None:
+    """RocksDB's GetGlobalSequenceNumber: only a version 2 file has one, its non-zero property, else
+    the MANIFEST's (refused); the property without a version, or of the wrong width, is corrupt."""
+    if error is None:
+        assert global_sequence(props, NAME, (0, 10)) == (7 if props else None)
+        return
+    with pytest.raises(error, match=match) as err:
+        global_sequence(props, NAME, (0, 10))
+    assert err.value.path == NAME and (error is UnsupportedFormatError or err.value.byte_range == (0, 10))
+
+
+def test_an_ingested_files_entry_of_its_own_sequence_is_corrupt() -> None:
+    """An external file's writer stores sequence 0 in every key: another number is corrupt, not reordered."""
+    data = _with_column_family((EXTERNAL / "written/000010.sst").read_bytes(), b"default")
+    (offset, size), = open_sst(data, NAME)._blocks
+    block = data[offset:offset + size]
+    trailer = (0 << 8 | VALUE).to_bytes(8, "little")
+    at = block.index(b"\0k2" + trailer) + 3
+    forged = block[:at] + (9 << 8 | VALUE).to_bytes(8, "little") + block[at + 8:]
+    reader = _Reader(data, NAME)
+    reader.footer()  # the checksum type: XXH3
+    resealed = data[:offset] + forged + data[offset + size:offset + size + 1] + struct.pack(
+        "<I", reader.block_checksum(forged, data[offset + size], offset)) + data[offset + size + 5:]
+    with pytest.raises(CorruptSavepointError, match="ingested file's entry of sequence 9") as err:
+        list(open_sst(resealed, NAME).entries())
+    assert err.value.byte_range == (offset, offset + size)

@@ -10,7 +10,10 @@ first: a value ends the walk, a deletion hides everything older, merge operands 
 appends) are collected and joined oldest first after the value they apply to with the byte ``,``
 (RocksDB's ``StringAppendTESTOperator``, which Flink sets); a range deletion hides the older
 entries of the keys it covers. Keys whose key-group prefix lies outside the handle's range are
-dropped (after a rescale a file may still hold other key groups). The rows are the RocksDB
+dropped (after a rescale a file may still hold other key groups). Files a restore with
+``use-ingest-db-restore-mode`` imported keep the sequence numbers of the old subtask's database
+that wrote them: two old databases' numbers overlap, but never over one key (their key groups
+are disjoint, and RocksDB numbers every later write above them), so the order stays RocksDB's. The rows are the RocksDB
 keys and values the savepoint format also carries, so :mod:`pyref.flink.keyed`'s decoding applies.
 
 Each file is in internal-key order, so a column family's files merge as streams (a block of

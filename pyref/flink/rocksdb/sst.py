@@ -20,7 +20,13 @@ count. An index block whose keys delta-encode values (property ``rocksdb.index.v
 encoded``, format_version >= 4) omits the value length: a restart entry holds the full handle, an
 entry sharing key bytes a varsigned64 size delta, its offset right after the previous block.
 
-Data keys are internal keys: the user key and uint64 LE ``sequence << 8 | type``.
+Data keys are internal keys: the user key and uint64 LE ``sequence << 8 | type``. A file written
+outside the database (``SstFileWriter``, then ``IngestExternalFile``; property
+``rocksdb.external_sst_file.version``) stores sequence 0 in every key: RocksDB gives all its
+entries one global sequence number, kept in the ``MANIFEST`` and, when RocksDB wrote it back
+into the file, in the property ``rocksdb.external_sst_file.global_seqno`` (see
+:func:`global_sequence`). Flink's RocksDB backend never ingests such files (its
+``use-ingest-db-restore-mode`` imports column families, whose files keep their own numbers).
 """
 
 from __future__ import annotations
@@ -35,7 +41,8 @@ import google_crc32c
 from ...errors import CorruptSavepointError, UnsupportedFormatError
 from ..dataoutput import varint
 
-__all__ = ["SstFile", "open_sst", "VALUE", "DELETION", "SINGLE_DELETION", "MERGE", "RANGE_DELETION"]
+__all__ = ["SstFile", "open_sst", "global_sequence", "VALUE", "DELETION", "SINGLE_DELETION", "MERGE",
+           "RANGE_DELETION"]
 
 LEGACY_MAGIC = 0xDB4775248B80FB57
 BLOCK_BASED_MAGIC = 0x88E241B785F4CFF7
@@ -78,6 +85,8 @@ class SstFile:
     checksum: str
     #: (start user key, end user key (exclusive), sequence) of each range deletion.
     range_deletions: list[tuple[bytes, bytes, int]] = field(default_factory=list, repr=False)
+    #: An ingested file's sequence number, which every entry takes (None: entries carry their own).
+    global_sequence: int | None = None
     _reader: _Reader | None = field(default=None, repr=False)
     _blocks: list[tuple[int, int]] = field(default_factory=list, repr=False)
 
@@ -88,9 +97,12 @@ class SstFile:
         reader = self._reader
         assert reader is not None
         previous: tuple[bytes, int] | None = None
+        ingested = self.global_sequence
         for handle in self._blocks:
             for key, value in reader.entries(reader.block(handle, "data"), handle[0], "data"):
                 user_key, sequence, kind = _internal_key(reader, key, handle)
+                if ingested is not None:
+                    sequence = _globalised(reader, sequence, ingested, handle)
                 if kind not in _ENTRY_TYPES:
                     raise reader.unsupported(f"holding a {_TYPE_NAMES.get(kind, f'type {kind}')} entry")
                 order = (user_key, -sequence)
@@ -196,8 +208,10 @@ class _Reader:
         hasher = _xxhash(self.name, _CHECKSUMS[kind])
         return hasher(data, last)
 
-    def block(self, handle: tuple[int, int], what: str) -> bytes:
-        """The (checked, uncompressed) contents of the block at ``handle``."""
+    def block(self, handle: tuple[int, int], what: str, written_after: bytes | None = None) -> bytes:
+        """The (checked, uncompressed) contents of the block at ``handle``; ``written_after``: the
+        tail of a key whose 8-byte value RocksDB may have overwritten after checksumming the block
+        (as 0)."""
         offset, size = handle
         end = offset + size
         if end + _TRAILER > len(self.data) or size > MAX_BLOCK_BYTES:
@@ -207,11 +221,25 @@ class _Reader:
         kind = self.data[end]
         if self.checksum_type:
             stored = _U32.unpack_from(self.data, end + 1)[0]
-            computed = (self.checksum_of(raw, bytes([kind])) + self.modifier(offset)) & 0xFFFFFFFF
-            if stored != computed:
+            computed = self.block_checksum(raw, kind, offset)
+            if stored != computed and not (written_after and self.matches_zeroed(raw, kind, offset, stored,
+                                                                                   written_after)):
                 raise self.corrupt(f"{what} block checksum {stored:#010x}, computed {computed:#010x}", offset,
                                    end + _TRAILER)
         return self.decompress(raw, kind, offset, what)
+
+    def block_checksum(self, raw: bytes, kind: int, offset: int) -> int:
+        return (self.checksum_of(raw, bytes([kind])) + self.modifier(offset)) & 0xFFFFFFFF
+
+    def matches_zeroed(self, raw: bytes, kind: int, offset: int, stored: int, key: bytes) -> bool:
+        """Whether ``stored`` is the checksum of the block with the 8-byte value after ``key`` zeroed:
+        ``key`` is a key's tail, which a block stores whole however much of the key it shares with
+        the previous one, and right before the value; it must occur once."""
+        at = raw.find(key)
+        if at < 0 or raw.find(key, at + 1) >= 0 or at + len(key) + 8 > len(raw):
+            return False
+        at += len(key)
+        return stored == self.block_checksum(raw[:at] + bytes(8) + raw[at + 8:], kind, offset)
 
     def decompress(self, raw: bytes, kind: int, offset: int, what: str) -> bytes:
         if kind == 0:
@@ -328,12 +356,57 @@ def _xxhash(name: str, kind: str) -> Callable[[bytes, bytes], int]:
     return xxh3
 
 
-def _properties(reader: _Reader, metaindex: dict[bytes, bytes], origin: int) -> dict[bytes, bytes]:
+EXTERNAL_VERSION = b"rocksdb.external_sst_file.version"
+GLOBAL_SEQNO = b"rocksdb.external_sst_file.global_seqno"
+
+
+def _properties(reader: _Reader, metaindex: dict[bytes, bytes],
+                origin: int) -> tuple[dict[bytes, bytes], tuple[int, int]]:
+    """The properties and the (start, end) in the file of their block."""
     raw = metaindex.get(b"rocksdb.properties")
     if raw is None:
         raise reader.corrupt("no properties block (the column family is named there)", origin, origin)
     handle, _ = reader.handle(raw, 0, len(raw), origin)
-    return dict(reader.entries(reader.block(handle, "properties"), handle[0], "properties"))
+    # RocksDB writes an ingested file's global sequence number into the block in place, keeping the
+    # checksum of the block as SstFileWriter wrote it: with the number 0 (write_global_seqno).
+    block = reader.block(handle, "properties", written_after=GLOBAL_SEQNO[GLOBAL_SEQNO.rindex(b".") + 1:])
+    return dict(reader.entries(block, handle[0], "properties")), (handle[0], handle[0] + handle[1])
+
+
+def global_sequence(props: dict[bytes, bytes], name: str, block: tuple[int, int]) -> int | None:
+    """The sequence number every entry of an ingested SST file takes, from its properties
+    (``block``: the properties block's (start, end), for errors); None for a file the database
+    wrote itself, whose entries carry their own. RocksDB's rule (``GetGlobalSequenceNumber``):
+    only version 2 files have one, the uint64 LE ``global_seqno`` property when non-zero, else
+    the file's largest sequence in the ``MANIFEST``, which pyref does not read: refused."""
+    version_bytes = props.get(EXTERNAL_VERSION)
+    stored = props.get(GLOBAL_SEQNO)
+    if version_bytes is None:
+        if stored is not None:
+            raise CorruptSavepointError("SST file: a global sequence number property in a file not ingested "
+                                        "from outside (no rocksdb.external_sst_file.version)", path=name,
+                                        byte_range=block)
+        return None
+    if len(version_bytes) != 4 or (stored is not None and len(stored) != 8):
+        raise CorruptSavepointError(f"SST file: external file properties of {len(version_bytes)} and "
+                                    f"{len(stored or b'')} bytes (uint32 version, uint64 global sequence)",
+                                    path=name, byte_range=block)
+    version = _U32.unpack(version_bytes)[0]
+    remedy = ("which pyref cannot order against the database's other files; take a canonical savepoint "
+              "(savepoint --type canonical) of the job and read that")
+    if version != 2:
+        raise UnsupportedFormatError(f"SST file ingested from outside (external SST file version {version}: its "
+                                     f"entries' order among the other files' is the database's), {remedy}",
+                                     path=name)
+    sequence = _U64.unpack(stored)[0] if stored is not None else 0
+    if sequence == 0:
+        raise UnsupportedFormatError("SST file ingested from outside whose global sequence number is only in "
+                                     f"RocksDB's MANIFEST (rocksdb.external_sst_file.global_seqno 0), {remedy}",
+                                     path=name)
+    if sequence >= 1 << 56:
+        raise CorruptSavepointError(f"SST file: global sequence number {sequence} beyond RocksDB's 56 bits",
+                                    path=name, byte_range=block)
+    return sequence
 
 
 def open_sst(data: bytes | memoryview, name: str) -> SstFile:
@@ -342,13 +415,11 @@ def open_sst(data: bytes | memoryview, name: str) -> SstFile:
     reader = _Reader(data, name)
     version, metaindex_handle, index_handle = reader.footer()
     metaindex = dict(reader.entries(reader.block(metaindex_handle, "metaindex"), metaindex_handle[0], "metaindex"))
-    props = _properties(reader, metaindex, metaindex_handle[0])
+    props, properties_block = _properties(reader, metaindex, metaindex_handle[0])
     comparator = props.get(b"rocksdb.comparator", b"").decode("utf-8", "replace")
     if comparator not in ("leveldb.BytewiseComparator", "rocksdb.BytewiseComparator"):
         raise reader.unsupported(f"ordered by the comparator {comparator!r}, not the bytewise one Flink uses")
-    if b"rocksdb.external_sst_file.version" in props:
-        raise reader.unsupported("ingested from outside (its sequence number is in the MANIFEST: Flink's "
-                                 "state.backend.rocksdb.use-ingest-db-restore)")
+    ingested = global_sequence(props, name, properties_block)
     index_type = props.get(b"rocksdb.block.based.table.index.type", bytes(4))
     kind = _U32.unpack_from(index_type.ljust(4, b"\0"))[0]
     if kind in (2, 3) or kind not in _INDEX_TYPES:
@@ -361,10 +432,13 @@ def open_sst(data: bytes | memoryview, name: str) -> SstFile:
         index_handle, _ = reader.handle(raw, 0, len(raw), metaindex_handle[0])
     delta = props.get(b"rocksdb.index.value.is.delta.encoded", b"\0") != b"\0"
     name_bytes = props.get(b"rocksdb.column.family.name")
+    if name_bytes is None and ingested is not None:  # SstFileWriter without a column family handle
+        raise reader.unsupported("ingested from outside naming no column family (the MANIFEST says which "
+                                 "state it holds)")
     if name_bytes is None:
         raise reader.corrupt("properties name no column family", metaindex_handle[0], sum(metaindex_handle))
     table = SstFile(name, name_bytes.decode("utf-8", "replace"), version, _CHECKSUMS[reader.checksum_type],
-                    _reader=reader)
+                    global_sequence=ingested, _reader=reader)
     stored = 0
     for _, value in reader.entries(reader.block(index_handle, "index"), index_handle[0], "index", delta):
         handle, _ = reader.handle(value, 0, len(value), index_handle[0])
@@ -381,6 +455,8 @@ def open_sst(data: bytes | memoryview, name: str) -> SstFile:
             user_key, sequence, kind = _internal_key(reader, key, handle)
             if kind != RANGE_DELETION:
                 raise reader.corrupt(f"range deletion block entry of type {kind}", *handle)
+            if ingested is not None:
+                sequence = _globalised(reader, sequence, ingested, handle)
             table.range_deletions.append((user_key, end, sequence))
     return table
 
@@ -392,3 +468,10 @@ def _internal_key(reader: _Reader, key: bytes, handle: tuple[int, int]) -> tuple
     trailer = int.from_bytes(key[-8:], "little")
     return key[:-8], trailer >> 8, trailer & 0xFF
 
+
+def _globalised(reader: _Reader, sequence: int, global_seqno: int, handle: tuple[int, int]) -> int:
+    """An ingested file's entry's sequence: the file's global one; RocksDB's writer stores 0."""
+    if sequence != 0:
+        raise reader.corrupt(f"ingested file's entry of sequence {sequence} (an external file stores 0; the "
+                             f"file's global sequence is {global_seqno})", handle[0], handle[0] + handle[1])
+    return global_seqno
