@@ -15,6 +15,7 @@ import gzip
 import hashlib
 import os
 import shutil
+import tarfile
 import tempfile
 
 from pyref import SavepointWriter, rescale
@@ -69,10 +70,12 @@ FLINK_CASES = ("1.17.2/hashmap/seeds", "2.3.0/rocksdb/seeds", "1.17.2/rocksdb/op
                "1.20.3/hashmap/keyed-kinds")
 FLINK_CHECKPOINTS = os.path.join(FLINK_TEST_DATA, "checkpoints")
 #: Retained checkpoints: HashMap backend ones (the heap layout, plain and compressed), a RocksDB one of 1.14
-#: and one of 1.16 (RocksDB's SST files, inline in ``_metadata``), and one of unaligned checkpoints (in-flight
-#: channel state handles).
+#: and one of 1.16 (RocksDB's SST files, inline in ``_metadata``), one of unaligned checkpoints (in-flight
+#: channel state handles) and an incremental RocksDB one with heap timers (raw keyed state; tarred with
+#: its ``shared/`` files, which sit beside ``sp`` as beside ``chk-N``).
 FLINK_CHECKPOINT_CASES = ("1.20.3-hashmap-seeds", "1.20.3-hashmap-seeds-compressed", "1.14.6-rocksdb-full-seeds",
-                          "1.16.3-rocksdb-full-seeds", "1.20.3-hashmap-unaligned-backpressure")
+                          "1.16.3-rocksdb-full-seeds", "1.20.3-hashmap-unaligned-backpressure",
+                          "2.3.0-rocksdb-incremental-windows-heap-timers")
 #: Flink SQL, CEP and Scala API savepoints of the tests (``_metadata`` only; ``.gz`` ones are unpacked):
 #: their table-runtime snapshots hold Java serialization streams, their CEP state flink-cep's own, the
 #: Scala job's flink-scala's snapshots (a collection's cbfCode).
@@ -192,6 +195,10 @@ def _flink_seeds() -> list[bytes]:
     directories = [os.path.join(FLINK_CORPUS, *case.split("/"), "savepoint") for case in FLINK_CASES]
     directories += [os.path.join(FLINK_CHECKPOINTS, case, "checkpoint") for case in FLINK_CHECKPOINT_CASES]
     for case, directory in zip(FLINK_CASES + FLINK_CHECKPOINT_CASES, directories):
+        packed = os.path.join(os.path.dirname(directory), "checkpoint.tar.gz")
+        if not os.path.isdir(directory) and os.path.isfile(packed):
+            seeds.append(flink_input(_unpacked_checkpoint(packed)))
+            continue
         files = {}
         for name in sorted(os.listdir(directory)):
             with open(os.path.join(directory, name), "rb") as f:
@@ -211,6 +218,19 @@ def _flink_seeds() -> list[bytes]:
                 data = f.read()
             seeds.append(flink_input({"sp/_metadata": gzip.decompress(data) if name.endswith(".gz") else data}))
     return seeds
+
+
+def _unpacked_checkpoint(path: str) -> dict[str, bytes]:
+    """A committed ``checkpoint.tar.gz`` (``checkpoint/``, ``shared/``) as fuzz input files."""
+    files = {}
+    with tarfile.open(path) as tar:
+        for member in sorted(tar.getmembers(), key=lambda m: m.name):
+            if member.isfile():
+                top, _, name = member.name.partition("/")
+                extracted = tar.extractfile(member)
+                assert extracted is not None and "/" not in name
+                files[f"{'sp' if top == 'checkpoint' else top}/{name}"] = extracted.read()
+    return files
 
 
 def build(out: str, only: str | None = None) -> dict[str, int]:
