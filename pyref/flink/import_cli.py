@@ -114,8 +114,11 @@ def print_import(result: dict, as_json: bool) -> None:
 
 def in_flight_text(data: dict) -> str:
     """An operator's in-flight data (FlinkOperator.in_flight) in words."""
-    return (f"{data['input_bytes']} bytes in {data['input_channels']} input channels, {data['output_bytes']} bytes "
-            f"in {data['output_channels']} result subpartitions ({data['files']} files)")
+    def count(n: int, noun: str) -> str:
+        return f"{n} {noun}{'' if n == 1 else 's'}"
+
+    return (f"{data['input_bytes']} bytes in {count(data['input_channels'], 'input channel')}, {data['output_bytes']} "
+            f"bytes in {count(data['output_channels'], 'result subpartition')} ({count(data['files'], 'file')})")
 
 
 def inspect_flink(path: str, as_json: bool, subtasks: bool = False, uids: Sequence[str] = ()) -> int:
