@@ -1,8 +1,8 @@
 """Retained checkpoints of unaligned checkpoints with in-flight data (tests/flink/data/checkpoints
 ``*-hashmap-unaligned-backpressure``: a source feeding a keyed counter that sleeps per record, so
 the checkpoint keeps the buffers between them): Flink 2.3.0's merged channel state handles
-(``_metadata`` v6) and 1.20.3's one handle per channel (v4), each subtask's buffers in one file
-the task manager shares.
+(``_metadata`` v6), and 2.0.2's (v5) and 1.20.3's (v4) one handle per channel, each subtask's
+buffers in one file the task manager shares.
 
 They inspect (the in-flight data per operator) and verify (a warning), their operator and keyed
 state read as the job's truth; import refuses them by operator and bytes unless told to drop the
@@ -32,7 +32,8 @@ from tests.flink.test_checkpoints import DATA, truth
 from tests.flink.test_corpus import assert_reads_as_truth
 
 #: Case -> (_metadata version, merged handles).
-CASES = {"2.3.0-hashmap-unaligned-backpressure": (6, True), "1.20.3-hashmap-unaligned-backpressure": (4, False)}
+CASES = {"2.3.0-hashmap-unaligned-backpressure": (6, True), "2.0.2-hashmap-unaligned-backpressure": (5, False),
+         "1.20.3-hashmap-unaligned-backpressure": (4, False)}
 UIDS = ["events", "events-filter", "slow-counter"]
 
 
