@@ -4,6 +4,7 @@ never publishes a state file that a cleanup may have taken (pyref/flink/writer/c
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -14,11 +15,12 @@ import time
 import pytest
 
 from pyref.cli import main as cli
-from pyref.errors import ConcurrentWriteError, InvalidArgumentError
+from pyref.errors import ConcurrentWriteError, InvalidArgumentError, SavepointError
 from pyref.flink import FlinkSavepoint, export_savepoint
 from pyref.flink.writer import export as export_module
 from pyref.flink.writer.cleanup import is_export_directory, remove_abandoned_export_files
 from pyref.flink.writer.directory import EXPORT_FILE_NAME
+from pyref.storage import LocalIO
 from pyref.testing import write_seeds
 
 DAY = 24 * 3600.0
@@ -134,3 +136,95 @@ def test_an_export_never_publishes_files_a_cleanup_may_take(seeds, tmp_path, mon
 
 def test_a_pyref_savepoint_is_not_cleaned_as_an_export(seeds):
     assert not is_export_directory(seeds)
+
+
+def old_file(path, data: bytes = b"left behind") -> None:
+    path.write_bytes(data)
+    long_ago = time.time() - 2 * DAY
+    os.utime(path, (long_ago, long_ago))
+
+
+ABANDONED = "pyref-0123456789ab-0b6c9f4e-8a1d-4c1e-9e55-3f2d7a9b1c00"
+
+
+def test_a_planted_link_out_of_the_directory_stops_clean_and_nothing_is_deleted(seeds, tmp_path):
+    """A link named as an export names its files, leading outside: clean refuses by name before it
+    deletes anything; the file it points at and the savepoint stay as they were."""
+    dst = tmp_path / "flink"
+    export_savepoint(seeds, dst, flink_version="2.3", inline_bytes=0)
+    published = files(dst)
+    old_file(dst / "pyref-0123456789ab-1b6c9f4e-8a1d-4c1e-9e55-3f2d7a9b1c00")  # a genuine leftover
+    outside = tmp_path / "outside"
+    old_file(outside, b"someone else's")
+    (dst / ABANDONED).symlink_to(outside)
+    with pytest.raises(SavepointError, match="outside the savepoint directory through a symlink") as err:
+        remove_abandoned_export_files(dst, now=time.time() + DAY)
+    assert ABANDONED in str(err.value)
+    assert outside.read_bytes() == b"someone else's" and len(files(dst) - published) == 2
+    assert FlinkSavepoint.open(dst).operators
+
+
+def test_an_io_error_while_deleting_is_typed_and_keeps_the_savepoint(seeds, tmp_path, monkeypatch):
+    dst = tmp_path / "flink"
+    export_savepoint(seeds, dst, flink_version="2.3", inline_bytes=0)
+    published = files(dst)
+    killed_export(seeds, dst, after=3)
+    unlink, calls = os.unlink, []
+
+    def failing_unlink(path, *args, **kwargs):
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError(errno.EIO, "Input/output error", path)
+        return unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", failing_unlink)
+    with pytest.raises(SavepointError, match="cannot delete the file"):
+        remove_abandoned_export_files(dst, now=time.time() + DAY)
+    monkeypatch.undo()
+    assert len(files(dst) - published) == 2  # one deleted, the failed one and the next kept
+    assert FlinkSavepoint.open(dst).operators
+    remove_abandoned_export_files(dst, now=time.time() + DAY)  # run again: the rest goes
+    assert files(dst) == published
+
+
+def test_an_export_publishing_while_clean_looks_stops_clean(seeds, tmp_path):
+    """Between finding the old files and deleting them, an export publishes: clean deletes nothing."""
+    dst = tmp_path / "flink"
+    killed_export(seeds, dst, after=2)
+    left = files(dst)
+
+    class PublishingMeanwhile(LocalIO):
+        published = False
+
+        def stat(self, rel):
+            if not self.published and EXPORT_FILE_NAME.fullmatch(rel):
+                self.published = True
+                export_savepoint(seeds, dst, flink_version="2.3", inline_bytes=0)
+            return super().stat(rel)
+
+    with pytest.raises(ConcurrentWriteError, match="nothing was deleted"):
+        remove_abandoned_export_files(PublishingMeanwhile(str(dst)), now=time.time() + DAY)
+    assert left < files(dst) and FlinkSavepoint.open(dst).operators
+
+
+def test_an_unreadable_metadata_makes_clean_delete_nothing(tmp_path):
+    """Which files a damaged _metadata names is unknown: clean refuses rather than guess."""
+    dst = tmp_path / "flink"
+    dst.mkdir()
+    (dst / "_metadata").write_bytes(b"\x00\x00\x00\x07garbage")
+    old_file(dst / ABANDONED)
+    with pytest.raises(SavepointError, match="cannot tell which state files _metadata names"):
+        remove_abandoned_export_files(dst, now=time.time() + DAY)
+    assert (dst / ABANDONED).exists()
+
+
+def test_only_export_named_files_of_the_directory_itself_are_candidates(tmp_path):
+    """Not Flink's files, not a name that only resembles an export's, not files in subdirectories."""
+    dst = tmp_path / "flink"
+    (dst / "sub").mkdir(parents=True)
+    for name in (ABANDONED, ABANDONED + ".tmp", "pyref-0123456789ab-x", "0b6c9f4e-8a1d-4c1e-9e55-3f2d7a9b1c00",
+                 f"sub/{ABANDONED}"):
+        old_file(dst / name)
+    cleaned = remove_abandoned_export_files(dst, now=time.time() + DAY)
+    assert [os.path.basename(p) for p in cleaned.deleted] == [ABANDONED]
+    assert len(files(dst)) == 4 and (dst / "sub" / ABANDONED).exists()

@@ -230,6 +230,33 @@ def test_an_export_over_a_flink_savepoint_on_s3_replaces_it_whole_or_not_at_all(
     assert _flink_states(url) == _flink_states(str(_local_export(source, tmp_path)))
 
 
+def test_clean_on_s3_deletes_an_abandoned_exports_files_only(s3_prefix, tmp_path, capsys):
+    """An export that never published leaves state objects on S3; pyref clean deletes those once old
+    enough (no lock there: never below 13 hours), and keeps every object _metadata names."""
+    import time
+
+    from pyref.flink.writer.cleanup import is_export_directory, remove_abandoned_export_files
+    from pyref.flink.writer.directory import ExportDirectory, StateStream
+
+    source = tmp_path / "seeds"
+    write_seeds(source)
+    url = f"{s3_prefix}/flink/cleaned"
+    export_savepoint(source, url, flink_version="2.3.0", inline_bytes=0)
+    published = {name: open_io(url).read_file(name) for name in open_io(url).list_files("")}
+    abandoned = ExportDirectory(url, overwrite=True)  # an export that dies before it publishes
+    leftover = StateStream(abandoned.io, abandoned.file_prefix, 0)
+    leftover.write(b"an abandoned export's state")
+    leftover.close()
+    assert is_export_directory(url)
+    assert main(["clean", url, "--older-than", "1", "--json"]) == 2  # below the age rule of stores without a lock
+    assert "is below 46800 s" in capsys.readouterr().out
+    assert remove_abandoned_export_files(url).deleted == []  # just written: may be an export at work
+    cleaned = remove_abandoned_export_files(url, now=time.time() + 2 * 24 * 3600)
+    assert [p.rsplit("/", 1)[-1] for p in cleaned.deleted] == [leftover.name]
+    assert {name: open_io(url).read_file(name) for name in open_io(url).list_files("")} == published
+    assert _flink_states(url) == _flink_states(str(_local_export(source, tmp_path)))
+
+
 def test_of_two_exports_racing_for_one_s3_directory_the_later_is_refused(s3_prefix, tmp_path):
     """An export that began before another one published into the same prefix is refused by
     the conditional PUT of its _metadata (a plain PUT silently replaced the other's), and its
