@@ -20,7 +20,7 @@ from pyref.flink import FlinkSavepoint, export_savepoint
 from pyref.flink.writer import export as export_module
 from pyref.flink.writer.cleanup import is_export_directory, remove_abandoned_export_files
 from pyref.flink.writer.directory import EXPORT_FILE_NAME
-from pyref.storage import LocalIO
+from pyref.storage import LocalIO, typed_os_error
 from pyref.testing import write_seeds
 
 DAY = 24 * 3600.0
@@ -228,3 +228,26 @@ def test_only_export_named_files_of_the_directory_itself_are_candidates(tmp_path
     cleaned = remove_abandoned_export_files(dst, now=time.time() + DAY)
     assert [os.path.basename(p) for p in cleaned.deleted] == [ABANDONED]
     assert len(files(dst)) == 4 and (dst / "sub" / ABANDONED).exists()
+
+
+def test_an_io_error_checking_the_state_files_publishes_nothing_and_cleans_up(seeds, tmp_path, monkeypatch):
+    """The export's last check (every state file there, whole, young) fails on the disk: nothing is
+    published and the export's own files are deleted, as for any failed export."""
+    dst = tmp_path / "flink"
+    publish, stat = export_module.publish, LocalIO.stat
+    armed = []
+
+    def publish_on_a_failing_disk(source, plan, directory, handles):
+        armed.append(True)
+        return publish(source, plan, directory, handles)
+
+    def failing_stat(self, rel):
+        if armed and EXPORT_FILE_NAME.fullmatch(rel):  # as LocalIO.stat reports a failing disk
+            raise typed_os_error(OSError(errno.EIO, "Input/output error"), "cannot stat the file", rel)
+        return stat(self, rel)
+
+    monkeypatch.setattr(export_module, "publish", publish_on_a_failing_disk)
+    monkeypatch.setattr(LocalIO, "stat", failing_stat)
+    with pytest.raises(SavepointError, match="cannot stat the file"):
+        export_savepoint(seeds, dst, flink_version="2.3", inline_bytes=0)
+    assert not dst.exists()
