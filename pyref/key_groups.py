@@ -405,8 +405,7 @@ def murmur3_by_words(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, 
     for r in range(rows):  # the few rows longer than j blocks
         chain = int(h[r])
         for block in k[firsts[r] + j:firsts[r + 1]].tolist():
-            chain ^= block
-            chain = ((chain << 13 | chain >> 19) & _MASK32) * 5 + 0xE6546B64 & _MASK32
+            chain = (_rotl32(chain ^ block, 13) * 5 + 0xE6546B64) & _MASK32  # _mix, as murmur_hash
         h[r] = chain
     out = np.empty_like(h)
     out[order] = _finish(h, lengths[order].astype(np.uint32))

@@ -14,10 +14,11 @@ format has no place for: it is refused by operator and bytes unless ``drop_in_fl
 and then each operator's plan records what is dropped (``in_flight_dropped``).
 
 Everything that cannot be imported is found here and refused at once, with
-one typed error listing every case: changelog and file-merging state, raw state, keyed state of the asynchronous state API or the removed folding
-state, LIST state of elements Flink stores without lengths (Kryo...), and
-state under TTL without a TTL configuration (Flink does not store it: the
-caller gives it). A refused state can be left out with ``skip_states``.
+one typed error listing every case: changelog and file-merging state, raw state,
+keyed state of the asynchronous state API or the removed folding state, LIST state
+of elements Flink stores without lengths (Kryo...), and state under TTL without a
+TTL configuration (Flink does not store it: the caller gives it). A refused state
+can be left out with ``skip_states``.
 
 A :class:`Place` names a column of a state whose type the data decided
 otherwise (see :class:`~pyref.flink.from_flink.Demotion`); ``demotions`` maps
@@ -326,8 +327,9 @@ def plan_import(sp: FlinkSavepoint, *, ttl: Mapping[str, TtlConfig] | None = Non
 
 def _refuse_in_flight_data(sp: FlinkSavepoint, operators: list[FlinkOperator]) -> None:
     """An import would lose the records an unaligned checkpoint kept in flight: refused, by operator and bytes."""
-    lost = [f"{op.name}{'' if op.name == op.operator_id else f' ({op.operator_id})'}: {data['input_bytes']} bytes of input channels, {data['output_bytes']} "
-            f"bytes of result subpartitions" for op in operators if (data := op.in_flight) is not None]
+    lost = [f"{op.name}{'' if op.name == op.operator_id else f' ({op.operator_id})'}: {data['input_bytes']} bytes "
+            f"of input channels, {data['output_bytes']} bytes of result subpartitions"
+            for op in operators if (data := op.in_flight) is not None]
     if lost:
         raise UnsupportedFormatError(
             "an unaligned checkpoint's in-flight data, records between operators that are part of its exactly-once "

@@ -56,6 +56,7 @@ from ..writer import OperatorWriter, SavepointWriter
 from .from_flink import Demotion, Mapped
 from .import_plan import BroadcastPlan, KeyedPlan, ListPlan, OperatorPlan, Place, TimerPlan, plan_import
 from .keyed import KeyedSubtask
+from .row_keys import row_key_groups
 from .savepoint import METADATA, FlinkSavepoint, _prefix_bytes, timer_types
 from .spans import Spans, constant, join, reversed_fixed, u32_le
 from .state_views import FlinkKeyedStateView, FlinkTimerView
@@ -159,8 +160,6 @@ class OperatorColumns:
         view = self.keyed_view(p, batch)
         if view is None:
             return None
-        if self.plan.row_keys:  # writer-assigned key groups pyref can still check
-            view.check_key_groups(self._label(p.name))
         table = view.to_arrow(raw=True)
         key_groups = table.column("key_group").to_numpy()
         columns = [self._keys(table.column("key").combine_chunks(), key_groups, p.name)]
@@ -177,8 +176,6 @@ class OperatorColumns:
         view = self.timer_view(p, batch)
         if view is None:
             return None
-        if self.plan.row_keys:
-            view.check_key_groups(self._label(p.queue))
         table = view.to_arrow(raw=True)
         key_groups = table.column("key_group").to_numpy()
         columns = [self._keys(table.column("key").combine_chunks(), key_groups, p.queue)]
@@ -189,18 +186,24 @@ class OperatorColumns:
         return columns, key_groups
 
     def _keys(self, keys: pa.BinaryArray, key_groups: np.ndarray, state: str) -> pa.BinaryArray:
-        """The keys as pyref encodes them; with hashed key groups, each one's key group
-        recomputed and compared with the one Flink stored it under."""
+        """The keys as pyref encodes them; with hashed key groups, or Flink SQL keys (writer-assigned
+        but hashed by their bytes), each one's key group recomputed and compared with the one Flink
+        stored it under."""
+        label, max_parallelism = self._label(state), self.plan.flink.max_parallelism
+        shown, expected = keys, None
+        if self.plan.row_keys:  # Flink's bytes, checked before any transcoding
+            expected = row_key_groups(keys, max_parallelism, label)
         encoded = self._column(self.plan.keys(), keys, "", "key")
         if self.plan.hash_type is not None:
-            decoded = self.plan.keys().serializer.decode_array(encoded)
-            expected = compute_key_groups(decoded, self.plan.flink.max_parallelism, self.plan.hash_type)
+            shown = self.plan.keys().serializer.decode_array(encoded)
+            expected = compute_key_groups(shown, max_parallelism, self.plan.hash_type)
+        if expected is not None:
             bad = np.flatnonzero(expected != key_groups)
             if bad.size:
                 i = int(bad[0])
                 raise CorruptSavepointError(
-                    f"key {decoded[i].as_py()!r} is stored in key group {int(key_groups[i])} but hashes to "
-                    f"{int(expected[i])} ({bad.size} rows differ)", state=self._label(state))
+                    f"key {shown[i].as_py()!r} is stored in key group {int(key_groups[i])} but hashes to "
+                    f"{int(expected[i])} ({bad.size} rows differ)", state=label)
         return encoded
 
     def _cells(self, p: KeyedPlan, cells: Spans, where: str) -> pa.BinaryArray:

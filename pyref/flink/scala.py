@@ -107,7 +107,7 @@ _BUILDERS: dict[str, Callable[..., Read]] = {
     "scala-either": lambda t, left, right: _either(left, right),
     "scala-try": lambda t, element, throwable: _try(element, throwable),
     "scala-traversable": _traversable,
-    "scala-enum": lambda t: _enum(t),
+    "scala-enum": _enum,
     "scala-unit": lambda t: _unit,
     "scala-nothing": lambda t: _nothing,
 }

@@ -236,18 +236,19 @@ class _KeyedRowsView(TableView):
             return None
         if not len(self):
             return 0
-        if row_keys:
-            keys = self._columns["key"].to_pylist()
-            expected = row_key_groups(self._columns["key"], self._max_parallelism, state)
+        stored = self._columns["key"]
+        if row_keys:  # hashed by their bytes: only a mismatch's key is converted, to name it
+            expected = row_key_groups(stored, self._max_parallelism, state)
         else:
-            keys = decode_column(self.key_type, self._columns["key"])
+            keys = decode_column(self.key_type, stored)
             expected = compute_key_groups(_key_column(keys, key_type), self._max_parallelism, key_type)
         bad = np.flatnonzero(expected != self._rows.key_groups)
         if len(bad):
             i = int(bad[0])
-            raise CorruptSavepointError(f"key {keys[i]!r} is stored in key group {int(self._rows.key_groups[i])} but "
+            key = stored[i].as_py() if row_keys else keys[i]
+            raise CorruptSavepointError(f"key {key!r} is stored in key group {int(self._rows.key_groups[i])} but "
                                         f"hashes to {int(expected[i])} ({len(bad)} rows differ)", state=state)
-        return len(keys)
+        return len(self)
 
     def _leading(self) -> dict[str, pa.Array]:
         return {"subtask": pa.array(self._rows.subtasks, pa.int32()),
@@ -416,8 +417,7 @@ class FlinkTimerView(_KeyedRowsView):
 
     @cached_property
     def _columns(self) -> dict[str, pa.Array]:
-        return split_timer_keys(self._rows.keys, self._prefix, self.key_type, self.namespace_type,
-                                f"{self.domain} timers of {self.service}")
+        return split_timer_keys(self._rows.keys, self._prefix, self.key_type, self.namespace_type, self.label)
 
     def to_arrow(self, raw: bool = False) -> pa.Table:
         """``subtask``, ``key_group``, ``key``, ``namespace`` (decoded, or with ``raw`` their
