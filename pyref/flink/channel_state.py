@@ -94,14 +94,14 @@ def _read_merged(inp: DataInput, direction: str, what: str) -> ChannelStateHandl
     return ChannelStateHandle(direction, tuple(channels), size, stream, merged=True)
 
 
-def _read_handle(inp: DataInput, direction: str, version: int) -> ChannelStateHandle:
-    what = "input channel" if direction == INPUT else "result subpartition"
+def _read_handle(inp: DataInput, direction: str, what: str, version: int) -> ChannelStateHandle:
     if version >= 6:
         at = inp.pos
         kind = inp.read_ubyte(f"{what} handle type")
-        if _TYPES.get(kind, (None,))[0] != direction:
+        kind_direction, merged = _TYPES.get(kind, (None, False))
+        if kind_direction != direction:
             raise inp.corrupt(f"unknown {what} state handle type {kind}", at, 1)
-        if _TYPES[kind][1]:
+        if merged:
             return _read_merged(inp, direction, what)
     inp.read_int(f"{what} subtask index")
     channel = _read_indices(inp, what)
@@ -114,7 +114,7 @@ def read_channel_state(inp: DataInput, direction: str, version: int) -> tuple[Ch
     (``output``) state handles."""
     what = "input channel" if direction == INPUT else "result subpartition"
     count = inp.read_count(f"{what} state count", _MIN_HANDLE_BYTES)
-    return tuple(_read_handle(inp, direction, version) for _ in range(count))
+    return tuple(_read_handle(inp, direction, what, version) for _ in range(count))
 
 
 def in_flight_summary(handles: tuple[ChannelStateHandle, ...]) -> dict[str, int]:

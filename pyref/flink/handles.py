@@ -398,30 +398,29 @@ class LocalHandleStore(HandleStore):
 
     def _moved(self, location: str, name: str) -> str | None:
         """The file ``name`` in the savepoint directory, where a savepoint that was moved
-        keeps the file an absolute handle names; a link there must not lead out."""
-        if not name:
-            return None
-        path = os.path.realpath(os.path.join(self.directory, name))
-        if not os.path.isfile(path):
-            return None
-        if not self._inside(path):
-            raise CorruptSavepointError(f"state file {location!r}: {name!r} in the savepoint directory is a link "
-                                        "leading out of it", path=self.directory)
-        return path
+        keeps the file an absolute handle names."""
+        return self._file_in(self.directory, "the savepoint directory", location, name)
 
     def _sibling(self, location: str, beside: str, name: str) -> str | None:
         """The file ``name`` of a checkpoint's ``shared`` or ``taskowned`` directory beside the
         checkpoint directory (where an incremental checkpoint's earlier SST files are), moved
-        along with it or not; a link there must not lead out of that directory."""
-        if beside not in CHECKPOINT_SIBLINGS or not name:
+        along with it or not."""
+        if beside not in CHECKPOINT_SIBLINGS:
             return None
         directory = os.path.realpath(os.path.join(os.path.dirname(self.directory), beside))
+        return self._file_in(directory, directory, location, name)
+
+    def _file_in(self, directory: str, where: str, location: str, name: str) -> str | None:
+        """The file ``name`` in ``directory`` (a real path; ``where`` names it in errors), or
+        None; a link there must not lead out of that directory."""
+        if not name:
+            return None
         path = os.path.realpath(os.path.join(directory, name))
         if not os.path.isfile(path):
             return None
         if os.path.commonpath([path, directory]) != directory:
-            raise CorruptSavepointError(f"state file {location!r}: {name!r} in {directory} is a link leading out of "
-                                        "it", path=self.directory)
+            raise CorruptSavepointError(f"state file {location!r}: {name!r} in {where} is a link leading out of it",
+                                        path=self.directory)
         return path
 
     def _inside(self, path: str) -> bool:

@@ -48,8 +48,9 @@ _FLIPPED_TIMESTAMP = struct.Struct(">Q")
 _SIGN = 1 << 63
 #: The smallest timer: a key and a namespace of at least zero bytes, and the long timestamp.
 _TIMER_BYTES = 8
-#: Flink's timer queue names (``InternalTimeServiceManagerImpl``'s prefixes), per domain in stream order.
-DOMAIN_STATES = (("event-time", "_timer_state/event_"), ("processing-time", "_timer_state/processing_"))
+#: Flink's timer queue names (``InternalTimeServiceManagerImpl``'s prefixes): event time, then
+#: processing time, as a service's timers follow each other in the stream.
+QUEUE_PREFIXES = ("_timer_state/event_", "_timer_state/processing_")
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ class RawTimerService:
         timer = timer_serializer(FlinkSerializer(self.key_type.snapshot, self.key_type),
                                  FlinkSerializer(self.namespace_type.snapshot, self.namespace_type), self.name).type
         return [StateMetaInfo(prefix + self.name, "PRIORITY_QUEUE", {}, {"VALUE_SERIALIZER": timer})
-                for _, prefix in DOMAIN_STATES]
+                for prefix in QUEUE_PREFIXES]
 
 
 def _follows_namespace(inp: DataInput) -> bool:
@@ -175,7 +176,7 @@ def read_raw_timers(buffer, start: int, end: int, subtask: int, key_groups: rang
             elif service != services[i]:
                 raise inp.corrupt(f"key group {key_group}: timer service {service.name!r} differs from the one "
                                   f"key group {bounds[0][0]} names there", head_at, inp.pos - head_at)
-            for _, state_prefix in DOMAIN_STATES:
+            for state_prefix in QUEUE_PREFIXES:
                 groups, keys = rows.setdefault(state_prefix + service.name, ([], []))
                 before = len(keys)
                 readers[i].read(inp, prefix, keys)

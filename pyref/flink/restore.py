@@ -92,11 +92,11 @@ def _key_group_bytes(op: FlinkOperator) -> np.ndarray:
     for subtask in op.state.subtasks:
         handle = subtask.managed_keyed_state
         if isinstance(handle, IncrementalHandle):
-            spread = [g for g in handle.key_groups if g < op.max_parallelism]
+            first, stop = handle.first_key_group, min(handle.key_groups.stop, op.max_parallelism)
             sst_bytes = sum(stream.size for _, stream in sst_files(handle))
-            if spread:
-                sizes[spread] += sst_bytes // len(spread)
-                sizes[spread[:sst_bytes % len(spread)]] += 1
+            if first < stop:
+                sizes[first:stop] += sst_bytes // (stop - first)
+                sizes[first:first + sst_bytes % (stop - first)] += 1
             continue
         if not isinstance(handle, KeyGroupsHandle) or handle.stream is None:
             continue

@@ -152,16 +152,16 @@ class FlinkOperator:
     def _keyed_head(self, handle: KeyGroupsHandle | IncrementalHandle) -> KeyedBackendMeta:
         """The key serializer and state meta infos at the head of a subtask's keyed stream
         (of a native-format handle: its meta stream)."""
+        # A meta stream is the head alone; a keyed stream's head ends where its first key group begins.
         if isinstance(handle, IncrementalHandle):
-            assert handle.meta is not None  # _keyed_handle leaves out handles without one
-            buffer, start, end, name = self._savepoint.store.open(handle.meta)
-            return self._once(("keyed", id(handle)), lambda: read_keyed_backend_meta(
-                DataInput(buffer, start, end, path=name), end))
-        assert handle.stream is not None
-        buffer, start, end, name = self._savepoint.store.open(handle.stream)
-        present = [o for o in handle.offsets if o]
+            stream, present = handle.meta, []
+        else:
+            stream, present = handle.stream, [o for o in handle.offsets if o]
+        assert stream is not None  # _keyed_handle leaves out handles without one
+        buffer, start, end, name = self._savepoint.store.open(stream)
+        head_end = start + min(present) if present else end
         return self._once(("keyed", id(handle)), lambda: read_keyed_backend_meta(
-            DataInput(buffer, start, end, path=name), start + (min(present) if present else end - start)))
+            DataInput(buffer, start, end, path=name), head_end))
 
     def _keyed_handle(self, sub) -> KeyGroupsHandle | IncrementalHandle | None:
         """A subtask's keyed state handle, None when it holds none; a refused handle raises."""

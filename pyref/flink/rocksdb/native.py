@@ -66,8 +66,7 @@ def live_rows(files: list[SstFile], key_groups: range, prefix_bytes: int,
     ranges = sorted(r for f in files for r in f.range_deletions)
     active: list[tuple[int, bytes]] = []  # (-sequence, end) of range deletions begun by the current key
     r = 0
-    merged = heapq.merge(*(f.entries() for f in files), key=lambda e: (e[0], -e[1])) if len(files) > 1 \
-        else files[0].entries() if files else iter(())
+    merged = heapq.merge(*(f.entries() for f in files), key=lambda e: (e[0], -e[1]))
     group = -1  # the key group being gathered, and its rows
     keys: list[bytes] = []
     values: list[bytes] = []
@@ -100,9 +99,7 @@ def live_rows(files: list[SstFile], key_groups: range, prefix_bytes: int,
             if keys:
                 yield group, keys, values
             group, keys, values = key_group, [], []
-            if key_group not in key_groups:
-                continue
-        elif not keys and group not in key_groups:
+        if group not in key_groups:
             continue
         keys.append(key)
         values.append(value)
