@@ -37,8 +37,9 @@ from ..redistribution import DistributionMode
 from ..ttl import UPDATE_TYPES, VISIBILITIES, TtlConfig
 from .from_flink import Mapped, key_type, map_type, stores_lengths
 from .handles import DistributionMode as FlinkMode
+from .keyed import TIMER_DOMAINS, TIMER_PREFIX
 from .meta_info import StateMetaInfo
-from .savepoint import TIMER_DOMAINS, TIMER_PREFIX, FlinkOperator, FlinkSavepoint, operator_id_of_uid
+from .savepoint import FlinkOperator, FlinkSavepoint, operator_id_of_uid
 from .serializers import FlinkType
 
 __all__ = ["Place", "KeyedPlan", "TimerPlan", "ListPlan", "BroadcastPlan", "OperatorPlan", "plan_import", "parse_ttl",

@@ -42,6 +42,8 @@ from .meta_info import StateMetaInfo, looks_like_meta_info, read_state_meta_info
 from .serializers import FlinkType, Follow, at_position, read_serializer_snapshot
 
 __all__ = [
+    "TIMER_PREFIX",
+    "TIMER_DOMAINS",
     "KeyedBackendMeta",
     "read_keyed_backend_meta",
     "walk_key_groups",
@@ -55,6 +57,11 @@ __all__ = [
     "iter_keyed_subtask",
     "section_bounds",
 ]
+
+#: Flink's timer queues are priority-queue states named ``_timer_state/`` + a domain prefix +
+#: the timer service (``InternalTimeServiceManagerImpl``), event time first.
+TIMER_PREFIX = "_timer_state/"
+TIMER_DOMAINS = {"event_": "event-time", "processing_": "processing-time"}
 
 KEYED_PROXY_VERSION = 6
 END_OF_KEY_GROUP = 0xFFFF

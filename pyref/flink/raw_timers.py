@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from ..errors import UnsupportedFormatError
 from .datainput import DataInput
-from .keyed import KeyedRows, section_bounds
+from .keyed import TIMER_DOMAINS, TIMER_PREFIX, KeyedRows, section_bounds
 from .meta_info import StateMetaInfo
 from .serializers import FlinkType, looks_like_versioned_snapshot, read_versioned_snapshot
 from .to_flink import FlinkSerializer, timer_serializer
@@ -48,9 +48,9 @@ _FLIPPED_TIMESTAMP = struct.Struct(">Q")
 _SIGN = 1 << 63
 #: The smallest timer: a key and a namespace of at least zero bytes, and the long timestamp.
 _TIMER_BYTES = 8
-#: Flink's timer queue names (``InternalTimeServiceManagerImpl``'s prefixes): event time, then
-#: processing time, as a service's timers follow each other in the stream.
-QUEUE_PREFIXES = ("_timer_state/event_", "_timer_state/processing_")
+#: Flink's timer queue name prefixes: event time, then processing time, as a service's timers
+#: follow each other in the stream.
+QUEUE_PREFIXES = tuple(TIMER_PREFIX + domain for domain in TIMER_DOMAINS)
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,15 @@ from .datainput import DataInput
 from .handles import DistributionMode, IncrementalHandle, KeyGroupsHandle, RefusedHandle, StreamHandle, open_handle_store
 from .heap import HEAP, SAVEPOINT_FORMAT, iter_heap_subtask, keyed_layout
 from .rocksdb.native import ROCKSDB_NATIVE, iter_native_subtask
-from .keyed import KeyedBackendMeta, KeyedRows, KeyedSubtask, iter_keyed_subtask, read_keyed_backend_meta
+from .keyed import (
+    TIMER_DOMAINS,
+    TIMER_PREFIX,
+    KeyedBackendMeta,
+    KeyedRows,
+    KeyedSubtask,
+    iter_keyed_subtask,
+    read_keyed_backend_meta,
+)
 from .meta_info import StateMetaInfo
 from .metadata import CheckpointMetadata, OperatorState, parse_metadata
 from .operator_state import OperatorStream, read_operator_stream
@@ -60,8 +68,6 @@ __all__ = ["FlinkSavepoint", "FlinkOperator", "operator_id_of_uid"]
 
 T = TypeVar("T")
 
-TIMER_PREFIX = "_timer_state/"
-TIMER_DOMAINS = {"event_": "event-time", "processing_": "processing-time"}
 
 
 def operator_id_of_uid(uid: str) -> str:

@@ -56,7 +56,8 @@ from ..flink.importer import (
     check_import_target,
     map_value_serializer,
 )
-from ..flink.savepoint import TIMER_DOMAINS, TIMER_PREFIX, FlinkSavepoint, flink_directory, timer_domain
+from ..flink.keyed import TIMER_DOMAINS, TIMER_PREFIX
+from ..flink.savepoint import FlinkSavepoint, flink_directory, timer_domain
 from ..io import open_io
 from ..serializers import Int64, ListOf
 from ..ttl import TtlConfig, TtlValue, split_timestamps

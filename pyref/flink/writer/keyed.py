@@ -45,6 +45,7 @@ from ...serializers.base import binary_input, binary_parts, fixed_width_values
 from ...timers import TimerServiceView
 from ...ttl import split_timestamps
 from ..columns import gather_spans
+from ..keyed import TIMER_PREFIX
 from ..rows import Part, be_bytes, constant, from_bytes, join_rows, lengths, variable_ints, with_empty_rows
 from ..to_flink import (
     VOID_NAMESPACE,
@@ -58,11 +59,10 @@ from ..to_flink import (
 from ..transcode import split_nullable, transcoder
 from .meta_info import keyed_meta_info, timer_meta_info
 
-__all__ = ["KeyedExport", "TIMER_STATE_PREFIX"]
+__all__ = ["KeyedExport"]
 
 PROXY_VERSION = 6
 END_OF_KEY_GROUP = b"\xff\xff"
-TIMER_STATE_PREFIX = "_timer_state/"
 _DOMAIN_PREFIX = {"event_time": "event_", "processing_time": "processing_"}
 _FLINK_KINDS = {"value": "VALUE", "list": "LIST", "map": "MAP", "reducing": "REDUCING", "aggregating": "AGGREGATING"}
 #: Raw chunk bytes of the key groups read and transcoded at once.
@@ -281,7 +281,7 @@ class _TimerQueue(_State):
     def __init__(self, view: TimerServiceView, prefix_bytes: int, key: FlinkSerializer, key_source: Serializer,
                  release: tuple[int, int]) -> None:
         self.view, where = view, view.label
-        self.name = TIMER_STATE_PREFIX + _DOMAIN_PREFIX[view.domain] + view.name
+        self.name = TIMER_PREFIX + _DOMAIN_PREFIX[view.domain] + view.name
         self.namespaced = view.namespace_serializer is not None
         namespace = (flink_serializer(view.proto.namespace_serializer, where, release=release) if self.namespaced
                      else VOID_NAMESPACE)
@@ -323,9 +323,9 @@ class KeyedExport:
             for name in op.keyed_state_names]
         self.states += [_TimerQueue(view, self.prefix_bytes, key, key_source, release) for view in op.timer_services]
         for state in self.states:
-            if isinstance(state, _KeyedState) and state.name.startswith(TIMER_STATE_PREFIX):
+            if isinstance(state, _KeyedState) and state.name.startswith(TIMER_PREFIX):
                 raise UnsupportedFormatError(f"a keyed state named {state.name!r}: Flink keeps its timers under "
-                                             f"names starting {TIMER_STATE_PREFIX!r}", state=state.where)
+                                             f"names starting {TIMER_PREFIX!r}", state=state.where)
         self.proxy = (struct.pack(">i?", PROXY_VERSION, False) + key.proxied + struct.pack(">h", len(self.states))
                       + b"".join(s.meta for s in self.states))
 
