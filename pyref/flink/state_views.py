@@ -82,6 +82,24 @@ def _plain(value: Any, type_: FlinkType) -> Any:
     return value
 
 
+def _in_value_order(type_: pa.DataType, values: list[Any]) -> pa.DataType:
+    """``type_``, as pyarrow inferred it from ``values``, with each struct's fields in the order
+    of the values' keys (a POJO's declared order, a window's start before end): pyarrow before
+    15 infers them sorted by name."""
+    if pa.types.is_struct(type_):
+        first = next((v for v in values if isinstance(v, dict)), None)
+        names = list(first) if first is not None and len(first) == type_.num_fields else [f.name for f in type_]
+        fields = []
+        for name in names:
+            field = type_.field(name)
+            kids = [v.get(name) for v in values if isinstance(v, dict)] if pa.types.is_nested(field.type) else []
+            fields.append(pa.field(name, _in_value_order(field.type, kids), field.nullable, field.metadata))
+        return pa.struct(fields)
+    if pa.types.is_list(type_):
+        return pa.list_(_in_value_order(type_.value_type, [e for v in values if isinstance(v, list) for e in v]))
+    return type_
+
+
 def _column(name: str, values: list[Any], stored: pa.Array, type_: FlinkType,
             lists: bool = False) -> tuple[pa.Field, pa.Array]:
     """A column of values decoded as ``type_`` (``lists``: lists of them, a LIST state's);
@@ -91,8 +109,11 @@ def _column(name: str, values: list[Any], stored: pa.Array, type_: FlinkType,
         return pa.field(name, pa.null()), pa.nulls(0)
     if values != stored.to_pylist():
         try:
-            array = pa.array([[_plain(e, type_) for e in v] if lists and isinstance(v, list) else _plain(v, type_)
-                              for v in values])
+            plain = [[_plain(e, type_) for e in v] if lists and isinstance(v, list) else _plain(v, type_)
+                     for v in values]
+            array = pa.array(plain)
+            if (ordered := _in_value_order(array.type, plain)) != array.type:
+                array = pa.array(plain, ordered)
             return pa.field(name, array.type), array
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
             pass  # a GlobalWindow, a Map of mixed key types...

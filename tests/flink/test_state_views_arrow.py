@@ -47,9 +47,6 @@ def test_keyed_value_list_map_and_ttl_states_decode():
         table = blob.to_arrow()
         assert flink_bytes(table) == {"value": "kryo:org.pyref.flink.LegacyBlob"}
         assert table.column("value") == blob.to_arrow(raw=True).column("value")
-        frame = op.keyed_state("history").to_pandas()
-        assert list(frame.columns) == ["subtask", "key_group", "key", "value"]
-        assert {k: list(v) for k, v in zip(frame["key"], frame["value"])} == dict(op.keyed_state("history").items())
 
 
 def test_windows_timers_list_and_broadcast_state_decode():
@@ -75,4 +72,15 @@ def test_windows_timers_list_and_broadcast_state_decode():
         assert table.column("key").type == pa.string() and table.column("value").type == pa.int64()
         assert dict(zip(table.column("key").to_pylist()[:len(rules.items())], table.column("value").to_pylist())) == \
             rules.to_dict()
-        assert rules.to_pandas().shape == (table.num_rows, 3)
+
+
+def test_to_pandas_is_the_decoded_table():
+    pytest.importorskip("pandas")  # optional: the quick tier runs without it
+    with FlinkSavepoint.open(KEYED) as sp:
+        history = sp.operator("keyed-kinds").keyed_state("history")
+        frame = history.to_pandas()
+        assert list(frame.columns) == ["subtask", "key_group", "key", "value"]
+        assert {k: list(v) for k, v in zip(frame["key"], frame["value"])} == dict(history.items())
+    with FlinkSavepoint.open(OPERATOR_STATE) as sp:
+        rules = sp.operator("list-states").broadcast_state("op-broadcast")
+        assert rules.to_pandas().shape == (rules.to_arrow().num_rows, 3)
