@@ -199,12 +199,19 @@ class BlockWalker:
                 return (pos + np.arange(count, dtype=np.int64) * width)[:, None], end, None
             marks: list[int] = []
             append = marks.append
-            for _ in range(count):
-                for advance in advances:
+            if len(advances) == 1:  # one string per entry (most keyed state): no inner loop
+                advance = advances[0]
+                for _ in range(count):
                     append(pos)
                     pos += advance
-                    pos += data[pos]
-                pos += tail
+                    pos += data[pos] + tail
+            else:
+                for _ in range(count):
+                    for advance in advances:
+                        append(pos)
+                        pos += advance
+                        pos += data[pos]
+                    pos += tail
             append(pos)
             flat = np.array(marks, np.int64)
             k = len(advances)
