@@ -11,6 +11,8 @@ serializer writes it (a LIST state's whole list, a MAP state's whole map); for a
 priority queue (timers) the elements. Nothing carries a length: an entry is found
 by stepping over each value with its type's codec, so a state whose values have no
 stored length (Kryo, a user's serializer) cannot be read, nor the states after it.
+Blocks of the common types are walked arithmetically instead (:mod:`pyref.flink.heap_walk`),
+falling back to the per-entry read, and its errors, when the bytes are not as assumed.
 
 Each entry becomes the RocksDB-format rows of :mod:`pyref.flink.keyed` (key-group
 prefix, key, namespace [and user key]; LIST elements joined by ``,``; one MAP row per
