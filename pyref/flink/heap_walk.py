@@ -50,6 +50,9 @@ class _Fixed:
 
 _STRING = "string"  # a StringValue of ASCII chars and a one-byte length
 _Part = _Fixed | str
+#: Each entry's columns, where the block ends and, for LIST and MAP, where each entry's length
+#: is and where each map entry starts.
+_Walked = tuple[np.ndarray, int, tuple[np.ndarray, np.ndarray] | None]
 
 
 def _parts(type_: FlinkType) -> list[_Part] | None:
@@ -171,7 +174,9 @@ class BlockWalker:
                 if self.head.advances else np.zeros(0, np.int64)):
             return None
         prefix = key_group.to_bytes(prefix_bytes, "big")
-        edges = [columns[:, c] + o for c, o in self.head.edges]
+        # The rows are cut from the block's own bytes: a join copies its parts' buffers.
+        src = src[first:end]
+        edges = [columns[:, c] + (o - first) for c, o in self.head.edges]
         if self.kind == "TIMERS":
             element = Spans(src, edges[0], edges[1] - edges[0])
             return join(constant(prefix, count, prefix_bytes), element), constant(b"", count, 0).column(), end
@@ -180,7 +185,9 @@ class BlockWalker:
         if self.kind == "VALUE":
             value = Spans(src, edges[2], edges[3] - edges[2])
             return join(constant(prefix, count, prefix_bytes), key, namespace), value.column(), end
-        made = self._list_rows(src, extra) if self.kind == "LIST" else self._map_rows(src, extra)
+        assert extra is not None
+        at, user = extra[0] - first, extra[1] - first
+        made = self._list_rows(src, at) if self.kind == "LIST" else self._map_rows(src, at, user)
         if made is None:
             return None
         owners, user_key, value = made
@@ -189,7 +196,7 @@ class BlockWalker:
 
     # -- walks: where every entry's columns are -------------------------------------------
 
-    def _walk(self, data: bytes, pos: int, stop: int, count: int) -> tuple[np.ndarray, int, object] | None:
+    def _walk(self, data: bytes, pos: int, stop: int, count: int) -> _Walked | None:
         head = self.head
         advances, tail = head.advances, head.tail
         if self.kind in ("VALUE", "TIMERS"):
@@ -222,7 +229,7 @@ class BlockWalker:
         return self._walk_collections(data, pos, stop, count)
 
     def _walk_collections(self, data: bytes, pos: int, stop: int,
-                          count: int) -> tuple[np.ndarray, int, object] | None:
+                          count: int) -> _Walked | None:
         """LIST and MAP entries: the head, then an int length and the elements."""
         head = self.head
         advances, tail = head.advances, head.tail
@@ -274,10 +281,10 @@ class BlockWalker:
 
     # -- LIST and MAP rows --------------------------------------------------------------------
 
-    def _list_rows(self, src: np.ndarray, extra: object) -> tuple[np.ndarray, None, pa.BinaryArray] | None:
-        """One row per non-empty list: its elements joined by ``,`` (as RocksDB's list state keeps them)."""
-        assert self.element is not None and isinstance(extra, tuple)
-        at, _ = extra
+    def _list_rows(self, src: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, None, pa.BinaryArray] | None:
+        """One row per non-empty list (its length at ``at``): its elements joined by ``,`` (as
+        RocksDB's list state keeps them)."""
+        assert self.element is not None
         sizes = _big_endian_ints(src, at)
         if np.any(sizes < 0):
             return None
@@ -301,10 +308,11 @@ class BlockWalker:
                                                                    pa.py_buffer(data)])
         return owners, None, values
 
-    def _map_rows(self, src: np.ndarray, extra: object) -> tuple[np.ndarray, Spans, pa.BinaryArray] | None:
-        """One row per map entry: the user key after the composite key; the null flag and the value."""
-        assert self.map_parts is not None and isinstance(extra, tuple)
-        at, starts = extra
+    def _map_rows(self, src: np.ndarray, at: np.ndarray,
+                  starts: np.ndarray) -> tuple[np.ndarray, Spans, pa.BinaryArray] | None:
+        """One row per map entry (map sizes at ``at``, entries at ``starts``): the user key after the
+        composite key; the null flag and the value."""
+        assert self.map_parts is not None
         sizes = _big_endian_ints(src, at)
         key_part, value_part = self.map_parts
         key_lengths = _part_lengths(src, starts, key_part)
