@@ -21,6 +21,7 @@ block's entry count is at most its bytes, a map's size at most the bytes left.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -123,17 +124,66 @@ class _Head:
         return None if self.advances else self.tail
 
 
-def _ascii_strings(src: np.ndarray, at: np.ndarray) -> bool:
-    """Are the StringValues at ``at`` one length byte (1..127: length + 1) and ASCII chars?"""
+class _NotAssumed(Exception):
+    """The bytes are not as the walk assumes: the per-entry path reads the block."""
+
+
+def _string_end(data: bytes, pos: int) -> int:
+    """Where the StringValue at ``pos`` ends if its chars are ASCII: its length + 1 as a varint
+    (at most 5 bytes, as :meth:`DataInput.read_varint`), then one byte per char."""
+    value = shift = 0
+    at = pos
+    while True:
+        b = data[at]
+        at += 1
+        value |= (b & 0x7F) << shift
+        if b < _ASCII_LIMIT:
+            return at + value - 1
+        shift += 7
+        if shift > 28:
+            raise _NotAssumed
+
+
+def _string_widths(src: np.ndarray, at: np.ndarray) -> np.ndarray | None:
+    """The bytes of each StringValue at ``at`` (:func:`_string_end`), or None when one is null,
+    longer than its bytes or not ASCII."""
+    value = np.zeros(len(at), np.int64)
+    header = np.zeros(len(at), np.int64)
+    open_ = np.ones(len(at), bool)  # still in the varint
+    for i in range(5):
+        if not open_.any():
+            break
+        where = at + i
+        if int(where[open_].max()) >= len(src):
+            return None
+        b = np.where(open_, src[np.minimum(where, len(src) - 1)], 0).astype(np.int64)
+        value |= (b & 0x7F) << (7 * i)
+        ended = open_ & (b < _ASCII_LIMIT)
+        header[ended] = i + 1
+        open_ &= ~ended
+    if open_.any() or (len(at) and value.min() < 1):
+        return None
+    starts, ends = at + header, at + header + value - 1
     if not len(at):
-        return True
-    lengths = src[at].astype(np.int64)
-    if lengths.min() < 1 or lengths.max() >= _ASCII_LIMIT:
-        return False
-    low, high = int(at.min()), int((at + lengths).max())
+        return header
+    low, high = int(starts.min()), int(ends.max())
+    if high > len(src):
+        return None
     above = np.zeros(high - low + 1, np.int32)  # above[i]: bytes >= 0x80 in src[low:low + i]
     np.cumsum(src[low:high] >= _ASCII_LIMIT, out=above[1:])
-    return not np.any(above[at + lengths - low] - above[at + 1 - low])
+    if np.any(above[ends - low] - above[starts - low]):
+        return None
+    return ends - at
+
+
+def _head_end(data: bytes, pos: int, advances: list[int], append: Callable[[int], None]) -> int:
+    """Steps over an entry's head: each step's fixed bytes and string, noting where each starts."""
+    for advance in advances:
+        append(pos)
+        pos += advance
+        b = data[pos]
+        pos = pos + b if b < _ASCII_LIMIT else _string_end(data, pos)
+    return pos
 
 
 def _checked(src: np.ndarray, columns: np.ndarray, checks: list[tuple[int, int, int]]) -> bool:
@@ -164,14 +214,13 @@ class BlockWalker:
         src = np.frombuffer(data, np.uint8)
         try:
             walked = self._walk(data, first, stop, count)
-        except (IndexError, struct.error):  # stepped past the bytes: not what was assumed
+        except (IndexError, struct.error, _NotAssumed):  # e.g. stepped past the bytes
             return None
         if walked is None:
             return None
         columns, end, extra = walked
-        if end > stop or not _checked(src, columns, self.head.checks) or not _ascii_strings(
-                src, np.concatenate([columns[:, j] + a for j, a in enumerate(self.head.advances)])
-                if self.head.advances else np.zeros(0, np.int64)):
+        if end > stop or not _checked(src, columns, self.head.checks) or any(
+                _string_widths(src, columns[:, j] + a) is None for j, a in enumerate(self.head.advances)):
             return None
         prefix = key_group.to_bytes(prefix_bytes, "big")
         # The rows are cut from the block's own bytes: a join copies its parts' buffers.
@@ -206,19 +255,16 @@ class BlockWalker:
                 return (pos + np.arange(count, dtype=np.int64) * width)[:, None], end, None
             marks: list[int] = []
             append = marks.append
-            if len(advances) == 1:  # one string per entry (most keyed state): no inner loop
+            if len(advances) == 1:  # one string per entry (most keyed state): no call per entry
                 advance = advances[0]
                 for _ in range(count):
                     append(pos)
                     pos += advance
-                    pos += data[pos] + tail
+                    b = data[pos]
+                    pos = (pos + b if b < _ASCII_LIMIT else _string_end(data, pos)) + tail
             else:
                 for _ in range(count):
-                    for advance in advances:
-                        append(pos)
-                        pos += advance
-                        pos += data[pos]
-                    pos += tail
+                    pos = _head_end(data, pos, advances, append) + tail
             append(pos)
             flat = np.array(marks, np.int64)
             k = len(advances)
@@ -241,11 +287,7 @@ class BlockWalker:
             assert self.element is not None
             width = self.element.width
             for _ in range(count):
-                for advance in advances:
-                    append(pos)
-                    pos += advance
-                    pos += data[pos]
-                pos += tail
+                pos = _head_end(data, pos, advances, append) + tail
                 append(pos)
                 size = _INT.unpack_from(data, pos)[0]
                 if size < 0:
@@ -258,11 +300,7 @@ class BlockWalker:
             value_width = value_part.width if isinstance(value_part, _Fixed) else 0
             add_user = user.append
             for _ in range(count):
-                for advance in advances:
-                    append(pos)
-                    pos += advance
-                    pos += data[pos]
-                pos += tail
+                pos = _head_end(data, pos, advances, append) + tail
                 append(pos)
                 size = _INT.unpack_from(data, pos)[0]
                 pos += 4
@@ -270,10 +308,10 @@ class BlockWalker:
                     return None
                 for _ in range(size):
                     add_user(pos)
-                    pos += key_width or data[pos]
+                    pos = pos + key_width if key_width else _string_end(data, pos)
                     pos += 1
                     if not data[pos - 1]:
-                        pos += value_width or data[pos]
+                        pos = pos + value_width if value_width else _string_end(data, pos)
         flat = np.array(marks, np.int64).reshape(count, k + 1)
         columns = flat.copy()
         columns[:, k] = flat[:, k] - tail
@@ -343,9 +381,7 @@ def _part_lengths(src: np.ndarray, at: np.ndarray, part: _Part) -> np.ndarray | 
         if not all(np.all(src[at + o] == b) for o, b in part.checks):
             return None
         return np.full(len(at), part.width, np.int64)
-    if not _ascii_strings(src, at):
-        return None
-    return src[at].astype(np.int64)
+    return _string_widths(src, at)
 
 
 def _single(parts: list[_Part] | None) -> _Part | None:

@@ -105,7 +105,7 @@ def _block(entry, n: int = N) -> bytes:
 
 
 #: name -> (state, key type, block, walked): each shape walks; a value the walk does not assume
-#: (null, non-ASCII or long strings, a POJO's null field or subclass) sends its block per entry.
+#: (a null or non-ASCII string, a POJO's null field or subclass) sends its block per entry.
 SHAPES = {
     "string key, Long value": (_state("VALUE", LONG), STRING, _block(lambda i: b"\x00" + _key(i) + _i64(i)), True),
     "Long key, POJO value": (_state("VALUE", POJO), LONG, _block(lambda i: b"\x00" + _i64(i) + _pojo(i)), True),
@@ -130,8 +130,10 @@ SHAPES = {
                       _block(lambda i: b"\x00" + _i64(i) + (b"\x00" if i == 7 else _key(i))), False),
     "a non-ASCII String": (_state("VALUE", LONG), STRING,
                            _block(lambda i: b"\x00" + string_value("k\u00e9" if i == 3 else f"k{i}") + _i64(i)), False),
-    "a String of 200 chars": (_state("VALUE", LONG), STRING,
-                              _block(lambda i: b"\x00" + string_value("x" * (200 if i == 5 else 3)) + _i64(i)), False),
+    "Strings of 200 and 20000 chars": (_state("VALUE", LONG), STRING, _block(
+        lambda i: b"\x00" + string_value("x" * {5: 200, 6: 20000}.get(i, 3)) + _i64(i)), True),
+    "a MAP of long Strings": (_state("MAP", _t("map", STRING, STRING)), LONG, _block(
+        lambda i: b"\x00" + _i64(i) + _i32(1) + string_value("k" * 300) + b"\x00" + string_value("v" * 150 * i)), True),
     "a POJO's null field": (_state("VALUE", POJO), LONG,
                             _block(lambda i: b"\x00" + _i64(i) + (b"\x02\x01\x00" + _i32(1) + b"\x00" + _i64(1)
                                                                   if i == 9 else _pojo(i))), False),
