@@ -3,16 +3,17 @@
 The heap backend writes a state's entries back to back with no lengths (:mod:`pyref.flink.heap`),
 so each must be stepped over. For the types most state holds that step is arithmetic on the
 bytes: a fixed-width value (numbers, a TimeWindow, a Tuple of fixed fields) is its width; a POJO
-of fixed fields is a fixed width once its flags byte (2: exactly the POJO's class) and each field's
-null flag (0) are as expected; a Flink ``String`` whose ``StringValue`` length (length + 1) fits in
-one varint byte and whose chars are ASCII (each one byte) takes exactly that byte's value in
-bytes. An entry's layout is a list of such parts: a block of entries without strings is one
-numpy reshape, one with strings a small Python loop recording where each string starts, and the
-rows are cut out of the block's bytes as Arrow columns (:mod:`pyref.flink.spans`).
+is its flags byte (2: exactly the POJO's class) and each field's null flag (0) around its fields;
+a Flink ``String`` whose chars are ASCII (each one byte) is its varint length (length + 1) and
+that many bytes less one. A value's layout is a list of such parts (Tuples, TTL values and timers
+chain their fields'): a block of entries without strings is one numpy reshape, one with strings
+a small Python loop noting where each string starts (and, for LIST and MAP, each element's or
+map entry's), and the rows are cut out of the block's bytes as Arrow columns
+(:mod:`pyref.flink.spans`).
 
-The walk assumes first and checks after, all at once: every string's length byte is 1..127 and its
-chars ASCII, every POJO flag as assumed, every LIST length >= 0, every MAP null flag 0 or 1, the
-block inside its key group. When anything does not hold (a null or non-ASCII string, a POJO
+The walk assumes first and checks after, all at once: every string's length >= 0 and its chars
+ASCII, every POJO flag as assumed, every MAP null flag 0 or 1, the block inside its key group
+(LIST and MAP lengths are checked as they are read: >= 0 and at most the bytes left). When anything does not hold (a null or non-ASCII string, a POJO
 subclass, hostile bytes) the walk gives up and the block is read by the per-entry path, whose
 rows are the same and whose errors name the first bad byte. Work stays bounded by the bytes: a
 block's entry count is at most its bytes, a map's size at most the bytes left.
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -51,9 +52,6 @@ class _Fixed:
 
 _STRING = "string"  # a StringValue of ASCII chars and a one-byte length
 _Part = _Fixed | str
-#: Each entry's columns, where the block ends and, for LIST and MAP, where each entry's length
-#: is and where each map entry starts.
-_Walked = tuple[np.ndarray, int, tuple[np.ndarray, np.ndarray] | None]
 
 
 def _parts(type_: FlinkType) -> list[_Part] | None:
@@ -96,11 +94,11 @@ def _merged(parts: list[_Part]) -> list[_Part]:
     return out
 
 
-class _Head:
-    """The segments (namespace, key[, value]) an entry starts with, as steps: each step a fixed
-    advance then a string. Column ``j`` of an entry is where step ``j`` starts; column ``K``
-    (K steps) where the fixed bytes after the last string start. Every segment edge is a
-    column plus an offset."""
+class _Layout:
+    """Segments (an entry's namespace, key[, value]; a list element; a map key or value) as
+    steps, each some fixed bytes then a string. Column ``j`` of a value is where step ``j``
+    starts; column ``K`` (K steps) where the fixed bytes after the last string start, the value's
+    end less ``tail``. Every segment edge is a column plus an offset."""
 
     def __init__(self, segments: list[list[_Part]]) -> None:
         self.advances: list[int] = []
@@ -120,8 +118,21 @@ class _Head:
 
     @property
     def width(self) -> int | None:
-        """The entry head's width when it holds no string."""
+        """The width of every value when it holds no string."""
         return None if self.advances else self.tail
+
+    def columns(self, marks: list[int], ends: np.ndarray) -> np.ndarray:
+        """The columns of values ending at ``ends`` from the step starts a walk noted."""
+        k = len(self.advances)
+        columns = np.empty((len(ends), k + 1), np.int64)
+        columns[:, :k] = np.array(marks, np.int64).reshape(len(ends), k)
+        columns[:, k] = ends - self.tail
+        return columns
+
+    def holds(self, src: np.ndarray, columns: np.ndarray) -> bool:
+        """Are the values at ``columns`` as assumed: every check, every string ASCII?"""
+        return all(np.all(src[columns[:, c] + o] == b) for c, o, b in self.checks) and all(
+            _string_widths(src, columns[:, j] + a) is not None for j, a in enumerate(self.advances))
 
 
 class _NotAssumed(Exception):
@@ -176,8 +187,8 @@ def _string_widths(src: np.ndarray, at: np.ndarray) -> np.ndarray | None:
     return ends - at
 
 
-def _head_end(data: bytes, pos: int, advances: list[int], append: Callable[[int], None]) -> int:
-    """Steps over an entry's head: each step's fixed bytes and string, noting where each starts."""
+def _steps_end(data: bytes, pos: int, advances: list[int], append: Callable[[int], None]) -> int:
+    """Steps over a layout's steps from ``pos``: each one's fixed bytes and string, noting where each starts."""
     for advance in advances:
         append(pos)
         pos += advance
@@ -186,22 +197,41 @@ def _head_end(data: bytes, pos: int, advances: list[int], append: Callable[[int]
     return pos
 
 
-def _checked(src: np.ndarray, columns: np.ndarray, checks: list[tuple[int, int, int]]) -> bool:
-    return all(np.all(src[columns[:, c] + o] == b) for c, o, b in checks)
+def _group_ends(starts: np.ndarray, sizes: np.ndarray, group_ends: np.ndarray) -> np.ndarray:
+    """The end of each of back-to-back values grouped ``sizes`` a group (a list's elements, a
+    map's entries): the next one's start, and its group's end for a group's last."""
+    ends = np.empty_like(starts)
+    ends[:-1] = starts[1:]
+    held = sizes > 0
+    ends[np.cumsum(sizes)[held] - 1] = group_ends[held]
+    return ends
+
+
+@dataclass
+class _Walk:
+    """Where a walk found things: each entry's head steps, where each entry's LIST or MAP length
+    is, each list element's or map key's steps, each map entry's start and null flag, each
+    present map value's steps; and where the block ends."""
+
+    heads: list[int] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    inner: list[int] = field(default_factory=list)
+    entries: list[int] = field(default_factory=list)
+    flags: list[int] = field(default_factory=list)
+    values: list[int] = field(default_factory=list)
+    end: int = 0
 
 
 class BlockWalker:
     """Rows of one state's block of a key group (int count, entries) without a per-entry
     decode: :meth:`rows` gives (keys, values, end) or None when the per-entry path must read it."""
 
-    def __init__(self, kind: str, namespace: list[_Part], key: list[_Part], value: list[_Part] | None,
-                 element: _Fixed | None, map_parts: tuple[_Part, _Part] | None) -> None:
-        self.kind = kind
-        # A timer's row is its element alone: the element is the one segment.
-        self.head = _Head([value] if value is not None and kind == "TIMERS" else
-                          [namespace, key] + ([value] if value is not None else []))
-        self.element = element
-        self.map_parts = map_parts
+    def __init__(self, kind: str, head: _Layout, inner: _Layout | None = None,
+                 map_value: _Layout | None = None) -> None:
+        self.kind = kind  # VALUE (one value per entry), TIMERS, LIST or MAP
+        self.head = head  # namespace, key[, value]; a timer
+        self.inner = inner  # a LIST's element, a MAP's user key
+        self.map_value = map_value
 
     def rows(self, data: bytes, pos: int, stop: int, key_group: int,
              prefix_bytes: int) -> tuple[pa.BinaryArray, pa.BinaryArray, int] | None:
@@ -211,181 +241,162 @@ class BlockWalker:
         first = pos + 4
         if not _MIN_ENTRIES <= count <= stop - first:
             return None
-        src = np.frombuffer(data, np.uint8)
         try:
-            walked = self._walk(data, first, stop, count)
+            walk = self._walk(data, first, stop, count)
         except (IndexError, struct.error, _NotAssumed):  # e.g. stepped past the bytes
             return None
-        if walked is None:
+        if walk is None or walk.end > stop:
             return None
-        columns, end, extra = walked
-        if end > stop or not _checked(src, columns, self.head.checks) or any(
-                _string_widths(src, columns[:, j] + a) is None for j, a in enumerate(self.head.advances)):
+        src = np.frombuffer(data, np.uint8)
+        head = self.head
+        if self.kind in ("VALUE", "TIMERS"):
+            if head.width is not None:
+                starts = first + np.arange(count, dtype=np.int64) * head.width
+            else:
+                starts = np.array(walk.heads[::len(head.advances)], np.int64)
+            head_columns = head.columns(walk.heads, np.append(starts[1:], walk.end))
+        else:
+            head_columns = head.columns(walk.heads, np.array(walk.lengths, np.int64))
+        if not head.holds(src, head_columns):
             return None
-        prefix = key_group.to_bytes(prefix_bytes, "big")
         # The rows are cut from the block's own bytes: a join copies its parts' buffers.
-        src = src[first:end]
-        edges = [columns[:, c] + (o - first) for c, o in self.head.edges]
+        block = src[first:walk.end]
+        edges = [head_columns[:, c] + (o - first) for c, o in head.edges]
+
+        def spans(i: int, owners: np.ndarray | slice = slice(None)) -> Spans:
+            return Spans(block, edges[i][owners], edges[i + 1][owners] - edges[i][owners])
+
+        prefix = key_group.to_bytes(prefix_bytes, "big")
         if self.kind == "TIMERS":
-            element = Spans(src, edges[0], edges[1] - edges[0])
-            return join(constant(prefix, count, prefix_bytes), element), constant(b"", count, 0).column(), end
-        namespace = Spans(src, edges[0], edges[1] - edges[0])
-        key = Spans(src, edges[1], edges[2] - edges[1])
+            return join(constant(prefix, count, prefix_bytes), spans(0)), constant(b"", count, 0).column(), walk.end
         if self.kind == "VALUE":
-            value = Spans(src, edges[2], edges[3] - edges[2])
-            return join(constant(prefix, count, prefix_bytes), key, namespace), value.column(), end
-        assert extra is not None
-        at, user = extra[0] - first, extra[1] - first
-        made = self._list_rows(src, at) if self.kind == "LIST" else self._map_rows(src, at, user)
+            return join(constant(prefix, count, prefix_bytes), spans(1), spans(0)), spans(2).column(), walk.end
+        lengths = np.array(walk.lengths, np.int64)
+        sizes = _big_endian_ints(src, lengths)
+        entry_ends = np.append(head_columns[1:, 0], walk.end)
+        made = (self._list_rows(src, walk, lengths + 4, sizes, entry_ends) if self.kind == "LIST"
+                else self._map_rows(src, walk, sizes, entry_ends))
         if made is None:
             return None
-        owners, user_key, value = made
-        parts = [constant(prefix, len(owners), prefix_bytes), key.take(owners), namespace.take(owners)]
-        return join(*parts, *([user_key] if user_key is not None else [])), value, end
+        owners, user_key, values = made
+        keys = [constant(prefix, len(owners), prefix_bytes), spans(1, owners), spans(0, owners)]
+        if user_key is not None:
+            keys.append(Spans(block, user_key.starts - first, user_key.lengths))
+        return join(*keys), values, walk.end
 
-    # -- walks: where every entry's columns are -------------------------------------------
-
-    def _walk(self, data: bytes, pos: int, stop: int, count: int) -> _Walked | None:
+    def _walk(self, data: bytes, pos: int, stop: int, count: int) -> _Walk | None:
+        walk = _Walk()
         head = self.head
         advances, tail = head.advances, head.tail
+        append = walk.heads.append
         if self.kind in ("VALUE", "TIMERS"):
-            width = head.width
-            if width is not None:  # every entry the same width: no walk
-                end = pos + count * width
-                return (pos + np.arange(count, dtype=np.int64) * width)[:, None], end, None
-            marks: list[int] = []
-            append = marks.append
-            if len(advances) == 1:  # one string per entry (most keyed state): no call per entry
+            if head.width is not None:  # every entry the same width: no walk
+                walk.end = pos + count * head.width
+            elif len(advances) == 1:  # one string per entry (most keyed state): no call per entry
                 advance = advances[0]
                 for _ in range(count):
                     append(pos)
                     pos += advance
                     b = data[pos]
                     pos = (pos + b if b < _ASCII_LIMIT else _string_end(data, pos)) + tail
+                walk.end = pos
             else:
                 for _ in range(count):
-                    pos = _head_end(data, pos, advances, append) + tail
-            append(pos)
-            flat = np.array(marks, np.int64)
-            k = len(advances)
-            columns = np.empty((count, k + 1), np.int64)
-            columns[:, :k] = flat[:-1].reshape(count, k)
-            columns[:, k] = flat[k::k] - tail
-            return columns, pos, None
-        return self._walk_collections(data, pos, stop, count)
-
-    def _walk_collections(self, data: bytes, pos: int, stop: int,
-                          count: int) -> _Walked | None:
-        """LIST and MAP entries: the head, then an int length and the elements."""
-        head = self.head
-        advances, tail = head.advances, head.tail
-        k = len(advances)
-        marks: list[int] = []  # per entry: each step's start, then where its length is
-        append = marks.append
-        user: list[int] = []  # MAP: where each map entry starts
+                    pos = _steps_end(data, pos, advances, append) + tail
+                walk.end = pos
+            return walk
+        inner = self.inner
+        assert inner is not None
+        inner_advances, inner_tail, inner_width = inner.advances, inner.tail, inner.width
+        add_length, add_inner = walk.lengths.append, walk.inner.append
         if self.kind == "LIST":
-            assert self.element is not None
-            width = self.element.width
             for _ in range(count):
-                pos = _head_end(data, pos, advances, append) + tail
-                append(pos)
-                size = _INT.unpack_from(data, pos)[0]
-                if size < 0:
-                    return None
-                pos += 4 + width * size
-        else:
-            assert self.map_parts is not None
-            key_part, value_part = self.map_parts
-            key_width = key_part.width if isinstance(key_part, _Fixed) else 0  # 0: a string
-            value_width = value_part.width if isinstance(value_part, _Fixed) else 0
-            add_user = user.append
-            for _ in range(count):
-                pos = _head_end(data, pos, advances, append) + tail
-                append(pos)
+                pos = _steps_end(data, pos, advances, append) + tail
+                add_length(pos)
                 size = _INT.unpack_from(data, pos)[0]
                 pos += 4
-                if not 0 <= size <= stop - pos:  # bounds the loop by the bytes left
+                if not 0 <= size <= stop - pos:  # bounds the walk by the bytes left
                     return None
-                for _ in range(size):
-                    add_user(pos)
-                    pos = pos + key_width if key_width else _string_end(data, pos)
-                    pos += 1
-                    if not data[pos - 1]:
-                        pos = pos + value_width if value_width else _string_end(data, pos)
-        flat = np.array(marks, np.int64).reshape(count, k + 1)
-        columns = flat.copy()
-        columns[:, k] = flat[:, k] - tail
-        return columns, pos, (flat[:, k], np.array(user, np.int64))
+                if inner_width is not None:
+                    pos += size * inner_width
+                else:
+                    for _ in range(size):
+                        pos = _steps_end(data, pos, inner_advances, add_inner) + inner_tail
+            walk.end = pos
+            return walk
+        value = self.map_value
+        assert value is not None
+        value_advances, value_tail = value.advances, value.tail
+        add_entry, add_flag, add_value = walk.entries.append, walk.flags.append, walk.values.append
+        for _ in range(count):
+            pos = _steps_end(data, pos, advances, append) + tail
+            add_length(pos)
+            size = _INT.unpack_from(data, pos)[0]
+            pos += 4
+            if not 0 <= size <= stop - pos:  # bounds the walk by the bytes left
+                return None
+            for _ in range(size):
+                add_entry(pos)
+                if inner_advances:  # no call for a fixed key or value
+                    pos = _steps_end(data, pos, inner_advances, add_inner)
+                pos += inner_tail
+                add_flag(pos)
+                pos += 1
+                if not data[pos - 1]:
+                    if value_advances:
+                        pos = _steps_end(data, pos, value_advances, add_value)
+                    pos += value_tail
+        walk.end = pos
+        return walk
 
     # -- LIST and MAP rows --------------------------------------------------------------------
 
-    def _list_rows(self, src: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, None, pa.BinaryArray] | None:
-        """One row per non-empty list (its length at ``at``): its elements joined by ``,`` (as
-        RocksDB's list state keeps them)."""
-        assert self.element is not None
-        sizes = _big_endian_ints(src, at)
-        if np.any(sizes < 0):
+    def _list_rows(self, src: np.ndarray, walk: _Walk, firsts: np.ndarray, sizes: np.ndarray,
+                   entry_ends: np.ndarray) -> tuple[np.ndarray, None, pa.BinaryArray] | None:
+        """One row per non-empty list (its elements from ``firsts``): its elements joined by ``,``
+        (as RocksDB's list state keeps them)."""
+        element = self.inner
+        assert element is not None
+        total = int(sizes.sum())
+        if element.width is not None:
+            index = np.arange(total) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+            starts = np.repeat(firsts, sizes) + index * element.width
+        else:
+            starts = np.array(walk.inner[::len(element.advances)], np.int64)
+        ends = _group_ends(starts, sizes, entry_ends)
+        if not element.holds(src, element.columns(walk.inner, ends)):
             return None
-        width = self.element.width
         owners = np.flatnonzero(sizes)
-        sizes = sizes[owners]
-        first = np.repeat(at[owners] + 4, sizes)
-        index = np.arange(len(first)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        starts = first + index * width
-        if not all(np.all(src[starts + o] == b) for o, b in self.element.checks):
-            return None
-        cells = np.empty((len(starts), width + 1), np.uint8)
-        cells[:, :width] = np.lib.stride_tricks.sliding_window_view(src, width)[starts]
-        cells[:, width] = ord(",")
-        keep = np.ones(len(starts), bool)
-        keep[np.cumsum(sizes) - 1] = False  # no delimiter after a list's last element
-        data = cells.reshape(-1)[np.repeat(keep, width + 1) | (np.arange(cells.size) % (width + 1) < width)]
-        offsets = np.zeros(len(sizes) + 1, np.int64)
-        np.cumsum(sizes * (width + 1) - 1, out=offsets[1:])
-        values = pa.Array.from_buffers(pa.binary(), len(sizes), [None, pa.py_buffer(offsets.astype(np.int32)),
-                                                                   pa.py_buffer(data)])
+        # Pieces: each element, then a delimiter (one byte after the block) but after a list's last.
+        buffer = np.append(src, np.uint8(ord(",")))
+        piece_starts = np.stack([starts, np.full(total, len(src))], axis=1).reshape(-1)
+        delimiters = np.ones(total, np.int64)
+        delimiters[np.cumsum(sizes)[owners] - 1] = 0
+        pieces = gather_spans(buffer, piece_starts, np.stack([ends - starts, delimiters], axis=1).reshape(-1))
+        bounds = np.append(0, np.cumsum(sizes[owners])) * 2
+        offsets = np.frombuffer(pieces.buffers()[1], np.int32)[bounds]
+        values = pa.Array.from_buffers(pa.binary(), len(owners), [None, pa.py_buffer(np.ascontiguousarray(offsets)),
+                                                                  pieces.buffers()[2]])
         return owners, None, values
 
-    def _map_rows(self, src: np.ndarray, at: np.ndarray,
-                  starts: np.ndarray) -> tuple[np.ndarray, Spans, pa.BinaryArray] | None:
-        """One row per map entry (map sizes at ``at``, entries at ``starts``): the user key after the
-        composite key; the null flag and the value."""
-        assert self.map_parts is not None
-        sizes = _big_endian_ints(src, at)
-        key_part, value_part = self.map_parts
-        key_lengths = _part_lengths(src, starts, key_part)
-        if key_lengths is None:
-            return None
-        flags_at = starts + key_lengths
+    def _map_rows(self, src: np.ndarray, walk: _Walk, sizes: np.ndarray,
+                  entry_ends: np.ndarray) -> tuple[np.ndarray, Spans, pa.BinaryArray] | None:
+        """One row per map entry: its user key after the composite key; its null flag and value."""
+        key, value = self.inner, self.map_value
+        assert key is not None and value is not None
+        starts, flags_at = np.array(walk.entries, np.int64), np.array(walk.flags, np.int64)
+        ends = _group_ends(starts, sizes, entry_ends)
         flags = src[flags_at]
-        if np.any(flags > 1):
-            return None
         present = flags == 0
-        value_lengths = np.zeros(len(starts), np.int64)
-        value_at = flags_at[present] + 1
-        lengths = _part_lengths(src, value_at, value_part)
-        if lengths is None:
+        if np.any(flags > 1) or not key.holds(src, key.columns(walk.inner, flags_at)) or not value.holds(
+                src, value.columns(walk.values, ends[present])):
             return None
-        value_lengths[present] = lengths
         owners = np.repeat(np.arange(len(sizes)), sizes)
-        return owners, Spans(src, starts, key_lengths), gather_spans(src, flags_at, value_lengths + 1)
+        return owners, Spans(src, starts, flags_at - starts), gather_spans(src, flags_at, ends - flags_at)
 
 
 def _big_endian_ints(src: np.ndarray, at: np.ndarray) -> np.ndarray:
     return np.lib.stride_tricks.sliding_window_view(src, 4)[at].copy().view(">i4").reshape(-1).astype(np.int64)
-
-
-def _part_lengths(src: np.ndarray, at: np.ndarray, part: _Part) -> np.ndarray | None:
-    """The length of the part at each of ``at``, or None when one is not as assumed."""
-    if isinstance(part, _Fixed):
-        if not all(np.all(src[at + o] == b) for o, b in part.checks):
-            return None
-        return np.full(len(at), part.width, np.int64)
-    return _string_widths(src, at)
-
-
-def _single(parts: list[_Part] | None) -> _Part | None:
-    return parts[0] if parts is not None and len(parts) == 1 else None
 
 
 def block_walker(kind: str, namespace: FlinkType | None, key: FlinkType, value: FlinkType) -> BlockWalker | None:
@@ -395,20 +406,15 @@ def block_walker(kind: str, namespace: FlinkType | None, key: FlinkType, value: 
     variable size (their composite key carries their lengths) on the per-entry path."""
     if kind == "TIMERS":
         timer = _parts(value)
-        return None if timer is None else BlockWalker(kind, [], [], timer, None, None)
+        return None if timer is None else BlockWalker(kind, _Layout([timer]))
     assert namespace is not None
     ns, k = _parts(namespace), _parts(key)
     if ns is None or k is None:
         return None
-    if kind == "LIST":
-        element = _single(_parts(value.children[0])) if value.kind == "list" else None
-        return BlockWalker(kind, ns, k, None, element, None) if isinstance(element, _Fixed) else None
-    if kind == "MAP":
-        if value.kind != "map":
+    if kind in ("LIST", "MAP"):
+        children = [_parts(c) for c in value.children] if value.kind == kind.lower() else [None]
+        if any(c is None for c in children):
             return None
-        user_key, user_value = _single(_parts(value.children[0])), _single(_parts(value.children[1]))
-        if user_key is None or user_value is None:
-            return None
-        return BlockWalker(kind, ns, k, None, None, (user_key, user_value))
+        return BlockWalker(kind, _Layout([ns, k]), *(_Layout([c]) for c in children if c is not None))
     v = _parts(value)
-    return None if v is None else BlockWalker("VALUE", ns, k, v, None, None)
+    return None if v is None else BlockWalker("VALUE", _Layout([ns, k, v]))

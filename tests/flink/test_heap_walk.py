@@ -120,6 +120,13 @@ SHAPES = {
     "LIST of Longs": (_state("LIST", _t("list", LONG)), STRING, _block(lambda i: b"\x00" + _key(i) + _list(i)), True),
     "LIST of POJOs": (_state("LIST", _t("list", POJO)), LONG,
                       _block(lambda i: b"\x00" + _i64(i) + _i32(2) + _pojo(i) + _pojo(i + 1)), True),
+    "LIST of Strings": (_state("LIST", _t("list", STRING)), LONG,
+                        _block(lambda i: b"\x00" + _i64(i) + _i32(i % 3) + b"".join(_key(e) for e in range(i % 3))), True),
+    "LIST of POJOs with a String": (_state("LIST", _t("list", _t("pojo", STRING, LONG, field_names=("a", "b")))), STRING,
+                                    _block(lambda i: b"\x00" + _key(i) + _i32(2) + (b"\x02\x00" + _key(i) + b"\x00"
+                                                                                    + _i64(i)) * 2), True),
+    "MAP Int -> TTL String": (_state("MAP", _t("map", INT, _t("ttl", LONG, STRING))), STRING, _block(
+        lambda i: b"\x00" + _key(i) + _i32(2) + _i32(1) + b"\x00" + _i64(5) + _key(i) + _i32(2) + b"\x01"), True),
     "MAP String -> Long": (_state("MAP", _t("map", STRING, LONG)), STRING,
                            _block(lambda i: b"\x00" + _key(i) + _map(i)), True),
     "MAP Long -> String": (_state("MAP", _t("map", LONG, STRING)), STRING,
@@ -204,6 +211,8 @@ def _hostile() -> dict[str, tuple[StateMetaInfo, FlinkType, bytes]]:
         "a MAP size larger than the bytes": (map_state, map_key, _block(
             lambda i: b"\x00" + _key(i) + (_i32(2**31 - 1) if i == 6 else _map(i)))),
         "a MAP truncated in its last value": (map_state, map_key, _block(map_entry)[:-3]),
+        "a LIST of Strings longer than the bytes": (_state("LIST", _t("list", STRING)), LONG, _block(
+            lambda i: b"\x00" + _i64(i) + _i32(3 if i == N - 1 else 1) + _key(i))),
     }
 
 
