@@ -1,6 +1,7 @@
 """HashMap (heap) backend checkpoints against the savepoint-format reader of the same rows, in one run.
 
     python bench/flink_heap_read.py [--entries 300000] [--shapes value-string-long,...] [--repeat 3] [--dir /tmp]
+    PYREF_FLINK_ARCHIVES=... python bench/flink_heap_read.py --flink 2.3.0 [--entries 500000]
 
 Per shape, writes two Flink snapshots of one keyed state holding the same N entries (max
 parallelism 128, one subtask, entry i in key group i % 128): a retained checkpoint whose keyed
@@ -21,6 +22,11 @@ Shapes (the state types a job's checkpoint holds most):
 - list-string-longs: String keys, LIST of 1 to 3 Longs;
 - map-string-string-long: String keys, MAP String -> Long of 2 entries;
 - timers-string-window: event-time timers of String keys and TimeWindow namespaces.
+
+--flink VERSION: instead, real Flink (compat_tests/flink/harness.py) runs the corpus job
+``bulk-N`` (N String keys, a VALUE of Long and a one-element LIST of Long each, parallelism 2,
+max parallelism 128) on the HashMap backend twice in one JVM, once cancelled after a retained
+checkpoint and once stopped with a canonical savepoint, and the same rows/s are measured on both.
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pathlib
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 
@@ -172,17 +180,62 @@ def make_snapshots(root: str, shape: Shape, n: int) -> tuple[str, str]:
     return paths[0], paths[1]
 
 
+def _keyed(sp: FlinkSavepoint):
+    """The one operator with keyed state."""
+    return next(op for op in sp.operators if any(s.managed_keyed_state for s in op.state.subtasks))
+
+
 def read_rows(path: str) -> int:
     with FlinkSavepoint.open(path) as sp:
-        return sum(len(rows.keys) for sub in sp.operators[0].keyed_subtasks() for _, rows in sub.states.values())
+        return sum(len(rows.keys) for sub in _keyed(sp).keyed_subtasks() for _, rows in sub.states.values())
 
 
 def all_rows(path: str) -> tuple[str | None, list, list]:
     with FlinkSavepoint.open(path) as sp:
-        op = sp.operators[0]
+        op = _keyed(sp)
         parts = [rows for sub in op.keyed_subtasks() for _, rows in sub.states.values()]
-        return (op.keyed_layout(0), [k for r in parts for k in r.keys.to_pylist()],
+        return (op.keyed_layout(op.state.subtasks[0].index), [k for r in parts for k in r.keys.to_pylist()],
                 [v for r in parts for v in r.values.to_pylist()])
+
+
+def take_real(version: str, keys: int, out: pathlib.Path) -> tuple[str, str]:
+    """(retained HashMap checkpoint, canonical savepoint) of the job ``bulk-keys`` run by Flink ``version``."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # the harness: compat_tests/ of this checkout
+    from compat_tests.flink import harness
+    from compat_tests.flink.checkpoints import CheckpointCase, checkpoint_config
+
+    job = f"bulk-{keys}"
+    case = CheckpointCase("hashmap-bulk", job, "hashmap", False, "0")
+    checkpoints = out / "checkpoints"
+    tasks = [{"action": "generate", "job": job, "max_parallelism": MAX_PARALLELISM, "timeout_s": 600,
+              "config": checkpoint_config(version, case, checkpoints), "out": str(out / "checkpointed"),
+              "checkpoint_dir": str(checkpoints)},
+             {"action": "generate", "job": job, "max_parallelism": MAX_PARALLELISM, "timeout_s": 600,
+              # Filesystem storage: the job manager's caps state at 5 MiB.
+              "config": harness.flink_config(version, backend="hashmap", checkpoint_dir=str(out / "unused")),
+              "out": str(out / "canonical")}]
+    for result in harness.run_tasks(version, tasks, log_dir=out / "logs"):
+        if not result["ok"]:
+            raise harness.FlinkError(harness.short_error(result["error"]))
+    retained = [p for p in checkpoints.glob("*/chk-*") if (p / "_metadata").is_file()]
+    assert len(retained) == 1, retained
+    return str(retained[0]), str(out / "canonical" / "savepoint")
+
+
+def measure(name: str, heap: str, unified: str, repeat: int, entries: int) -> None:
+    """Both read as the same rows; print the best rows/s of each and their ratio."""
+    heap_layout, heap_keys, heap_values = all_rows(heap)
+    unified_layout, unified_keys, unified_values = all_rows(unified)
+    assert (heap_layout, unified_layout) == ("heap", "savepoint-format"), (heap_layout, unified_layout)
+    assert sorted(zip(heap_keys, heap_values)) == sorted(zip(unified_keys, unified_values)), name
+    rates = {}
+    for what, path in (("heap", heap), ("savepoint", unified)):
+        best, rows = min(timed(lambda: read_rows(path)) for _ in range(repeat))
+        assert rows == len(heap_keys)
+        rates[what] = rows / best
+    print(json.dumps({"shape": name, "entries": entries, "rows": len(heap_keys),
+                      "heap_rows_per_s": round(rates["heap"]), "savepoint_rows_per_s": round(rates["savepoint"]),
+                      "heap_over_savepoint": round(rates["heap"] / rates["savepoint"], 3)}))
 
 
 def main() -> None:
@@ -191,24 +244,21 @@ def main() -> None:
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dir", default=None)
+    parser.add_argument("--flink", metavar="VERSION", help="measure a real Flink checkpoint of the job bulk-N")
     args = parser.parse_args()
+    if args.flink:
+        root = tempfile.mkdtemp(prefix="pyref-heap-bench-", dir=args.dir)
+        try:
+            heap, unified = take_real(args.flink, args.entries, pathlib.Path(root))
+            measure(f"flink-{args.flink}-bulk", heap, unified, args.repeat, args.entries)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        return
     for name in args.shapes.split(","):
         root = tempfile.mkdtemp(prefix="pyref-heap-bench-", dir=args.dir)
         try:
             heap, unified = make_snapshots(root, SHAPES[name], args.entries)
-            heap_layout, heap_keys, heap_values = all_rows(heap)
-            unified_layout, unified_keys, unified_values = all_rows(unified)
-            assert (heap_layout, unified_layout) == ("heap", "savepoint-format"), (heap_layout, unified_layout)
-            assert heap_keys == unified_keys and heap_values == unified_values, name
-            rates = {}
-            for what, path in (("heap", heap), ("savepoint", unified)):
-                best, rows = min(timed(lambda: read_rows(path)) for _ in range(args.repeat))
-                assert rows == len(heap_keys)
-                rates[what] = rows / best
-            print(json.dumps({"shape": name, "entries": args.entries, "rows": len(heap_keys),
-                              "heap_rows_per_s": round(rates["heap"]),
-                              "savepoint_rows_per_s": round(rates["savepoint"]),
-                              "heap_over_savepoint": round(rates["heap"] / rates["savepoint"], 3)}))
+            measure(name, heap, unified, args.repeat, args.entries)
         finally:
             shutil.rmtree(root, ignore_errors=True)
 

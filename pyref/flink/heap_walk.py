@@ -11,9 +11,10 @@ a small Python loop noting where each string starts (and, for LIST and MAP, each
 map entry's), and the rows are cut out of the block's bytes as Arrow columns
 (:mod:`pyref.flink.spans`).
 
-The walk assumes first and checks after, all at once: every string's length >= 0 and its chars
-ASCII, every POJO flag as assumed, every MAP null flag 0 or 1, the block inside its key group
-(LIST and MAP lengths are checked as they are read: >= 0 and at most the bytes left). When anything does not hold (a null or non-ASCII string, a POJO
+The walk assumes first and checks after, all at once: every string not null (varint >= 1), its
+chars ASCII, every POJO flag as assumed, every MAP null flag 0 or 1, the block inside its key
+group (LIST and MAP lengths are checked as they are read: >= 0 and at most the bytes left).
+When anything does not hold (a null or non-ASCII string, a POJO
 subclass, hostile bytes) the walk gives up and the block is read by the per-entry path, whose
 rows are the same and whose errors name the first bad byte. Work stays bounded by the bytes: a
 block's entry count is at most its bytes, a map's size at most the bytes left.
@@ -50,7 +51,7 @@ class _Fixed:
     checks: tuple[tuple[int, int], ...] = ()
 
 
-_STRING = "string"  # a StringValue of ASCII chars and a one-byte length
+_STRING = "string"  # a StringValue of ASCII chars
 _Part = _Fixed | str
 
 
@@ -79,18 +80,6 @@ def _parts(type_: FlinkType) -> list[_Part] | None:
         if child is None:
             return None
         out += child
-    return _merged(out)
-
-
-def _merged(parts: list[_Part]) -> list[_Part]:
-    """Adjacent fixed parts as one."""
-    out: list[_Part] = []
-    for part in parts:
-        if isinstance(part, _Fixed) and out and isinstance(out[-1], _Fixed):
-            last = out[-1]
-            out[-1] = _Fixed(last.width + part.width, last.checks + tuple((o + last.width, b) for o, b in part.checks))
-        else:
-            out.append(part)
     return out
 
 
@@ -305,29 +294,13 @@ class BlockWalker:
                     pos = _steps_end(data, pos, advances, append) + tail
                 walk.end = pos
             return walk
-        inner = self.inner
+        inner, value = self.inner, self.map_value
         assert inner is not None
         inner_advances, inner_tail, inner_width = inner.advances, inner.tail, inner.width
+        value_advances, value_tail = (value.advances, value.tail) if value is not None else ([], 0)
         add_length, add_inner = walk.lengths.append, walk.inner.append
-        if self.kind == "LIST":
-            for _ in range(count):
-                pos = _steps_end(data, pos, advances, append) + tail
-                add_length(pos)
-                size = _INT.unpack_from(data, pos)[0]
-                pos += 4
-                if not 0 <= size <= stop - pos:  # bounds the walk by the bytes left
-                    return None
-                if inner_width is not None:
-                    pos += size * inner_width
-                else:
-                    for _ in range(size):
-                        pos = _steps_end(data, pos, inner_advances, add_inner) + inner_tail
-            walk.end = pos
-            return walk
-        value = self.map_value
-        assert value is not None
-        value_advances, value_tail = value.advances, value.tail
         add_entry, add_flag, add_value = walk.entries.append, walk.flags.append, walk.values.append
+        is_list = self.kind == "LIST"
         for _ in range(count):
             pos = _steps_end(data, pos, advances, append) + tail
             add_length(pos)
@@ -335,17 +308,23 @@ class BlockWalker:
             pos += 4
             if not 0 <= size <= stop - pos:  # bounds the walk by the bytes left
                 return None
-            for _ in range(size):
-                add_entry(pos)
-                if inner_advances:  # no call for a fixed key or value
-                    pos = _steps_end(data, pos, inner_advances, add_inner)
-                pos += inner_tail
-                add_flag(pos)
-                pos += 1
-                if not data[pos - 1]:
-                    if value_advances:
-                        pos = _steps_end(data, pos, value_advances, add_value)
-                    pos += value_tail
+            if is_list and inner_width is not None:
+                pos += size * inner_width
+            elif is_list:
+                for _ in range(size):
+                    pos = _steps_end(data, pos, inner_advances, add_inner) + inner_tail
+            else:
+                for _ in range(size):
+                    add_entry(pos)
+                    if inner_advances:  # no call for a fixed key or value
+                        pos = _steps_end(data, pos, inner_advances, add_inner)
+                    pos += inner_tail
+                    add_flag(pos)
+                    pos += 1
+                    if not data[pos - 1]:
+                        if value_advances:
+                            pos = _steps_end(data, pos, value_advances, add_value)
+                        pos += value_tail
         walk.end = pos
         return walk
 
