@@ -6,10 +6,10 @@ bytes: a fixed-width value (numbers, a TimeWindow, a Tuple of fixed fields) is i
 is its flags byte (2: exactly the POJO's class) and each field's null flag (0) around its fields;
 a Flink ``String`` whose chars are ASCII (each one byte) is its varint length (length + 1) and
 that many bytes less one. A value's layout is a list of such parts (Tuples, TTL values and timers
-chain their fields'): a block of entries without strings is one numpy reshape, one with strings
-a small Python loop noting where each string starts (and, for LIST and MAP, each element's or
-map entry's), and the rows are cut out of the block's bytes as Arrow columns
-(:mod:`pyref.flink.spans`).
+chain their fields'): a block of entries without strings, or whose entries are all as wide as
+the first (ids of one format, one-element lists), is one numpy reshape; any other a small Python
+loop noting where each string starts (and, for LIST and MAP, each element's or map entry's); the
+rows are cut out of the block's bytes as Arrow columns (:mod:`pyref.flink.spans`).
 
 The walk assumes first and checks after, all at once: every string not null (varint >= 1), its
 chars ASCII, every POJO flag as assumed, every MAP null flag 0 or 1, the block inside its key
@@ -110,7 +110,7 @@ class _Layout:
         """The width of every value when it holds no string."""
         return None if self.advances else self.tail
 
-    def columns(self, marks: list[int], ends: np.ndarray) -> np.ndarray:
+    def columns(self, marks: list[int] | np.ndarray, ends: np.ndarray) -> np.ndarray:
         """The columns of values ending at ``ends`` from the step starts a walk noted."""
         k = len(self.advances)
         columns = np.empty((len(ends), k + 1), np.int64)
@@ -202,8 +202,8 @@ class _Walk:
     is, each list element's or map key's steps, each map entry's start and null flag, each
     present map value's steps; and where the block ends."""
 
-    heads: list[int] = field(default_factory=list)
-    lengths: list[int] = field(default_factory=list)
+    heads: list[int] | np.ndarray = field(default_factory=list)
+    lengths: list[int] | np.ndarray = field(default_factory=list)
     inner: list[int] = field(default_factory=list)
     entries: list[int] = field(default_factory=list)
     flags: list[int] = field(default_factory=list)
@@ -230,13 +230,13 @@ class BlockWalker:
         first = pos + 4
         if not _MIN_ENTRIES <= count <= stop - first:
             return None
+        src = np.frombuffer(data, np.uint8)
         try:
-            walk = self._walk(data, first, stop, count)
+            walk = self._uniform(data, src, first, stop, count) or self._walk(data, first, stop, count)
         except (IndexError, struct.error, _NotAssumed):  # e.g. stepped past the bytes
             return None
         if walk is None or walk.end > stop:
             return None
-        src = np.frombuffer(data, np.uint8)
         head = self.head
         if self.kind in ("VALUE", "TIMERS"):
             if head.width is not None:
@@ -273,36 +273,52 @@ class BlockWalker:
             keys.append(Spans(block, user_key.starts - first, user_key.lengths))
         return join(*keys), values, walk.end
 
+    def _uniform(self, data: bytes, src: np.ndarray, pos: int, stop: int, count: int) -> _Walk | None:
+        """The walk when every entry is as wide as the first: each string as long as the first's,
+        each LIST as long (of fixed-width elements) as the first's, as ids of one format and
+        one-element lists make them. None when not, or for entries of strings in lists or maps."""
+        one = self._walk(data, pos, stop, 1)
+        if one is None or len(one.inner) or len(one.entries) or pos + count * (one.end - pos) > stop:
+            return None
+        width = one.end - pos
+        starts = pos + np.arange(count, dtype=np.int64) * width
+        heads = starts[:, None] + (np.array(one.heads, np.int64) - pos)
+        for j, advance in enumerate(self.head.advances):
+            widths = _string_widths(src, heads[:, j] + advance)
+            if widths is None or np.any(widths != widths[0]):
+                return None
+        lengths = starts + (one.lengths[0] - pos) if len(one.lengths) else np.zeros(0, np.int64)
+        if len(lengths) and np.any(_big_endian_ints(src, lengths) != _big_endian_ints(src, lengths[:1])[0]):
+            return None
+        return _Walk(heads=heads.reshape(-1), lengths=lengths, end=pos + count * width)
+
     def _walk(self, data: bytes, pos: int, stop: int, count: int) -> _Walk | None:
-        walk = _Walk()
         head = self.head
+        if head.width is not None and self.kind in ("VALUE", "TIMERS"):  # every entry the same width: no walk
+            return _Walk(end=pos + count * head.width)
+        heads: list[int] = []
+        walk = _Walk(heads=heads)
         advances, tail = head.advances, head.tail
-        append = walk.heads.append
-        if self.kind in ("VALUE", "TIMERS"):
-            if head.width is not None:  # every entry the same width: no walk
-                walk.end = pos + count * head.width
-            elif len(advances) == 1:  # one string per entry (most keyed state): no call per entry
-                advance = advances[0]
-                for _ in range(count):
-                    append(pos)
-                    pos += advance
-                    b = data[pos]
-                    pos = (pos + b if b < _ASCII_LIMIT else _string_end(data, pos)) + tail
-                walk.end = pos
-            else:
-                for _ in range(count):
-                    pos = _steps_end(data, pos, advances, append) + tail
-                walk.end = pos
-            return walk
+        one = advances[0] if len(advances) == 1 else -1  # one string per entry (most keyed state): no call for it
+        collection = self.kind in ("LIST", "MAP")
         inner, value = self.inner, self.map_value
-        assert inner is not None
-        inner_advances, inner_tail, inner_width = inner.advances, inner.tail, inner.width
+        inner_advances, inner_tail, inner_width = (inner.advances, inner.tail, inner.width) if inner else ([], 0, 0)
         value_advances, value_tail = (value.advances, value.tail) if value is not None else ([], 0)
-        add_length, add_inner = walk.lengths.append, walk.inner.append
+        lengths: list[int] = []
+        walk.lengths = lengths
+        append, add_length, add_inner = heads.append, lengths.append, walk.inner.append
         add_entry, add_flag, add_value = walk.entries.append, walk.flags.append, walk.values.append
         is_list = self.kind == "LIST"
         for _ in range(count):
-            pos = _steps_end(data, pos, advances, append) + tail
+            if one >= 0:
+                append(pos)
+                pos += one
+                b = data[pos]
+                pos = (pos + b if b < _ASCII_LIMIT else _string_end(data, pos)) + tail
+            else:
+                pos = _steps_end(data, pos, advances, append) + tail
+            if not collection:
+                continue
             add_length(pos)
             size = _INT.unpack_from(data, pos)[0]
             pos += 4

@@ -84,6 +84,10 @@ def _key(i: int) -> bytes:
     return string_value(f"k{i:0{1 + i % 4}d}")  # keys of several lengths
 
 
+def _uniform(i: int) -> bytes:
+    return string_value(f"u{i:05d}")  # keys of one width: each entry as wide as the first
+
+
 def _pojo(i: int) -> bytes:
     return b"\x02" + b"\x00" + _i64(i) + b"\x00" + _i32(i) + b"\x00" + _i64(-i)
 
@@ -133,6 +137,13 @@ SHAPES = {
                            _block(lambda i: b"\x00" + _key(i) + _i32(1) + _i64(i) + b"\x00" + _key(i)), True),
     "timers": (_state("TIMERS", _t("timer", STRING, WINDOW)), STRING,
                _block(lambda i: _i64(i - 2**63) + _key(i) + _window(i)), True),
+    "keys of one width": (_state("VALUE", LONG), STRING, _block(lambda i: b"\x00" + _uniform(i) + _i64(i)), True),
+    "keys of one width, the last longer": (_state("VALUE", LONG), STRING, _block(
+        lambda i: b"\x00" + (_key(10**6) if i == N - 1 else _uniform(i)) + _i64(i)), True),
+    "one-element LISTs": (_state("LIST", _t("list", LONG)), STRING,
+                          _block(lambda i: b"\x00" + _uniform(i) + _i32(1) + _i64(i)), True),
+    "one-element LISTs but one": (_state("LIST", _t("list", LONG)), STRING, _block(
+        lambda i: b"\x00" + _uniform(i) + _i32(1 + (i == 9)) + _i64(i) * (1 + (i == 9))), True),
     "a null String": (_state("VALUE", STRING), LONG,
                       _block(lambda i: b"\x00" + _i64(i) + (b"\x00" if i == 7 else _key(i))), False),
     "a non-ASCII String": (_state("VALUE", LONG), STRING,
