@@ -7,6 +7,7 @@ per-entry path and its typed errors."""
 from __future__ import annotations
 
 import pathlib
+import random
 import struct
 
 import pytest
@@ -235,3 +236,23 @@ def test_hostile_blocks_give_the_per_entry_errors(case: str) -> None:
     assert walked == per_entry
     error_type, message, byte_range = per_entry  # type: ignore[misc]
     assert error_type is CorruptSavepointError and byte_range is not None and byte_range[0] >= 1000, message
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_damaged_blocks_read_the_same_walked_and_per_entry(shape: str) -> None:
+    """Bytes changed, set to the values the walk keys on, or cut out, at seeded random places:
+    rows or error, the walk and the per-entry path agree."""
+    state, key, block, _ = SHAPES[shape]
+    rng = random.Random(shape)
+    for _ in range(40):
+        damaged = bytearray(block)
+        for _ in range(rng.choice((1, 2, 4))):
+            at, how = rng.randrange(len(damaged)), rng.random()
+            if how < 0.5:
+                damaged[at] = rng.randrange(256)
+            elif how < 0.8:
+                damaged[at] = rng.choice((0, 1, 2, 0x7F, 0x80, 0xFF))
+            else:
+                del damaged[at:at + rng.randrange(1, 6)]
+        walked, per_entry, _ = _both_ways(state, key, bytes(damaged))
+        assert walked == per_entry, bytes(damaged).hex()
