@@ -125,11 +125,11 @@ SHAPES = {
     "LIST of Longs": (_state("LIST", _t("list", LONG)), STRING, _block(lambda i: b"\x00" + _key(i) + _list(i)), True),
     "LIST of POJOs": (_state("LIST", _t("list", POJO)), LONG,
                       _block(lambda i: b"\x00" + _i64(i) + _i32(2) + _pojo(i) + _pojo(i + 1)), True),
-    "LIST of Strings": (_state("LIST", _t("list", STRING)), LONG,
-                        _block(lambda i: b"\x00" + _i64(i) + _i32(i % 3) + b"".join(_key(e) for e in range(i % 3))), True),
-    "LIST of POJOs with a String": (_state("LIST", _t("list", _t("pojo", STRING, LONG, field_names=("a", "b")))), STRING,
-                                    _block(lambda i: b"\x00" + _key(i) + _i32(2) + (b"\x02\x00" + _key(i) + b"\x00"
-                                                                                    + _i64(i)) * 2), True),
+    "LIST of Strings": (_state("LIST", _t("list", STRING)), LONG, _block(
+        lambda i: b"\x00" + _i64(i) + _i32(i % 3) + b"".join(_key(e) for e in range(i % 3))), True),
+    "LIST of POJOs with a String": (_state("LIST", _t("list", _t("pojo", STRING, LONG, field_names=("a", "b")))),
+                                    STRING, _block(lambda i: b"\x00" + _key(i) + _i32(2)
+                                                   + (b"\x02\x00" + _key(i) + b"\x00" + _i64(i)) * 2), True),
     "MAP Int -> TTL String": (_state("MAP", _t("map", INT, _t("ttl", LONG, STRING))), STRING, _block(
         lambda i: b"\x00" + _key(i) + _i32(2) + _i32(1) + b"\x00" + _i64(5) + _key(i) + _i32(2) + b"\x01"), True),
     "MAP String -> Long": (_state("MAP", _t("map", STRING, LONG)), STRING,
@@ -156,8 +156,8 @@ SHAPES = {
     "a POJO's null field": (_state("VALUE", POJO), LONG,
                             _block(lambda i: b"\x00" + _i64(i) + (b"\x02\x01\x00" + _i32(1) + b"\x00" + _i64(1)
                                                                   if i == 9 else _pojo(i))), False),
-    "a null POJO": (_state("VALUE", POJO), LONG, _block(lambda i: b"\x00" + _i64(i) + (b"\x01" if i == 2 else _pojo(i))),
-                    False),
+    "a null POJO": (_state("VALUE", POJO), LONG,
+                    _block(lambda i: b"\x00" + _i64(i) + (b"\x01" if i == 2 else _pojo(i))), False),
     "a MAP null flag of 2": (_state("MAP", _t("map", STRING, LONG)), STRING,
                              _block(lambda i: b"\x00" + _key(i) + _i32(1) + string_value("a") + b"\x02"), False),
 }
