@@ -283,8 +283,11 @@ class BlockWalker:
         width = one.end - pos
         starts = pos + np.arange(count, dtype=np.int64) * width
         heads = starts[:, None] + (np.array(one.heads, np.int64) - pos)
-        for j, advance in enumerate(self.head.advances):
-            widths = _string_widths(src, heads[:, j] + advance)
+        strings = [heads[:, j] + advance for j, advance in enumerate(self.head.advances)]
+        if any(src[at[-1]] != src[at[0]] for at in strings):  # the last entry's strings: most likely off
+            return None
+        for at in strings:
+            widths = _string_widths(src, at)
             if widths is None or np.any(widths != widths[0]):
                 return None
         lengths = starts + (one.lengths[0] - pos) if len(one.lengths) else np.zeros(0, np.int64)
