@@ -114,7 +114,7 @@ class _Layout:
         """The columns of values ending at ``ends`` from the step starts a walk noted."""
         k = len(self.advances)
         columns = np.empty((len(ends), k + 1), np.int64)
-        columns[:, :k] = np.array(marks, np.int64).reshape(len(ends), k)
+        columns[:, :k] = np.asarray(marks, np.int64).reshape(len(ends), k)
         columns[:, k] = ends - self.tail
         return columns
 
@@ -147,32 +147,43 @@ def _string_end(data: bytes, pos: int) -> int:
 def _string_widths(src: np.ndarray, at: np.ndarray) -> np.ndarray | None:
     """The bytes of each StringValue at ``at`` (:func:`_string_end`), or None when one is null,
     longer than its bytes or not ASCII."""
-    value = np.zeros(len(at), np.int64)
-    header = np.zeros(len(at), np.int64)
-    open_ = np.ones(len(at), bool)  # still in the varint
-    for i in range(5):
-        if not open_.any():
-            break
-        where = at + i
-        if int(where[open_].max()) >= len(src):
-            return None
-        b = np.where(open_, src[np.minimum(where, len(src) - 1)], 0).astype(np.int64)
-        value |= (b & 0x7F) << (7 * i)
-        ended = open_ & (b < _ASCII_LIMIT)
-        header[ended] = i + 1
-        open_ &= ~ended
-    if open_.any() or (len(at) and value.min() < 1):
-        return None
-    starts, ends = at + header, at + header + value - 1
     if not len(at):
-        return header
-    low, high = int(starts.min()), int(ends.max())
+        return np.zeros(0, np.int64)
+    if int(at.max()) >= len(src):
+        return None
+    value = src[at].astype(np.int64)
+    header = np.ones(len(at), np.int64)
+    if int(value.max()) >= _ASCII_LIMIT:  # lengths of more than one varint byte (127 chars and up)
+        header[:] = 0
+        value[:] = 0
+        open_ = np.ones(len(at), bool)  # still in the varint
+        for i in range(5):
+            where = at + i
+            if not open_.any():
+                break
+            if int(where[open_].max()) >= len(src):
+                return None
+            b = np.where(open_, src[np.minimum(where, len(src) - 1)], 0).astype(np.int64)
+            value |= (b & 0x7F) << (7 * i)
+            ended = open_ & (b < _ASCII_LIMIT)
+            header[ended] = i + 1
+            open_ &= ~ended
+        if open_.any():
+            return None
+    if value.min() < 1:
+        return None
+    starts = at + header
+    ends = starts + value - 1
+    high = int(ends.max())
     if high > len(src):
         return None
-    above = np.zeros(high - low + 1, np.int32)  # above[i]: bytes >= 0x80 in src[low:low + i]
-    np.cumsum(src[low:high] >= _ASCII_LIMIT, out=above[1:])
-    if np.any(above[ends - low] - above[starts - low]):
-        return None
+    chars = ends > starts
+    if chars.any():  # the largest char byte of each string, one reduction over the bytes
+        low = int(starts[chars].min())
+        window = src[low:high + 1] if high < len(src) else np.append(src[low:high], np.uint8(0))
+        bounds = np.stack([starts[chars], ends[chars]], axis=1).reshape(-1) - low
+        if int(np.maximum.reduceat(window, bounds)[0::2].max()) >= _ASCII_LIMIT:
+            return None
     return ends - at
 
 
@@ -238,14 +249,15 @@ class BlockWalker:
         if walk is None or walk.end > stop:
             return None
         head = self.head
+        heads = np.asarray(walk.heads, np.int64)
         if self.kind in ("VALUE", "TIMERS"):
             if head.width is not None:
                 starts = first + np.arange(count, dtype=np.int64) * head.width
             else:
-                starts = np.array(walk.heads[::len(head.advances)], np.int64)
-            head_columns = head.columns(walk.heads, np.append(starts[1:], walk.end))
+                starts = heads[::len(head.advances)]
+            head_columns = head.columns(heads, np.append(starts[1:], walk.end))
         else:
-            head_columns = head.columns(walk.heads, np.array(walk.lengths, np.int64))
+            head_columns = head.columns(heads, np.asarray(walk.lengths, np.int64))
         if not head.holds(src, head_columns):
             return None
         # The rows are cut from the block's own bytes: a join copies its parts' buffers.
