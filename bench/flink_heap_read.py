@@ -28,17 +28,17 @@ Shapes (the state types a job's checkpoint holds most):
 max parallelism 128) on the HashMap backend twice in one JVM, once cancelled after a retained
 checkpoint and once stopped with a canonical savepoint, and the same rows/s are measured on both.
 
-Measured (2 shared cores under load, 300k entries, best of 5, heap rows/s and its ratio to the
-savepoint-format reader in the same run), the per-entry read (a codec's skip and a DataInput per
-value) -> the block walks (pyref.flink.heap_walk):
-  value-string-long       0.45 M (0.08) -> 2.9 M (0.51)     value-long-pojo     0.33 M (0.04) -> 8.1 M (0.85)
-  value-long-tuple        0.72 M (0.07) -> 9.2 M (0.94)     window-string-long  0.46 M (0.07) -> 2.8 M (0.56)
-  list-string-longs       0.30 M (0.28) -> 2.6 M (1.59)     map-string-string-long 0.49 M (0.30) -> 2.2 M (1.26)
-  timers-string-window    0.83 M (0.21) -> 2.8 M (0.71)
-  --flink 2.3.0 --entries 500000 (1M rows, keys of one width): 0.39 M (0.04) -> 4.5 M (0.56)
-Strings of several lengths keep a Python step per entry (about 0.2 us); LIST and MAP states are
-read faster than from the savepoint format, whose numpy walk takes a run of pairs of one size at a
-time (lists of 1 to 3 elements make short runs).
+Measured (2 cores shared with other jobs, so rates vary by up to 2x between runs; 300k entries,
+best of 5; heap rows/s and its ratio to the savepoint-format reader in the same run), the
+per-entry read (a codec's skip and a DataInput per value) -> the block walks (pyref.flink.heap_walk):
+  value-string-long     0.57 M (0.06) -> 5.2 M (0.78)    value-long-pojo         0.39 M (0.03) -> 11.1 M (0.74)
+  value-long-tuple      1.08 M (0.07) -> 9.6 M (0.65)    window-string-long      0.71 M (0.09) -> 4.5 M (0.66)
+  list-string-longs     0.41 M (0.24) -> 2.6 M (1.58)    map-string-string-long  0.38 M (0.28) -> 2.1 M (1.17)
+  timers-string-window  0.75 M (0.15) -> 5.2 M (0.83)
+  --flink 2.3.0 --entries 500000 (1M rows, keys of one width): 0.41 M (0.03) -> 6.7 M (0.48)
+Strings of several lengths keep a Python step per entry (about 70 ns, of 150 ns an entry); LIST
+and MAP states read faster than from the savepoint format, whose numpy walk takes a run of pairs
+of one size at a time (lists of 1 to 3 elements make short runs).
 """
 
 from __future__ import annotations
