@@ -11,6 +11,8 @@ serializer writes it (a LIST state's whole list, a MAP state's whole map); for a
 priority queue (timers) the elements. Nothing carries a length: an entry is found
 by stepping over each value with its type's codec, so a state whose values have no
 stored length (Kryo, a user's serializer) cannot be read, nor the states after it.
+Blocks of the common types are walked arithmetically instead (:mod:`pyref.flink.heap_walk`),
+falling back to the per-entry read, and its errors, when the bytes are not as assumed.
 
 Each entry becomes the RocksDB-format rows of :mod:`pyref.flink.keyed` (key-group
 prefix, key, namespace [and user key]; LIST elements joined by ``,``; one MAP row per
@@ -32,6 +34,7 @@ from ..errors import CorruptSavepointError, UnsupportedFormatError
 from .composite import LIST_DELIMITER
 from .compression import STREAM_IDENTIFIER, decode_framed
 from .datainput import DataInput
+from .heap_walk import BlockWalker, block_walker
 from .keyed import KeyedBackendMeta, KeyedRows, KeyedSubtask, batched_sections, section_bounds
 from .meta_info import StateMetaInfo
 from .serializers import FlinkType
@@ -121,7 +124,9 @@ class _StateDecoder:
         self.timers = info.backend_type == "PRIORITY_QUEUE"
         self.kind = info.options.get("KEYED_STATE_TYPE", info.backend_type)
         self.value_codec = codec_for(value)
+        self.walker: BlockWalker | None
         if self.timers:
+            self.walker = block_walker("TIMERS", None, key_codec.type, value)
             return
         namespace = info.serializers["NAMESPACE_SERIALIZER"]
         self.namespace_codec = codec_for(namespace)
@@ -130,6 +135,8 @@ class _StateDecoder:
             self.element = self._child(value, "list", 0)
         elif self.kind == "MAP":
             self.user_key, self.user_value = self._child(value, "map", 0), self._child(value, "map", 1)
+        # Key and namespace both of variable size put their lengths in the composite key: per entry.
+        self.walker = None if self.ambiguous else block_walker(self.kind, namespace, key_codec.type, value)
 
     def _child(self, value: FlinkType, kind: str, index: int) -> Codec:
         if value.kind != kind:
@@ -180,9 +187,51 @@ class _StateDecoder:
                 values.append(self._span(inp, self.value_codec))
 
 
+class _StateRows:
+    """One state's rows of a run of key groups, in stream order: Arrow columns of blocks a
+    :class:`~pyref.flink.heap_walk.BlockWalker` cut, between lists of the per-entry path's rows."""
+
+    def __init__(self) -> None:
+        self.chunks: list[tuple[np.ndarray, pa.BinaryArray, pa.BinaryArray]] = []
+        self.groups: list[int] = []
+        self.keys: list[bytes] = []
+        self.values: list[bytes] = []
+
+    def _flush(self) -> None:
+        if self.keys:
+            self.chunks.append((np.array(self.groups, np.int64), pa.array(self.keys, pa.binary()),
+                                pa.array(self.values, pa.binary())))
+            self.groups, self.keys, self.values = [], [], []
+
+    def add(self, key_group: int, keys: pa.BinaryArray, values: pa.BinaryArray) -> None:
+        self._flush()
+        self.chunks.append((np.full(len(keys), key_group, np.int64), keys, values))
+
+    def block(self, decoder: _StateDecoder, inp: DataInput, key_group: int) -> None:
+        """One state's block of a key group (after its state id): a walk when it holds, else per entry."""
+        if decoder.walker is not None and isinstance(inp.data, bytes):
+            walked = decoder.walker.rows(inp.data, inp.pos, inp.end, key_group, decoder.prefix_bytes)
+            if walked is not None:
+                keys, values, inp.pos = walked
+                self.add(key_group, keys, values)
+                return
+        before = len(self.keys)
+        decoder.read(inp, key_group, self.keys, self.values)
+        self.groups.extend([key_group] * (len(self.keys) - before))
+
+    def rows(self, subtask: int) -> KeyedRows:
+        self._flush()
+        if not self.chunks:
+            empty = pa.array([], pa.binary())
+            return KeyedRows(np.zeros(0, np.int64), np.zeros(0, np.int64), empty, empty)
+        groups = np.concatenate([g for g, _, _ in self.chunks])
+        keys = pa.concat_arrays([k for _, k, _ in self.chunks])
+        values = pa.concat_arrays([v for _, _, v in self.chunks])
+        return KeyedRows(np.full(len(groups), subtask, np.int64), groups, keys, values)
+
+
 def _key_group_blocks(buffer, start: int, bounds: tuple[int, int, int], meta: KeyedBackendMeta,
-                      decoders: list[_StateDecoder], rows: list[tuple[list[int], list[bytes], list[bytes]]],
-                      name: str) -> None:
+                      decoders: list[_StateDecoder], rows: list[_StateRows], name: str) -> None:
     key_group, offset, stop = bounds
     at = start + offset
     head = DataInput(buffer, at, start + stop, path=name)
@@ -191,8 +240,8 @@ def _key_group_blocks(buffer, start: int, bounds: tuple[int, int, int], meta: Ke
     if meta.compressed:
         inp = DataInput(decode_framed(buffer, at + 4, start + stop, path=name), path=f"{name} (key group {key_group}, "
                         "decompressed)")
-    else:
-        inp = DataInput(buffer, at + 4, start + stop, path=name)
+    else:  # its own bytes (the walks index bytes fastest), errors still at the file's offsets
+        inp = DataInput(bytes(buffer[at + 4:start + stop]), base=at + 4, path=name)
     seen: set[int] = set()
     while not inp.at_end():
         state_at = inp.pos
@@ -204,10 +253,7 @@ def _key_group_blocks(buffer, start: int, bounds: tuple[int, int, int], meta: Ke
         if inp.data[inp.pos:inp.pos + 4] == _EMPTY:  # most states hold nothing in most key groups
             inp.pos += 4
             continue
-        groups, keys, values = rows[state_id]
-        before = len(keys)
-        decoders[state_id].read(inp, key_group, keys, values)
-        groups.extend([key_group] * (len(keys) - before))
+        rows[state_id].block(decoders[state_id], inp, key_group)
     if len(seen) != len(decoders):
         raise CorruptSavepointError(f"key group {key_group} holds {len(seen)} of the {len(decoders)} states",
                                     path=name, byte_range=(at, start + stop))
@@ -222,11 +268,8 @@ def iter_heap_subtask(buffer, start: int, end: int, subtask: int, key_groups: ra
     decoders = [_StateDecoder(info, key_codec, prefix_bytes) for info in meta.states]
     bounds = section_bounds({kg: o for kg, o in zip(key_groups, offsets) if o}, end - start, name, start)
     for run in batched_sections(bounds, batch_bytes):
-        rows: list[tuple[list[int], list[bytes], list[bytes]]] = [([], [], []) for _ in decoders]
+        rows = [_StateRows() for _ in decoders]
         for b in run:
             _key_group_blocks(buffer, start, b, meta, decoders, rows, name)
-        states = {}
-        for info, (groups, keys, values) in zip(meta.states, rows):
-            states[info.name] = (info, KeyedRows(np.full(len(keys), subtask, np.int64), np.array(groups, np.int64),
-                                                 pa.array(keys, pa.binary()), pa.array(values, pa.binary())))
-        yield KeyedSubtask(subtask, key_groups, meta.key_type, states)
+        yield KeyedSubtask(subtask, key_groups, meta.key_type,
+                           {info.name: (info, r.rows(subtask)) for info, r in zip(meta.states, rows)})

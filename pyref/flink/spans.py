@@ -79,6 +79,9 @@ def join(*parts: Spans) -> pa.BinaryArray:
     n = len(parts[0])
     if len(parts) == 1:
         return parts[0].column()
+    widths = [int(p.lengths.max()) if n else 0 for p in parts]
+    if n and sum(widths) * n <= 2 * sum(int(p.lengths.sum()) for p in parts):
+        return _padded_join(parts, widths)
     sizes = np.cumsum([0] + [len(p.buffer) for p in parts[:-1]])
     buffer = np.concatenate([p.buffer for p in parts])
     starts = np.stack([p.starts + base for p, base in zip(parts, sizes)], axis=1).reshape(-1)
@@ -88,6 +91,30 @@ def join(*parts: Spans) -> pa.BinaryArray:
     offsets = np.frombuffer(pieces.buffers()[1], np.int32)[: len(parts) * n + 1: len(parts)]
     return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(np.ascontiguousarray(offsets)),
                                                   pieces.buffers()[2]])
+
+
+def _padded_join(parts: tuple[Spans, ...], widths: list[int]) -> pa.BinaryArray:
+    """:func:`join` of parts whose rows are about as long as their longest: each part's rows cut at
+    its longest width (one row gather, no index per byte), the bytes past each row's length masked
+    out. The caller bounds the padding to the bytes joined."""
+    n = len(parts[0])
+    rows = np.empty((n, sum(widths)), np.uint8)
+    keep = np.empty(rows.shape, bool)
+    at = 0
+    for part, width in zip(parts, widths):
+        if width:
+            buffer = part.buffer
+            if int((part.starts + width).max()) > len(buffer):  # a short row near the end: pad the buffer
+                buffer = np.concatenate([buffer, np.zeros(width, np.uint8)])
+            rows[:, at:at + width] = np.lib.stride_tricks.sliding_window_view(buffer, width)[part.starts]
+            keep[:, at:at + width] = np.arange(width) < part.lengths[:, None]
+        at += width
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(sum(p.lengths for p in parts), out=offsets[1:])
+    if offsets[-1] >= 2**31:
+        raise UnsupportedFormatError("a state column over 2 GiB in one key-group range")
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets.astype(np.int32)),
+                                                  pa.py_buffer(rows[keep])])
 
 
 def reversed_fixed(spans: Spans, widths: tuple[int, ...]) -> np.ndarray:
