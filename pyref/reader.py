@@ -960,9 +960,14 @@ def _holds_flink_metadata(io: SavepointIO) -> bool:
 def savepoints_below(io: SavepointIO, most: int = 3) -> str:
     """Only for a not-found error's hint, on local disks: "; a savepoint is one level down: ..."
     naming subdirectories that hold one (pyref's, a Flink savepoint or a retained checkpoint),
-    the highest-numbered first (a job's checkpoint directory holds chk-N, shared/, taskowned/)."""
+    the highest-numbered first (a job's checkpoint directory holds chk-N, shared/, taskowned/);
+    or, where nothing is at the path, that it is not there (and that ``~`` was not expanded)."""
     if not isinstance(io, LocalIO):
         return ""
+    if not os.path.lexists(io.root):
+        # A quoted "~/..." reaches pyref unexpanded (as it reaches Flink and Spark): say so.
+        tilde = "; '~' is not expanded (only a shell expands it, unquoted)" if "~" in io.root.split(os.sep) else ""
+        return f"; the path does not exist{tilde}"
     try:
         with os.scandir(io.root) as entries:
             dirs = [e for _, e in zip(range(10_000), entries) if e.is_dir(follow_symlinks=False)]

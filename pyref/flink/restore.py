@@ -32,13 +32,19 @@ class FlinkRestorePlan:
     def __init__(self, savepoint: FlinkSavepoint, parallelism: int | Mapping[str, int]) -> None:
         self.savepoint = savepoint
         self.parallelism: dict[str, int] = {}
+        given: dict[str, int] = {}  # operator name -> parallelism, the operators named as operator() names them
         if isinstance(parallelism, Mapping):
-            unknown = set(parallelism) - {op.name for op in savepoint.operators}
+            unknown: list[str] = []
+            for key, p in parallelism.items():
+                if (named := savepoint.find_operator(key)) is None:
+                    unknown.append(key)
+                else:
+                    given[named.name] = p
             if unknown:
                 raise unknown_names("operators", unknown, [op.name for op in savepoint.operators],
                                     path=savepoint.location)
         for op in savepoint.operators:
-            p = parallelism.get(op.name, op.parallelism) if isinstance(parallelism, Mapping) else parallelism
+            p = given.get(op.name, op.parallelism) if isinstance(parallelism, Mapping) else parallelism
             if p > op.max_parallelism:
                 raise InvalidArgumentError(
                     f"operator {op.name} has max parallelism {op.max_parallelism} and cannot run at {p}; "

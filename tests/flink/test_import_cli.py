@@ -225,3 +225,67 @@ def test_inspect_and_verify_name_a_flink_1_savepoints_operators_by_uid(tmp_path,
     write_seeds(tmp_path / "pyref")
     code, report = run(capsys, "inspect", str(tmp_path / "pyref"), "--uid=seeds")
     assert code == 2 and "Flink savepoint" in report["error"]
+
+
+OLD_KEYED = CORPUS / "1.13.6/rocksdb/keyed-kinds/savepoint"  # the job of KEYED, whose uids Flink 1.13 did not store
+KEYED_KINDS_ID = "98579dcfc6bf805e03cf6694974d3f70"  # the hex id of its operator with uid keyed-kinds
+
+
+def test_an_operator_is_named_by_uid_or_hex_id_in_either_case_on_every_release(tmp_path, capsys) -> None:
+    """Flink 2.x stores uids, 1.x does not: a uid, a hex id and an uppercase hex id name the
+    same operator of both in plan, the Python API, --skip-state and --ttl."""
+    for savepoint in (KEYED, OLD_KEYED):
+        for name in ("keyed-kinds", KEYED_KINDS_ID, KEYED_KINDS_ID.upper()):
+            code, plan = run(capsys, "plan", str(savepoint), "--operator", f"{name}=5")
+            moved = [op["operator_id"] for op in plan["operators"] if op["to_parallelism"] != op["from_parallelism"]]
+            assert code == 0 and len(moved) == 1 and moved[0] in ("keyed-kinds", KEYED_KINDS_ID), (savepoint, name)
+            with FlinkSavepoint.open(savepoint) as sp:
+                assert sp.operator(name).operator_id == KEYED_KINDS_ID
+    # --uid names a Flink 1.x savepoint's operators in plan as in inspect and import-flink
+    code, plan = run(capsys, "plan", str(OLD_KEYED), "-p", "2", "--uid", "keyed-kinds")
+    assert code == 0 and "keyed-kinds" in [op["operator_id"] for op in plan["operators"]]
+    # the states of Flink 1.13's operators by the job's uids and an uppercase hex id, without --uid
+    code, report = run(capsys, "import-flink", str(OLD_KEYED), str(tmp_path / "sp"), "--skip-state", "pojo-keys/blobs",
+                       "--ttl", "keyed-kinds/ttl-last=1d", "--ttl", f"{KEYED_KINDS_ID.upper()}/ttl-nums=2d",
+                       "--ttl", f"{KEYED_KINDS_ID}/ttl-tags=3d")
+    assert code == 0, report
+    states = {st["name"]: st for op in report["operators"] for st in op["states"]}
+    assert "blobs" not in states and {"ttl-last", "ttl-nums", "ttl-tags"} <= set(states)
+
+
+def test_a_mistyped_skip_state_is_named_before_the_refusal_it_was_meant_to_lift(tmp_path, capsys) -> None:
+    code, result = run(capsys, "import-flink", str(KEYED), str(tmp_path / "sp"), "--skip-state", "pojo-key/blobs",
+                       "--ttl-default", "1d")
+    assert code == 2 and "--skip-state (skip_states) names no state: pojo-key/blobs" in result["error"]
+    assert "pojo-keys/blobs" in result["error"]  # among the states there are
+
+
+@pytest.mark.parametrize("argv", [
+    ["plan", str(KEYED)],
+    ["rescale", "{tmp}/seeds", "{tmp}/out"],
+    ["export-flink", "{tmp}/seeds", "{tmp}/out", "--flink-version", "2.3"],
+    ["spark-rescale", "{tmp}/seeds", "{tmp}/out"],
+])
+def test_a_parallelism_for_every_operator_and_one_by_one_are_not_combined(tmp_path, capsys, argv) -> None:
+    """-p N beside --operator ID=M was dropped without a word (the other operators kept theirs)."""
+    write_seeds(tmp_path / "seeds")
+    code, result = run(capsys, *[a.format(tmp=tmp_path) for a in argv], "-p", "2", "--operator", "seeds=3")
+    assert code == 2 and "argument --operator: not allowed with argument -p/--parallelism" in result["error"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_flink_savepoint_is_read_at_its_file_url(capsys) -> None:
+    for url in (KEYED.as_uri(), KEYED.as_uri() + "/", (KEYED / "_metadata").as_uri()):
+        code, info = run(capsys, "inspect", url)
+        assert code == 0 and info["location"] == str(KEYED), url
+        with FlinkSavepoint.open(url) as sp:
+            assert sp.location == str(KEYED)
+
+
+def test_a_path_with_nothing_at_it_is_said_to_be_missing(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)  # "~/..." quoted: a relative path whose first directory is "~"
+    for argv in (["inspect", "~/savepoint"], ["plan", "~/savepoint", "-p", "2"], ["import-flink", "~/savepoint", "sp"]):
+        code, result = run(capsys, *argv)
+        assert code == 4 and "the path does not exist; '~' is not expanded" in result["error"], result
+    code, result = run(capsys, "inspect", "savepoint")
+    assert code == 4 and result["error"].endswith(f"; the path does not exist [file={tmp_path / 'savepoint'}]")
