@@ -251,6 +251,12 @@ def test_an_operator_is_named_by_uid_or_hex_id_in_either_case_on_every_release(t
     assert code == 0, report
     states = {st["name"]: st for op in report["operators"] for st in op["states"]}
     assert "blobs" not in states and {"ttl-last", "ttl-nums", "ttl-tags"} <= set(states)
+    # and export-flink, of an import named by uid, takes the Flink id it exports the operator as
+    code, report = run(capsys, "import-flink", str(KEYED), str(tmp_path / "named"), "--skip-state", "pojo-keys/blobs",
+                       "--ttl-default", "1d")
+    code, exported = run(capsys, "export-flink", str(tmp_path / "named"), str(tmp_path / "flink"), "--flink-version",
+                         "2.3", "--only", KEYED_KINDS_ID.upper(), "--operator", f"{KEYED_KINDS_ID}=2")
+    assert code == 0 and [(op["operator_id"], op["parallelism"]) for op in exported["operators"]] == [("keyed-kinds", 2)]
 
 
 def test_a_mistyped_skip_state_is_named_before_the_refusal_it_was_meant_to_lift(tmp_path, capsys) -> None:
