@@ -31,7 +31,7 @@ from .cleanup import DEFAULT_OLDER_THAN, remove_unreferenced_files
 from .derived import FORCE_HELP
 from .errors import CorruptSavepointError, InvalidArgumentError, SavepointError
 from .flink.import_cli import add_uid_argument, inspect_flink, is_flink_savepoint, parse_uids, verify_flink_command
-from .flink.savepoint import FlinkSavepoint
+from .flink.savepoint import FlinkSavepoint, flink_directory
 from .flink.writer.cleanup import is_export_directory, remove_abandoned_export_files
 from .inspection import describe, verify
 from .io import typed_os_error, typed_os_errors
@@ -297,8 +297,9 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "report":
         return _write_report(args)
     if args.command == "clean":
-        clean = remove_abandoned_export_files if is_export_directory(args.path) else remove_unreferenced_files
-        cleaned = clean(args.path, older_than=args.older_than * 3600, dry_run=args.dry_run)
+        path = flink_directory(args.path)  # an export's _metadata names its directory, as for inspect
+        clean = remove_abandoned_export_files if is_export_directory(path) else remove_unreferenced_files
+        cleaned = clean(path, older_than=args.older_than * 3600, dry_run=args.dry_run)
         if args.json:
             print(json.dumps(cleaned.to_dict(), indent=2))
         else:
