@@ -295,3 +295,25 @@ def test_a_path_with_nothing_at_it_is_said_to_be_missing(tmp_path, capsys, monke
         assert code == 4 and "the path does not exist; '~' is not expanded" in result["error"], result
     code, result = run(capsys, "inspect", "savepoint")
     assert code == 4 and result["error"].endswith(f"; the path does not exist [file={tmp_path / 'savepoint'}]")
+
+
+def test_a_window_states_get_asks_for_the_window_instead_of_answering_none() -> None:
+    """Real window state (Flink 1.20.3 and 2.3.0): get() without the window gave the default
+    for every key; it is refused as pyref's own views refuse it, and get() with it finds it."""
+    from pyref.flink import GLOBAL_WINDOW, TimeWindow
+
+    for release in ("1.20.3", "2.3.0"):
+        with FlinkSavepoint.open(CORPUS / release / "rocksdb/windows/savepoint") as sp:
+            windows = [op for op in sp.operators if "window-contents" in op.keyed_state_names]
+            for op in windows:
+                contents = op.keyed_state("window-contents")
+                key, window, value = next(iter(contents.items()))
+                assert isinstance(window, TimeWindow) or window is GLOBAL_WINDOW
+                assert contents.get(key, namespace=window) == value
+                with pytest.raises(InvalidArgumentError, match="window-contents is kept per namespace .*namespace="):
+                    contents.get(key)
+            plain = next(op for op in sp.operators if op.keyed_state_names and not any(
+                op.keyed_state(n).has_namespace for n in op.keyed_state_names))
+            state = plain.keyed_state(plain.keyed_state_names[0])
+            with pytest.raises(InvalidArgumentError, match="has no namespace"):
+                state.get(next(iter(state.items()))[0], namespace=TimeWindow(0, 1))
