@@ -453,7 +453,10 @@ class FlinkSavepoint:
         path = flink_directory(path)
         io = open_io(path)
         if io.stat(METADATA) is None:
-            raise SavepointNotFoundError(f"no Flink _metadata file{savepoints_below(io)}", path=path)
+            # The other way round from pyref's reader's hint: a pyref savepoint handed where a Flink one goes.
+            pyref = ("; it is a pyref savepoint (_manifest): pyref inspect, verify and export-flink read it, as does "
+                     "pyref.Savepoint.open" if io.stat(MANIFEST_NAME) is not None else "")
+            raise SavepointNotFoundError(f"no Flink _metadata file{pyref or savepoints_below(io)}", path=path)
         metadata = parse_metadata(io.read_file(METADATA), io.describe(METADATA))
         return cls(path, metadata, _operator_names(uids, metadata, path), allow_external_files=allow_external_files)
 

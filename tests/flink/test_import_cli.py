@@ -288,11 +288,14 @@ def test_a_flink_savepoint_is_read_at_its_file_url(capsys) -> None:
             assert sp.location == str(KEYED)
 
 
-def test_a_path_with_nothing_at_it_is_said_to_be_missing(tmp_path, capsys, monkeypatch) -> None:
+def test_a_path_with_nothing_or_the_wrong_savepoint_at_it_says_so(tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)  # "~/..." quoted: a relative path whose first directory is "~"
     for argv in (["inspect", "~/savepoint"], ["plan", "~/savepoint", "-p", "2"], ["import-flink", "~/savepoint", "sp"]):
         code, result = run(capsys, *argv)
         assert code == 4 and "the path does not exist; '~' is not expanded" in result["error"], result
+    write_seeds(tmp_path / "pyref")  # a pyref savepoint where a Flink one goes: said so, not "no _metadata" alone
+    code, result = run(capsys, "import-flink", "pyref", "sp")
+    assert code == 4 and "it is a pyref savepoint (_manifest)" in result["error"]
     code, result = run(capsys, "inspect", "savepoint")
     assert code == 4 and result["error"].endswith(f"; the path does not exist [file={tmp_path / 'savepoint'}]")
 
