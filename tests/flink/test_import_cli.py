@@ -320,3 +320,17 @@ def test_a_window_states_get_asks_for_the_window_instead_of_answering_none() -> 
             state = plain.keyed_state(plain.keyed_state_names[0])
             with pytest.raises(InvalidArgumentError, match="has no namespace"):
                 state.get(next(iter(state.items()))[0], namespace=TimeWindow(0, 1))
+
+
+def test_inspect_says_a_flink_1_15_metadata_does_not_tell_a_savepoint_from_a_checkpoint(capsys) -> None:
+    """_metadata version 3 records no savepoint format: a 1.15 retained checkpoint was shown as
+    "Flink savepoint ..., format unknown"; version 4 says which it is."""
+    checkpoint = CORPUS.parents[2] / "tests/flink/data/checkpoints/1.15.4-rocksdb-full-seeds/checkpoint"
+    for path in (checkpoint, OLD_KEYED):
+        assert main(["inspect", str(path)]) == 0
+        head = capsys.readouterr().out.splitlines()[:2]
+        assert head == [f"Flink savepoint or retained checkpoint {path}",
+                        "  _metadata version 3, checkpoint 1, version 3 does not say which"], head
+    assert main(["inspect", str(KEYED)]) == 0
+    assert capsys.readouterr().out.splitlines()[:2] == [
+        f"Flink savepoint {KEYED}", "  _metadata version 6, checkpoint 1, CANONICAL"]
