@@ -251,6 +251,11 @@ def test_an_operator_is_named_by_uid_or_hex_id_in_either_case_on_every_release(t
     assert code == 0, report
     states = {st["name"]: st for op in report["operators"] for st in op["states"]}
     assert "blobs" not in states and {"ttl-last", "ttl-nums", "ttl-tags"} <= set(states)
+    # its operators are named by hex id; export-flink takes the job's uid for them too
+    code, exported = run(capsys, "export-flink", str(tmp_path / "sp"), str(tmp_path / "old-flink"), "--flink-version",
+                         "1.13", "--only", "keyed-kinds", "--operator", "keyed-kinds=2")
+    assert code == 0 and [(op["operator_id"], op["parallelism"]) for op in exported["operators"]] == [
+        (KEYED_KINDS_ID, 2)]
     # and export-flink, of an import named by uid, takes the Flink id it exports the operator as
     code, report = run(capsys, "import-flink", str(KEYED), str(tmp_path / "named"), "--skip-state", "pojo-keys/blobs",
                        "--ttl-default", "1d")

@@ -24,7 +24,7 @@ from ...key_groups import UPPER_BOUND_MAX_PARALLELISM, key_group_range
 from ...reader import OperatorView, Savepoint
 from ...storage import open_io
 from ..dataoutput import utf
-from ..savepoint import operator_id_of_uid
+from ..savepoint import operator_id_named, operator_id_of_uid
 from .directory import DEFAULT_INLINE_BYTES, ExportDirectory, StateStream, StreamRef, check_metadata_parses
 from .keyed import KeyedExport
 from .metadata import (
@@ -129,9 +129,10 @@ def _is_keyed(op: OperatorView) -> bool:
 
 
 def _is_named(op: OperatorView, name: str) -> bool:
-    """``name`` is the operator's id, its uid or the hex of the Flink ``OperatorID`` it is
-    exported as (in either case: Flink prints lowercase, other tools uppercase)."""
-    return name in (op.operator_id, op.uid) or name.lower() == flink_operator_id(op).hex()
+    """``name`` is the operator's id, its uid, or names the Flink ``OperatorID`` it is exported
+    as: its hex (in either case) or the job's uid it is the hash of (an import of Flink 1.x,
+    which stores no uids, is named by hex ids, and the user knows the job's uids)."""
+    return name in (op.operator_id, op.uid) or operator_id_named(name) == flink_operator_id(op).hex()
 
 
 def _names(ops: Iterable[OperatorView]) -> str:
