@@ -38,6 +38,9 @@ class FlinkRestorePlan:
             for key, p in parallelism.items():
                 if (named := savepoint.find_operator(key)) is None:
                     unknown.append(key)
+                elif named.name in given:
+                    raise InvalidArgumentError(f"operator {named.name} is named twice (by its uid and its id) in "
+                                               f"{dict(parallelism)}", path=savepoint.location)
                 else:
                     given[named.name] = p
             if unknown:

@@ -241,6 +241,8 @@ def test_an_operator_is_named_by_uid_or_hex_id_in_either_case_on_every_release(t
             assert code == 0 and len(moved) == 1 and moved[0] in ("keyed-kinds", KEYED_KINDS_ID), (savepoint, name)
             with FlinkSavepoint.open(savepoint) as sp:
                 assert sp.operator(name).operator_id == KEYED_KINDS_ID
+    code, result = run(capsys, "plan", str(KEYED), "--operator", "keyed-kinds=5", "--operator", f"{KEYED_KINDS_ID}=3")
+    assert code == 2 and "operator keyed-kinds is named twice" in result["error"]
     # --uid names a Flink 1.x savepoint's operators in plan as in inspect and import-flink
     code, plan = run(capsys, "plan", str(OLD_KEYED), "-p", "2", "--uid", "keyed-kinds")
     assert code == 0 and "keyed-kinds" in [op["operator_id"] for op in plan["operators"]]
