@@ -20,7 +20,7 @@ from ..errors import InvalidArgumentError, unknown_names
 from ..key_groups import KeyGroupRange, check_parallelism, key_group_bounds, key_group_range
 from ..redistribution import DistributionMode as PyrefMode
 from ..redistribution import redistribute
-from ..restore import OperatorPlanSummary, PlanSummary, SubtaskSummary
+from ..restore import OperatorPlanSummary, PlanSummary, SubtaskSummary, every_operator_at
 from .handles import IncrementalHandle, KeyGroupsHandle
 from .rocksdb.native import sst_files
 from .savepoint import FlinkOperator, FlinkSavepoint
@@ -47,7 +47,8 @@ class FlinkRestorePlan:
                 raise unknown_names("operators", unknown, [op.name for op in savepoint.operators],
                                     path=savepoint.location)
         for op in savepoint.operators:
-            p = given.get(op.name, op.parallelism) if isinstance(parallelism, Mapping) else parallelism
+            p = (given.get(op.name, op.parallelism) if isinstance(parallelism, Mapping)
+                 else every_operator_at(parallelism, op.max_parallelism))
             if p > op.max_parallelism:
                 raise InvalidArgumentError(
                     f"operator {op.name} has max parallelism {op.max_parallelism} and cannot run at {p}; "

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from ...errors import InvalidArgumentError
 from ...key_groups import UPPER_BOUND_MAX_PARALLELISM, key_group_range
 from ...reader import OperatorView, Savepoint
+from ...restore import every_operator_at
 from ...storage import open_io
 from ..dataoutput import utf
 from ..savepoint import operator_id_named, operator_id_of_uid
@@ -170,7 +171,7 @@ def _parallelism_of(ops: list[OperatorView], parallelism: int | Mapping[str, int
         if len(given) < len(parallelism):
             raise InvalidArgumentError(f"an operator is named twice (by its id, uid or Flink id) in {dict(parallelism)}")
         return {op.operator_id: given.get(op.operator_id, op.parallelism) for op in ops}
-    return {op.operator_id: parallelism for op in ops}
+    return {op.operator_id: every_operator_at(parallelism, op.max_parallelism) for op in ops}
 
 
 def _check_operator(op: OperatorView, parallelism: int) -> None:
