@@ -281,3 +281,6 @@ def test_a_directory_above_savepoints_names_them(tmp_path, capsys):
         assert f"one level down: {job / 'chk-12'}, {job / 'chk-7'}, {job / 'pyref-copy'}" in err, err
     assert main(["inspect", str(job / "shared")]) == 4
     assert "one level down" not in capsys.readouterr().err
+    # Flink's checkpoint directory (state.checkpoints.dir) holds a directory per job id, each its chk-N
+    assert main(["inspect", str(tmp_path)]) == 4
+    assert f"two levels down: {job / 'chk-12'}, {job / 'chk-7'}, {job / 'pyref-copy'}" in capsys.readouterr().err
