@@ -141,13 +141,21 @@ def _print_describe(info: dict) -> None:
             print(f"  coordinator state: {op['coordinator_state_bytes']} bytes")
 
 
-def plan_summary(path: str, parallelism: int | dict[str, int], uids: Sequence[str] = ()) -> PlanSummary:
+def plan_summary(path: str, parallelism: int | dict[str, int], uids: Sequence[str] = (),
+                 only: Sequence[str] = ()) -> PlanSummary:
     """The restore plan of a pyref savepoint, or of a Flink savepoint (its operators named by
-    uid, ``uids`` (``--uid``) or hex id, its stored key groups kept), in numbers."""
+    uid, ``uids`` (``--uid``) or hex id, its stored key groups kept), in numbers; of the
+    operators ``only`` names alone, if any (a job of a hundred operators plans them all)."""
     if is_flink_savepoint(path):
         with FlinkSavepoint.open(path, uids=parse_uids(list(uids))) as flink:
-            return flink.restore_plan(parallelism).summary()
-    return Savepoint.open(path).restore_plan(parallelism).summary()
+            summary = flink.restore_plan(parallelism).summary()
+            shown = {flink.operator(name).name for name in only}
+    else:
+        savepoint = Savepoint.open(path)
+        summary = savepoint.restore_plan(parallelism).summary()
+        shown = {savepoint.operator(name).operator_id for name in only}
+    return PlanSummary(summary.location, [op for op in summary.operators if op.operator_id in shown]) if only \
+        else summary
 
 
 def _print_plan(info: dict) -> None:
@@ -225,6 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "new parallelism of one operator (the others keep theirs)")
         if name == "plan":
             add_uid_argument(p)
+            p.add_argument("--only", action="append", default=[], metavar="ID",
+                           help="show only this operator, by uid or id (repeatable); every operator is planned")
         p.add_argument("--json", action="store_true")
     p = sub.add_parser("flatten", help="a self-contained copy: every byte it reads from its bases copied into it")
     p.add_argument("path")
@@ -285,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{'OK' if report.ok else 'FAILED'}: {report.chunks} chunks, {report.values} values checked")
         return 0 if report.ok else CorruptSavepointError.exit_code
     if args.command == "plan":
-        info = plan_summary(args.path, operator_numbers(args, "--parallelism"), args.uid).to_dict()
+        info = plan_summary(args.path, operator_numbers(args, "--parallelism"), args.uid, args.only).to_dict()
         print(json.dumps(info, indent=2)) if args.json else _print_plan(info)
         return 0
     if args.command == "rescale":

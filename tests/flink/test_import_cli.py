@@ -341,3 +341,16 @@ def test_inspect_says_a_flink_1_15_metadata_does_not_tell_a_savepoint_from_a_che
     assert main(["inspect", str(KEYED)]) == 0
     assert capsys.readouterr().out.splitlines()[:2] == [
         f"Flink savepoint {KEYED}", "  _metadata version 6, checkpoint 1, CANONICAL"]
+
+
+def test_plan_only_shows_the_operators_asked_for(tmp_path, capsys) -> None:
+    """A Flink SQL job plans a hundred operators: --only (uid or hex id, either case) shows some."""
+    code, plan = run(capsys, "plan", str(OLD_KEYED), "-p", "2", "--only", "keyed-kinds", "--only",
+                     "C691A218D56B8F74DAE6FA83F71CED11")
+    assert code == 0 and [op["operator_id"] for op in plan["operators"]] == ["c691a218d56b8f74dae6fa83f71ced11",
+                                                                            KEYED_KINDS_ID]
+    code, result = run(capsys, "plan", str(KEYED), "-p", "2", "--only", "keyed-kind")
+    assert code == 2 and "no operator 'keyed-kind'" in result["error"]
+    write_seeds(tmp_path / "seeds")
+    code, plan = run(capsys, "plan", str(tmp_path / "seeds"), "-p", "2", "--only", "url-counter")
+    assert code == 0 and [op["operator_id"] for op in plan["operators"]] == ["url-counter"]
