@@ -532,7 +532,8 @@ def _operator_names(uids: Iterable[str] | Mapping[str, str] | None, metadata: Ch
                     path: str) -> dict[str, str]:
     """Hex operator id -> name, from uids or a {uid or hex id: name} mapping; a uid or id
     of no operator of the savepoint is an error listing its operators (a typo would
-    otherwise leave that operator unnamed without a word)."""
+    otherwise leave that operator unnamed without a word), and so is another name for an
+    operator whose uid Flink stored (2.x), which names it (the name would be dropped)."""
     if uids is None:
         return {}
     if isinstance(uids, str):
@@ -550,4 +551,9 @@ def _operator_names(uids: Iterable[str] | Mapping[str, str] | None, metadata: Ch
         raise InvalidArgumentError(f"no operator of the savepoint has the uid or id {', '.join(map(repr, unknown))} "
                                    f"(a uid names the operator whose id is its hash); its operators: {listed}",
                                    path=path)
+    renamed = [f"{op.operator_id} is {op.uid!r}, not {names[op.operator_id]!r}" for op in metadata.operators
+               if op.uid and names.get(op.operator_id, op.uid) != op.uid]
+    if renamed:
+        raise InvalidArgumentError(f"--uid (uids) names operators whose uid Flink stored, which names them: "
+                                   f"{'; '.join(renamed)}", path=path)
     return names

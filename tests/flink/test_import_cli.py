@@ -354,3 +354,12 @@ def test_plan_only_shows_the_operators_asked_for(tmp_path, capsys) -> None:
     write_seeds(tmp_path / "seeds")
     code, plan = run(capsys, "plan", str(tmp_path / "seeds"), "-p", "2", "--only", "url-counter")
     assert code == 0 and [op["operator_id"] for op in plan["operators"]] == ["url-counter"]
+
+
+def test_uid_cannot_rename_an_operator_whose_uid_flink_stored(tmp_path, capsys) -> None:
+    """Flink 2.x stores uids: another name for one was dropped without a word."""
+    code, result = run(capsys, "import-flink", str(KEYED), str(tmp_path / "sp"), "--uid", f"{KEYED_KINDS_ID}=counter")
+    assert code == 2 and f"{KEYED_KINDS_ID} is 'keyed-kinds', not 'counter'" in result["error"]
+    assert not (tmp_path / "sp").exists()
+    code, info = run(capsys, "inspect", str(KEYED), "--uid", "keyed-kinds", "--uid", f"{KEYED_KINDS_ID.upper()}=keyed-kinds")
+    assert code == 0  # the job's own uids, as a script passes them for 1.x and 2.x alike
