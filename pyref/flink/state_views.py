@@ -412,7 +412,15 @@ class FlinkKeyedStateView(_KeyedRowsView):
         return index
 
     def get(self, key: Any, default: Any = None, *, namespace: Any = None) -> Any:
-        """The state of ``key`` (in ``namespace``): a value, a list, or a dict for MAP."""
+        """The state of ``key`` (in ``namespace``): a value, a list, or a dict for MAP. A
+        namespaced state (a window's) needs ``namespace`` (as :meth:`items` gives it: a
+        ``TimeWindow``, ``GLOBAL_WINDOW``), and only it takes one, as pyref's own views."""
+        if (namespace is None) == self.has_namespace:
+            # Without it a window state's get() would give the default for every key, unasked.
+            raise InvalidArgumentError(
+                f"{self.name} is kept per namespace ({self.namespace_type.describe()}): give namespace=..., e.g. "
+                "pyref.flink.TimeWindow(start, end) or GLOBAL_WINDOW" if self.has_namespace
+                else f"{self.name} has no namespace; namespace= is for a window's state", state=self.name)
         return self._index.get((freeze(key), freeze(namespace)), default)
 
 

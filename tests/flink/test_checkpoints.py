@@ -28,6 +28,7 @@ from __future__ import annotations
 import gzip
 import json
 import pathlib
+import re
 
 import pyarrow as pa
 import pytest
@@ -217,8 +218,10 @@ def test_an_incremental_checkpoint_without_its_shared_files_names_the_missing_on
     with FlinkSavepoint.open(DATA / case / "checkpoint", uids=list(expected["operators"])) as sp:
         counter = sp.operator("url-counter")
         assert counter.keyed_layout(0) == ROCKSDB_NATIVE
+        beside = re.escape(str((DATA / case / "shared").resolve()))
         with pytest.raises(CorruptSavepointError, match=r"state file '.*/shared/[0-9a-f-]+' \(a checkpoint's shared "
-                           r"state, beside its chk-N directory\) does not exist"):
+                           rf"state, beside its chk-N directory\) does not exist; looked for in {beside}: copy the "
+                           r"job's shared/ directory beside the chk-N directory"):
             counter.keyed_state("count")
         offsets = sp.operator("kafka-source").list_state("offsets")
         assert [offsets.partition(i) for i in range(2)] == expected["operators"]["kafka-source"]["operator_state"][

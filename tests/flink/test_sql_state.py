@@ -92,6 +92,26 @@ def test_import_and_export_keep_rowdata_keys_values_and_key_groups_exactly(versi
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+def test_one_parallelism_for_the_job_leaves_its_non_parallel_operators_at_one(version, savepoints, tmp_path):
+    """The planner makes a global Top-N and its sink non-parallel (max parallelism 1): -p 3 was
+    refused for the whole job by plan, rescale and export-flink; Flink keeps such operators at 1."""
+    with FlinkSavepoint.open(savepoints[version]) as sp:
+        single = {op.operator_id for op in sp.operators if op.max_parallelism == 1}
+    assert single and pyref_cli(["plan", str(savepoints[version]), "-p", "3"]) == 0
+    import_flink(savepoints[version], tmp_path / "pyref", ttl_default=TTL_DEFAULT)
+    assert pyref_cli(["rescale", str(tmp_path / "pyref"), str(tmp_path / "p3"), "-p", "3"]) == 0
+    assert pyref_cli(["export-flink", str(tmp_path / "p3"), str(tmp_path / "flink"), "--flink-version", version,
+                      "-p", "3"]) == 0
+    with FlinkSavepoint.open(tmp_path / "flink") as exported:
+        assert {op.operator_id: op.parallelism for op in exported.operators if op.operator_id in single} == dict.fromkeys(
+            single, 1)
+        assert {op.parallelism for op in exported.operators if op.operator_id not in single} == {3}
+    assert pyref_cli(["verify", str(tmp_path / "flink")]) == 0
+    rows = {name: len(rows) for name, rows in keyed_contents(savepoints[version]).items()}
+    assert {name: len(rows) for name, rows in keyed_contents(tmp_path / "flink").items()} == rows  # subtasks moved
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_collections_of_sql_rows_keep_their_bytes_and_split(version, savepoints):
     """Top-N over an updating input keeps a SortedMap per key: each sort key (a RowData) with its
     row count; deduplicated rows hold ARRAY and MAP columns (in the BinaryRowData bytes)."""
