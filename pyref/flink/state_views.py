@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import CorruptSavepointError, InvalidArgumentError, UnsupportedFormatError
-from ..key_groups import compute_key_groups
+from ..key_groups import assign_to_key_group, compute_key_groups
 from ..reader import TableView
 from .composite import split_keys, split_list_values, split_map_values, split_timer_keys
 from .handles import DistributionMode
@@ -213,6 +213,16 @@ def _pyref_key_type(type_: FlinkType):
 _ARROW_KEY_TYPES = {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(), "boolean": pa.bool_()}
 
 
+def _key_groups_of(keys: list[Any], key_type, max_parallelism: int) -> np.ndarray:
+    """Flink's key group of every decoded key: vectorised over an Arrow column, or key by key
+    when a Java String holds a lone surrogate (valid in Java, which Arrow's UTF-8 cannot hold)."""
+    try:
+        column = _key_column(keys, key_type)
+    except UnicodeEncodeError:
+        return np.array([assign_to_key_group(key, max_parallelism, key_type) for key in keys], np.int64)
+    return compute_key_groups(column, max_parallelism, key_type)
+
+
 def _key_column(keys: list[Any], key_type) -> pa.Array:
     """Decoded keys as the Arrow column :func:`compute_key_groups` hashes."""
     if isinstance(key_type, tuple):
@@ -262,7 +272,7 @@ class _KeyedRowsView(TableView):
             expected = row_key_groups(stored, self._max_parallelism, state)
         else:
             keys = decode_column(self.key_type, stored)
-            expected = compute_key_groups(_key_column(keys, key_type), self._max_parallelism, key_type)
+            expected = _key_groups_of(keys, key_type, self._max_parallelism)
         bad = np.flatnonzero(expected != self._rows.key_groups)
         if len(bad):
             i = int(bad[0])
