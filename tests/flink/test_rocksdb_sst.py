@@ -19,6 +19,7 @@ from pyref.errors import CorruptSavepointError, UnsupportedFormatError
 from pyref.flink import FlinkSavepoint
 from pyref.flink.dataoutput import varint
 from pyref.flink.handles import IncrementalHandle
+from pyref.flink.rocksdb import native
 from pyref.flink.rocksdb.native import live_rows, sst_files
 from pyref.flink.rocksdb.sst import (DELETION, EXTERNAL_VERSION, GLOBAL_SEQNO, MERGE, VALUE, ExpansionBudget,
                                      _properties, _Reader, global_sequence, open_sst)
@@ -436,3 +437,34 @@ def test_two_entries_of_one_key_and_sequence_are_corrupt_not_merged_twice() -> N
     with pytest.raises(CorruptSavepointError, match="two entries of key 0161 with sequence number 3"):
         list(live_rows([Entries([(b"\x01a", 3, VALUE, b"x")]), Entries([(b"\x01a", 3, DELETION, b"")])],
                        range(0, 4), 1, "t"))
+
+
+def test_each_key_group_visits_only_the_states_holding_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A meta stream naming thousands of states made every key group of the SST files visit every
+    state (states x key groups: seconds for a few hundred KB); the real checkpoint's subtask, with
+    5000 more (empty) states, reads the same rows with one visit per state and key group holding rows."""
+    takes = 0
+    original = native._State.take
+
+    def counted(state: native._State, group: int) -> int:
+        nonlocal takes
+        takes += 1
+        return original(state, group)
+
+    with FlinkSavepoint.open(DATA / "1.16.3-rocksdb-full-seeds" / "checkpoint") as sp:
+        op = next(o for o in sp.operators if any(isinstance(s.managed_keyed_state, IncrementalHandle)
+                                                 for s in o.state.subtasks))
+        sub = next(s for s in op.state.subtasks if isinstance(s.managed_keyed_state, IncrementalHandle))
+        handle = sub.managed_keyed_state
+        meta = op._keyed_head(handle)
+        many = dataclasses.replace(meta, states=meta.states + [dataclasses.replace(meta.states[0], name=f"more-{i}")
+                                                               for i in range(5000)])
+        expected = {name: rows.keys.to_pylist() for part in native.iter_native_subtask(
+            op._sst_bytes, handle, 0, 1, meta, "chk") for name, (_, rows) in part.states.items()}
+        monkeypatch.setattr(native._State, "take", counted)
+        read = {name: rows.keys.to_pylist() for part in native.iter_native_subtask(
+            op._sst_bytes, handle, 0, 1, many, "chk") for name, (_, rows) in part.states.items()}
+    assert {name: keys for name, keys in read.items() if name in expected} == expected
+    assert not any(keys for name, keys in read.items() if name not in expected)
+    groups_holding = sum(len({k[0] for k in keys}) for keys in expected.values())
+    assert groups_holding and takes == groups_holding

@@ -140,6 +140,10 @@ def _resolve(versions: Iterable[tuple[bytes, int, int, bytes]], deleted_below: i
     return joined if base is None else base + bytes([LIST_DELIMITER]) + joined
 
 
+_NO_ROWS = KeyedRows(np.zeros(0, np.int64), np.zeros(0, np.int64), pa.array([], pa.binary()),
+                    pa.array([], pa.binary()))
+
+
 class _State:
     """One state's live rows as a stream, taken a key group at a time."""
 
@@ -162,7 +166,9 @@ class _State:
         return sum(map(len, keys)) + sum(map(len, values))
 
     def run(self, subtask: int) -> KeyedRows:
-        groups = np.concatenate(self.groups) if self.groups else np.zeros(0, np.int64)
+        if not self.keys:  # most states of most runs: one shared empty table
+            return _NO_ROWS
+        groups = np.concatenate(self.groups)
         rows = KeyedRows(np.full(len(self.keys), subtask, np.int64), groups,
                          pa.array(self.keys, pa.binary()), pa.array(self.values, pa.binary()))
         self.groups, self.keys, self.values = [], [], []
@@ -190,15 +196,22 @@ def iter_native_subtask(open_stream: Opener, handle: IncrementalHandle, subtask:
         raise CorruptSavepointError(f"RocksDB column families {unknown} hold state the meta infos do not name",
                                     path=where)
     states = {info.name: (info, _State(rows(info.name))) for info in meta.states}
+    streams = [state for _, state in states.values()]
+    # (next key group, stream) of the states with rows left: each key group visits only the states
+    # holding it, so many states (a long meta stream) do not multiply the work per key group.
+    pending = [(state.head[0], i) for i, state in enumerate(streams) if state.head is not None]
+    heapq.heapify(pending)
     while True:
         taken = 0
-        while batch_bytes is None or taken < batch_bytes:
-            heads = [state.head[0] for _, state in states.values() if state.head is not None]
-            if not heads:
-                break
-            group = min(heads)
-            taken += sum(state.take(group) for _, state in states.values())
+        while pending and (batch_bytes is None or taken < batch_bytes):
+            group = pending[0][0]
+            while pending and pending[0][0] == group:
+                _, i = heapq.heappop(pending)
+                taken += streams[i].take(group)
+                head = streams[i].head
+                if head is not None:
+                    heapq.heappush(pending, (head[0], i))
         yield KeyedSubtask(subtask, handle.key_groups, meta.key_type,
                            {name: (info, state.run(subtask)) for name, (info, state) in states.items()})
-        if all(state.head is None for _, state in states.values()):
+        if not pending:
             return
