@@ -111,6 +111,8 @@ class SstFile:
     global_sequence: int | None = None
     _reader: _Reader | None = field(default=None, repr=False)
     _blocks: list[tuple[int, int]] = field(default_factory=list, repr=False)
+    #: The data block entries the properties count (None: they do not say).
+    _entries: int | None = field(default=None, repr=False)
 
     def entries(self) -> Iterator[tuple[bytes, int, int, bytes]]:
         """(user key, sequence, type, value) of every entry, in the file's order: ascending user
@@ -120,6 +122,7 @@ class SstFile:
         assert reader is not None
         previous: tuple[bytes, int] | None = None
         ingested = self.global_sequence
+        count = 0
         for handle in self._blocks:
             for key, value in reader.entries(reader.block(handle, "data"), handle[0], "data"):
                 user_key, sequence, kind = _internal_key(reader, key, handle)
@@ -132,7 +135,12 @@ class SstFile:
                     raise reader.corrupt("data block entries out of the order of internal keys (ascending key, "
                                          "then descending sequence)", handle[0], handle[0] + handle[1])
                 previous = order
+                count += 1
                 yield user_key, sequence, kind, value
+        if self._entries is not None and count != self._entries:
+            # A table builder counts what it writes: an index that leaves out a block names fewer.
+            raise reader.corrupt(f"data blocks hold {count} entries, the properties count {self._entries}",
+                                 *(self._blocks[-1] if self._blocks else (0, 0)))
 
 
 class _Reader:
@@ -476,6 +484,10 @@ def open_sst(data: bytes | memoryview, name: str, budget: ExpansionBudget | None
         if stored > len(data):
             raise reader.corrupt(f"index names more data block bytes than the file's {len(data)}", *handle)
         table._blocks.append(handle)
+    blocks = _counted(reader, props, b"rocksdb.num.data.blocks", properties_block)
+    if blocks is not None and blocks != len(table._blocks):
+        raise reader.corrupt(f"index names {len(table._blocks)} data blocks, the properties count {blocks}",
+                             index_handle[0], sum(index_handle))
     range_del = metaindex.get(b"rocksdb.range_del")
     if range_del is not None:
         handle, _ = reader.handle(range_del, 0, len(range_del), metaindex_handle[0])
@@ -486,7 +498,25 @@ def open_sst(data: bytes | memoryview, name: str, budget: ExpansionBudget | None
             if ingested is not None:
                 sequence = _globalised(reader, sequence, ingested, handle)
             table.range_deletions.append((user_key, end, sequence))
+    deletions = _counted(reader, props, b"rocksdb.num.range-deletions", properties_block)
+    if deletions is not None and deletions != len(table.range_deletions):
+        raise reader.corrupt(f"{len(table.range_deletions)} range deletions, the properties count {deletions}",
+                             *properties_block)
+    entries = _counted(reader, props, b"rocksdb.num.entries", properties_block)  # range deletions included
+    if entries is not None:
+        table._entries = entries - len(table.range_deletions)
     return table
+
+
+def _counted(reader: _Reader, props: dict[bytes, bytes], name: bytes, block: tuple[int, int]) -> int | None:
+    """A count the properties hold (a varint64), or None when they do not."""
+    raw = props.get(name)
+    if raw is None:
+        return None
+    value, end = reader.varint(raw, 0, len(raw), block[0], 10)
+    if end != len(raw):
+        raise reader.corrupt(f"property {name.decode()} of {len(raw)} bytes is not one varint", *block)
+    return value
 
 
 def _internal_key(reader: _Reader, key: bytes, handle: tuple[int, int]) -> tuple[bytes, int, int]:
