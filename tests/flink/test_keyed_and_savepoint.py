@@ -418,3 +418,17 @@ def test_string_keys_holding_a_lone_surrogate_are_checked_as_java_hashes_them(tm
     with FlinkSavepoint.open(write(tmp_path / "wrong", misplaced), uids=["proc"]) as sp:
         with pytest.raises(CorruptSavepointError, match=r"key 'lone\\ud800' is stored in key group"):
             sp.operator("proc").keyed_state("count").check_key_groups()
+
+
+def test_two_subtasks_claiming_one_key_group_are_corrupt(tmp_path: pathlib.Path) -> None:
+    """Flink gives each subtask its own key groups; two handles naming the same stream for the
+    same key groups used to yield every key twice (and verify passed where the keys hash right)."""
+    stream, offsets = _keyed_subtask(range(MAX_P), False)
+    (tmp_path / "keyed").write_bytes(stream)
+    handle = savepoint_keyed_handle(0, offsets, relative_handle("keyed", len(stream)))
+    (tmp_path / "_metadata").write_bytes(metadata([operator(bytes.fromhex(operator_id_of_uid("proc")), 2, MAX_P,
+                                                            [subtask(0, None, handle), subtask(1, None, handle)])]))
+    with FlinkSavepoint.open(tmp_path, uids=["proc"]) as sp:
+        with pytest.raises(CorruptSavepointError, match="subtasks 0 and 1 both hold managed keyed state of key "
+                                                        "group 0"):
+            list(sp.operator("proc").keyed_state("count").items())
