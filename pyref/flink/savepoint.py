@@ -169,8 +169,24 @@ class FlinkOperator:
         return self._once(("keyed", id(handle)), lambda: read_keyed_backend_meta(
             DataInput(buffer, start, end, path=name), head_end))
 
+    def _check_key_group_ranges(self) -> None:
+        """Flink gives every subtask its own key groups: two keyed handles (managed, or raw) of
+        the operator claiming one would both yield its rows, every key of it twice."""
+        self._once(("key-group-ranges", 0), self._disjoint_key_groups)
+
+    def _disjoint_key_groups(self) -> None:
+        for kind in ("managed_keyed_state", "raw_keyed_state"):
+            ranges = sorted((h.key_groups.start, h.key_groups.stop, s.index) for s in self.state.subtasks
+                            if (h := getattr(s, kind)) is not None and h.key_groups)
+            for (_, stop, first), (start, _, second) in zip(ranges, ranges[1:]):
+                if start < stop:
+                    raise CorruptSavepointError(f"operator {self.name}: subtasks {first} and {second} both hold "
+                                                f"{kind.replace('_', ' ')} of key group {start}",
+                                                path=self._savepoint.location)
+
     def _keyed_handle(self, sub) -> KeyGroupsHandle | IncrementalHandle | None:
         """A subtask's keyed state handle, None when it holds none; a refused handle raises."""
+        self._check_key_group_ranges()
         handle = sub.managed_keyed_state
         if isinstance(handle, RefusedHandle):
             raise handle.refuse(self._savepoint.location)
@@ -212,6 +228,7 @@ class FlinkOperator:
 
     def _raw_keyed_stream(self, sub) -> tuple[Any, int, int, str, KeyGroupsHandle]:
         """A subtask's raw keyed stream (buffer, start, end, file name) and its handle."""
+        self._check_key_group_ranges()
         handle = sub.raw_keyed_state
         if isinstance(handle, RefusedHandle):
             raise handle.refuse(self._savepoint.location)

@@ -262,7 +262,7 @@ def test_rowdata_snapshot_steps_over_the_java_types_to_its_field_serializers():
     with pytest.raises(CorruptSavepointError, match="bytes left"):
         decode_cell(codec_for(parsed), cell + b"x")
     # As many field serializers as field types, or the snapshot is corrupt.
-    with pytest.raises(CorruptSavepointError, match="2 field types but 1 field serializers"):
+    with pytest.raises(CorruptSavepointError, match="RowData serializer snapshot has 1 nested serializers, expected 2"):
         read_versioned_snapshot(DataInput(data.replace(i32(1333245) + i32(1) + i32(2), i32(1333245) + i32(1) + i32(1))),
                                 at_position(len(data) - 5))
 
@@ -300,6 +300,11 @@ def test_external_serializer_steps_over_its_java_data_type_to_the_internal_seria
     assert parsed.describe() == "map<external<string-data>,external<int64>>"
     assert decode_cell(codec_for(parsed.children[0]), i32(2) + b"k1") == i32(2) + b"k1"
     assert decode_cell(codec_for(parsed.children[1]), i64(3)) == 3
+    # Exactly one internal serializer (a fuzzed _metadata with none failed to unpack, untyped).
+    for internals in ([], [snapshot(LONG)] * 2):
+        with pytest.raises(CorruptSavepointError, match=f"ExternalSerializer serializer snapshot has {len(internals)} "
+                                                        "nested serializers, expected 1"):
+            parse(composite(EXTERNAL, internals, java_stream("org.apache.flink.table.types.AtomicDataType") + b"\x00"))
 
 
 def test_an_unknown_table_runtime_snapshot_is_kept_opaque_or_refused_by_name():

@@ -35,7 +35,7 @@ from ...errors import CorruptSavepointError
 from ..composite import LIST_DELIMITER
 from ..handles import IncrementalHandle, StreamHandle
 from ..keyed import KeyedBackendMeta, KeyedRows, KeyedSubtask
-from .sst import DELETION, MERGE, SINGLE_DELETION, VALUE, SstFile, open_sst
+from .sst import DELETION, MERGE, SINGLE_DELETION, VALUE, ExpansionBudget, SstFile, open_sst
 
 __all__ = ["ROCKSDB_NATIVE", "sst_files", "live_rows", "iter_native_subtask"]
 
@@ -78,19 +78,20 @@ def live_rows(files: list[SstFile], key_groups: range, prefix_bytes: int,
             while active and active[0][1] <= key:  # ended before this key, so before every later one
                 heapq.heappop(active)
         newest = next(versions)
+        older = next(versions, None)
+        if older is not None and older[1] == newest[1]:
+            raise _twice(files[0].column_family, key, newest[1], where)
         deleted_below = -active[0][0] if active else -1
         if newest[2] == VALUE and newest[1] >= deleted_below:
             value = newest[3]  # the common case: the newest entry is a live value
+        elif older is None and newest[2] == MERGE and newest[1] >= deleted_below:
+            value = newest[3]  # a LIST state's one append, with nothing under it
         else:
-            older = next(versions, None)
-            if older is None and newest[2] == MERGE and newest[1] >= deleted_below:
-                value = newest[3]  # a LIST state's one append, with nothing under it
-            else:
-                resolved = _resolve(itertools.chain((newest,), () if older is None else (older,), versions),
-                                    deleted_below)
-                if resolved is None:
-                    continue
-                value = resolved
+            resolved = _resolve(itertools.chain((newest,), () if older is None else (older,), versions),
+                                deleted_below, files[0].column_family, where)
+            if resolved is None:
+                continue
+            value = resolved
         if len(key) < prefix_bytes:
             raise CorruptSavepointError(f"column family {files[0].column_family!r} holds a key of {len(key)} bytes, "
                                         f"shorter than its {prefix_bytes}-byte key-group prefix", path=where)
@@ -107,11 +108,22 @@ def live_rows(files: list[SstFile], key_groups: range, prefix_bytes: int,
         yield group, keys, values
 
 
-def _resolve(versions: Iterable[tuple[bytes, int, int, bytes]], deleted_below: int) -> bytes | None:
+def _twice(family: str, key: bytes, sequence: int, where: str) -> CorruptSavepointError:
+    return CorruptSavepointError(f"column family {family!r} holds two entries of key {key[:32].hex()} with sequence "
+                                 f"number {sequence} (an SST file listed twice, or files of one database that "
+                                 "disagree): RocksDB numbers every write once", path=where)
+
+
+def _resolve(versions: Iterable[tuple[bytes, int, int, bytes]], deleted_below: int, family: str,
+             where: str) -> bytes | None:
     """The live value of one user key from its entries, newest first (None: none)."""
     operands: list[bytes] = []
     base: bytes | None = None
-    for _, sequence, kind, value in versions:
+    previous = -1
+    for key, sequence, kind, value in versions:
+        if sequence == previous:
+            raise _twice(family, key, sequence, where)
+        previous = sequence
         if sequence < deleted_below:  # a range deletion hides this and everything older
             break
         if kind == MERGE:
@@ -126,6 +138,10 @@ def _resolve(versions: Iterable[tuple[bytes, int, int, bytes]], deleted_below: i
         return base
     joined = bytes([LIST_DELIMITER]).join(reversed(operands))
     return joined if base is None else base + bytes([LIST_DELIMITER]) + joined
+
+
+_NO_ROWS = KeyedRows(np.zeros(0, np.int64), np.zeros(0, np.int64), pa.array([], pa.binary()),
+                    pa.array([], pa.binary()))
 
 
 class _State:
@@ -150,7 +166,9 @@ class _State:
         return sum(map(len, keys)) + sum(map(len, values))
 
     def run(self, subtask: int) -> KeyedRows:
-        groups = np.concatenate(self.groups) if self.groups else np.zeros(0, np.int64)
+        if not self.keys:  # most states of most runs: one shared empty table
+            return _NO_ROWS
+        groups = np.concatenate(self.groups)
         rows = KeyedRows(np.full(len(self.keys), subtask, np.int64), groups,
                          pa.array(self.keys, pa.binary()), pa.array(self.values, pa.binary()))
         self.groups, self.keys, self.values = [], [], []
@@ -162,8 +180,10 @@ def iter_native_subtask(open_stream: Opener, handle: IncrementalHandle, subtask:
     """One subtask's native-format keyed state as runs of whole key groups of about
     ``batch_bytes`` bytes of keys and values each (None: one run); every run lists every state."""
     by_family: dict[str, list[SstFile]] = {}
-    for _, stream in sst_files(handle):
-        sst = open_sst(*open_stream(stream))
+    opened = [open_stream(stream) for _, stream in sst_files(handle)]
+    budget = ExpansionBudget(sum(len(data) for data, _ in opened))  # one for all: many small files add no allowance
+    for data, name in opened:
+        sst = open_sst(data, name, budget)
         by_family.setdefault(sst.column_family, []).append(sst)
 
     def rows(family: str) -> Iterator[tuple[int, list[bytes], list[bytes]]]:
@@ -176,15 +196,22 @@ def iter_native_subtask(open_stream: Opener, handle: IncrementalHandle, subtask:
         raise CorruptSavepointError(f"RocksDB column families {unknown} hold state the meta infos do not name",
                                     path=where)
     states = {info.name: (info, _State(rows(info.name))) for info in meta.states}
+    streams = [state for _, state in states.values()]
+    # (next key group, stream) of the states with rows left: each key group visits only the states
+    # holding it, so many states (a long meta stream) do not multiply the work per key group.
+    pending = [(state.head[0], i) for i, state in enumerate(streams) if state.head is not None]
+    heapq.heapify(pending)
     while True:
         taken = 0
-        while batch_bytes is None or taken < batch_bytes:
-            heads = [state.head[0] for _, state in states.values() if state.head is not None]
-            if not heads:
-                break
-            group = min(heads)
-            taken += sum(state.take(group) for _, state in states.values())
+        while pending and (batch_bytes is None or taken < batch_bytes):
+            group = pending[0][0]
+            while pending and pending[0][0] == group:
+                _, i = heapq.heappop(pending)
+                taken += streams[i].take(group)
+                head = streams[i].head
+                if head is not None:
+                    heapq.heappush(pending, (head[0], i))
         yield KeyedSubtask(subtask, handle.key_groups, meta.key_type,
                            {name: (info, state.run(subtask)) for name, (info, state) in states.items()})
-        if all(state.head is None for _, state in states.values()):
+        if not pending:
             return

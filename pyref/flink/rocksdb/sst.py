@@ -38,11 +38,12 @@ from dataclasses import dataclass, field
 import cramjam
 import google_crc32c
 
+from ...codecs import MAX_ZSTD_RATIO
 from ...errors import CorruptSavepointError, UnsupportedFormatError
 from ..dataoutput import varint
 
-__all__ = ["SstFile", "open_sst", "global_sequence", "VALUE", "DELETION", "SINGLE_DELETION", "MERGE",
-           "RANGE_DELETION"]
+__all__ = ["SstFile", "ExpansionBudget", "open_sst", "global_sequence", "VALUE", "DELETION", "SINGLE_DELETION",
+           "MERGE", "RANGE_DELETION"]
 
 LEGACY_MAGIC = 0xDB4775248B80FB57
 BLOCK_BASED_MAGIC = 0x88E241B785F4CFF7
@@ -63,6 +64,11 @@ _TYPE_NAMES = {0x3: "log data", 0x4: "column family deletion", 0x5: "column fami
                0x16: "wide-column entity", 0x18: "value with preferred sequence number"}
 
 _COMPRESSION = {0: "none", 1: "snappy", 2: "zlib", 3: "bzip2", 4: "lz4", 5: "lz4hc", 6: "xpress", 7: "zstd"}
+#: The most a stored byte of a block can decompress to, by each format: Snappy's densest element
+#: is a 3-byte copy of 64 bytes, each LZ4 match-length byte adds at most 255, a zstd RLE block
+#: is 4 bytes for 128 KiB (spec/security.md §6, rule Z1). A larger declared size is a lie,
+#: refused before its buffer is allocated.
+_MAX_RATIO = {1: 22, 4: 255, 5: 255, 7: MAX_ZSTD_RATIO}
 _CHECKSUMS = {0: "none", 1: "crc32c", 2: "xxhash", 3: "xxhash64", 4: "XXH3"}
 _HASH_INDEX_BIT = 1 << 31
 _OTHER_FOOTER_BITS = 0x70000000  # newer data-block layouts (uniform keys, separated values)
@@ -71,6 +77,22 @@ _INDEX_TYPES = {0: "binary search", 1: "hash search", 2: "partitioned (two-level
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
+
+
+class ExpansionBudget:
+    """What the blocks of a subtask's SST files may decompress to, and their keys expand to, in
+    all: 64 MiB plus 64 times the files' bytes. Shared by the files of one read, so that many small
+    files do not each bring a fixed allowance (a hostile block repeats a long key cheaply)."""
+
+    def __init__(self, file_bytes: int) -> None:
+        self.left = MAX_BLOCK_BYTES + 64 * file_bytes
+
+    def charge(self, amount: int) -> bool:
+        """Take ``amount`` bytes; False (nothing taken) when fewer are left."""
+        if amount > self.left:
+            return False
+        self.left -= amount
+        return True
 
 
 @dataclass
@@ -89,6 +111,8 @@ class SstFile:
     global_sequence: int | None = None
     _reader: _Reader | None = field(default=None, repr=False)
     _blocks: list[tuple[int, int]] = field(default_factory=list, repr=False)
+    #: The data block entries the properties count (None: they do not say).
+    _entries: int | None = field(default=None, repr=False)
 
     def entries(self) -> Iterator[tuple[bytes, int, int, bytes]]:
         """(user key, sequence, type, value) of every entry, in the file's order: ascending user
@@ -98,6 +122,7 @@ class SstFile:
         assert reader is not None
         previous: tuple[bytes, int] | None = None
         ingested = self.global_sequence
+        count = 0
         for handle in self._blocks:
             for key, value in reader.entries(reader.block(handle, "data"), handle[0], "data"):
                 user_key, sequence, kind = _internal_key(reader, key, handle)
@@ -110,17 +135,21 @@ class SstFile:
                     raise reader.corrupt("data block entries out of the order of internal keys (ascending key, "
                                          "then descending sequence)", handle[0], handle[0] + handle[1])
                 previous = order
+                count += 1
                 yield user_key, sequence, kind, value
+        if self._entries is not None and count != self._entries:
+            # A table builder counts what it writes: an index that leaves out a block names fewer.
+            raise reader.corrupt(f"data blocks hold {count} entries, the properties count {self._entries}",
+                                 *(self._blocks[-1] if self._blocks else (0, 0)))
 
 
 class _Reader:
-    def __init__(self, data: bytes | memoryview, name: str) -> None:
+    def __init__(self, data: bytes | memoryview, name: str, budget: ExpansionBudget | None = None) -> None:
         self.data = data
         self.name = name
         self.checksum_type = 1
         self.context = 0  # base context checksum (format_version 6)
-        # What blocks may decompress to, and their keys expand to, in all: bounds a hostile file's work.
-        self.budget = MAX_BLOCK_BYTES + 64 * len(data)
+        self.budget = budget if budget is not None else ExpansionBudget(len(data))
 
     def corrupt(self, reason: str, start: int, end: int) -> CorruptSavepointError:
         return CorruptSavepointError(f"SST file: {reason}", path=self.name, byte_range=(start, end))
@@ -249,23 +278,26 @@ class _Reader:
                                    "(pyref reads none, snappy, lz4 and zstd)")
         # snappy's own header, or RocksDB's varint32 prefix (compress_format_version 2), says the size.
         expected, at = self.varint(raw, 0, len(raw), offset)
-        if expected > min(MAX_BLOCK_BYTES, self.budget):
-            raise self.corrupt(f"{what} block declares {expected} uncompressed bytes", offset, offset + at)
-        self.budget -= expected
+        if expected > min(MAX_BLOCK_BYTES, _MAX_RATIO[kind] * len(raw)) or not self.budget.charge(expected):
+            raise self.corrupt(f"{what} block of {len(raw)} stored bytes declares {expected} uncompressed bytes "
+                               f"({_COMPRESSION[kind]} expands at most {_MAX_RATIO[kind]} times; at most "
+                               f"{MAX_BLOCK_BYTES} a block)", offset, offset + at)
+        # Into a buffer of exactly the declared size: cramjam's one-shot calls pad a short output with zeros.
+        out = bytearray(expected)
         try:
             if kind == 1:
-                out = bytes(cramjam.snappy.decompress_raw(raw))
+                written = cramjam.snappy.decompress_raw_into(raw, out)
             elif kind == 7:
-                out = bytes(cramjam.zstd.decompress(raw[at:], output_len=expected))
+                written = cramjam.zstd.decompress_into(raw[at:], out)
             else:
-                out = bytes(cramjam.lz4.decompress_block(raw[at:], output_len=expected))
+                written = cramjam.lz4.decompress_block_into(raw[at:], out)
         except Exception as exc:  # cramjam raises its own DecompressionError
-            raise self.corrupt(f"{what} block does not decompress ({_COMPRESSION[kind]}): {exc}", offset,
-                               offset + len(raw)) from None
-        if len(out) != expected:
-            raise self.corrupt(f"{what} block decompresses to {len(out)} bytes, not {expected}", offset,
+            raise self.corrupt(f"{what} block does not decompress ({_COMPRESSION[kind]}) to its {expected} bytes: "
+                               f"{exc}", offset, offset + len(raw)) from None
+        if written != expected:
+            raise self.corrupt(f"{what} block decompresses to {written} bytes, not {expected}", offset,
                                offset + len(raw))
-        return out
+        return bytes(out)
 
     def entries(self, block: bytes, offset: int, what: str, delta_values: bool = False) -> list[tuple[bytes, bytes]]:
         """(key, value) of every entry of a block at file ``offset``; with ``delta_values`` (an index
@@ -313,14 +345,17 @@ class _Reader:
             key = key[:shared] + block[at:at + unshared]
             at += unshared
             expanded += len(key)
-            if expanded > self.budget:  # prefix compression lets a hostile block repeat a long key cheaply
-                raise self.corrupt(f"{what} block keys expand beyond 64 times the file's size", offset + start,
-                                   offset + at)
+            if expanded > self.budget.left:  # prefix compression lets a hostile block repeat a long key cheaply
+                raise self.corrupt(f"{what} block keys expand beyond 64 MiB and 64 times the files' size",
+                                   offset + start, offset + at)
             if delta_values:
                 if shared and previous is not None:
                     delta, at = varint_at(block, at, limit, offset, 10)
                     delta = (delta >> 1) ^ -(delta & 1)  # zigzag
                     handle = (previous[0] + previous[1] + _TRAILER, previous[1] + delta)
+                    if handle[1] < 0:
+                        raise self.corrupt(f"{what} block entry's size delta {delta} makes a block of "
+                                           f"{handle[1]} bytes", offset + start, offset + at)
                 else:
                     handle, at = self.handle(block, at, limit, offset)
                 previous = handle
@@ -332,7 +367,7 @@ class _Reader:
                 value = block[at:at + length]
                 at += length
             out.append((key, value))
-        self.budget -= expanded
+        self.budget.charge(expanded)
         return out
 
 
@@ -409,10 +444,11 @@ def global_sequence(props: dict[bytes, bytes], name: str, block: tuple[int, int]
     return sequence
 
 
-def open_sst(data: bytes | memoryview, name: str) -> SstFile:
+def open_sst(data: bytes | memoryview, name: str, budget: ExpansionBudget | None = None) -> SstFile:
     """The SST file ``data`` (named ``name`` in errors): footer, properties, index and range
-    deletions read and checked; its entries are read by :meth:`SstFile.entries`."""
-    reader = _Reader(data, name)
+    deletions read and checked; its entries are read by :meth:`SstFile.entries`. ``budget``:
+    shared with the other files of a read (None: the file's own)."""
+    reader = _Reader(data, name, budget)
     version, metaindex_handle, index_handle = reader.footer()
     metaindex = dict(reader.entries(reader.block(metaindex_handle, "metaindex"), metaindex_handle[0], "metaindex"))
     props, properties_block = _properties(reader, metaindex, metaindex_handle[0])
@@ -448,6 +484,10 @@ def open_sst(data: bytes | memoryview, name: str) -> SstFile:
         if stored > len(data):
             raise reader.corrupt(f"index names more data block bytes than the file's {len(data)}", *handle)
         table._blocks.append(handle)
+    blocks = _counted(reader, props, b"rocksdb.num.data.blocks", properties_block)
+    if blocks is not None and blocks != len(table._blocks):
+        raise reader.corrupt(f"index names {len(table._blocks)} data blocks, the properties count {blocks}",
+                             index_handle[0], sum(index_handle))
     range_del = metaindex.get(b"rocksdb.range_del")
     if range_del is not None:
         handle, _ = reader.handle(range_del, 0, len(range_del), metaindex_handle[0])
@@ -458,7 +498,25 @@ def open_sst(data: bytes | memoryview, name: str) -> SstFile:
             if ingested is not None:
                 sequence = _globalised(reader, sequence, ingested, handle)
             table.range_deletions.append((user_key, end, sequence))
+    deletions = _counted(reader, props, b"rocksdb.num.range-deletions", properties_block)
+    if deletions is not None and deletions != len(table.range_deletions):
+        raise reader.corrupt(f"{len(table.range_deletions)} range deletions, the properties count {deletions}",
+                             *properties_block)
+    entries = _counted(reader, props, b"rocksdb.num.entries", properties_block)  # range deletions included
+    if entries is not None:
+        table._entries = entries - len(table.range_deletions)
     return table
+
+
+def _counted(reader: _Reader, props: dict[bytes, bytes], name: bytes, block: tuple[int, int]) -> int | None:
+    """A count the properties hold (a varint64), or None when they do not."""
+    raw = props.get(name)
+    if raw is None:
+        return None
+    value, end = reader.varint(raw, 0, len(raw), block[0], 10)
+    if end != len(raw):
+        raise reader.corrupt(f"property {name.decode()} of {len(raw)} bytes is not one varint", *block)
+    return value
 
 
 def _internal_key(reader: _Reader, key: bytes, handle: tuple[int, int]) -> tuple[bytes, int, int]:
