@@ -411,16 +411,16 @@ def test_a_delta_encoded_index_making_a_negative_block_size_is_corrupt() -> None
 
 
 def test_one_expansion_budget_covers_all_files_of_a_read() -> None:
-    """A block repeating a 4000-byte key through shared prefixes (3 bytes an entry) expands
+    """A block repeating an 8000-byte key through shared prefixes (3 bytes an entry) expands
     quadratically; every file used to bring its own 64 MiB allowance, so many small files held
     64 MiB each at once in the merge. The files of one read share one budget."""
-    key = _internal(b"\0" + bytes(3991), 5)
+    key = _internal(b"\0" + bytes(7991), 5)
     body = varint(0) + varint(len(key)) + varint(0) + key + (varint(len(key)) + varint(0) + varint(0)) * 5000
     hostile = _table([(body + struct.pack("<II", 0, 1), 0)])
-    assert next(open_sst(hostile, NAME).entries())  # 20 MB of keys: within one file's budget
+    assert next(open_sst(hostile, NAME).entries())  # 40 MB of keys: within one file's budget
     budget = ExpansionBudget(8 * len(hostile))
     files = [open_sst(hostile, f"{i}.sst", budget) for i in range(8)]
-    with pytest.raises(CorruptSavepointError, match="keys expand beyond 64 MiB and 64 times the files' size"):
+    with pytest.raises(CorruptSavepointError, match="keys expand beyond 64 MiB and 1024 times the files' size"):
         for sst in files:
             next(sst.entries())
     assert budget.left >= 0

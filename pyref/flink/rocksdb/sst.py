@@ -54,6 +54,10 @@ _EXTENDED_MAGIC = b"\x3e\x00\x7a\x00"
 _MAX_FORMAT_VERSION = 6
 #: No block Flink writes comes near this; a larger declared size is refused before allocating it.
 MAX_BLOCK_BYTES = 64 << 20
+#: How many times its files' bytes a handle's blocks may decompress and its keys expand to, beyond
+#: MAX_BLOCK_BYTES: far above real state (Snappy, Flink's default, expands at most 22 times; long
+#: keys sharing prefixes a few times), yet still work linear in the bytes present.
+EXPANSION_RATIO = 1024
 
 # Value types of internal keys (db/dbformat.h).
 DELETION, VALUE, MERGE, SINGLE_DELETION, RANGE_DELETION = 0x0, 0x1, 0x2, 0x7, 0xF
@@ -81,11 +85,12 @@ _U64 = struct.Struct("<Q")
 
 class ExpansionBudget:
     """What the blocks of a subtask's SST files may decompress to, and their keys expand to, in
-    all: 64 MiB plus 64 times the files' bytes. Shared by the files of one read, so that many small
-    files do not each bring a fixed allowance (a hostile block repeats a long key cheaply)."""
+    all: 64 MiB plus :data:`EXPANSION_RATIO` times the files' bytes. Shared by the files of one read,
+    so that many small files do not each bring a fixed allowance (a hostile block repeats a long key
+    cheaply)."""
 
     def __init__(self, file_bytes: int) -> None:
-        self.left = MAX_BLOCK_BYTES + 64 * file_bytes
+        self.left = MAX_BLOCK_BYTES + EXPANSION_RATIO * file_bytes
 
     def charge(self, amount: int) -> bool:
         """Take ``amount`` bytes; False (nothing taken) when fewer are left."""
@@ -346,7 +351,7 @@ class _Reader:
             at += unshared
             expanded += len(key)
             if expanded > self.budget.left:  # prefix compression lets a hostile block repeat a long key cheaply
-                raise self.corrupt(f"{what} block keys expand beyond 64 MiB and 64 times the files' size",
+                raise self.corrupt(f"{what} block keys expand beyond 64 MiB and {EXPANSION_RATIO} times the files' size",
                                    offset + start, offset + at)
             if delta_values:
                 if shared and previous is not None:
