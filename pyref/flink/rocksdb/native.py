@@ -140,8 +140,8 @@ def _resolve(versions: Iterable[tuple[bytes, int, int, bytes]], deleted_below: i
     return joined if base is None else base + bytes([LIST_DELIMITER]) + joined
 
 
-_NO_ROWS = KeyedRows(np.zeros(0, np.int64), np.zeros(0, np.int64), pa.array([], pa.binary()),
-                    pa.array([], pa.binary()))
+# pa.nulls, not pa.array: pa.array imports pandas (to test for its objects), and the CLI must start without it.
+_NO_ROWS = KeyedRows(np.zeros(0, np.int64), np.zeros(0, np.int64), pa.nulls(0, pa.binary()), pa.nulls(0, pa.binary()))
 
 
 class _State:
