@@ -9,6 +9,7 @@ import pathlib
 import struct
 
 import google_crc32c
+import numpy as np
 import pytest
 
 from pyref.errors import CorruptSavepointError, UnsupportedFormatError
@@ -16,8 +17,8 @@ from pyref.flink import FlinkSavepoint
 from pyref.flink.dataoutput import varint
 from pyref.flink.handles import IncrementalHandle
 from pyref.flink.rocksdb.native import live_rows, sst_files
-from pyref.flink.rocksdb.sst import (DELETION, EXTERNAL_VERSION, GLOBAL_SEQNO, MERGE, VALUE, _properties, _Reader,
-                                     global_sequence, open_sst)
+from pyref.flink.rocksdb.sst import (DELETION, EXTERNAL_VERSION, GLOBAL_SEQNO, MERGE, VALUE, DataBlock, _properties,
+                                     _Reader, global_sequence, open_sst)
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "checkpoints"
 #: A RocksDB database with a file ingested from outside (tests/flink/data/rocksdb-external/README.md).
@@ -133,7 +134,7 @@ def test_another_comparator_is_refused_by_name() -> None:
     data = _inline_sst()
     reader = _Reader(data, NAME)
     _, metaindex, _ = reader.footer()
-    entries = dict(reader.entries(reader.block(metaindex, "metaindex"), metaindex[0], "metaindex"))
+    entries = dict(zip(*reader.columns(reader.block(metaindex, "metaindex"), metaindex[0], "metaindex")))
     (offset, size), _ = reader.handle(entries[b"rocksdb.properties"], 0, 10, 0)
     contents = data[offset:offset + size].replace(b"leveldb.BytewiseComparator", b"leveldb.ReverseComparatorX")
     with pytest.raises(UnsupportedFormatError, match="comparator 'leveldb.ReverseComparatorX'"):
@@ -151,8 +152,16 @@ class Entries:
     def entries(self):
         return iter(self.rows)
 
+    def blocks(self):
+        """The rows as one data block, as SstFile.blocks gives them."""
+        keys = [k for k, _, _, _ in self.rows]
+        yield DataBlock(keys, np.array([s for _, s, _, _ in self.rows], np.int64),
+                        np.array([t for _, _, t, _ in self.rows], np.uint8), [v for _, _, _, v in self.rows],
+                        len(set(keys)) == len(keys))
 
-def test_merge_follows_rocksdbs_rules() -> None:
+
+@pytest.mark.parametrize("by_group", [True, False])
+def test_merge_follows_rocksdbs_rules(by_group: bool) -> None:
     """Newest first: a value ends the walk, a deletion hides older entries, merge operands join
     oldest first after their base with ','; a range deletion hides older entries; keys of other
     key groups are dropped."""
@@ -161,8 +170,33 @@ def test_merge_follows_rocksdbs_rules() -> None:
     newer = Entries([(b"\x01a", 11, MERGE, b"a3"), (b"\x01a", 10, MERGE, b"a2"), (b"\x01b", 12, DELETION, b""),
                      (b"\x01c", 13, VALUE, b"c2"), (b"\x01e", 15, MERGE, b"e2"), (b"\x01e", 14, MERGE, b"e1")],
                     [(b"\x01d", b"\x01e", 9)])
-    (group, keys, values), = live_rows([older, newer], range(0, 4), 1, "test")  # key group 5's x is dropped
+    (group, keys, values), = live_rows([older, newer], range(0, 4), 1, "test", by_group)  # key group 5's x is dropped
     assert dict(zip(keys, values)) == {b"\x01a": b"a1,a2,a3", b"\x01c": b"c2", b"\x01e": b"e1,e2"} and group == 1
+
+
+@pytest.mark.parametrize("by_group", [True, False])
+def test_key_groups_resolved_as_columns_read_as_the_merge(by_group: bool) -> None:
+    """Key group 1: keys in one file each (a deletion alone hides nothing, one append is the value);
+    2: values over values of an older file; 3: an append over a value (merged entry by entry);
+    4: files of overlapping sequence ranges (merged entry by entry)."""
+    older = Entries([(b"\x01a", 1, VALUE, b"a1"), (b"\x01c", 2, MERGE, b"c1"), (b"\x02a", 3, VALUE, b"2a1"),
+                     (b"\x02b", 4, VALUE, b"2b1"), (b"\x03a", 5, VALUE, b"3a1"), (b"\x04a", 20, VALUE, b"4a1")])
+    newer = Entries([(b"\x01b", 11, VALUE, b"b2"), (b"\x01d", 12, DELETION, b""), (b"\x02b", 13, VALUE, b"2b2"),
+                     (b"\x02c", 14, VALUE, b"2c2"), (b"\x03a", 15, MERGE, b"3a2"), (b"\x04a", 16, VALUE, b"4a2")])
+    rows = [(g, list(zip(k, v))) for g, k, v in live_rows([older, newer], range(0, 8), 1, "test", by_group)]
+    assert rows == [(1, [(b"\x01a", b"a1"), (b"\x01b", b"b2"), (b"\x01c", b"c1")]),
+                    (2, [(b"\x02a", b"2a1"), (b"\x02b", b"2b2"), (b"\x02c", b"2c2")]),
+                    (3, [(b"\x03a", b"3a1,3a2")]), (4, [(b"\x04a", b"4a1")])]
+
+
+def test_a_live_key_shorter_than_the_key_group_prefix_is_corrupt_either_way() -> None:
+    short = Entries([(b"\x01", 1, VALUE, b"v"), (b"\x01\x00a", 2, VALUE, b"w")])
+    for by_group in (True, False):
+        with pytest.raises(CorruptSavepointError, match="key of 1 bytes, shorter than its 2-byte"):
+            list(live_rows([short], range(0, 1 << 16), 2, "test", by_group))
+    deleted = Entries([(b"\x01", 1, DELETION, b""), (b"\x01\x00a", 2, VALUE, b"w")])
+    assert [list(live_rows([deleted], range(0, 1 << 16), 2, "test", by_group)) for by_group in (True, False)] == [
+        [(256, [b"\x01\x00a"], [b"w"])]] * 2
 
 
 def test_entries_out_of_internal_key_order_are_corrupt() -> None:
@@ -232,7 +266,7 @@ def _external_props(data: bytes) -> tuple[dict[bytes, bytes], tuple[int, int]]:
     """An SST file's properties and their block's (start, end)."""
     reader = _Reader(data, NAME)
     _, metaindex, _ = reader.footer()
-    return _properties(reader, dict(reader.entries(reader.block(metaindex, "m"), metaindex[0], "m")), metaindex[0])
+    return _properties(reader, dict(zip(*reader.columns(reader.block(metaindex, "m"), metaindex[0], "m"))), metaindex[0])
 
 
 def test_an_ingested_files_entries_take_its_global_sequence_number_as_rocksdb_reads_them() -> None:

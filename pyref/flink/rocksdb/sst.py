@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import cramjam
+import numpy as np
 import google_crc32c
 
 from ...errors import CorruptSavepointError, UnsupportedFormatError
@@ -57,6 +58,7 @@ MAX_BLOCK_BYTES = 64 << 20
 # Value types of internal keys (db/dbformat.h).
 DELETION, VALUE, MERGE, SINGLE_DELETION, RANGE_DELETION = 0x0, 0x1, 0x2, 0x7, 0xF
 _ENTRY_TYPES = frozenset((VALUE, DELETION, SINGLE_DELETION, MERGE))  # what a data block may hold
+_DATA_KINDS = np.isin(np.arange(256), sorted(_ENTRY_TYPES))
 _TYPE_NAMES = {0x3: "log data", 0x4: "column family deletion", 0x5: "column family value",
                0x6: "column family merge", 0x10: "column family range deletion", 0x11: "blob index",
                0x14: "deletion with timestamp", 0x15: "wide-column entity (column family)",
@@ -94,23 +96,81 @@ class SstFile:
         """(user key, sequence, type, value) of every entry, in the file's order: ascending user
         key, newest (highest sequence) first; entries out of that order are corrupt, since the
         merge of a handle's files relies on it."""
+        for block in self.blocks():
+            yield from block.entries()
+
+    def blocks(self) -> Iterator[DataBlock]:
+        """The data blocks' entries as columns, in the file's order, checked as :meth:`entries` says."""
         reader = self._reader
         assert reader is not None
-        previous: tuple[bytes, int] | None = None
-        ingested = self.global_sequence
+        previous: tuple[bytes, int] | None = None  # the last entry's (user key, -sequence)
         for handle in self._blocks:
-            for key, value in reader.entries(reader.block(handle, "data"), handle[0], "data"):
-                user_key, sequence, kind = _internal_key(reader, key, handle)
-                if ingested is not None:
-                    sequence = _globalised(reader, sequence, ingested, handle)
-                if kind not in _ENTRY_TYPES:
-                    raise reader.unsupported(f"holding a {_TYPE_NAMES.get(kind, f'type {kind}')} entry")
-                order = (user_key, -sequence)
-                if previous is not None and order <= previous:
-                    raise reader.corrupt("data block entries out of the order of internal keys (ascending key, "
-                                         "then descending sequence)", handle[0], handle[0] + handle[1])
-                previous = order
-                yield user_key, sequence, kind, value
+            keys, values = reader.columns(reader.block(handle, "data"), handle[0], "data")
+            block = self._vector_checked(keys, values, previous) or self._entry_checked(keys, values, previous,
+                                                                                        handle)
+            if block.keys:
+                previous = (block.keys[-1], -int(block.sequences[-1]))
+            yield block
+
+    def _vector_checked(self, keys: list[bytes], values: list[bytes],
+                        previous: tuple[bytes, int] | None) -> DataBlock | None:
+        """The block, if its entries pass every check at once and no user key repeats (the common
+        case); None sends it to :meth:`_entry_checked`, which finds the first failure."""
+        if not keys or min(map(len, keys)) < 8:
+            return None
+        trailers = np.frombuffer(b"".join([key[-8:] for key in keys]), "<u8")
+        kinds = (trailers & 0xFF).astype(np.uint8)
+        if self.global_sequence is None:
+            sequences = (trailers >> 8).astype(np.int64)
+        elif trailers[trailers > 0xFF].size:  # an ingested file's entry of its own sequence
+            return None
+        else:
+            sequences = np.full(len(keys), self.global_sequence, np.int64)
+        user_keys = [key[:-8] for key in keys]
+        if not _DATA_KINDS[kinds].all() or user_keys != sorted(user_keys) or len(set(user_keys)) != len(keys):
+            return None
+        if previous is not None and user_keys[0] <= previous[0]:
+            return None
+        return DataBlock(user_keys, sequences, kinds, values, True)
+
+    def _entry_checked(self, keys: list[bytes], values: list[bytes], previous: tuple[bytes, int] | None,
+                       handle: tuple[int, int]) -> DataBlock:
+        """The block, checked an entry at a time: the first failure raises."""
+        reader = self._reader
+        assert reader is not None
+        user_keys, sequences, kinds = [], [], []
+        unique = True
+        for key in keys:
+            user_key, sequence, kind = _internal_key(reader, key, handle)
+            if self.global_sequence is not None:
+                sequence = _globalised(reader, sequence, self.global_sequence, handle)
+            if kind not in _ENTRY_TYPES:
+                raise reader.unsupported(f"holding a {_TYPE_NAMES.get(kind, f'type {kind}')} entry")
+            order = (user_key, -sequence)
+            if previous is not None and order <= previous:
+                raise reader.corrupt("data block entries out of the order of internal keys (ascending key, "
+                                     "then descending sequence)", handle[0], handle[0] + handle[1])
+            unique = unique and (previous is None or user_key != previous[0])
+            previous = order
+            user_keys.append(user_key)
+            sequences.append(sequence)
+            kinds.append(kind)
+        return DataBlock(user_keys, np.array(sequences, np.int64), np.array(kinds, np.uint8), values, unique)
+
+
+@dataclass
+class DataBlock:
+    """One data block's entries as columns, in the file's order."""
+
+    keys: list[bytes]  # user keys
+    sequences: np.ndarray
+    kinds: np.ndarray
+    values: list[bytes]
+    #: No user key repeats within the block nor the previous block's last one: every key is one entry.
+    unique: bool
+
+    def entries(self) -> Iterator[tuple[bytes, int, int, bytes]]:
+        return zip(self.keys, self.sequences.tolist(), self.kinds.tolist(), self.values)
 
 
 class _Reader:
@@ -267,9 +327,10 @@ class _Reader:
                                offset + len(raw))
         return out
 
-    def entries(self, block: bytes, offset: int, what: str, delta_values: bool = False) -> list[tuple[bytes, bytes]]:
-        """(key, value) of every entry of a block at file ``offset``; with ``delta_values`` (an index
-        block) each value is its block handle re-encoded as (offset varint64, size varint64)."""
+    def columns(self, block: bytes, offset: int, what: str,
+                delta_values: bool = False) -> tuple[list[bytes], list[bytes]]:
+        """The keys and the values of every entry of a block at file ``offset``; with ``delta_values``
+        (an index block) each value is its block handle re-encoded as (offset varint64, size varint64)."""
         n = len(block)
         if n < 4:
             raise self.corrupt(f"{what} block of {n} bytes has no restart count", offset, offset + n)
@@ -285,7 +346,8 @@ class _Reader:
         limit -= 4 * restarts
         if restarts == 0 or limit < 0:
             raise self.corrupt(f"{what} block of {n} bytes says {restarts} restart points", offset + n - 4, offset + n)
-        out: list[tuple[bytes, bytes]] = []
+        keys: list[bytes] = []
+        values: list[bytes] = []
         key = b""
         previous: tuple[int, int] | None = None
         varint_at = self.varint
@@ -331,9 +393,10 @@ class _Reader:
                                        offset + start, offset + at)
                 value = block[at:at + length]
                 at += length
-            out.append((key, value))
+            keys.append(key)
+            values.append(value)
         self.budget -= expanded
-        return out
+        return keys, values
 
 
 def _xxhash(name: str, kind: str) -> Callable[[bytes, bytes], int]:
@@ -370,7 +433,7 @@ def _properties(reader: _Reader, metaindex: dict[bytes, bytes],
     # RocksDB writes an ingested file's global sequence number into the block in place, keeping the
     # checksum of the block as SstFileWriter wrote it: with the number 0 (write_global_seqno).
     block = reader.block(handle, "properties", written_after=GLOBAL_SEQNO[GLOBAL_SEQNO.rindex(b".") + 1:])
-    return dict(reader.entries(block, handle[0], "properties")), (handle[0], handle[0] + handle[1])
+    return dict(zip(*reader.columns(block, handle[0], "properties"))), (handle[0], handle[0] + handle[1])
 
 
 def global_sequence(props: dict[bytes, bytes], name: str, block: tuple[int, int]) -> int | None:
@@ -414,7 +477,8 @@ def open_sst(data: bytes | memoryview, name: str) -> SstFile:
     deletions read and checked; its entries are read by :meth:`SstFile.entries`."""
     reader = _Reader(data, name)
     version, metaindex_handle, index_handle = reader.footer()
-    metaindex = dict(reader.entries(reader.block(metaindex_handle, "metaindex"), metaindex_handle[0], "metaindex"))
+    metaindex = dict(zip(*reader.columns(reader.block(metaindex_handle, "metaindex"), metaindex_handle[0],
+                                         "metaindex")))
     props, properties_block = _properties(reader, metaindex, metaindex_handle[0])
     comparator = props.get(b"rocksdb.comparator", b"").decode("utf-8", "replace")
     if comparator not in ("leveldb.BytewiseComparator", "rocksdb.BytewiseComparator"):
@@ -440,7 +504,7 @@ def open_sst(data: bytes | memoryview, name: str) -> SstFile:
     table = SstFile(name, name_bytes.decode("utf-8", "replace"), version, _CHECKSUMS[reader.checksum_type],
                     global_sequence=ingested, _reader=reader)
     stored = 0
-    for _, value in reader.entries(reader.block(index_handle, "index"), index_handle[0], "index", delta):
+    for value in reader.columns(reader.block(index_handle, "index"), index_handle[0], "index", delta)[1]:
         handle, _ = reader.handle(value, 0, len(value), index_handle[0])
         # Data blocks do not overlap: an index naming more bytes than the file has (one block over
         # and over, say) is corrupt, and the work stays bounded by the file's size.
@@ -451,7 +515,7 @@ def open_sst(data: bytes | memoryview, name: str) -> SstFile:
     range_del = metaindex.get(b"rocksdb.range_del")
     if range_del is not None:
         handle, _ = reader.handle(range_del, 0, len(range_del), metaindex_handle[0])
-        for key, end in reader.entries(reader.block(handle, "range deletion"), handle[0], "range deletion"):
+        for key, end in zip(*reader.columns(reader.block(handle, "range deletion"), handle[0], "range deletion")):
             user_key, sequence, kind = _internal_key(reader, key, handle)
             if kind != RANGE_DELETION:
                 raise reader.corrupt(f"range deletion block entry of type {kind}", *handle)
