@@ -31,6 +31,7 @@ into the file, in the property ``rocksdb.external_sst_file.global_seqno`` (see
 
 from __future__ import annotations
 
+import operator
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -39,8 +40,9 @@ import cramjam
 import numpy as np
 import google_crc32c
 
-from ...errors import CorruptSavepointError, UnsupportedFormatError
+from ...errors import CorruptSavepointError, SavepointError, UnsupportedFormatError
 from ..dataoutput import varint
+from .block_columns import BlockColumns, decode_data_blocks
 
 __all__ = ["SstFile", "open_sst", "global_sequence", "VALUE", "DELETION", "SINGLE_DELETION", "MERGE",
            "RANGE_DELETION"]
@@ -54,6 +56,8 @@ _EXTENDED_MAGIC = b"\x3e\x00\x7a\x00"
 _MAX_FORMAT_VERSION = 6
 #: No block Flink writes comes near this; a larger declared size is refused before allocating it.
 MAX_BLOCK_BYTES = 64 << 20
+#: Data blocks decoded at once (about 256 KiB of RocksDB's 4 KiB blocks): the work per numpy call.
+BATCH_BLOCKS = 64
 
 # Value types of internal keys (db/dbformat.h).
 DELETION, VALUE, MERGE, SINGLE_DELETION, RANGE_DELETION = 0x0, 0x1, 0x2, 0x7, 0xF
@@ -104,34 +108,76 @@ class SstFile:
         reader = self._reader
         assert reader is not None
         previous: tuple[bytes, int] | None = None  # the last entry's (user key, -sequence)
-        for handle in self._blocks:
-            keys, values = reader.columns(reader.block(handle, "data"), handle[0], "data")
-            block = self._vector_checked(keys, values, previous) or self._entry_checked(keys, values, previous,
-                                                                                        handle)
-            if block.keys:
-                previous = (block.keys[-1], -int(block.sequences[-1]))
-            yield block
+        for first in range(0, len(self._blocks), BATCH_BLOCKS):
+            batch = self._blocks[first:first + BATCH_BLOCKS]
+            decoded = self._decoded(batch)
+            for i, handle in enumerate(batch):
+                block = None
+                if decoded is None:
+                    contents = reader.block(handle, "data")
+                else:
+                    contents, columns = decoded[0][i], decoded[1][i]
+                    block = self._vector_checked(columns, previous)
+                    if block is None:
+                        reader.budget += columns.expanded  # read again entry by entry, charged again
+                if block is None:
+                    keys, values = reader.columns(contents, handle[0], "data")
+                    block = self._entry_checked(keys, values, previous, handle)
+                if block.keys:
+                    previous = (block.keys[-1], -int(block.sequences[-1]))
+                yield block
 
-    def _vector_checked(self, keys: list[bytes], values: list[bytes],
-                        previous: tuple[bytes, int] | None) -> DataBlock | None:
+    def _decoded(self, batch: list[tuple[int, int]]) -> tuple[list[bytes], list[BlockColumns]] | None:
+        """The contents of the data blocks at ``batch`` and their entries, decoded at once; None
+        (nothing charged to the budget) when a block is unreadable or not of the plain layout, or
+        the entry-by-entry read would have run out of budget (which it then names)."""
+        reader = self._reader
+        assert reader is not None
+        budget = reader.budget
+        contents, charged, limits, counts = [], [], [], []
+        try:
+            for handle in batch:
+                before = reader.budget
+                contents.append(reader.block(handle, "data"))
+                charged.append(before - reader.budget)
+                limit, count = reader.restart_points(contents[-1], handle[0], "data")
+                limits.append(limit)
+                counts.append(count)
+        except SavepointError:
+            reader.budget = budget
+            return None
+        decoded = decode_data_blocks(contents, limits, counts, budget)
+        # The entry-by-entry read charges each block's decompressed size, then its keys, in turn.
+        remaining = budget
+        for size, columns in zip(charged, decoded or []):
+            if size > remaining or columns.expanded > remaining - size:
+                decoded = None
+                break
+            remaining -= size + columns.expanded
+        if decoded is None:
+            reader.budget = budget
+            return None
+        reader.budget = remaining
+        return contents, decoded
+
+    def _vector_checked(self, columns: BlockColumns, previous: tuple[bytes, int] | None) -> DataBlock | None:
         """The block, if its entries pass every check at once and no user key repeats (the common
         case); None sends it to :meth:`_entry_checked`, which finds the first failure."""
-        if not keys or min(map(len, keys)) < 8:
+        user_keys, trailers = columns.user_keys, columns.trailers
+        if not user_keys:
             return None
-        trailers = np.frombuffer(b"".join([key[-8:] for key in keys]), "<u8")
         kinds = (trailers & 0xFF).astype(np.uint8)
         if self.global_sequence is None:
             sequences = (trailers >> 8).astype(np.int64)
         elif trailers[trailers > 0xFF].size:  # an ingested file's entry of its own sequence
             return None
         else:
-            sequences = np.full(len(keys), self.global_sequence, np.int64)
-        user_keys = [key[:-8] for key in keys]
-        if not _DATA_KINDS[kinds].all() or user_keys != sorted(user_keys) or len(set(user_keys)) != len(keys):
-            return None
+            sequences = np.full(len(user_keys), self.global_sequence, np.int64)
+        if not _DATA_KINDS[kinds].all() or not all(map(operator.lt, user_keys, user_keys[1:])):
+            return None  # a kind not read, or keys not strictly ascending (a repeated key among them)
         if previous is not None and user_keys[0] <= previous[0]:
             return None
-        return DataBlock(user_keys, sequences, kinds, values, True)
+        return DataBlock(user_keys, sequences, kinds, columns.values, True)
 
     def _entry_checked(self, keys: list[bytes], values: list[bytes], previous: tuple[bytes, int] | None,
                        handle: tuple[int, int]) -> DataBlock:
@@ -327,10 +373,8 @@ class _Reader:
                                offset + len(raw))
         return out
 
-    def columns(self, block: bytes, offset: int, what: str,
-                delta_values: bool = False) -> tuple[list[bytes], list[bytes]]:
-        """The keys and the values of every entry of a block at file ``offset``; with ``delta_values``
-        (an index block) each value is its block handle re-encoded as (offset varint64, size varint64)."""
+    def restart_points(self, block: bytes, offset: int, what: str) -> tuple[int, int]:
+        """(where the entries of a block at file ``offset`` end, the number of restart points)."""
         n = len(block)
         if n < 4:
             raise self.corrupt(f"{what} block of {n} bytes has no restart count", offset, offset + n)
@@ -346,6 +390,13 @@ class _Reader:
         limit -= 4 * restarts
         if restarts == 0 or limit < 0:
             raise self.corrupt(f"{what} block of {n} bytes says {restarts} restart points", offset + n - 4, offset + n)
+        return limit, restarts
+
+    def columns(self, block: bytes, offset: int, what: str,
+                delta_values: bool = False) -> tuple[list[bytes], list[bytes]]:
+        """The keys and the values of every entry of a block at file ``offset``; with ``delta_values``
+        (an index block) each value is its block handle re-encoded as (offset varint64, size varint64)."""
+        limit, _ = self.restart_points(block, offset, what)
         keys: list[bytes] = []
         values: list[bytes] = []
         key = b""
