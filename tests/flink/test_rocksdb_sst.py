@@ -17,8 +17,10 @@ from pyref.flink import FlinkSavepoint
 from pyref.flink.dataoutput import varint
 from pyref.flink.handles import IncrementalHandle
 from pyref.flink.rocksdb.native import live_rows, sst_files
-from pyref.flink.rocksdb.sst import (DELETION, EXTERNAL_VERSION, GLOBAL_SEQNO, MERGE, VALUE, DataBlock, _properties,
-                                     _Reader, global_sequence, open_sst)
+from pyref.flink.rocksdb.sst import (DELETION, EXTERNAL_VERSION, GLOBAL_SEQNO, MERGE, VALUE, DataBlock, SstFile,
+                                     _properties, _Reader, global_sequence, open_sst)
+
+from compat_tests.flink.checkpoints import committed_snapshot
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "checkpoints"
 #: A RocksDB database with a file ingested from outside (tests/flink/data/rocksdb-external/README.md).
@@ -341,3 +343,39 @@ def test_an_ingested_files_entry_of_its_own_sequence_is_corrupt() -> None:
     with pytest.raises(CorruptSavepointError, match="ingested file's entry of sequence 9") as err:
         list(open_sst(resealed, NAME).entries())
     assert err.value.byte_range == (offset, offset + size)
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.2, 0.4, 0.6, 0.8, 0.99])
+def test_a_budget_running_out_gives_the_entry_by_entry_reads_error(fraction: float, tmp_path: pathlib.Path) -> None:
+    """Blocks are decompressed and decoded many at once; what they are charged is replayed in the
+    entry-by-entry read's order, so the budget runs out at the same block with the same error (a
+    2.3.0 file of 12 data blocks)."""
+    source = committed_snapshot(DATA / "2.3.0-rocksdb-incremental-windows-heap-timers", tmp_path)
+    with FlinkSavepoint.open(source, uids=["payloads"]) as sp:
+        handle = sp.operator("payloads").state.subtasks[0].managed_keyed_state
+        assert isinstance(handle, IncrementalHandle)
+        buffer, start, end, _ = sp.store.open(max(sst_files(handle), key=lambda f: f[1].size)[1])
+        raw = bytes(buffer[start:end])
+
+    def opened(budget: int) -> tuple[SstFile, _Reader]:
+        sst = open_sst(raw, NAME)
+        assert sst._reader is not None and len(sst._blocks) == 12
+        sst._reader.budget = budget
+        return sst, sst._reader
+
+    def entry_by_entry(budget: int) -> tuple[int, str | None]:
+        sst, reader = opened(budget)
+        try:
+            for handle in sst._blocks:
+                reader.columns(reader.block(handle, "data"), handle[0], "data")
+        except CorruptSavepointError as err:
+            return reader.budget, str(err)
+        return reader.budget, None
+
+    full = 1 << 40
+    budget = int((full - entry_by_entry(full)[0]) * fraction)
+    _, expected = entry_by_entry(budget)
+    assert expected is not None
+    with pytest.raises(CorruptSavepointError) as err:
+        list(opened(budget)[0].entries())
+    assert str(err.value) == expected
