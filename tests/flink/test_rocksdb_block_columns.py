@@ -14,7 +14,7 @@ from pyref.flink import FlinkSavepoint
 from pyref.flink.dataoutput import varint
 from pyref.flink.handles import IncrementalHandle
 from pyref.flink.rocksdb.block_columns import MAX_INTERVAL_ENTRIES, decode_data_blocks
-from pyref.flink.rocksdb.native import sst_files
+from pyref.flink.rocksdb.native import live_rows, sst_files
 from pyref.flink.rocksdb.sst import _Reader, open_sst
 
 from compat_tests.flink.checkpoints import committed_snapshot
@@ -107,3 +107,25 @@ def test_restart_points_out_of_order_or_an_overrun_are_left_to_the_entry_by_entr
     points = [reader.restart_points(bytes(block), 0, "data")]
     assert decode_data_blocks([bytes(block)], [points[0][0]], [points[0][1]], budget=100) is None
     assert np.array_equal(_at_once(reader, [bytes(block)])[0][1], _entry_by_entry(reader, [bytes(block)])[0][1])
+
+
+def test_a_native_savepoint_of_many_blocks_per_file_reads_as_its_job_wrote_it(tmp_path: pathlib.Path) -> None:
+    """tests/flink/data/rocksdb-bulk: 9 data blocks a file; read as columns and merged entry by entry alike."""
+    source = committed_snapshot(DATA.parent / "rocksdb-bulk" / "2.3.0-native-savepoint-bulk-3000", tmp_path)
+    with FlinkSavepoint.open(source, uids=["bulk"]) as sp:
+        op = sp.operator("bulk")
+        assert dict(op.keyed_state("value").items()) == {f"k{i:07d}": i for i in range(3000)}
+        assert dict(op.keyed_state("log").items()) == {f"k{i:07d}": [2 * i] for i in range(3000)}
+        rows_by_family: dict[str, int] = {}
+        for sub in op.state.subtasks:
+            handle = sub.managed_keyed_state
+            assert isinstance(handle, IncrementalHandle)
+            for name, stream in sst_files(handle):
+                buffer, start, end, _ = sp.store.open(stream)
+                sst = open_sst(memoryview(buffer)[start:end], name)
+                assert len(sst._blocks) == 9
+                rows = list(live_rows([sst], handle.key_groups, 1, name))
+                assert rows == list(live_rows([sst], handle.key_groups, 1, name, by_group=False))
+                rows_by_family[sst.column_family] = rows_by_family.get(sst.column_family, 0) + sum(
+                    len(keys) for _, keys, _ in rows)
+    assert rows_by_family == {"value": 3000, "log": 3000}
