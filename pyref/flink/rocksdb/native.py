@@ -16,9 +16,11 @@ that wrote them: two old databases' numbers overlap, but never over one key (the
 are disjoint, and RocksDB numbers every later write above them), so the order stays RocksDB's. The rows are the RocksDB
 keys and values the savepoint format also carries, so :mod:`pyref.flink.keyed`'s decoding applies.
 
-Each file is in internal-key order, so a column family's files merge as streams (a block of
-each in memory) and a subtask is read in runs of whole key groups (``batch_bytes``), as the
-savepoint reader reads its streams: memory holds a run, not the subtask's state.
+Each file is in internal-key order, so a column family's files are read as streams cut into
+key groups (a key group and a batch of blocks of each in memory), a key group resolved as
+columns when no entry of it hides or joins another and merged entry by entry otherwise; a
+subtask is read in runs of whole key groups (``batch_bytes``), as the savepoint reader reads
+its streams: memory holds a run, not the subtask's state.
 """
 
 from __future__ import annotations

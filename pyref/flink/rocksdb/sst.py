@@ -82,8 +82,8 @@ _U64 = struct.Struct("<Q")
 @dataclass
 class SstFile:
     """One SST file: its column family and range deletions, read when it is opened, and its
-    entries, read a data block at a time by :meth:`entries` (a subtask's files are merged as
-    streams, so memory holds a block of each, not the state)."""
+    entries, read a batch of data blocks at a time by :meth:`blocks` and :meth:`entries` (a
+    subtask's files are read as streams, so memory holds a batch of each, not the state)."""
 
     name: str
     column_family: str
