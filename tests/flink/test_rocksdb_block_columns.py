@@ -10,6 +10,7 @@ import struct
 import numpy as np
 import pytest
 
+from pyref.errors import CorruptSavepointError, UnsupportedFormatError
 from pyref.flink import FlinkSavepoint
 from pyref.flink.dataoutput import varint
 from pyref.flink.handles import IncrementalHandle
@@ -129,3 +130,32 @@ def test_a_native_savepoint_of_many_blocks_per_file_reads_as_its_job_wrote_it(tm
                 rows_by_family[sst.column_family] = rows_by_family.get(sst.column_family, 0) + sum(
                     len(keys) for _, keys, _ in rows)
     assert rows_by_family == {"value": 3000, "log": 3000}
+
+
+def test_damaged_blocks_decode_at_once_as_entry_by_entry_or_not_at_all(tmp_path: pathlib.Path) -> None:
+    """Real blocks with bytes overwritten (seeded): the batch read gives the entry-by-entry
+    read's entries or leaves the block to it, never other entries, and never fails itself."""
+    source = committed_snapshot(DATA.parent / "rocksdb-bulk" / "2.3.0-native-savepoint-bulk-3000", tmp_path)
+    with FlinkSavepoint.open(source, uids=["bulk"]) as sp:
+        handle = sp.operator("bulk").state.subtasks[0].managed_keyed_state
+        assert isinstance(handle, IncrementalHandle)
+        buffer, start, end, _ = sp.store.open(sst_files(handle)[0][1])
+        sst = open_sst(memoryview(buffer)[start:end], "bulk")
+    reader = sst._reader
+    assert reader is not None
+    originals = [reader.block(h, "data") for h in sst._blocks]
+    rng = np.random.default_rng(7)
+    decoded = 0
+    for _ in range(300):
+        block = bytearray(originals[int(rng.integers(len(originals)))])
+        for at in rng.integers(len(block), size=int(rng.integers(1, 4))):
+            block[at] = int(rng.integers(256))
+        try:
+            reader.restart_points(bytes(block), 0, "data")
+        except (CorruptSavepointError, UnsupportedFormatError):
+            continue
+        at_once = _at_once(reader, [bytes(block)])
+        if at_once is not None:
+            decoded += 1
+            assert at_once == _entry_by_entry(reader, [bytes(block)])
+    assert decoded  # some damage (a value's bytes) leaves the layout intact
