@@ -147,15 +147,18 @@ def test_damaged_blocks_decode_at_once_as_entry_by_entry_or_not_at_all(tmp_path:
     rng = np.random.default_rng(7)
     decoded = 0
     for _ in range(300):
-        block = bytearray(originals[int(rng.integers(len(originals)))])
+        which = int(rng.integers(len(originals)))
+        block = bytearray(originals[which])
         for at in rng.integers(len(block), size=int(rng.integers(1, 4))):
             block[at] = int(rng.integers(256))
         try:
             reader.restart_points(bytes(block), 0, "data")
         except (CorruptSavepointError, UnsupportedFormatError):
             continue
-        at_once = _at_once(reader, [bytes(block)])
+        batch = originals[:which] + [bytes(block)] + originals[which + 1:]  # among its file's other blocks
+        at_once = _at_once(reader, batch)
         if at_once is not None:
             decoded += 1
-            assert at_once == _entry_by_entry(reader, [bytes(block)])
+            reader.budget = 1 << 40  # the read charges it each time
+            assert at_once == _entry_by_entry(reader, batch)
     assert decoded  # some damage (a value's bytes) leaves the layout intact

@@ -23,6 +23,7 @@ __all__ = ["BlockColumns", "decode_data_blocks"]
 #: interval of more is read entry by entry.
 MAX_INTERVAL_ENTRIES = 128
 _PADDING = bytes(32)  # over-reads of three 5-byte varints past a block's end land here
+_MAX_POSITION = 1 << 31  # positions in a batch and its keys are int32
 
 
 @dataclass
@@ -42,17 +43,14 @@ def decode_data_blocks(blocks: list[bytes], limits: list[int], restart_counts: l
     ``restart_counts`` uint32 restart offsets), or None: not the plain layout, or keys that expand
     beyond ``budget`` bytes in all."""
     joined = b"".join(blocks)
+    if len(joined) >= _MAX_POSITION:
+        return None
     buf = np.frombuffer(joined + _PADDING, np.uint8)
     bases = np.cumsum([0] + [len(b) for b in blocks])
-    starts_of, stops_of = [], []
-    for block, base, limit, count in zip(blocks, bases.tolist(), limits, restart_counts):
-        restarts = np.frombuffer(block, "<u4", count, limit).astype(np.int64)
-        if restarts[0] != 0 or restarts[-1] > limit or (np.diff(restarts) <= 0).any():
-            return None
-        starts_of.append(restarts + base)
-        stops_of.append(np.append(restarts[1:], limit) + base)
-    starts, stops = np.concatenate(starts_of), np.concatenate(stops_of)
-    heads = _walk(buf, starts, stops)
+    intervals = _intervals(buf, bases[:-1], np.array(limits, np.int64), np.array(restart_counts, np.int64))
+    if intervals is None:
+        return None
+    heads = _walk(buf, *intervals)
     if heads is None:
         return None
     shared, unshared, lengths, key_at, step = heads
@@ -61,7 +59,7 @@ def decode_data_blocks(blocks: list[bytes], limits: list[int], restart_counts: l
         return None  # a key sharing more than the previous one has, or too short for its trailer
     block_of = np.searchsorted(bases, key_at, "right") - 1
     expanded = np.bincount(block_of, weights=sizes, minlength=len(blocks)).astype(np.int64)
-    if int(expanded.sum()) > budget:
+    if int(expanded.sum()) > min(budget, _MAX_POSITION):
         return None
     key_bytes = buf[_key_sources(shared, unshared, key_at, step, sizes)]
     key_starts = np.cumsum(sizes) - sizes
@@ -78,6 +76,23 @@ def decode_data_blocks(blocks: list[bytes], limits: list[int], restart_counts: l
         out.append(BlockColumns(user_keys[start:end], trailers[start:end], values[start:end], block_expanded))
         start = end
     return out
+
+
+def _intervals(buf: np.ndarray, bases: np.ndarray, limits: np.ndarray,
+               counts: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(start, stop) in ``buf`` of every restart interval of the blocks at ``bases``; None unless
+    each block's restart offsets ascend from 0 and none is past its entries' end."""
+    restarts = buf[_ranges(bases + limits, 4 * counts)].view("<u4").astype(np.int64)
+    block_of = np.repeat(np.arange(len(bases)), counts)
+    firsts = np.cumsum(counts) - counts
+    lasts = firsts + counts - 1
+    ascending = (np.diff(restarts) > 0) | (block_of[1:] != block_of[:-1])
+    if restarts[firsts].any() or (restarts[lasts] > limits).any() or not ascending.all():
+        return None
+    stops = np.empty_like(restarts)
+    stops[:-1] = restarts[1:]
+    stops[lasts] = limits
+    return restarts + bases[block_of], stops + bases[block_of]
 
 
 def _walk(buf: np.ndarray, starts: np.ndarray,
