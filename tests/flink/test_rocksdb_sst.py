@@ -17,8 +17,8 @@ from pyref.flink import FlinkSavepoint
 from pyref.flink.dataoutput import varint
 from pyref.flink.handles import IncrementalHandle
 from pyref.flink.rocksdb.native import live_rows, sst_files
-from pyref.flink.rocksdb.sst import (DELETION, EXTERNAL_VERSION, GLOBAL_SEQNO, MERGE, VALUE, DataBlock, SstFile,
-                                     _properties, _Reader, global_sequence, open_sst)
+from pyref.flink.rocksdb.sst import (DELETION, EXTERNAL_VERSION, GLOBAL_SEQNO, MERGE, SINGLE_DELETION, VALUE, DataBlock,
+                                     SstFile, _properties, _Reader, global_sequence, open_sst)
 
 from compat_tests.flink.checkpoints import committed_snapshot
 
@@ -379,3 +379,24 @@ def test_a_budget_running_out_gives_the_entry_by_entry_reads_error(fraction: flo
     with pytest.raises(CorruptSavepointError) as err:
         list(opened(budget)[0].entries())
     assert str(err.value) == expected
+
+
+def test_random_files_read_the_same_a_key_group_at_a_time_as_merged() -> None:
+    """Seeded random column families (1 to 3 files; values, appends, deletions, several versions of
+    a key in a file, files of disjoint or interleaved sequence ranges, sometimes a range deletion)
+    read the same resolved a key group at a time as merged entry by entry."""
+    rng = np.random.default_rng(5)
+    kinds = [VALUE, VALUE, VALUE, MERGE, DELETION, SINGLE_DELETION]
+    for _ in range(400):
+        sequences = iter(rng.permutation(1000).tolist() if rng.random() < 0.5 else range(1000))
+        files = []
+        for _ in range(int(rng.integers(1, 4))):
+            keys = sorted({bytes([int(rng.integers(4))]) + b"k%d" % rng.integers(6) for _ in range(rng.integers(1, 12))})
+            file_kinds = [VALUE] if rng.random() < 0.4 else kinds
+            rows = []
+            for key in keys:
+                versions = sorted((next(sequences) for _ in range(1 if rng.random() < 0.8 else 2)), reverse=True)
+                rows += [(key, s, file_kinds[int(rng.integers(len(file_kinds)))], b"v%d" % s) for s in versions]
+            deletions = [(b"\x01k2", b"\x02k1", next(sequences))] if rng.random() < 0.2 else []
+            files.append(Entries(rows, deletions))
+        assert list(live_rows(files, range(1, 4), 1, "test")) == list(live_rows(files, range(1, 4), 1, "test", False))
