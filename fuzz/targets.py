@@ -49,6 +49,7 @@ from pyref.flink import operator_state as _flink_operator_state
 from pyref.flink.handles import CHECKPOINT_SIBLINGS, LocalHandleStore
 from pyref.flink.importer import import_flink
 from pyref.flink.inspection import describe_flink, verify_flink
+from pyref.flink.rocksdb import sst as _sst
 from pyref.flink.savepoint import FlinkSavepoint
 from pyref.inspection import describe, verify
 from pyref.io import LocalIO
@@ -135,6 +136,17 @@ def _counting_snappy(data, start: int, end: int, **kw):
 _original_snappy = _flink_compression.decode_framed_indexed
 # decode_framed calls it through the module; operator_state imported the name.
 _flink_compression.decode_framed_indexed = _flink_operator_state.decode_framed_indexed = _counting_snappy
+
+
+def _counting_sst_block(reader, raw: bytes, kind: int, offset: int, what: str) -> bytes:
+    """An SST block's decompression (Snappy, LZ4, zstd: each format bounds its own ratio) counts like zstd's."""
+    out = _original_sst_block(reader, raw, kind, offset, what)
+    _Accounting.expanded += max(0, len(out) - len(raw))
+    return out
+
+
+_original_sst_block = _sst._Reader.decompress
+_sst._Reader.decompress = _counting_sst_block  # type: ignore[method-assign]
 
 if not os.environ.get("PYREF_FUZZ_THREADS"):
     # A thread pool per read costs more than the tiny reads themselves; the

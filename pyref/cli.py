@@ -30,8 +30,8 @@ from . import __version__
 from .cleanup import DEFAULT_OLDER_THAN, remove_unreferenced_files
 from .derived import FORCE_HELP
 from .errors import CorruptSavepointError, InvalidArgumentError, SavepointError
-from .flink.import_cli import add_uid_argument, inspect_flink, is_flink_savepoint, verify_flink_command
-from .flink.savepoint import FlinkSavepoint
+from .flink.import_cli import add_uid_argument, inspect_flink, is_flink_savepoint, parse_uids, verify_flink_command
+from .flink.savepoint import FlinkSavepoint, flink_directory
 from .flink.writer.cleanup import is_export_directory, remove_abandoned_export_files
 from .inspection import describe, verify
 from .io import typed_os_error, typed_os_errors
@@ -70,6 +70,15 @@ def hours(text: str) -> float:
     if not _HOURS.fullmatch(text) or not math.isfinite(float(text)):
         raise argparse.ArgumentTypeError(f"expected a number of hours such as 24 or 0.5, got {text!r}")
     return float(text)
+
+
+def add_operator_numbers(p: argparse.ArgumentParser, flags: Sequence[str], every: str, one: str) -> None:
+    """``flags`` (``-p``, ``--parallelism``) for every operator, or ``--operator ID=N`` per
+    operator: one or the other, since a number for every operator beside some given one by
+    one would leave the operators not named unclear (keep theirs, or take the number?)."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(*flags, type=count, help=every)
+    group.add_argument("--operator", action="append", metavar="ID=N", help=one)
 
 
 def operator_numbers(args: argparse.Namespace, flag: str) -> int | dict[str, int]:
@@ -132,13 +141,21 @@ def _print_describe(info: dict) -> None:
             print(f"  coordinator state: {op['coordinator_state_bytes']} bytes")
 
 
-def plan_summary(path: str, parallelism: int | dict[str, int]) -> PlanSummary:
+def plan_summary(path: str, parallelism: int | dict[str, int], uids: Sequence[str] = (),
+                 only: Sequence[str] = ()) -> PlanSummary:
     """The restore plan of a pyref savepoint, or of a Flink savepoint (its operators named by
-    uid or hex id, its stored key groups kept), in numbers."""
+    uid, ``uids`` (``--uid``) or hex id, its stored key groups kept), in numbers; of the
+    operators ``only`` names alone, if any (a job of a hundred operators plans them all)."""
     if is_flink_savepoint(path):
-        with FlinkSavepoint.open(path) as flink:
-            return flink.restore_plan(parallelism).summary()
-    return Savepoint.open(path).restore_plan(parallelism).summary()
+        with FlinkSavepoint.open(path, uids=parse_uids(list(uids))) as flink:
+            summary = flink.restore_plan(parallelism).summary()
+            shown = {flink.operator(name).name for name in only}
+    else:
+        savepoint = Savepoint.open(path)
+        summary = savepoint.restore_plan(parallelism).summary()
+        shown = {savepoint.operator(name).operator_id for name in only}
+    return PlanSummary(summary.location, [op for op in summary.operators if op.operator_id in shown]) if only \
+        else summary
 
 
 def _print_plan(info: dict) -> None:
@@ -212,8 +229,12 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--overwrite", action="store_true", help="replace a savepoint already at the target")
             p.add_argument("--force", action="store_true", help=FORCE_HELP)
             p.add_argument("--base-paths", action="store_true", help=BASE_PATHS_HELP)
-        p.add_argument("-p", "--parallelism", type=count, help="new parallelism of every operator")
-        p.add_argument("--operator", action="append", metavar="ID=N", help="new parallelism of one operator")
+        add_operator_numbers(p, ("-p", "--parallelism"), "new parallelism of every operator",
+                             "new parallelism of one operator (the others keep theirs)")
+        if name == "plan":
+            add_uid_argument(p)
+            p.add_argument("--only", action="append", default=[], metavar="ID",
+                           help="show only this operator, by uid or id (repeatable); every operator is planned")
         p.add_argument("--json", action="store_true")
     p = sub.add_parser("flatten", help="a self-contained copy: every byte it reads from its bases copied into it")
     p.add_argument("path")
@@ -255,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
         if args.command == "inspect":
             return inspect_flink(args.path, args.json, args.subtasks, args.uid)
         return verify_flink_command(args.path, args.json, args.uid)
-    if getattr(args, "uid", None):
+    if getattr(args, "uid", None) and not is_flink_savepoint(args.path):  # plan reads either
         raise InvalidArgumentError("--uid names the operators of a Flink savepoint; a pyref savepoint stores its "
                                    "operators' names", path=args.path)
     if args.command == "inspect":
@@ -274,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{'OK' if report.ok else 'FAILED'}: {report.chunks} chunks, {report.values} values checked")
         return 0 if report.ok else CorruptSavepointError.exit_code
     if args.command == "plan":
-        info = plan_summary(args.path, operator_numbers(args, "--parallelism")).to_dict()
+        info = plan_summary(args.path, operator_numbers(args, "--parallelism"), args.uid, args.only).to_dict()
         print(json.dumps(info, indent=2)) if args.json else _print_plan(info)
         return 0
     if args.command == "rescale":
@@ -286,8 +307,9 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "report":
         return _write_report(args)
     if args.command == "clean":
-        clean = remove_abandoned_export_files if is_export_directory(args.path) else remove_unreferenced_files
-        cleaned = clean(args.path, older_than=args.older_than * 3600, dry_run=args.dry_run)
+        path = flink_directory(args.path)  # an export's _metadata names its directory, as for inspect
+        clean = remove_abandoned_export_files if is_export_directory(path) else remove_unreferenced_files
+        cleaned = clean(path, older_than=args.older_than * 3600, dry_run=args.dry_run)
         if args.json:
             print(json.dumps(cleaned.to_dict(), indent=2))
         else:

@@ -960,20 +960,41 @@ def _holds_flink_metadata(io: SavepointIO) -> bool:
 def savepoints_below(io: SavepointIO, most: int = 3) -> str:
     """Only for a not-found error's hint, on local disks: "; a savepoint is one level down: ..."
     naming subdirectories that hold one (pyref's, a Flink savepoint or a retained checkpoint),
-    the highest-numbered first (a job's checkpoint directory holds chk-N, shared/, taskowned/)."""
+    the highest-numbered first (a job's checkpoint directory holds chk-N, shared/, taskowned/),
+    else two levels down (Flink's checkpoint directory holds a directory per job id, each its
+    chk-N); or, where nothing is at the path, that it is not there (and that ``~`` was not
+    expanded). A bounded look: a hint never costs a walk of a large tree."""
     if not isinstance(io, LocalIO):
         return ""
-    try:
-        with os.scandir(io.root) as entries:
-            dirs = [e for _, e in zip(range(10_000), entries) if e.is_dir(follow_symlinks=False)]
-    except OSError:
-        return ""
-    found = [e.name for e in dirs
-             if any(os.path.isfile(os.path.join(e.path, name)) for name in (MANIFEST_NAME, FLINK_METADATA_NAME))]
+    if not os.path.lexists(io.root):
+        # A quoted "~/..." reaches pyref unexpanded (as it reaches Flink and Spark): say so.
+        tilde = "; '~' is not expanded (only a shell expands it, unquoted)" if "~" in io.root.split(os.sep) else ""
+        return f"; the path does not exist{tilde}"
+    children = _subdirectories(io.root, 10_000)
+    found = [name for name in children if _holds_savepoint(os.path.join(io.root, name))]
+    levels = "one level"
+    if not found:
+        levels = "two levels"
+        found = [os.path.join(name, grandchild) for name in children[:100]
+                 for grandchild in _subdirectories(os.path.join(io.root, name), 1_000)
+                 if _holds_savepoint(os.path.join(io.root, name, grandchild))]
     number = re.compile(r"\d+$")
     found.sort(key=lambda name: (-int(m.group()) if (m := number.search(name)) else 1, name))
-    return f"; a savepoint is one level down: {', '.join(os.path.join(io.location, d) for d in found[:most])}" \
+    return f"; a savepoint is {levels} down: {', '.join(os.path.join(io.location, d) for d in found[:most])}" \
         if found else ""
+
+
+def _subdirectories(directory: str, most: int) -> list[str]:
+    """The names of up to ``most`` entries of ``directory`` that are directories (links not followed)."""
+    try:
+        with os.scandir(directory) as entries:
+            return [e.name for _, e in zip(range(most), entries) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def _holds_savepoint(directory: str) -> bool:
+    return any(os.path.isfile(os.path.join(directory, name)) for name in (MANIFEST_NAME, FLINK_METADATA_NAME))
 
 
 def read_committed(io: SavepointIO) -> tuple[bytes, pb.Manifest, FormatVersion]:

@@ -63,8 +63,16 @@ def check_new_parallelism(operator: pb.Operator, parallelism: int) -> None:
     check_parallelism(parallelism, operator.max_parallelism)
 
 
+def every_operator_at(parallelism: int, max_parallelism: int) -> int:
+    """The parallelism one number for every operator (``-p N``) gives an operator: ``N``, but a
+    non-parallel operator (max parallelism 1: Flink's ``forceNonParallel``, a SQL job's global
+    Top-N or sink) stays at 1, as in Flink; a job with one could not be rescaled by ``-p`` else."""
+    return 1 if max_parallelism == 1 else parallelism
+
+
 def resolve_parallelism(savepoint_operators: list[pb.Operator], parallelism: int | Mapping[str, int]) -> dict[str, int]:
-    """New parallelism per operator: one number for all, or a map (unlisted operators keep theirs)."""
+    """New parallelism per operator: one number for all (:func:`every_operator_at`), or a map
+    (unlisted operators keep theirs)."""
     if isinstance(parallelism, Mapping):
         known = {op.operator_id for op in savepoint_operators}
         unknown = sorted(set(parallelism) - known)
@@ -72,7 +80,7 @@ def resolve_parallelism(savepoint_operators: list[pb.Operator], parallelism: int
             raise unknown_names("operators", unknown, [op.operator_id for op in savepoint_operators])
         result = {op.operator_id: parallelism.get(op.operator_id, op.parallelism) for op in savepoint_operators}
     else:
-        result = {op.operator_id: parallelism for op in savepoint_operators}
+        result = {op.operator_id: every_operator_at(parallelism, op.max_parallelism) for op in savepoint_operators}
     for op in savepoint_operators:
         check_new_parallelism(op, result[op.operator_id])
     return result

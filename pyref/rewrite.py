@@ -208,8 +208,8 @@ def rescale(source: str | os.PathLike[str], target: str | os.PathLike[str], para
             copy: bool = False, overwrite: bool = False, base_paths: bool = False, force: bool = False) -> Savepoint:
     """Write the savepoint ``source`` restored at a new parallelism to ``target``; returns it, open.
 
-    ``parallelism`` is one number for every operator or a map from operator id
-    (unlisted operators keep theirs). Shallow by default: no state bytes are
+    ``parallelism`` is one number for every operator (a non-parallel one, of max parallelism 1,
+    stays at 1) or a map from operator id (unlisted operators keep theirs). Shallow by default: no state bytes are
     written, the target refers to the source's data files, so it is the source's
     sibling or, with ``base_paths``, anywhere in its store (format 1.2). ``force``
     replaces a target that other shallow savepoints use as a base (breaking them).

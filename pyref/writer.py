@@ -55,6 +55,7 @@ from .reader import Savepoint
 from .redistribution import DistributionMode
 from .serializers import ListOf, Serializer
 from .spill import SpillFile
+from .storage import refuse_non_directory_target
 from .storage.base import OutputFile
 
 if TYPE_CHECKING:
@@ -1082,6 +1083,7 @@ class SavepointWriter:
 def read_previous(io: SavepointIO, overwrite: bool, *, force: bool = False) -> bytes | None:
     """The manifest a new commit will replace; refuses to replace one unless ``overwrite``,
     and one that registered savepoints use as a base unless ``force`` (spec/format.md §8.4)."""
+    refuse_non_directory_target(io, "target")
     size = io.size(MANIFEST_NAME)
     if size is None:
         return None

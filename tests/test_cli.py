@@ -281,3 +281,28 @@ def test_a_directory_above_savepoints_names_them(tmp_path, capsys):
         assert f"one level down: {job / 'chk-12'}, {job / 'chk-7'}, {job / 'pyref-copy'}" in err, err
     assert main(["inspect", str(job / "shared")]) == 4
     assert "one level down" not in capsys.readouterr().err
+    # Flink's checkpoint directory (state.checkpoints.dir) holds a directory per job id, each its chk-N
+    assert main(["inspect", str(tmp_path)]) == 4
+    assert f"two levels down: {job / 'chk-12'}, {job / 'chk-7'}, {job / 'pyref-copy'}" in capsys.readouterr().err
+
+
+FLINK_SEEDS = os.path.join(os.path.dirname(__file__), "..", "compat_tests", "flink", "corpus", "2.3.0", "rocksdb",
+                           "seeds", "savepoint")
+
+
+@pytest.mark.parametrize("command", [
+    ["rescale", "{sp}", "{file}", "-p", "2"],
+    ["flatten", "{sp}", "{file}"],
+    ["import-flink", FLINK_SEEDS, "{file}"],
+    ["export-flink", "{sp}", "{file}", "--flink-version", "2.3"],
+    ["spark-import-flink", FLINK_SEEDS, "{file}"],  # refused before Spark starts
+])
+def test_a_target_that_is_a_file_is_refused_as_one(tmp_path, capsys, command):
+    """A write into a regular file named by mistake failed on a path that "cannot be resolved",
+    a CorruptSavepointError (exit 3), as if a savepoint were damaged."""
+    write_seeds(tmp_path / "sp")
+    (tmp_path / "notes.txt").write_text("mine")
+    code = main([a.format(sp=tmp_path / "sp", file=tmp_path / "notes.txt") for a in command] + ["--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 2 and "target exists and is not a directory" in result["error"], result
+    assert (tmp_path / "notes.txt").read_text() == "mine"

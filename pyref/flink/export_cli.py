@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..cli import count, operator_numbers
+from ..cli import add_operator_numbers, count, operator_numbers
 from .writer import ExportResult, export_savepoint
 from .writer.directory import DEFAULT_INLINE_BYTES
 
@@ -33,8 +33,8 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--flink-version", required=True, metavar="V",
                    help="Flink release that restores it: 1.13 to 1.15 (_metadata version 3), 1.16 to 1.20 (4), 2.0 (5), "
                         "2.1 to 2.3 (6)")
-    p.add_argument("-p", "--parallelism", type=count, help="Flink parallelism of every operator (default: its own)")
-    p.add_argument("--operator", action="append", metavar="ID=N", help="Flink parallelism of one operator (its id or uid)")
+    add_operator_numbers(p, ("-p", "--parallelism"), "Flink parallelism of every operator (default: its own)",
+                         "Flink parallelism of one operator (its id or uid; the others keep theirs)")
     p.add_argument("--only", action="append", metavar="ID", help="export only this operator, by id or uid (repeatable)")
     p.add_argument("--inline-bytes", type=count, default=DEFAULT_INLINE_BYTES, metavar="N",
                    help="state streams up to N bytes go inline into _metadata (Flink's default: %(default)s)")

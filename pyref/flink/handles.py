@@ -26,9 +26,10 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlparse
 
-from ..errors import CorruptSavepointError, InvalidArgumentError, SavepointNotFoundError, UnsupportedFormatError
+from ..errors import (CorruptSavepointError, InvalidArgumentError, SavepointNotFoundError, StorageError,
+                      UnsupportedFormatError)
 from ..location import parse_location
-from ..storage import SavepointIO, is_safe_relative_path, open_io
+from ..storage import SavepointIO, is_safe_relative_path, open_io, typed_os_errors
 from .datainput import DataInput
 
 __all__ = [
@@ -295,16 +296,25 @@ def read_operator_handle(inp: DataInput) -> OperatorStateHandle | None:
     return OperatorStateHandle(states, read_stream_handle(inp))
 
 
+#: Local state files larger than this are memory-mapped, smaller ones read.
+_MAPPED_FROM_BYTES = 1 << 20
+
+
 class HandleStore(ABC):
     """Opens the bytes of the stream handles of one savepoint directory: a local one
     (:class:`LocalHandleStore`) or one on remote storage (:class:`RemoteHandleStore`);
     :func:`open_handle_store` picks by location. The state files read are kept, the most
-    recently used first, up to :attr:`cache_bytes` (``None``: all of them)."""
+    recently used first, up to :attr:`cache_bytes`."""
 
-    cache_bytes: int | None = None
+    #: A remote state file is read whole, a local one mapped (or read, if small); those of one
+    #: operator's subtasks are read in turn, each for every state it holds, so a few are kept, not
+    #: the whole savepoint (whose files, thousands in a large RocksDB checkpoint, would otherwise
+    #: each hold memory or a mapping's file descriptor until the savepoint is closed).
+    cache_bytes = 512 << 20
 
     def __init__(self) -> None:
         self._files: dict[str, bytes | mmap.mmap] = {}  # least recently used first
+        self._cached = 0  # their bytes
 
     def open(self, handle: StreamHandle) -> tuple[bytes | mmap.mmap, int, int, str]:
         """``(buffer, start, end, name)``: the handle's bytes are ``buffer[start:end]``."""
@@ -314,10 +324,10 @@ class HandleStore(ABC):
         buffer = self._files.pop(name, None)
         if buffer is None:
             buffer = self._read(name)
+            self._cached += len(buffer)
         self._files[name] = buffer
-        if self.cache_bytes is not None:
-            while len(self._files) > 1 and sum(map(len, self._files.values())) > self.cache_bytes:
-                del self._files[next(iter(self._files))]
+        while len(self._files) > 1 and self._cached > self.cache_bytes:
+            self._cached -= len(self._files.pop(next(iter(self._files))))
         start = handle.start
         end = start + handle.size
         if handle.size < 0 or end > len(buffer):
@@ -335,6 +345,7 @@ class HandleStore(ABC):
 
     def close(self) -> None:
         self._files.clear()
+        self._cached = 0
 
 
 class LocalHandleStore(HandleStore):
@@ -387,7 +398,10 @@ class LocalHandleStore(HandleStore):
         if os.path.isfile(path):
             raise UnsupportedFormatError(f"state file {path}{what} lies outside the savepoint directory; pass "
                                          "allow_external_files=True to read it", path=self.directory)
-        raise CorruptSavepointError(f"state file {handle.location!r}{what} does not exist", path=self.directory)
+        # Where it was looked for: a chk-N copied without the job's shared/ directory is the usual cause.
+        looked = (f"; looked for in {os.path.join(os.path.dirname(self.directory), beside)}: copy the job's {beside}/ "
+                  "directory beside the chk-N directory along with it" if what else "")
+        raise CorruptSavepointError(f"state file {handle.location!r}{what} does not exist{looked}", path=self.directory)
 
     def _no_nul(self, path: str, location: str) -> str:
         # No file name holds NUL (os functions raise ValueError on it), nor does a %00 decode to one.
@@ -430,9 +444,17 @@ class LocalHandleStore(HandleStore):
         return self.local_path(handle)
 
     def _read(self, name: str) -> bytes | mmap.mmap:
-        with open(name, "rb") as f:
+        # A mapping keeps a file descriptor open: small files (most of a RocksDB checkpoint's) are
+        # read instead, so thousands of them do not exhaust the process's descriptors.
+        with typed_os_errors("reading a state file", name), open(name, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+            if size > _MAPPED_FROM_BYTES:
+                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            data = f.read(size + 1)
+            if len(data) != size:
+                raise StorageError(f"state file changed size while read ({size} bytes, then {len(data)})",
+                                   path=name)
+            return data
 
     def close(self) -> None:
         for buffer in self._files.values():
@@ -459,10 +481,6 @@ class RemoteHandleStore(HandleStore):
     directory of that name beside the checkpoint (``../shared``: an incremental RocksDB
     checkpoint's files of earlier checkpoints). Nothing else outside is ever read.
     """
-
-    #: A state file is read whole; those of one operator's subtasks are read in turn, each
-    #: for every state it holds, so a few are kept, not the whole savepoint.
-    cache_bytes = 512 << 20
 
     def __init__(self, io: SavepointIO) -> None:
         super().__init__()

@@ -131,11 +131,14 @@ def inspect_flink(path: str, as_json: bool, subtasks: bool = False, uids: Sequen
     if as_json:
         print(json.dumps(info, indent=2))
         return 0
-    # Since _metadata version 4 a savepoint says its format; a checkpoint says none.
-    kind = "savepoint" if info["snapshot_format"] or info["metadata_version"] < 4 else "checkpoint"
+    # Since _metadata version 4 a savepoint says its format and a checkpoint none; before, neither
+    # says what it is (a canonical savepoint and a full RocksDB checkpoint of 1.15 are alike).
+    kind = ("savepoint" if info["snapshot_format"] else "checkpoint" if info["metadata_version"] >= 4
+            else "savepoint or retained checkpoint")
+    said = info["snapshot_format"] or ("a checkpoint" if kind == "checkpoint" else
+                                       f"version {info['metadata_version']} does not say which")
     print(f"Flink {kind} {info['location']}")
-    print(f"  _metadata version {info['metadata_version']}, checkpoint {info['checkpoint_id']}, "
-          f"{info['snapshot_format'] or ('a checkpoint' if kind == 'checkpoint' else 'format unknown')}")
+    print(f"  _metadata version {info['metadata_version']}, checkpoint {info['checkpoint_id']}, {said}")
     planned = info["import"].get("operators", {})
     for op in info["operators"]:
         name = f" uid {op['uid']}" if op["uid"] else ""

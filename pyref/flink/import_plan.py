@@ -39,7 +39,7 @@ from .from_flink import Mapped, key_type, map_type, stores_lengths
 from .handles import DistributionMode as FlinkMode
 from .keyed import TIMER_DOMAINS, TIMER_PREFIX
 from .meta_info import StateMetaInfo
-from .savepoint import FlinkOperator, FlinkSavepoint, operator_id_of_uid
+from .savepoint import FlinkOperator, FlinkSavepoint, operator_id_named, operator_id_of_uid
 from .serializers import FlinkType
 
 __all__ = ["Place", "KeyedPlan", "TimerPlan", "ListPlan", "BroadcastPlan", "OperatorPlan", "plan_import", "parse_ttl",
@@ -169,8 +169,8 @@ class _Planner:
         if self.only is not None:
             return name != self.only
         self.states.append(f"{op.operator_id}/{name}")
-        for key in _state_keys(op, name):
-            if key in self.skip_states:
+        for key in self.skip_states:
+            if _names_state(key, op, name):
                 self.used_skips.add(key)
                 op.skipped.append(name)
                 return True
@@ -183,10 +183,10 @@ class _Planner:
         if self.only is not None:
             return None  # read as stored: the timestamps, whatever the configuration
         self.ttl_states.append(f"{op.operator_id}/{name}")
-        for key in _state_keys(op, name):
-            if key in self.ttl:
+        for key, config in self.ttl.items():
+            if _names_state(key, op, name):
                 self.used_ttls.add(key)
-                return self.ttl[key]
+                return config
         if self.ttl_default is None:
             self.needs_ttl.append(f"{op.operator_id}/{name}")
         return self.ttl_default
@@ -282,9 +282,14 @@ def _expect(type_: FlinkType, kind: str, op: OperatorPlan, name: str) -> FlinkTy
     return type_
 
 
-def _state_keys(op: OperatorPlan, name: str) -> list[str]:
-    """How a caller may name a state: by the operator's pyref id, uid or hex id."""
-    return [f"{alias}/{name}" for alias in dict.fromkeys((op.operator_id, op.uid, op.flink.operator_id)) if alias]
+def _names_state(key: str, op: OperatorPlan, name: str) -> bool:
+    """Whether ``key`` ("OPERATOR/STATE") names state ``name`` of ``op``: the operator by its
+    pyref id, uid or hex id (in either case), or by the uid whose hash its id is (Flink 1.x
+    stores no uids, and a user knows their job's)."""
+    if not key.endswith("/" + name):
+        return False
+    alias = key[:-len(name) - 1]
+    return alias in (op.operator_id, op.uid) or operator_id_named(alias) == op.flink.operator_id
 
 
 def plan_import(sp: FlinkSavepoint, *, ttl: Mapping[str, TtlConfig] | None = None,
@@ -306,6 +311,8 @@ def plan_import(sp: FlinkSavepoint, *, ttl: Mapping[str, TtlConfig] | None = Non
     planner = _Planner(sp, dict(ttl or {}), ttl_default, set(skip_states), dict(demotions or {}), only,
                        drop_in_flight_data)
     plans = [planner.operator(op) for op in sp.operators if wanted is None or op.operator_id in wanted]
+    if wanted is None and only is None:  # first: a mistyped --skip-state is why a refusal below would persist
+        _refuse_unknown_names(planner)
     if planner.refused:
         raise UnsupportedFormatError("cannot import: " + "; ".join(planner.refused) + " (a state can be left out: "
                                      "--skip-state OPERATOR/STATE, skip_states=[...])", path=sp.location)
@@ -314,16 +321,19 @@ def plan_import(sp: FlinkSavepoint, *, ttl: Mapping[str, TtlConfig] | None = Non
             f"states under TTL need a TTL configuration, which Flink does not store: {', '.join(planner.needs_ttl)}; "
             "give each with --ttl OPERATOR/STATE=DURATION[:update][:visibility] (ttl={'op/state': TtlConfig(...)}) "
             "or all with --ttl-default", path=sp.location)
-    if wanted is None and only is None:
-        skips = sorted(set(planner.skip_states) - planner.used_skips)
-        ttls = sorted(set(planner.ttl) - planner.used_ttls)
-        unknown = ([f"--skip-state (skip_states) names no state: {', '.join(skips)} (the states are "
-                    f"{', '.join(planner.states) or 'none'})"] if skips else []) + (
-            [f"--ttl (ttl) names no state under TTL: {', '.join(ttls)} (the states under TTL are "
-             f"{', '.join(planner.ttl_states) or 'none'})"] if ttls else [])
-        if unknown:
-            raise InvalidArgumentError("; ".join(unknown), path=sp.location)
     return plans
+
+
+def _refuse_unknown_names(planner: _Planner) -> None:
+    """A --skip-state or --ttl naming no state (a typo) is an error listing the states there are."""
+    skips = sorted(set(planner.skip_states) - planner.used_skips)
+    ttls = sorted(set(planner.ttl) - planner.used_ttls)
+    unknown = ([f"--skip-state (skip_states) names no state: {', '.join(skips)} (the states are "
+                f"{', '.join(planner.states) or 'none'})"] if skips else []) + (
+        [f"--ttl (ttl) names no state under TTL: {', '.join(ttls)} (the states under TTL are "
+         f"{', '.join(planner.ttl_states) or 'none'})"] if ttls else [])
+    if unknown:
+        raise InvalidArgumentError("; ".join(unknown), path=planner.sp.location)
 
 
 def _refuse_in_flight_data(sp: FlinkSavepoint, operators: list[FlinkOperator]) -> None:

@@ -49,7 +49,7 @@ from ..descriptions import serializer_label
 from ..key_groups import compute_key_groups
 from ..reader import Savepoint
 from ..serializers import Nullable, Serializer
-from ..storage import open_io
+from ..storage import open_io, refuse_non_directory_target
 from ..serializers.base import fixed_width_binary
 from ..ttl import TtlConfig
 from ..writer import OperatorWriter, SavepointWriter
@@ -396,6 +396,7 @@ def check_import_target(target: str | os.PathLike[str]) -> None:
     """Refuse a target holding a Flink savepoint (its own source, say): a pyref manifest beside
     Flink's ``_metadata`` would make inspect and verify see only the pyref savepoint there."""
     io = open_io(os.fspath(target))
+    refuse_non_directory_target(io, "import target")
     if io.stat(METADATA) is not None:
         raise InvalidArgumentError("the import target holds a Flink savepoint (_metadata); import into another "
                                    "directory", path=io.location)

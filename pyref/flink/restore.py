@@ -20,7 +20,7 @@ from ..errors import InvalidArgumentError, unknown_names
 from ..key_groups import KeyGroupRange, check_parallelism, key_group_bounds, key_group_range
 from ..redistribution import DistributionMode as PyrefMode
 from ..redistribution import redistribute
-from ..restore import OperatorPlanSummary, PlanSummary, SubtaskSummary
+from ..restore import OperatorPlanSummary, PlanSummary, SubtaskSummary, every_operator_at
 from .handles import IncrementalHandle, KeyGroupsHandle
 from .rocksdb.native import sst_files
 from .savepoint import FlinkOperator, FlinkSavepoint
@@ -32,13 +32,23 @@ class FlinkRestorePlan:
     def __init__(self, savepoint: FlinkSavepoint, parallelism: int | Mapping[str, int]) -> None:
         self.savepoint = savepoint
         self.parallelism: dict[str, int] = {}
+        given: dict[str, int] = {}  # operator name -> parallelism, the operators named as operator() names them
         if isinstance(parallelism, Mapping):
-            unknown = set(parallelism) - {op.name for op in savepoint.operators}
+            unknown: list[str] = []
+            for key, p in parallelism.items():
+                if (named := savepoint.find_operator(key)) is None:
+                    unknown.append(key)
+                elif named.name in given:
+                    raise InvalidArgumentError(f"operator {named.name} is named twice (by its uid and its id) in "
+                                               f"{dict(parallelism)}", path=savepoint.location)
+                else:
+                    given[named.name] = p
             if unknown:
                 raise unknown_names("operators", unknown, [op.name for op in savepoint.operators],
                                     path=savepoint.location)
         for op in savepoint.operators:
-            p = parallelism.get(op.name, op.parallelism) if isinstance(parallelism, Mapping) else parallelism
+            p = (given.get(op.name, op.parallelism) if isinstance(parallelism, Mapping)
+                 else every_operator_at(parallelism, op.max_parallelism))
             if p > op.max_parallelism:
                 raise InvalidArgumentError(
                     f"operator {op.name} has max parallelism {op.max_parallelism} and cannot run at {p}; "

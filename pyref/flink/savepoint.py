@@ -169,8 +169,24 @@ class FlinkOperator:
         return self._once(("keyed", id(handle)), lambda: read_keyed_backend_meta(
             DataInput(buffer, start, end, path=name), head_end))
 
+    def _check_key_group_ranges(self) -> None:
+        """Flink gives every subtask its own key groups: two keyed handles (managed, or raw) of
+        the operator claiming one would both yield its rows, every key of it twice."""
+        self._once(("key-group-ranges", 0), self._disjoint_key_groups)
+
+    def _disjoint_key_groups(self) -> None:
+        for kind in ("managed_keyed_state", "raw_keyed_state"):
+            ranges = sorted((h.key_groups.start, h.key_groups.stop, s.index) for s in self.state.subtasks
+                            if (h := getattr(s, kind)) is not None and h.key_groups)
+            for (_, stop, first), (start, _, second) in zip(ranges, ranges[1:]):
+                if start < stop:
+                    raise CorruptSavepointError(f"operator {self.name}: subtasks {first} and {second} both hold "
+                                                f"{kind.replace('_', ' ')} of key group {start}",
+                                                path=self._savepoint.location)
+
     def _keyed_handle(self, sub) -> KeyGroupsHandle | IncrementalHandle | None:
         """A subtask's keyed state handle, None when it holds none; a refused handle raises."""
+        self._check_key_group_ranges()
         handle = sub.managed_keyed_state
         if isinstance(handle, RefusedHandle):
             raise handle.refuse(self._savepoint.location)
@@ -212,6 +228,7 @@ class FlinkOperator:
 
     def _raw_keyed_stream(self, sub) -> tuple[Any, int, int, str, KeyGroupsHandle]:
         """A subtask's raw keyed stream (buffer, start, end, file name) and its handle."""
+        self._check_key_group_ranges()
         handle = sub.raw_keyed_state
         if isinstance(handle, RefusedHandle):
             raise handle.refuse(self._savepoint.location)
@@ -453,7 +470,10 @@ class FlinkSavepoint:
         path = flink_directory(path)
         io = open_io(path)
         if io.stat(METADATA) is None:
-            raise SavepointNotFoundError(f"no Flink _metadata file{savepoints_below(io)}", path=path)
+            # The other way round from pyref's reader's hint: a pyref savepoint handed where a Flink one goes.
+            pyref = ("; it is a pyref savepoint (_manifest): pyref inspect, verify and export-flink read it, as does "
+                     "pyref.Savepoint.open" if io.stat(MANIFEST_NAME) is not None else "")
+            raise SavepointNotFoundError(f"no Flink _metadata file{pyref or savepoints_below(io)}", path=path)
         metadata = parse_metadata(io.read_file(METADATA), io.describe(METADATA))
         return cls(path, metadata, _operator_names(uids, metadata, path), allow_external_files=allow_external_files)
 
@@ -475,11 +495,16 @@ class FlinkSavepoint:
     def checkpoint_id(self) -> int:
         return self.metadata.checkpoint_id
 
+    def find_operator(self, name: str) -> FlinkOperator | None:
+        """An operator by uid, given name or hex operator id (in either case); of Flink 1.x,
+        which stores no uids, by uid too (its id is the uid's hash); None if none is."""
+        exact = next((op for op in self.operators if name in (op.name, op.uid, op.operator_id)), None)
+        return exact or next((op for op in self.operators if op.operator_id == operator_id_named(name)), None)
+
     def operator(self, name: str) -> FlinkOperator:
-        """An operator by uid, given name or hex operator id."""
-        for op in self.operators:
-            if name in (op.name, op.uid, op.operator_id):
-                return op
+        """An operator as :meth:`find_operator` finds it; a name of none is an error listing them."""
+        if (op := self.find_operator(name)) is not None:
+            return op
         names = ", ".join(repr(op.name) + ("" if op.name == op.operator_id else f" ({op.operator_id})")
                           for op in self.operators)
         raise InvalidArgumentError(f"savepoint has no operator {name!r}; its operators: {names}", path=self.location)
@@ -495,9 +520,10 @@ def flink_directory(path: str | os.PathLike[str]) -> str:
     """The savepoint directory a user names by ``path``: the directory itself, or its
     ``_metadata`` file; a local one as an absolute path (what Spark's executors open)."""
     path = os.fspath(path)
-    if parse_location(path).is_local:
-        path = os.path.abspath(path)
-        return os.path.dirname(path) if os.path.basename(path) == METADATA and os.path.isfile(path) else path
+    location = parse_location(path)
+    if location.is_local:  # a plain path or a file: URL, as the path it names
+        local = location.path
+        return os.path.dirname(local) if os.path.basename(local) == METADATA and os.path.isfile(local) else local
     head, _, tail = path.rstrip("/").rpartition("/")
     return head if tail == METADATA and open_io(head).stat(METADATA) is not None else path
 
@@ -512,11 +538,19 @@ def is_flink_savepoint(path: str | os.PathLike[str]) -> bool:
         return False
 
 
+def operator_id_named(key: str) -> str:
+    """The hex operator id a user means by ``key``: a hex id in either case (Flink prints
+    lowercase, other tools uppercase), else a uid, whose id is its hash."""
+    is_hex = len(key) == 32 and all(c in "0123456789abcdefABCDEF" for c in key)
+    return key.lower() if is_hex else operator_id_of_uid(key)
+
+
 def _operator_names(uids: Iterable[str] | Mapping[str, str] | None, metadata: CheckpointMetadata,
                     path: str) -> dict[str, str]:
     """Hex operator id -> name, from uids or a {uid or hex id: name} mapping; a uid or id
     of no operator of the savepoint is an error listing its operators (a typo would
-    otherwise leave that operator unnamed without a word)."""
+    otherwise leave that operator unnamed without a word), and so is another name for an
+    operator whose uid Flink stored (2.x), which names it (the name would be dropped)."""
     if uids is None:
         return {}
     if isinstance(uids, str):
@@ -525,8 +559,7 @@ def _operator_names(uids: Iterable[str] | Mapping[str, str] | None, metadata: Ch
     ids = {op.operator_id for op in metadata.operators}
     names, unknown = {}, []
     for key, name in pairs:
-        is_hex = len(key) == 32 and all(c in "0123456789abcdefABCDEF" for c in key)
-        hex_id = key.lower() if is_hex else operator_id_of_uid(key)
+        hex_id = operator_id_named(key)
         names[hex_id] = name
         if hex_id not in ids:
             unknown.append(key)
@@ -535,4 +568,9 @@ def _operator_names(uids: Iterable[str] | Mapping[str, str] | None, metadata: Ch
         raise InvalidArgumentError(f"no operator of the savepoint has the uid or id {', '.join(map(repr, unknown))} "
                                    f"(a uid names the operator whose id is its hash); its operators: {listed}",
                                    path=path)
+    renamed = [f"{op.operator_id} is {op.uid!r}, not {names[op.operator_id]!r}" for op in metadata.operators
+               if op.uid and names.get(op.operator_id, op.uid) != op.uid]
+    if renamed:
+        raise InvalidArgumentError(f"--uid (uids) names operators whose uid Flink stored, which names them: "
+                                   f"{'; '.join(renamed)}", path=path)
     return names

@@ -114,6 +114,20 @@ _BUILDERS: dict[str, Callable[..., Read]] = {
 SCALA_KINDS = frozenset(_BUILDERS)
 
 
+def _value_of_no_bytes(type_: FlinkType) -> tuple[Any, ...] | None:
+    """The one value of a case class whose fields all take no bytes (Flink writes nothing for a
+    case class without fields), or None when its values take bytes."""
+    if type_.kind != "scala-case-class":
+        return None
+    fields = [_value_of_no_bytes(child) for child in type_.children]
+    return None if any(field is None for field in fields) else tuple(fields)
+
+
 def scala_reader(type_: FlinkType, children: list[Read]) -> Read:
     """The reader of one value of ``type_`` (a Scala kind) whose nested serializers read ``children``."""
+    value = _value_of_no_bytes(type_)
+    if value is not None:
+        # Built once and shared: read per value, a case class of thousands of empty fields made
+        # each element of a collection (one byte) cost thousands of objects.
+        return lambda inp: value
     return _BUILDERS[type_.kind](type_, *children)

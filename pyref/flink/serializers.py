@@ -453,9 +453,7 @@ def _read_known_body(inp: DataInput, class_name: str, version: int, follow: Foll
     if class_name == _SORTED_MAP and version == 3:
         # The comparator (generated code, Java-serialized: never read), then key and value serializers.
         _skip_java_streams(inp, 1, "the Java-serialized comparator of a SortedMap snapshot")
-        children = _read_nested(inp, follow, depth)
-        if len(children) != 2:
-            raise inp.corrupt(f"SortedMap snapshot has {len(children)} nested serializers, expected 2")
+        children = _read_nested(inp, follow, depth, "SortedMap", 2)
         return dict(kind="sorted-map", children=children)
     return None
 
@@ -485,7 +483,7 @@ def _read_external(inp: DataInput, follow: Follow, depth: int) -> dict:
         raise inp.corrupt(f"ExternalSerializer snapshot: unknown outer version {outer_version}", inp.pos - 4, 4)
     _skip_java_streams(inp, 1, "the Java-serialized DataType of an ExternalSerializer snapshot")
     inp.read_bool("ExternalSerializer internal input flag")
-    (internal,) = _read_nested(inp, follow, depth)
+    (internal,) = _read_nested(inp, follow, depth, "ExternalSerializer", 1)
     return dict(kind="external", children=(internal,), length=internal.length)
 
 
@@ -495,14 +493,14 @@ def _read_row_data(inp: DataInput, follow: Follow, depth: int) -> dict:
     field serializers' snapshots (``NestedSerializersSnapshotDelegate``, as many)."""
     count = inp.read_count("RowData field count", 4)
     _skip_java_streams(inp, count, "the Java-serialized field types of a RowData snapshot")
-    children = _read_nested(inp, follow, depth)
-    if len(children) != count:
-        raise inp.corrupt(f"RowData snapshot: {count} field types but {len(children)} field serializers")
+    children = _read_nested(inp, follow, depth, "RowData", count)
     return dict(kind="row-data", children=children)
 
 
-def _read_nested(inp: DataInput, follow: Follow, depth: int) -> tuple[FlinkType, ...]:
-    """``NestedSerializersSnapshotDelegate``: magic, version 1, count, snapshots."""
+def _read_nested(inp: DataInput, follow: Follow, depth: int, kind: str,
+                 expected: int | None = None) -> tuple[FlinkType, ...]:
+    """``NestedSerializersSnapshotDelegate``: magic, version 1, count, snapshots; a ``kind`` of
+    snapshot with a fixed number of nested serializers (``expected``) has exactly that many."""
     start = inp.pos
     if inp.read_int("nested serializers magic") != _NESTED_MAGIC:
         raise inp.corrupt("nested serializer snapshots: bad magic number", start, 4)
@@ -510,6 +508,9 @@ def _read_nested(inp: DataInput, follow: Follow, depth: int) -> tuple[FlinkType,
     if version != 1:
         raise inp.corrupt(f"nested serializer snapshots: unknown version {version}", start + 4, 4)
     count = inp.read_count("nested serializer count", 6)
+    if expected is not None and count != expected:
+        raise inp.corrupt(f"{kind} serializer snapshot has {count} nested serializers, expected {expected}",
+                          inp.pos - 4, 4)
     children = []
     for i in range(count):
         last = i == count - 1
@@ -544,14 +545,11 @@ def _read_composite(inp: DataInput, kind: str, version: int, follow: Follow, dep
         extra["row_kind"] = outer_version == 3 or (outer_version > 3 and inp.read_bool("row kind flag"))
     elif kind == "cep-nfa-state":  # outer version 2 (Flink 1.16+) added the flag
         extra["previous_timestamp"] = outer_version >= 2 and inp.read_bool("NFA state previous timestamp flag")
-    children = _read_nested(inp, follow, depth)
     expected = {"list": 1, "linked-list": 1, "set": 1, "object-array": 1, "nullable": 1, "map": 2, "either": 2,
                 "ttl": 2, "timer": 2, "raw-value": 1, "cep-nfa-state": 3, "cep-node-id": 1, "cep-shared-buffer-edge": 2,
                 "cep-shared-buffer-node": 1, "cep-shared-buffer-node-v1": 1, "cep-lockable": 1, "scala-option": 1,
                 "scala-either": 2, "scala-try": 2, "scala-traversable": 1}.get(kind)
-    if expected is not None and len(children) != expected:
-        raise inp.corrupt(f"{kind} serializer snapshot has {len(children)} nested serializers, "
-                          f"expected {expected}")
+    children = _read_nested(inp, follow, depth, kind, expected)
     return dict(kind=kind, children=children, length=_composite_length(kind, children, extra), **extra)
 
 

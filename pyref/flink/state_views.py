@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import CorruptSavepointError, InvalidArgumentError, UnsupportedFormatError
-from ..key_groups import compute_key_groups
+from ..key_groups import assign_to_key_group, compute_key_groups
 from ..reader import TableView
 from .composite import split_keys, split_list_values, split_map_values, split_timer_keys
 from .handles import DistributionMode
@@ -57,28 +57,42 @@ def freeze(value: Any) -> Any:
     return value
 
 
-def _plain(value: Any, type_: FlinkType) -> Any:
+class _TooManyObjects(Exception):
+    """Decoded values that Arrow would need far more objects for than their bytes."""
+
+
+#: Objects a column's decoded values may become for Arrow per stored byte (a struct of one-byte
+#: fields needs fewer; a Scala case class of thousands of empty fields, no bytes a value, more):
+#: beyond it the column stays Flink's bytes.
+_OBJECTS_PER_BYTE = 2
+
+
+def _plain(value: Any, type_: FlinkType, budget: list[int]) -> Any:
     """A decoded value as Arrow infers it: a Tuple, POJO or Row as a struct (fields ``f0``...,
     the POJO's names, a Row's ``kind`` first), a Map as a list of key / value structs, a
-    named tuple (a TimeWindow) as a struct of its fields."""
+    named tuple (a TimeWindow) as a struct of its fields. ``budget``: objects left to make."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise _TooManyObjects
     kind, kids = type_.kind, type_.children
     if value is None:
         return None
     if kind in ("nullable", "external") and kids:
-        return _plain(value, kids[0])
+        return _plain(value, kids[0], budget)
     if kind == "pojo" and isinstance(value, dict):
-        return {name: _plain(value.get(name), t) for name, t in zip(type_.field_names, kids)}
+        return {name: _plain(value.get(name), t, budget) for name, t in zip(type_.field_names, kids)}
     if kind in ("map", "sorted-map") and len(kids) == 2 and isinstance(value, (dict, list)):
         pairs = value.items() if isinstance(value, dict) else value
-        return [{"key": _plain(k, kids[0]), "value": _plain(v, kids[1])} for k, v in pairs]
+        return [{"key": _plain(k, kids[0], budget), "value": _plain(v, kids[1], budget)} for k, v in pairs]
     if isinstance(value, Row):
-        return {"kind": value.kind, **{f"f{i}": _plain(v, t) for i, (v, t) in enumerate(zip(value.fields, kids))}}
+        return {"kind": value.kind, **{f"f{i}": _plain(v, t, budget)
+                                       for i, (v, t) in enumerate(zip(value.fields, kids))}}
     if isinstance(value, tuple) and hasattr(value, "_asdict"):
         return value._asdict()
     if isinstance(value, tuple):
-        return {f"f{i}": _plain(v, t) for i, (v, t) in enumerate(zip(value, kids))}
+        return {f"f{i}": _plain(v, t, budget) for i, (v, t) in enumerate(zip(value, kids))}
     if isinstance(value, list):
-        return [_plain(v, kids[0] if kids else type_) for v in value]
+        return [_plain(v, kids[0] if kids else type_, budget) for v in value]
     return value
 
 
@@ -108,15 +122,16 @@ def _column(name: str, values: list[Any], stored: pa.Array, type_: FlinkType,
     if not len(stored):  # no value to tell the type by
         return pa.field(name, pa.null()), pa.nulls(0)
     if values != stored.to_pylist():
+        budget = [_OBJECTS_PER_BYTE * stored.nbytes + 4096]
         try:
-            plain = [[_plain(e, type_) for e in v] if lists and isinstance(v, list) else _plain(v, type_)
-                     for v in values]
+            plain = [[_plain(e, type_, budget) for e in v] if lists and isinstance(v, list)
+                     else _plain(v, type_, budget) for v in values]
             array = pa.array(plain)
             if (ordered := _in_value_order(array.type, plain)) != array.type:
                 array = pa.array(plain, ordered)
             return pa.field(name, array.type), array
-        except (pa.ArrowException, TypeError, ValueError, OverflowError):
-            pass  # a GlobalWindow, a Map of mixed key types...
+        except (pa.ArrowException, TypeError, ValueError, OverflowError, _TooManyObjects):
+            pass  # a GlobalWindow, a Map of mixed key types, values of no bytes...
     return pa.field(name, stored.type, metadata={FLINK_BYTES: type_.describe()}), stored
 
 
@@ -213,6 +228,16 @@ def _pyref_key_type(type_: FlinkType):
 _ARROW_KEY_TYPES = {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(), "boolean": pa.bool_()}
 
 
+def _key_groups_of(keys: list[Any], key_type, max_parallelism: int) -> np.ndarray:
+    """Flink's key group of every decoded key: vectorised over an Arrow column, or key by key
+    when a Java String holds a lone surrogate (valid in Java, which Arrow's UTF-8 cannot hold)."""
+    try:
+        column = _key_column(keys, key_type)
+    except UnicodeEncodeError:
+        return np.array([assign_to_key_group(key, max_parallelism, key_type) for key in keys], np.int64)
+    return compute_key_groups(column, max_parallelism, key_type)
+
+
 def _key_column(keys: list[Any], key_type) -> pa.Array:
     """Decoded keys as the Arrow column :func:`compute_key_groups` hashes."""
     if isinstance(key_type, tuple):
@@ -262,7 +287,7 @@ class _KeyedRowsView(TableView):
             expected = row_key_groups(stored, self._max_parallelism, state)
         else:
             keys = decode_column(self.key_type, stored)
-            expected = compute_key_groups(_key_column(keys, key_type), self._max_parallelism, key_type)
+            expected = _key_groups_of(keys, key_type, self._max_parallelism)
         bad = np.flatnonzero(expected != self._rows.key_groups)
         if len(bad):
             i = int(bad[0])
@@ -412,7 +437,15 @@ class FlinkKeyedStateView(_KeyedRowsView):
         return index
 
     def get(self, key: Any, default: Any = None, *, namespace: Any = None) -> Any:
-        """The state of ``key`` (in ``namespace``): a value, a list, or a dict for MAP."""
+        """The state of ``key`` (in ``namespace``): a value, a list, or a dict for MAP. A
+        namespaced state (a window's) needs ``namespace`` (as :meth:`items` gives it: a
+        ``TimeWindow``, ``GLOBAL_WINDOW``), and only it takes one, as pyref's own views."""
+        if (namespace is None) == self.has_namespace:
+            # Without it a window state's get() would give the default for every key, unasked.
+            raise InvalidArgumentError(
+                f"{self.name} is kept per namespace ({self.namespace_type.describe()}): give namespace=..., e.g. "
+                "pyref.flink.TimeWindow(start, end) or GLOBAL_WINDOW" if self.has_namespace
+                else f"{self.name} has no namespace; namespace= is for a window's state", state=self.name)
         return self._index.get((freeze(key), freeze(namespace)), default)
 
 

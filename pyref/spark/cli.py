@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from .._proto.savepoint.v1 import serializer_pb2
-from ..cli import BASE_PATHS_HELP, count, operator_numbers, print_written
+from ..cli import BASE_PATHS_HELP, add_operator_numbers, count, operator_numbers, print_written
 from ..derived import FORCE_HELP
 from ..errors import InvalidArgumentError, MissingDependencyError, SavepointError
 from ..flink.export_cli import add_export_arguments, export_options, print_exported
@@ -340,8 +340,8 @@ def add_spark_commands(subparsers) -> None:
 
     p = subparsers.add_parser("spark-rescale", help="new parallelism (no state bytes copied; --copy copies on Spark)")
     common(p)
-    p.add_argument("-p", "--parallelism", type=count, help="new parallelism of every operator")
-    p.add_argument("--operator", action="append", metavar="ID=N", help="new parallelism of one operator")
+    add_operator_numbers(p, ("-p", "--parallelism"), "new parallelism of every operator",
+                         "new parallelism of one operator (the others keep theirs)")
     p.set_defaults(handler=_spark_rescale)
 
     p = subparsers.add_parser("spark-flatten", help="a self-contained copy of a shallow savepoint, copied on Spark")
@@ -351,8 +351,8 @@ def add_spark_commands(subparsers) -> None:
     p = subparsers.add_parser("change-max-parallelism",
                               help="new max parallelism: re-hash every key to its new key group, on Spark")
     common(p)
-    p.add_argument("-m", "--max-parallelism", type=count, help="new max parallelism of every operator")
-    p.add_argument("--operator", action="append", metavar="ID=N", help="new max parallelism of one operator")
+    add_operator_numbers(p, ("-m", "--max-parallelism"), "new max parallelism of every operator",
+                         "new max parallelism of one operator (the others keep theirs)")
     p.add_argument("--partitions", type=count, help="write tasks per keyed state (default: by size)")
     p.set_defaults(handler=_change_max_parallelism)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 
+from ..errors import InvalidArgumentError
 from ..location import OBJECT_STORE_SCHEMES, parse_location
 from .arrow_fs import ArrowIO
 from .base import (
@@ -42,7 +43,7 @@ __all__ = [
     "DATA_DIR", "LOCK_NAME", "LOCK_WAIT_S", "MANIFEST_NAME", "UNLOCKED_CLEAN_MARGIN_S", "UNLOCKED_WRITE_DEADLINE_S",
     "ArrowIO", "FileStat", "LocalIO", "ObjectStoreIO", "OutputFile", "SavepointIO", "UrlSavepointIO",
     "check_directory_name", "check_relative_path", "is_data_file_path", "is_directory_name", "is_safe_relative_path", "open_io",
-    "typed_os_error", "typed_os_errors",
+    "refuse_non_directory_target", "typed_os_error", "typed_os_errors",
 ]
 
 
@@ -59,3 +60,11 @@ def open_io(location: str | os.PathLike[str] | SavepointIO) -> SavepointIO:
     if parsed.scheme in OBJECT_STORE_SCHEMES:
         return ObjectStoreIO(parsed.path)
     return ArrowIO(parsed.path)
+
+
+def refuse_non_directory_target(io: SavepointIO, what: str) -> None:
+    """A local ``what`` (a write's target) that exists and is not a directory (a file named by
+    mistake) is refused as such: writing into it fails on a path that cannot be resolved,
+    which reads as a corrupt savepoint."""
+    if isinstance(io, LocalIO) and os.path.lexists(io.root) and not os.path.isdir(io.root):
+        raise InvalidArgumentError(f"the {what} exists and is not a directory", path=io.location)

@@ -25,14 +25,19 @@ canonical savepoint that reads as the same truth.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
+import os
 import pathlib
+import re
+import resource
+from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
 
-from pyref.errors import CorruptSavepointError, UnsupportedFormatError
+from pyref.errors import CorruptSavepointError, StorageError, UnsupportedFormatError
 from pyref.flink import FlinkSavepoint, export_savepoint, import_flink
 from pyref.flink.handles import IncrementalHandle
 from pyref.flink.heap import HEAP, SAVEPOINT_FORMAT, _StateDecoder, keyed_layout
@@ -236,8 +241,10 @@ def test_an_incremental_checkpoint_without_its_shared_files_names_the_missing_on
     with FlinkSavepoint.open(DATA / case / "checkpoint", uids=list(expected["operators"])) as sp:
         counter = sp.operator("url-counter")
         assert counter.keyed_layout(0) == ROCKSDB_NATIVE
+        beside = re.escape(str((DATA / case / "shared").resolve()))
         with pytest.raises(CorruptSavepointError, match=r"state file '.*/shared/[0-9a-f-]+' \(a checkpoint's shared "
-                           r"state, beside its chk-N directory\) does not exist"):
+                           rf"state, beside its chk-N directory\) does not exist; looked for in {beside}: copy the "
+                           r"job's shared/ directory beside the chk-N directory"):
             counter.keyed_state("count")
         offsets = sp.operator("kafka-source").list_state("offsets")
         assert [offsets.partition(i) for i in range(2)] == expected["operators"]["kafka-source"]["operator_state"][
@@ -299,3 +306,34 @@ def test_heap_empty_lists_and_maps_make_no_rows() -> None:
         keys: list[bytes] = []
         _StateDecoder(info, codec_for(_STRING), 1).read(DataInput(b"\x00\x00\x00\x01\x00\x02k" + bytes(4)), 0, keys, [])
         assert keys == [], kind
+
+
+@contextlib.contextmanager
+def _descriptors_left(spare: int) -> Iterator[None]:
+    """The process may open only ``spare`` more file descriptors while inside."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + spare, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts open descriptors in /proc")
+def test_a_native_savepoint_of_more_files_than_descriptors_reads_and_a_shortage_is_a_storage_error(
+        tmp_path: pathlib.Path) -> None:
+    """Every state file used to stay memory-mapped, each mapping holding a descriptor, until the
+    savepoint was closed: Flink's 136 files failed with a bare OSError under a limit of 100
+    (thousands of SST files under the common 1024). Small files are read, and the files kept are
+    bounded; when mappings of large files do run out of descriptors, that is a StorageError."""
+    case = "2.3.0-rocksdb-native-savepoint-keyed-kinds"
+    path = snapshot(case, tmp_path)
+    assert len(list(path.iterdir())) > 100
+    with _descriptors_left(40):
+        assert_reads_as_truth(path, truth(case))
+    for state_file in path.iterdir():  # every file mapped: sparse, larger than the mapping threshold
+        if state_file.name != "_metadata":
+            os.truncate(state_file, max(state_file.stat().st_size, 2 << 20))
+    with _descriptors_left(40), FlinkSavepoint.open(path) as sp, pytest.raises(StorageError, match="open files"):
+        for op in sp.operators:
+            list(op.keyed_subtasks())

@@ -102,6 +102,17 @@ def test_clean_on_an_export_directory_from_the_command_line(seeds, tmp_path, cap
         remove_abandoned_export_files(dst, older_than=3600)
 
 
+def test_clean_takes_an_exports_metadata_file_as_its_directory(seeds, tmp_path, capsys):
+    """As inspect, verify and import-flink do: a user hands the _metadata they see."""
+    dst = tmp_path / "flink"
+    export_savepoint(seeds, dst, flink_version="2.3", inline_bytes=0)
+    stray = dst / "pyref-0123456789ab-0b6c9f4e-8a1d-4c1e-9e55-3f2d7a9b1c00"  # as a killed export leaves one
+    stray.write_bytes(b"abandoned")
+    capsys.readouterr()
+    assert cli(["clean", str(dst / "_metadata"), "--dry-run", "--older-than", "0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["deleted"] == [str(stray)]
+
+
 def test_an_export_whose_state_file_vanished_publishes_nothing(seeds, tmp_path, monkeypatch):
     dst = tmp_path / "flink"
     publish = export_module.publish

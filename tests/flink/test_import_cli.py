@@ -225,3 +225,141 @@ def test_inspect_and_verify_name_a_flink_1_savepoints_operators_by_uid(tmp_path,
     write_seeds(tmp_path / "pyref")
     code, report = run(capsys, "inspect", str(tmp_path / "pyref"), "--uid=seeds")
     assert code == 2 and "Flink savepoint" in report["error"]
+
+
+OLD_KEYED = CORPUS / "1.13.6/rocksdb/keyed-kinds/savepoint"  # the job of KEYED, whose uids Flink 1.13 did not store
+KEYED_KINDS_ID = "98579dcfc6bf805e03cf6694974d3f70"  # the hex id of its operator with uid keyed-kinds
+
+
+def test_an_operator_is_named_by_uid_or_hex_id_in_either_case_on_every_release(tmp_path, capsys) -> None:
+    """Flink 2.x stores uids, 1.x does not: a uid, a hex id and an uppercase hex id name the
+    same operator of both in plan, the Python API, --skip-state and --ttl."""
+    for savepoint in (KEYED, OLD_KEYED):
+        for name in ("keyed-kinds", KEYED_KINDS_ID, KEYED_KINDS_ID.upper()):
+            code, plan = run(capsys, "plan", str(savepoint), "--operator", f"{name}=5")
+            moved = [op["operator_id"] for op in plan["operators"] if op["to_parallelism"] != op["from_parallelism"]]
+            assert code == 0 and len(moved) == 1 and moved[0] in ("keyed-kinds", KEYED_KINDS_ID), (savepoint, name)
+            with FlinkSavepoint.open(savepoint) as sp:
+                assert sp.operator(name).operator_id == KEYED_KINDS_ID
+    code, result = run(capsys, "plan", str(KEYED), "--operator", "keyed-kinds=5", "--operator", f"{KEYED_KINDS_ID}=3")
+    assert code == 2 and "operator keyed-kinds is named twice" in result["error"]
+    # --uid names a Flink 1.x savepoint's operators in plan as in inspect and import-flink
+    code, plan = run(capsys, "plan", str(OLD_KEYED), "-p", "2", "--uid", "keyed-kinds")
+    assert code == 0 and "keyed-kinds" in [op["operator_id"] for op in plan["operators"]]
+    # the states of Flink 1.13's operators by the job's uids and an uppercase hex id, without --uid
+    code, report = run(capsys, "import-flink", str(OLD_KEYED), str(tmp_path / "sp"), "--skip-state", "pojo-keys/blobs",
+                       "--ttl", "keyed-kinds/ttl-last=1d", "--ttl", f"{KEYED_KINDS_ID.upper()}/ttl-nums=2d",
+                       "--ttl", f"{KEYED_KINDS_ID}/ttl-tags=3d")
+    assert code == 0, report
+    states = {st["name"]: st for op in report["operators"] for st in op["states"]}
+    assert "blobs" not in states and {"ttl-last", "ttl-nums", "ttl-tags"} <= set(states)
+    # its operators are named by hex id; export-flink takes the job's uid for them too
+    code, exported = run(capsys, "export-flink", str(tmp_path / "sp"), str(tmp_path / "old-flink"), "--flink-version",
+                         "1.13", "--only", "keyed-kinds", "--operator", "keyed-kinds=2")
+    assert code == 0 and [(op["operator_id"], op["parallelism"]) for op in exported["operators"]] == [
+        (KEYED_KINDS_ID, 2)]
+    # and export-flink, of an import named by uid, takes the Flink id it exports the operator as
+    code, report = run(capsys, "import-flink", str(KEYED), str(tmp_path / "named"), "--skip-state", "pojo-keys/blobs",
+                       "--ttl-default", "1d")
+    code, exported = run(capsys, "export-flink", str(tmp_path / "named"), str(tmp_path / "flink"), "--flink-version",
+                         "2.3", "--only", KEYED_KINDS_ID.upper(), "--operator", f"{KEYED_KINDS_ID}=2")
+    assert code == 0 and [(op["operator_id"], op["parallelism"]) for op in exported["operators"]] == [("keyed-kinds", 2)]
+
+
+def test_a_mistyped_skip_state_is_named_before_the_refusal_it_was_meant_to_lift(tmp_path, capsys) -> None:
+    code, result = run(capsys, "import-flink", str(KEYED), str(tmp_path / "sp"), "--skip-state", "pojo-key/blobs",
+                       "--ttl-default", "1d")
+    assert code == 2 and "--skip-state (skip_states) names no state: pojo-key/blobs" in result["error"]
+    assert "pojo-keys/blobs" in result["error"]  # among the states there are
+
+
+@pytest.mark.parametrize("argv", [
+    ["plan", str(KEYED)],
+    ["rescale", "{tmp}/seeds", "{tmp}/out"],
+    ["export-flink", "{tmp}/seeds", "{tmp}/out", "--flink-version", "2.3"],
+    ["spark-rescale", "{tmp}/seeds", "{tmp}/out"],
+])
+def test_a_parallelism_for_every_operator_and_one_by_one_are_not_combined(tmp_path, capsys, argv) -> None:
+    """-p N beside --operator ID=M was dropped without a word (the other operators kept theirs)."""
+    write_seeds(tmp_path / "seeds")
+    code, result = run(capsys, *[a.format(tmp=tmp_path) for a in argv], "-p", "2", "--operator", "seeds=3")
+    assert code == 2 and "argument --operator: not allowed with argument -p/--parallelism" in result["error"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_flink_savepoint_is_read_at_its_file_url(capsys) -> None:
+    for url in (KEYED.as_uri(), KEYED.as_uri() + "/", (KEYED / "_metadata").as_uri()):
+        code, info = run(capsys, "inspect", url)
+        assert code == 0 and info["location"] == str(KEYED), url
+        with FlinkSavepoint.open(url) as sp:
+            assert sp.location == str(KEYED)
+
+
+def test_a_path_with_nothing_or_the_wrong_savepoint_at_it_says_so(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)  # "~/..." quoted: a relative path whose first directory is "~"
+    for argv in (["inspect", "~/savepoint"], ["plan", "~/savepoint", "-p", "2"], ["import-flink", "~/savepoint", "sp"]):
+        code, result = run(capsys, *argv)
+        assert code == 4 and "the path does not exist; '~' is not expanded" in result["error"], result
+    write_seeds(tmp_path / "pyref")  # a pyref savepoint where a Flink one goes: said so, not "no _metadata" alone
+    code, result = run(capsys, "import-flink", "pyref", "sp")
+    assert code == 4 and "it is a pyref savepoint (_manifest)" in result["error"]
+    code, result = run(capsys, "inspect", "savepoint")
+    assert code == 4 and result["error"].endswith(f"; the path does not exist [file={tmp_path / 'savepoint'}]")
+
+
+def test_a_window_states_get_asks_for_the_window_instead_of_answering_none() -> None:
+    """Real window state (Flink 1.20.3 and 2.3.0): get() without the window gave the default
+    for every key; it is refused as pyref's own views refuse it, and get() with it finds it."""
+    from pyref.flink import GLOBAL_WINDOW, TimeWindow
+
+    for release in ("1.20.3", "2.3.0"):
+        with FlinkSavepoint.open(CORPUS / release / "rocksdb/windows/savepoint") as sp:
+            windows = [op for op in sp.operators if "window-contents" in op.keyed_state_names]
+            for op in windows:
+                contents = op.keyed_state("window-contents")
+                key, window, value = next(iter(contents.items()))
+                assert isinstance(window, TimeWindow) or window is GLOBAL_WINDOW
+                assert contents.get(key, namespace=window) == value
+                with pytest.raises(InvalidArgumentError, match="window-contents is kept per namespace .*namespace="):
+                    contents.get(key)
+            plain = next(op for op in sp.operators if op.keyed_state_names and not any(
+                op.keyed_state(n).has_namespace for n in op.keyed_state_names))
+            state = plain.keyed_state(plain.keyed_state_names[0])
+            with pytest.raises(InvalidArgumentError, match="has no namespace"):
+                state.get(next(iter(state.items()))[0], namespace=TimeWindow(0, 1))
+
+
+def test_inspect_says_a_flink_1_15_metadata_does_not_tell_a_savepoint_from_a_checkpoint(capsys) -> None:
+    """_metadata version 3 records no savepoint format: a 1.15 retained checkpoint was shown as
+    "Flink savepoint ..., format unknown"; version 4 says which it is."""
+    checkpoint = CORPUS.parents[2] / "tests/flink/data/checkpoints/1.15.4-rocksdb-full-seeds/checkpoint"
+    for path in (checkpoint, OLD_KEYED):
+        assert main(["inspect", str(path)]) == 0
+        head = capsys.readouterr().out.splitlines()[:2]
+        assert head == [f"Flink savepoint or retained checkpoint {path}",
+                        "  _metadata version 3, checkpoint 1, version 3 does not say which"], head
+    assert main(["inspect", str(KEYED)]) == 0
+    assert capsys.readouterr().out.splitlines()[:2] == [
+        f"Flink savepoint {KEYED}", "  _metadata version 6, checkpoint 1, CANONICAL"]
+
+
+def test_plan_only_shows_the_operators_asked_for(tmp_path, capsys) -> None:
+    """A Flink SQL job plans a hundred operators: --only (uid or hex id, either case) shows some."""
+    code, plan = run(capsys, "plan", str(OLD_KEYED), "-p", "2", "--only", "keyed-kinds", "--only",
+                     "C691A218D56B8F74DAE6FA83F71CED11")
+    assert code == 0 and [op["operator_id"] for op in plan["operators"]] == ["c691a218d56b8f74dae6fa83f71ced11",
+                                                                            KEYED_KINDS_ID]
+    code, result = run(capsys, "plan", str(KEYED), "-p", "2", "--only", "keyed-kind")
+    assert code == 2 and "no operator 'keyed-kind'" in result["error"]
+    write_seeds(tmp_path / "seeds")
+    code, plan = run(capsys, "plan", str(tmp_path / "seeds"), "-p", "2", "--only", "url-counter")
+    assert code == 0 and [op["operator_id"] for op in plan["operators"]] == ["url-counter"]
+
+
+def test_uid_cannot_rename_an_operator_whose_uid_flink_stored(tmp_path, capsys) -> None:
+    """Flink 2.x stores uids: another name for one was dropped without a word."""
+    code, result = run(capsys, "import-flink", str(KEYED), str(tmp_path / "sp"), "--uid", f"{KEYED_KINDS_ID}=counter")
+    assert code == 2 and f"{KEYED_KINDS_ID} is 'keyed-kinds', not 'counter'" in result["error"]
+    assert not (tmp_path / "sp").exists()
+    code, info = run(capsys, "inspect", str(KEYED), "--uid", "keyed-kinds", "--uid", f"{KEYED_KINDS_ID.upper()}=keyed-kinds")
+    assert code == 0  # the job's own uids, as a script passes them for 1.x and 2.x alike

@@ -159,6 +159,6 @@ def test_damaged_blocks_decode_at_once_as_entry_by_entry_or_not_at_all(tmp_path:
         at_once = _at_once(reader, batch)
         if at_once is not None:
             decoded += 1
-            reader.budget = 1 << 40  # the read charges it each time
+            reader.budget.left = 1 << 40  # the read charges it each time
             assert at_once == _entry_by_entry(reader, batch)
     assert decoded  # some damage (a value's bytes) leaves the layout intact

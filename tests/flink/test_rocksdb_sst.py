@@ -4,10 +4,14 @@ range, and the merge of a handle's files follows RocksDB's rules."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import pathlib
 import struct
+import tracemalloc
+from collections.abc import Callable
 
+import cramjam
 import google_crc32c
 import numpy as np
 import pytest
@@ -16,9 +20,10 @@ from pyref.errors import CorruptSavepointError, UnsupportedFormatError
 from pyref.flink import FlinkSavepoint
 from pyref.flink.dataoutput import varint
 from pyref.flink.handles import IncrementalHandle
+from pyref.flink.rocksdb import native
 from pyref.flink.rocksdb.native import live_rows, sst_files
 from pyref.flink.rocksdb.sst import (DELETION, EXTERNAL_VERSION, GLOBAL_SEQNO, MERGE, SINGLE_DELETION, VALUE, DataBlock,
-                                     SstFile, _properties, _Reader, global_sequence, open_sst)
+                                     ExpansionBudget, SstFile, _properties, _Reader, global_sequence, open_sst)
 
 from compat_tests.flink.checkpoints import committed_snapshot
 
@@ -360,7 +365,7 @@ def test_a_budget_running_out_gives_the_entry_by_entry_reads_error(fraction: flo
     def opened(budget: int) -> tuple[SstFile, _Reader]:
         sst = open_sst(raw, NAME)
         assert sst._reader is not None and len(sst._blocks) == 12
-        sst._reader.budget = budget
+        sst._reader.budget.left = budget
         return sst, sst._reader
 
     def entry_by_entry(budget: int) -> tuple[int, str | None]:
@@ -369,8 +374,8 @@ def test_a_budget_running_out_gives_the_entry_by_entry_reads_error(fraction: flo
             for handle in sst._blocks:
                 reader.columns(reader.block(handle, "data"), handle[0], "data")
         except CorruptSavepointError as err:
-            return reader.budget, str(err)
-        return reader.budget, None
+            return reader.budget.left, str(err)
+        return reader.budget.left, None
 
     full = 1 << 40
     budget = int((full - entry_by_entry(full)[0]) * fraction)
@@ -400,3 +405,176 @@ def test_random_files_read_the_same_a_key_group_at_a_time_as_merged() -> None:
             deletions = [(b"\x01k2", b"\x02k1", next(sequences))] if rng.random() < 0.2 else []
             files.append(Entries(rows, deletions))
         assert list(live_rows(files, range(1, 4), 1, "test")) == list(live_rows(files, range(1, 4), 1, "test", False))
+
+
+# -- hostile tables built around a real file's properties ----------------------------------------
+
+def _internal(user_key: bytes, sequence: int, kind: int = VALUE) -> bytes:
+    return user_key + struct.pack("<Q", sequence << 8 | kind)
+
+
+def _table(blocks: list[tuple[bytes, int]], *, props: dict[bytes, bytes] | None = None,
+           index: Callable[[list[tuple[int, int]]], bytes] | None = None) -> bytes:
+    """A format_version 5 crc32c table of the data ``blocks`` (stored contents, compression type)
+    with the real inline file's properties (index values not delta-encoded, and no counts of
+    blocks and entries, unless ``props`` say so) and, by default, an index naming each block in turn."""
+    reader = _Reader(_inline_sst(), NAME)
+    real, _ = _external_props(_inline_sst())
+    real = {k: v for k, v in real.items() if k not in (b"rocksdb.num.data.blocks", b"rocksdb.num.entries")}
+    out = b""
+
+    def sealed(contents: bytes, kind: int = 0) -> tuple[int, int]:
+        nonlocal out
+        at = len(out)
+        out += contents + bytes([kind]) + struct.pack("<I", reader.block_checksum(contents, kind, at))
+        return at, len(contents)
+
+    handles = [sealed(contents, kind) for contents, kind in blocks]
+    index_block = index(handles) if index else _block({b"k%04d" % i: varint(o) + varint(s)
+                                                      for i, (o, s) in enumerate(handles)})
+    at, size = sealed(_block({**real, b"rocksdb.index.value.is.delta.encoded": b"\0", **(props or {})}))
+    index_handle = sealed(index_block)
+    metaindex = sealed(_block({b"rocksdb.properties": varint(at) + varint(size)}))
+    return _with_footer(out + _inline_sst()[-53:], metaindex, index_handle)
+
+
+def _data_block(keys: list[bytes]) -> bytes:
+    return _block({_internal(k, 5): b"v" + k for k in keys})
+
+
+def _traced_peak(read: Callable[[], object]) -> int:
+    tracemalloc.start()
+    try:
+        with contextlib.suppress(CorruptSavepointError):
+            read()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize(("kind", "compress"), [
+    (1, lambda b: bytes(cramjam.snappy.compress_raw(b))[len(varint(len(b))):]),  # its own size header, replaced
+    (4, lambda b: bytes(cramjam.lz4.compress_block(b, store_size=False))),
+    (7, lambda b: bytes(cramjam.zstd.compress(b))),
+])
+def test_a_block_declaring_more_than_its_format_expands_to_is_refused_before_allocating(
+        kind: int, compress: Callable[[bytes], bytes]) -> None:
+    """60 MiB declared over a few dozen stored bytes: each format bounds its expansion (Snappy 22,
+    LZ4 255, zstd 32768 times the stored bytes), so the lie is refused with no buffer allocated."""
+    stored = compress(_data_block([b"\0a", b"\0b"]))
+    data = _table([(varint(60 << 20) + stored, kind)])
+    with pytest.raises(CorruptSavepointError, match="declares 62914560 uncompressed bytes") as err:
+        read_sst(data, NAME)
+    assert err.value.byte_range == (0, 4)
+    assert _traced_peak(lambda: read_sst(data, NAME)) < 1 << 20
+
+
+@pytest.mark.parametrize(("kind", "compress"), [
+    (4, lambda b: bytes(cramjam.lz4.compress_block(b, store_size=False))),
+    (7, lambda b: bytes(cramjam.zstd.compress(b))),
+])
+def test_a_block_decompressing_to_fewer_bytes_than_declared_is_corrupt(
+        kind: int, compress: Callable[[bytes], bytes]) -> None:
+    """cramjam's one-shot calls pad a short output with zeros up to the size asked for; the
+    reader decompresses into exactly the declared size and counts what was written."""
+    block = _data_block([b"\0a", b"\0b"])
+    stored = compress(block)
+    assert read_sst(_table([(varint(len(block)) + stored, kind)]), NAME)
+    with pytest.raises(CorruptSavepointError, match=f"decompresses to {len(block)} bytes, not {len(block) + 3}"):
+        read_sst(_table([(varint(len(block) + 3) + stored, kind)]), NAME)
+
+
+def _delta_index(size_deltas: list[int]) -> Callable[[list[tuple[int, int]]], bytes]:
+    """A delta-encoded index: the first block's full handle, then per block a zigzag size delta."""
+    def index(handles: list[tuple[int, int]]) -> bytes:
+        first = varint(0) + varint(4) + b"k000" + varint(handles[0][0]) + varint(handles[0][1])
+        body = first + b"".join(varint(1) + varint(3) + b"%03d" % (i + 1) + varint((d << 1) ^ (d >> 63))
+                                for i, d in enumerate(size_deltas))
+        return body + struct.pack("<II", 0, 1)
+    return index
+
+
+def test_a_delta_encoded_index_making_a_negative_block_size_is_corrupt() -> None:
+    blocks = [(_data_block([b"\0k%d" % i]), 0) for i in range(3)]
+    delta = {b"rocksdb.index.value.is.delta.encoded": b"\x01"}
+    assert len(read_sst(_table(blocks, props=delta, index=_delta_index([0, 0])), NAME)) == 3
+    with pytest.raises(CorruptSavepointError, match="size delta -100 makes a block of -") as err:
+        read_sst(_table(blocks, props=delta, index=_delta_index([-100, 0])), NAME)
+    assert err.value.path == NAME and err.value.byte_range is not None
+
+
+def test_one_expansion_budget_covers_all_files_of_a_read() -> None:
+    """A block repeating a 4000-byte key through shared prefixes (3 bytes an entry) expands
+    quadratically; every file used to bring its own 64 MiB allowance, so many small files held
+    64 MiB each at once in the merge. The files of one read share one budget."""
+    key = _internal(b"\0" + bytes(3991), 5)
+    body = varint(0) + varint(len(key)) + varint(0) + key + (varint(len(key)) + varint(0) + varint(0)) * 5000
+    hostile = _table([(body + struct.pack("<II", 0, 1), 0)])
+    assert next(open_sst(hostile, NAME).entries())  # 20 MB of keys: within one file's budget
+    budget = ExpansionBudget(8 * len(hostile))
+    files = [open_sst(hostile, f"{i}.sst", budget) for i in range(8)]
+    with pytest.raises(CorruptSavepointError, match="keys expand beyond 64 MiB and 64 times the files' size"):
+        for sst in files:
+            next(sst.entries())
+    assert budget.left >= 0
+
+
+def test_two_entries_of_one_key_and_sequence_are_corrupt_not_merged_twice() -> None:
+    """A file listed twice in a handle (or two files that disagree) would double every LIST
+    state's appends; RocksDB numbers each write once, so a repeated (key, sequence) is corrupt."""
+    merges = next(open_sst(p.read_bytes(), p.name) for p in sorted((DATA / "2.3.0-rocksdb-incremental-churn" /
+                                                                     "shared").iterdir())
+                  if any(kind == MERGE for _, _, kind, _ in open_sst(p.read_bytes(), p.name).entries()))
+    assert list(live_rows([merges], range(0, 128), 1, "chk"))
+    with pytest.raises(CorruptSavepointError, match="two entries of key .* with sequence number"):
+        list(live_rows([merges, merges], range(0, 128), 1, "chk"))
+    with pytest.raises(CorruptSavepointError, match="two entries of key 0161 with sequence number 3"):
+        list(live_rows([Entries([(b"\x01a", 3, VALUE, b"x")]), Entries([(b"\x01a", 3, DELETION, b"")])],
+                       range(0, 4), 1, "t"))
+
+
+def test_each_key_group_visits_only_the_states_holding_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A meta stream naming thousands of states made every key group of the SST files visit every
+    state (states x key groups: seconds for a few hundred KB); the real checkpoint's subtask, with
+    5000 more (empty) states, reads the same rows with one visit per state and key group holding rows."""
+    takes = 0
+    original = native._State.take
+
+    def counted(state: native._State, group: int) -> int:
+        nonlocal takes
+        takes += 1
+        return original(state, group)
+
+    with FlinkSavepoint.open(DATA / "1.16.3-rocksdb-full-seeds" / "checkpoint") as sp:
+        op = next(o for o in sp.operators if any(isinstance(s.managed_keyed_state, IncrementalHandle)
+                                                 for s in o.state.subtasks))
+        sub = next(s for s in op.state.subtasks if isinstance(s.managed_keyed_state, IncrementalHandle))
+        handle = sub.managed_keyed_state
+        meta = op._keyed_head(handle)
+        many = dataclasses.replace(meta, states=meta.states + [dataclasses.replace(meta.states[0], name=f"more-{i}")
+                                                               for i in range(5000)])
+        expected = {name: rows.keys.to_pylist() for part in native.iter_native_subtask(
+            op._sst_bytes, handle, 0, 1, meta, "chk") for name, (_, rows) in part.states.items()}
+        monkeypatch.setattr(native._State, "take", counted)
+        read = {name: rows.keys.to_pylist() for part in native.iter_native_subtask(
+            op._sst_bytes, handle, 0, 1, many, "chk") for name, (_, rows) in part.states.items()}
+    assert {name: keys for name, keys in read.items() if name in expected} == expected
+    assert not any(keys for name, keys in read.items() if name not in expected)
+    groups_holding = sum(len({k[0] for k in keys}) for keys in expected.values())
+    assert groups_holding and takes == groups_holding
+
+
+def test_an_index_or_blocks_holding_other_counts_than_the_properties_are_corrupt() -> None:
+    """A table builder counts the data blocks and entries it writes (checked equal on every real
+    file of tests/flink/data, range deletions counted among the entries): an index leaving out a
+    block would read as a shorter state, silently."""
+    blocks = [(_data_block([b"\0k%d" % i]), 0) for i in range(3)]
+    counts = {b"rocksdb.num.data.blocks": varint(3), b"rocksdb.num.entries": varint(3)}
+    assert len(read_sst(_table(blocks, props=counts), NAME)) == 3
+    two = _table(blocks, props=counts, index=lambda handles: _block({b"k%04d" % i: varint(o) + varint(s)
+                                                                    for i, (o, s) in enumerate(handles[:2])}))
+    with pytest.raises(CorruptSavepointError, match="index names 2 data blocks, the properties count 3"):
+        read_sst(two, NAME)
+    more = _table(blocks, props={**counts, b"rocksdb.num.entries": varint(4)})
+    with pytest.raises(CorruptSavepointError, match="data blocks hold 3 entries, the properties count 4"):
+        read_sst(more, NAME)

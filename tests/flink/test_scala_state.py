@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import json
 import pathlib
+import tracemalloc
 
 import pytest
 
 from compat_tests.flink.sql import keyed_contents, state_types
 from pyref.cli import main as pyref_cli
 from pyref.errors import CorruptSavepointError, UnsupportedFormatError
-from pyref.flink import FlinkSavepoint, export_savepoint, import_flink
+from pyref.flink import FlinkSavepoint, export_savepoint, import_flink, operator_id_of_uid
 from pyref.flink.datainput import DataInput
 from pyref.flink.serializers import at_position, read_versioned_snapshot, traversable_collection
 from pyref.flink.transcode import transcoder
 from pyref.flink.values import codec_for, decode_cell
 from pyref.serializers import Int64
-from pyref.testing.flink_bytes import composite, i32, i64, snapshot, utf
+from pyref.testing.flink_bytes import (composite, i32, i64, inline_handle, meta_info, metadata, operator,
+                                      operator_handle, operator_stream, snapshot, subtask, utf)
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "scala"
 CASES = sorted(p.name for p in DATA.iterdir() if p.is_dir())
@@ -205,3 +207,30 @@ def nested(*snapshots: bytes) -> bytes:
 def test_scala_snapshots_of_the_legacy_composite_versions_parse_exactly(data, described):
     type_ = read_versioned_snapshot(DataInput(data), at_position(len(data)))
     assert type_.describe() == described and type_.snapshot == data
+
+
+def test_case_classes_of_no_bytes_cost_one_object_not_one_per_field(tmp_path):
+    """A case class without fields takes no bytes: a list state of collections of a case class of
+    1000 of them (each element one presence byte) cost 1000 objects a byte to decode and again to
+    make Arrow columns (200 KB: 250 s, 800 MB). Its one value is built once; to Arrow, values
+    needing more than 2 objects a stored byte stay Flink's bytes."""
+    empty = composite(_S + "ScalaCaseClassSerializerSnapshot", [], utf("scala.Tuple0"), 2)
+    wide = composite(_S + "ScalaCaseClassSerializerSnapshot", [empty] * 1000, utf("my.Wide"), 2)
+    elements = composite(_S + "TraversableSerializerSnapshot", [wide], utf("x"), 2)
+    meta = meta_info("wide", 1, {"OPERATOR_STATE_DISTRIBUTION_MODE": "SPLIT_DISTRIBUTE"}, {"VALUE_SERIALIZER": elements})
+    stream, offsets = operator_stream([(meta, [i32(5000) + b"\x01" * 5000] * 10)])
+    handle = operator_handle({"wide": (0, offsets[0])}, inline_handle(stream))
+    (tmp_path / "_metadata").write_bytes(metadata([operator(bytes.fromhex(operator_id_of_uid("src")), 1, 128,
+                                                            [subtask(0, handle)])]))
+    tracemalloc.start()
+    try:
+        with FlinkSavepoint.open(tmp_path, uids=["src"]) as sp:
+            view = sp.operator("src").list_state("wide")
+            values = view.elements()
+            table = view.to_arrow()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(values) == 10 and all(len(v) == 5000 and v[0] == v[-1] == ((),) * 1000 for v in values)
+    assert table.schema.field("element").metadata  # kept as Flink's bytes
+    assert peak < 24 << 20  # a thousand objects a byte before: gigabytes

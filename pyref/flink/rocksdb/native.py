@@ -39,7 +39,7 @@ from ...errors import CorruptSavepointError
 from ..composite import LIST_DELIMITER
 from ..handles import IncrementalHandle, StreamHandle
 from ..keyed import KeyedBackendMeta, KeyedRows, KeyedSubtask
-from .sst import DELETION, MERGE, SINGLE_DELETION, VALUE, DataBlock, SstFile, open_sst
+from .sst import DELETION, MERGE, SINGLE_DELETION, VALUE, DataBlock, ExpansionBudget, SstFile, open_sst
 
 __all__ = ["ROCKSDB_NATIVE", "sst_files", "live_rows", "iter_native_subtask"]
 
@@ -88,9 +88,10 @@ def live_rows(files: list[SstFile], key_groups: range, prefix_bytes: int, where:
                 parts.append(head)
                 heads[i] = next(streams[i], None)
         short = any(part.short_keys for part in parts)
-        if group not in key_groups and not short:
-            continue
-        rows = None if short or _touched(ranges, group, prefix_bytes) else _group_rows(parts)
+        if group not in key_groups and not short and _oldest_first(parts) is not None:
+            continue  # none of its rows is read, and no two entries of a key can share a sequence number
+        rows = None if short or group not in key_groups or _touched(ranges, group, prefix_bytes) else _group_rows(
+            parts)
         if rows is None:  # entry by entry, as the streams' merge does (which also names a short key)
             yield from _merged_rows([part.entries() for part in parts], ranges, key_groups, prefix_bytes, family,
                                     where)
@@ -191,16 +192,22 @@ def _group_rows(parts: list[_Part]) -> tuple[list[bytes], list[bytes]] | None:
         pairs = sorted(zip(itertools.chain.from_iterable(k for k, _ in live),
                            itertools.chain.from_iterable(v for _, v in live)))
         return [k for k, _ in pairs], [v for _, v in pairs]
-    if any((part.kinds != VALUE).any() for part in parts):
-        return None
-    oldest_first = sorted(parts, key=lambda part: int(part.sequences.min()))
-    if any(int(a.sequences.max()) >= int(b.sequences.min()) for a, b in itertools.pairwise(oldest_first)):
+    oldest_first = _oldest_first(parts)
+    if oldest_first is None or any((part.kinds != VALUE).any() for part in parts):
         return None
     newest: dict[bytes, bytes] = {}
     for part in oldest_first:
         newest.update(zip(part.keys, part.values))
     keys = sorted(newest)
     return keys, list(map(newest.__getitem__, keys))
+
+
+def _oldest_first(parts: list[_Part]) -> list[_Part] | None:
+    """The parts by their sequence numbers, oldest first, if their ranges are disjoint (None if not)."""
+    ordered = sorted(parts, key=lambda part: int(part.sequences.min()))
+    if any(int(a.sequences.max()) >= int(b.sequences.min()) for a, b in itertools.pairwise(ordered)):
+        return None
+    return ordered
 
 
 def _live_alone(part: _Part) -> tuple[list[bytes], list[bytes]]:
@@ -232,19 +239,20 @@ def _merged_rows(streams: list[Iterator[tuple[bytes, int, int, bytes]]], ranges:
             while active and active[0][1] <= key:  # ended before this key, so before every later one
                 heapq.heappop(active)
         newest = next(versions)
+        older = next(versions, None)
+        if older is not None and older[1] == newest[1]:
+            raise _twice(family, key, newest[1], where)
         deleted_below = -active[0][0] if active else -1
         if newest[2] == VALUE and newest[1] >= deleted_below:
             value = newest[3]  # the common case: the newest entry is a live value
+        elif older is None and newest[2] == MERGE and newest[1] >= deleted_below:
+            value = newest[3]  # a LIST state's one append, with nothing under it
         else:
-            older = next(versions, None)
-            if older is None and newest[2] == MERGE and newest[1] >= deleted_below:
-                value = newest[3]  # a LIST state's one append, with nothing under it
-            else:
-                resolved = _resolve(itertools.chain((newest,), () if older is None else (older,), versions),
-                                    deleted_below)
-                if resolved is None:
-                    continue
-                value = resolved
+            resolved = _resolve(itertools.chain((newest,), () if older is None else (older,), versions),
+                                deleted_below, family, where)
+            if resolved is None:
+                continue
+            value = resolved
         if len(key) < prefix_bytes:
             raise CorruptSavepointError(f"column family {family!r} holds a key of {len(key)} bytes, "
                                         f"shorter than its {prefix_bytes}-byte key-group prefix", path=where)
@@ -261,11 +269,22 @@ def _merged_rows(streams: list[Iterator[tuple[bytes, int, int, bytes]]], ranges:
         yield group, keys, values
 
 
-def _resolve(versions: Iterable[tuple[bytes, int, int, bytes]], deleted_below: int) -> bytes | None:
+def _twice(family: str, key: bytes, sequence: int, where: str) -> CorruptSavepointError:
+    return CorruptSavepointError(f"column family {family!r} holds two entries of key {key[:32].hex()} with sequence "
+                                 f"number {sequence} (an SST file listed twice, or files of one database that "
+                                 "disagree): RocksDB numbers every write once", path=where)
+
+
+def _resolve(versions: Iterable[tuple[bytes, int, int, bytes]], deleted_below: int, family: str,
+             where: str) -> bytes | None:
     """The live value of one user key from its entries, newest first (None: none)."""
     operands: list[bytes] = []
     base: bytes | None = None
-    for _, sequence, kind, value in versions:
+    previous = -1
+    for key, sequence, kind, value in versions:
+        if sequence == previous:
+            raise _twice(family, key, sequence, where)
+        previous = sequence
         if sequence < deleted_below:  # a range deletion hides this and everything older
             break
         if kind == MERGE:
@@ -280,6 +299,10 @@ def _resolve(versions: Iterable[tuple[bytes, int, int, bytes]], deleted_below: i
         return base
     joined = bytes([LIST_DELIMITER]).join(reversed(operands))
     return joined if base is None else base + bytes([LIST_DELIMITER]) + joined
+
+
+_NO_ROWS = KeyedRows(np.zeros(0, np.int64), np.zeros(0, np.int64), pa.array([], pa.binary()),
+                    pa.array([], pa.binary()))
 
 
 class _State:
@@ -304,7 +327,9 @@ class _State:
         return sum(map(len, keys)) + sum(map(len, values))
 
     def run(self, subtask: int) -> KeyedRows:
-        groups = np.concatenate(self.groups) if self.groups else np.zeros(0, np.int64)
+        if not self.keys:  # most states of most runs: one shared empty table
+            return _NO_ROWS
+        groups = np.concatenate(self.groups)
         rows = KeyedRows(np.full(len(self.keys), subtask, np.int64), groups,
                          pa.array(self.keys, pa.binary()), pa.array(self.values, pa.binary()))
         self.groups, self.keys, self.values = [], [], []
@@ -316,8 +341,10 @@ def iter_native_subtask(open_stream: Opener, handle: IncrementalHandle, subtask:
     """One subtask's native-format keyed state as runs of whole key groups of about
     ``batch_bytes`` bytes of keys and values each (None: one run); every run lists every state."""
     by_family: dict[str, list[SstFile]] = {}
-    for _, stream in sst_files(handle):
-        sst = open_sst(*open_stream(stream))
+    opened = [open_stream(stream) for _, stream in sst_files(handle)]
+    budget = ExpansionBudget(sum(len(data) for data, _ in opened))  # one for all: many small files add no allowance
+    for data, name in opened:
+        sst = open_sst(data, name, budget)
         by_family.setdefault(sst.column_family, []).append(sst)
 
     def rows(family: str) -> Iterator[tuple[int, list[bytes], list[bytes]]]:
@@ -330,15 +357,22 @@ def iter_native_subtask(open_stream: Opener, handle: IncrementalHandle, subtask:
         raise CorruptSavepointError(f"RocksDB column families {unknown} hold state the meta infos do not name",
                                     path=where)
     states = {info.name: (info, _State(rows(info.name))) for info in meta.states}
+    streams = [state for _, state in states.values()]
+    # (next key group, stream) of the states with rows left: each key group visits only the states
+    # holding it, so many states (a long meta stream) do not multiply the work per key group.
+    pending = [(state.head[0], i) for i, state in enumerate(streams) if state.head is not None]
+    heapq.heapify(pending)
     while True:
         taken = 0
-        while batch_bytes is None or taken < batch_bytes:
-            heads = [state.head[0] for _, state in states.values() if state.head is not None]
-            if not heads:
-                break
-            group = min(heads)
-            taken += sum(state.take(group) for _, state in states.values())
+        while pending and (batch_bytes is None or taken < batch_bytes):
+            group = pending[0][0]
+            while pending and pending[0][0] == group:
+                _, i = heapq.heappop(pending)
+                taken += streams[i].take(group)
+                head = streams[i].head
+                if head is not None:
+                    heapq.heappush(pending, (head[0], i))
         yield KeyedSubtask(subtask, handle.key_groups, meta.key_type,
                            {name: (info, state.run(subtask)) for name, (info, state) in states.items()})
-        if all(state.head is None for _, state in states.values()):
+        if not pending:
             return

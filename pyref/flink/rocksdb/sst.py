@@ -40,12 +40,13 @@ import cramjam
 import numpy as np
 import google_crc32c
 
+from ...codecs import MAX_ZSTD_RATIO
 from ...errors import CorruptSavepointError, SavepointError, UnsupportedFormatError
 from ..dataoutput import varint
 from .block_columns import BlockColumns, decode_data_blocks
 
-__all__ = ["SstFile", "open_sst", "global_sequence", "VALUE", "DELETION", "SINGLE_DELETION", "MERGE",
-           "RANGE_DELETION"]
+__all__ = ["SstFile", "ExpansionBudget", "open_sst", "global_sequence", "VALUE", "DELETION", "SINGLE_DELETION",
+           "MERGE", "RANGE_DELETION"]
 
 LEGACY_MAGIC = 0xDB4775248B80FB57
 BLOCK_BASED_MAGIC = 0x88E241B785F4CFF7
@@ -69,6 +70,11 @@ _TYPE_NAMES = {0x3: "log data", 0x4: "column family deletion", 0x5: "column fami
                0x16: "wide-column entity", 0x18: "value with preferred sequence number"}
 
 _COMPRESSION = {0: "none", 1: "snappy", 2: "zlib", 3: "bzip2", 4: "lz4", 5: "lz4hc", 6: "xpress", 7: "zstd"}
+#: The most a stored byte of a block can decompress to, by each format: Snappy's densest element
+#: is a 3-byte copy of 64 bytes, each LZ4 match-length byte adds at most 255, a zstd RLE block
+#: is 4 bytes for 128 KiB (spec/security.md §6, rule Z1). A larger declared size is a lie,
+#: refused before its buffer is allocated.
+_MAX_RATIO = {1: 22, 4: 255, 5: 255, 7: MAX_ZSTD_RATIO}
 _CHECKSUMS = {0: "none", 1: "crc32c", 2: "xxhash", 3: "xxhash64", 4: "XXH3"}
 _HASH_INDEX_BIT = 1 << 31
 _OTHER_FOOTER_BITS = 0x70000000  # newer data-block layouts (uniform keys, separated values)
@@ -77,6 +83,22 @@ _INDEX_TYPES = {0: "binary search", 1: "hash search", 2: "partitioned (two-level
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
+
+
+class ExpansionBudget:
+    """What the blocks of a subtask's SST files may decompress to, and their keys expand to, in
+    all: 64 MiB plus 64 times the files' bytes. Shared by the files of one read, so that many small
+    files do not each bring a fixed allowance (a hostile block repeats a long key cheaply)."""
+
+    def __init__(self, file_bytes: int) -> None:
+        self.left = MAX_BLOCK_BYTES + 64 * file_bytes
+
+    def charge(self, amount: int) -> bool:
+        """Take ``amount`` bytes; False (nothing taken) when fewer are left."""
+        if amount > self.left:
+            return False
+        self.left -= amount
+        return True
 
 
 @dataclass
@@ -95,6 +117,8 @@ class SstFile:
     global_sequence: int | None = None
     _reader: _Reader | None = field(default=None, repr=False)
     _blocks: list[tuple[int, int]] = field(default_factory=list, repr=False)
+    #: The data block entries the properties count (None: they do not say).
+    _entries: int | None = field(default=None, repr=False)
 
     def entries(self) -> Iterator[tuple[bytes, int, int, bytes]]:
         """(user key, sequence, type, value) of every entry, in the file's order: ascending user
@@ -104,10 +128,12 @@ class SstFile:
             yield from block.entries()
 
     def blocks(self) -> Iterator[DataBlock]:
-        """The data blocks' entries as columns, in the file's order, checked as :meth:`entries` says."""
+        """The data blocks' entries as columns, in the file's order, checked as :meth:`entries` says;
+        after the last, their count against the properties'."""
         reader = self._reader
         assert reader is not None
         previous: tuple[bytes, int] | None = None  # the last entry's (user key, -sequence)
+        count = 0
         for first in range(0, len(self._blocks), BATCH_BLOCKS):
             batch = self._blocks[first:first + BATCH_BLOCKS]
             decoded = self._decoded(batch)
@@ -119,13 +145,21 @@ class SstFile:
                     contents, columns = decoded[0][i], decoded[1][i]
                     block = self._vector_checked(columns, previous)
                     if block is None:
-                        reader.budget += columns.expanded  # read again entry by entry, charged again
+                        reader.budget.left += columns.expanded  # read again entry by entry, charged again
+                failure = None
                 if block is None:
                     keys, values = reader.columns(contents, handle[0], "data")
-                    block = self._entry_checked(keys, values, previous, handle)
+                    block, failure = self._entry_checked(keys, values, previous, handle)
                 if block.keys:
                     previous = (block.keys[-1], -int(block.sequences[-1]))
+                count += len(block.keys)
                 yield block
+                if failure is not None:
+                    raise failure
+        if self._entries is not None and count != self._entries:
+            # A table builder counts what it writes: an index that leaves out a block names fewer.
+            raise reader.corrupt(f"data blocks hold {count} entries, the properties count {self._entries}",
+                                 *(self._blocks[-1] if self._blocks else (0, 0)))
 
     def _decoded(self, batch: list[tuple[int, int]]) -> tuple[list[bytes], list[BlockColumns]] | None:
         """The contents of the data blocks at ``batch`` and their entries, decoded at once; None
@@ -133,18 +167,18 @@ class SstFile:
         the entry-by-entry read would have run out of budget (which it then names)."""
         reader = self._reader
         assert reader is not None
-        budget = reader.budget
+        budget = reader.budget.left
         contents, charged, limits, counts = [], [], [], []
         try:
             for handle in batch:
-                before = reader.budget
+                before = reader.budget.left
                 contents.append(reader.block(handle, "data"))
-                charged.append(before - reader.budget)
+                charged.append(before - reader.budget.left)
                 limit, count = reader.restart_points(contents[-1], handle[0], "data")
                 limits.append(limit)
                 counts.append(count)
         except SavepointError:
-            reader.budget = budget
+            reader.budget.left = budget
             return None
         decoded = decode_data_blocks(contents, limits, counts, budget)
         # The entry-by-entry read charges each block's decompressed size, then its keys, in turn.
@@ -154,11 +188,8 @@ class SstFile:
                 decoded = None
                 break
             remaining -= size + columns.expanded
-        if decoded is None:
-            reader.budget = budget
-            return None
-        reader.budget = remaining
-        return contents, decoded
+        reader.budget.left = budget if decoded is None else remaining
+        return None if decoded is None else (contents, decoded)
 
     def _vector_checked(self, columns: BlockColumns, previous: tuple[bytes, int] | None) -> DataBlock | None:
         """The block, if its entries pass every check at once and no user key repeats (the common
@@ -180,28 +211,36 @@ class SstFile:
         return DataBlock(user_keys, sequences, kinds, columns.values, True)
 
     def _entry_checked(self, keys: list[bytes], values: list[bytes], previous: tuple[bytes, int] | None,
-                       handle: tuple[int, int]) -> DataBlock:
-        """The block, checked an entry at a time: the first failure raises."""
+                       handle: tuple[int, int]) -> tuple[DataBlock, SavepointError | None]:
+        """The block, checked an entry at a time, and the first failure: the block then holds the
+        entries before it (which a reader of entries gets before the error, as it always did)."""
         reader = self._reader
         assert reader is not None
         user_keys, sequences, kinds = [], [], []
         unique = True
+        failure: SavepointError | None = None
         for key in keys:
-            user_key, sequence, kind = _internal_key(reader, key, handle)
-            if self.global_sequence is not None:
-                sequence = _globalised(reader, sequence, self.global_sequence, handle)
-            if kind not in _ENTRY_TYPES:
-                raise reader.unsupported(f"holding a {_TYPE_NAMES.get(kind, f'type {kind}')} entry")
-            order = (user_key, -sequence)
-            if previous is not None and order <= previous:
-                raise reader.corrupt("data block entries out of the order of internal keys (ascending key, "
-                                     "then descending sequence)", handle[0], handle[0] + handle[1])
+            try:
+                user_key, sequence, kind = _internal_key(reader, key, handle)
+                if self.global_sequence is not None:
+                    sequence = _globalised(reader, sequence, self.global_sequence, handle)
+                if kind not in _ENTRY_TYPES:
+                    raise reader.unsupported(f"holding a {_TYPE_NAMES.get(kind, f'type {kind}')} entry")
+                order = (user_key, -sequence)
+                if previous is not None and order <= previous:
+                    raise reader.corrupt("data block entries out of the order of internal keys (ascending key, "
+                                         "then descending sequence)", handle[0], handle[0] + handle[1])
+            except SavepointError as err:
+                failure = err
+                break
             unique = unique and (previous is None or user_key != previous[0])
             previous = order
             user_keys.append(user_key)
             sequences.append(sequence)
             kinds.append(kind)
-        return DataBlock(user_keys, np.array(sequences, np.int64), np.array(kinds, np.uint8), values, unique)
+        block = DataBlock(user_keys, np.array(sequences, np.int64), np.array(kinds, np.uint8),
+                          values[:len(user_keys)], unique)
+        return block, failure
 
 
 @dataclass
@@ -220,13 +259,12 @@ class DataBlock:
 
 
 class _Reader:
-    def __init__(self, data: bytes | memoryview, name: str) -> None:
+    def __init__(self, data: bytes | memoryview, name: str, budget: ExpansionBudget | None = None) -> None:
         self.data = data
         self.name = name
         self.checksum_type = 1
         self.context = 0  # base context checksum (format_version 6)
-        # What blocks may decompress to, and their keys expand to, in all: bounds a hostile file's work.
-        self.budget = MAX_BLOCK_BYTES + 64 * len(data)
+        self.budget = budget if budget is not None else ExpansionBudget(len(data))
 
     def corrupt(self, reason: str, start: int, end: int) -> CorruptSavepointError:
         return CorruptSavepointError(f"SST file: {reason}", path=self.name, byte_range=(start, end))
@@ -355,23 +393,26 @@ class _Reader:
                                    "(pyref reads none, snappy, lz4 and zstd)")
         # snappy's own header, or RocksDB's varint32 prefix (compress_format_version 2), says the size.
         expected, at = self.varint(raw, 0, len(raw), offset)
-        if expected > min(MAX_BLOCK_BYTES, self.budget):
-            raise self.corrupt(f"{what} block declares {expected} uncompressed bytes", offset, offset + at)
-        self.budget -= expected
+        if expected > min(MAX_BLOCK_BYTES, _MAX_RATIO[kind] * len(raw)) or not self.budget.charge(expected):
+            raise self.corrupt(f"{what} block of {len(raw)} stored bytes declares {expected} uncompressed bytes "
+                               f"({_COMPRESSION[kind]} expands at most {_MAX_RATIO[kind]} times; at most "
+                               f"{MAX_BLOCK_BYTES} a block)", offset, offset + at)
+        # Into a buffer of exactly the declared size: cramjam's one-shot calls pad a short output with zeros.
+        out = bytearray(expected)
         try:
             if kind == 1:
-                out = bytes(cramjam.snappy.decompress_raw(raw))
+                written = cramjam.snappy.decompress_raw_into(raw, out)
             elif kind == 7:
-                out = bytes(cramjam.zstd.decompress(raw[at:], output_len=expected))
+                written = cramjam.zstd.decompress_into(raw[at:], out)
             else:
-                out = bytes(cramjam.lz4.decompress_block(raw[at:], output_len=expected))
+                written = cramjam.lz4.decompress_block_into(raw[at:], out)
         except Exception as exc:  # cramjam raises its own DecompressionError
-            raise self.corrupt(f"{what} block does not decompress ({_COMPRESSION[kind]}): {exc}", offset,
-                               offset + len(raw)) from None
-        if len(out) != expected:
-            raise self.corrupt(f"{what} block decompresses to {len(out)} bytes, not {expected}", offset,
+            raise self.corrupt(f"{what} block does not decompress ({_COMPRESSION[kind]}) to its {expected} bytes: "
+                               f"{exc}", offset, offset + len(raw)) from None
+        if written != expected:
+            raise self.corrupt(f"{what} block decompresses to {written} bytes, not {expected}", offset,
                                offset + len(raw))
-        return out
+        return bytes(out)
 
     def restart_points(self, block: bytes, offset: int, what: str) -> tuple[int, int]:
         """(where the entries of a block at file ``offset`` end, the number of restart points)."""
@@ -426,14 +467,17 @@ class _Reader:
             key = key[:shared] + block[at:at + unshared]
             at += unshared
             expanded += len(key)
-            if expanded > self.budget:  # prefix compression lets a hostile block repeat a long key cheaply
-                raise self.corrupt(f"{what} block keys expand beyond 64 times the file's size", offset + start,
-                                   offset + at)
+            if expanded > self.budget.left:  # prefix compression lets a hostile block repeat a long key cheaply
+                raise self.corrupt(f"{what} block keys expand beyond 64 MiB and 64 times the files' size",
+                                   offset + start, offset + at)
             if delta_values:
                 if shared and previous is not None:
                     delta, at = varint_at(block, at, limit, offset, 10)
                     delta = (delta >> 1) ^ -(delta & 1)  # zigzag
                     handle = (previous[0] + previous[1] + _TRAILER, previous[1] + delta)
+                    if handle[1] < 0:
+                        raise self.corrupt(f"{what} block entry's size delta {delta} makes a block of "
+                                           f"{handle[1]} bytes", offset + start, offset + at)
                 else:
                     handle, at = self.handle(block, at, limit, offset)
                 previous = handle
@@ -446,7 +490,7 @@ class _Reader:
                 at += length
             keys.append(key)
             values.append(value)
-        self.budget -= expanded
+        self.budget.charge(expanded)
         return keys, values
 
 
@@ -523,10 +567,11 @@ def global_sequence(props: dict[bytes, bytes], name: str, block: tuple[int, int]
     return sequence
 
 
-def open_sst(data: bytes | memoryview, name: str) -> SstFile:
+def open_sst(data: bytes | memoryview, name: str, budget: ExpansionBudget | None = None) -> SstFile:
     """The SST file ``data`` (named ``name`` in errors): footer, properties, index and range
-    deletions read and checked; its entries are read by :meth:`SstFile.entries`."""
-    reader = _Reader(data, name)
+    deletions read and checked; its entries are read by :meth:`SstFile.entries`. ``budget``:
+    shared with the other files of a read (None: the file's own)."""
+    reader = _Reader(data, name, budget)
     version, metaindex_handle, index_handle = reader.footer()
     metaindex = dict(zip(*reader.columns(reader.block(metaindex_handle, "metaindex"), metaindex_handle[0],
                                          "metaindex")))
@@ -563,6 +608,10 @@ def open_sst(data: bytes | memoryview, name: str) -> SstFile:
         if stored > len(data):
             raise reader.corrupt(f"index names more data block bytes than the file's {len(data)}", *handle)
         table._blocks.append(handle)
+    blocks = _counted(reader, props, b"rocksdb.num.data.blocks", properties_block)
+    if blocks is not None and blocks != len(table._blocks):
+        raise reader.corrupt(f"index names {len(table._blocks)} data blocks, the properties count {blocks}",
+                             index_handle[0], sum(index_handle))
     range_del = metaindex.get(b"rocksdb.range_del")
     if range_del is not None:
         handle, _ = reader.handle(range_del, 0, len(range_del), metaindex_handle[0])
@@ -573,7 +622,25 @@ def open_sst(data: bytes | memoryview, name: str) -> SstFile:
             if ingested is not None:
                 sequence = _globalised(reader, sequence, ingested, handle)
             table.range_deletions.append((user_key, end, sequence))
+    deletions = _counted(reader, props, b"rocksdb.num.range-deletions", properties_block)
+    if deletions is not None and deletions != len(table.range_deletions):
+        raise reader.corrupt(f"{len(table.range_deletions)} range deletions, the properties count {deletions}",
+                             *properties_block)
+    entries = _counted(reader, props, b"rocksdb.num.entries", properties_block)  # range deletions included
+    if entries is not None:
+        table._entries = entries - len(table.range_deletions)
     return table
+
+
+def _counted(reader: _Reader, props: dict[bytes, bytes], name: bytes, block: tuple[int, int]) -> int | None:
+    """A count the properties hold (a varint64), or None when they do not."""
+    raw = props.get(name)
+    if raw is None:
+        return None
+    value, end = reader.varint(raw, 0, len(raw), block[0], 10)
+    if end != len(raw):
+        raise reader.corrupt(f"property {name.decode()} of {len(raw)} bytes is not one varint", *block)
+    return value
 
 
 def _internal_key(reader: _Reader, key: bytes, handle: tuple[int, int]) -> tuple[bytes, int, int]:

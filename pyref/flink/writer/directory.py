@@ -34,6 +34,7 @@ from ...storage import (
     SavepointIO,
     is_safe_relative_path,
     open_io,
+    refuse_non_directory_target,
     typed_os_errors,
 )
 from ..metadata import parse_metadata
@@ -120,9 +121,8 @@ class ExportDirectory:
     def __init__(self, location: str, *, overwrite: bool = False) -> None:
         parsed = parse_location(location)
         self.path = os.path.abspath(parsed.path) if parsed.is_local else location.rstrip("/")
-        if parsed.is_local and os.path.exists(self.path) and not os.path.isdir(self.path):
-            raise InvalidArgumentError("the export target exists and is not a directory", path=self.path)
         self.io = open_io(self.path)
+        refuse_non_directory_target(self.io, "export target")
         if self.io.stat(_PYREF_MANIFEST) is not None:
             raise InvalidArgumentError("the export target holds a pyref savepoint; export to another directory",
                                        path=self.path)

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from ...errors import InvalidArgumentError
 from ...key_groups import UPPER_BOUND_MAX_PARALLELISM, key_group_range
 from ...reader import OperatorView, Savepoint
+from ...restore import every_operator_at
 from ...storage import open_io
 from ..dataoutput import utf
-from ..savepoint import operator_id_of_uid
+from ..savepoint import operator_id_named, operator_id_of_uid
 from .directory import DEFAULT_INLINE_BYTES, ExportDirectory, StateStream, StreamRef, check_metadata_parses
 from .keyed import KeyedExport
 from .metadata import (
@@ -128,6 +129,13 @@ def _is_keyed(op: OperatorView) -> bool:
     return bool(op.keyed_state_names or op.proto.timer_services)
 
 
+def _is_named(op: OperatorView, name: str) -> bool:
+    """``name`` is the operator's id, its uid, or names the Flink ``OperatorID`` it is exported
+    as: its hex (in either case) or the job's uid it is the hash of (an import of Flink 1.x,
+    which stores no uids, is named by hex ids, and the user knows the job's uids)."""
+    return name in (op.operator_id, op.uid) or operator_id_named(name) == flink_operator_id(op).hex()
+
+
 def _names(ops: Iterable[OperatorView]) -> str:
     """Operator ids (and uids) for an error that names the ones there are."""
     return ", ".join(op.operator_id + (f" (uid {op.uid})" if op.uid and op.uid != op.operator_id else "")
@@ -141,7 +149,7 @@ def _selected(source: Savepoint, operators: Iterable[str] | None) -> list[Operat
     if isinstance(operators, str):
         raise InvalidArgumentError("operators is a list of operator ids, not one string")
     wanted = list(dict.fromkeys(operators))
-    found = {name: next((op for op in views if name in (op.operator_id, op.uid)), None) for name in wanted}
+    found = {name: next((op for op in views if _is_named(op, name)), None) for name in wanted}
     missing = [name for name, op in found.items() if op is None]
     if missing:
         raise InvalidArgumentError(f"no such operators: {missing}; the savepoint has {_names(views)}",
@@ -153,17 +161,17 @@ def _parallelism_of(ops: list[OperatorView], parallelism: int | Mapping[str, int
     if parallelism is None:
         return {op.operator_id: op.parallelism for op in ops}
     if isinstance(parallelism, Mapping):
-        # An operator is named by its id or by its uid (what the Flink job knows it by).
-        by_name = {name: op.operator_id for op in ops for name in (op.uid, op.operator_id) if name}
+        # An operator is named by its id, its uid or its Flink id (what the Flink job knows it by).
+        by_name = {name: op.operator_id for name in parallelism for op in ops if _is_named(op, name)}
         unknown = sorted(set(parallelism) - set(by_name))
         if unknown:
             raise InvalidArgumentError(f"parallelism given for operators not exported: {unknown}; exported are "
                                        f"{_names(ops)}")
         given = {by_name[name]: n for name, n in parallelism.items()}
         if len(given) < len(parallelism):
-            raise InvalidArgumentError(f"an operator is named twice (by id and uid) in {dict(parallelism)}")
+            raise InvalidArgumentError(f"an operator is named twice (by its id, uid or Flink id) in {dict(parallelism)}")
         return {op.operator_id: given.get(op.operator_id, op.parallelism) for op in ops}
-    return {op.operator_id: parallelism for op in ops}
+    return {op.operator_id: every_operator_at(parallelism, op.max_parallelism) for op in ops}
 
 
 def _check_operator(op: OperatorView, parallelism: int) -> None:
