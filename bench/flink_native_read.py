@@ -16,8 +16,8 @@ VALUE state 1.6 to 1.9 M against 0.20 M values/s (a single state's view reads ev
 After inlining one-byte varints and taking a key group's rows at a time (400k rows, same machine):
 canonical 9.2 M, native 0.80 M rows/s (8.7 %); decoding 1.53 M against 0.36 M values/s.
 Key groups resolved as columns and data blocks decoded 64 at once (400k keys, same machine; main's
-checkout run right after on its own savepoint): native 0.78 -> 1.48 M rows/s (6.3 -> 11.3 % of
-canonical's 12.3 to 13.2 M), decoding 0.36 -> 0.63 M values/s. (Until then core_bench imported the
+checkout run right after on its own savepoint): native 0.74 -> 1.61 M rows/s (6.2 -> 12.3 % of
+canonical's 11.9 to 13.1 M), decoding 0.35 -> 0.66 M values/s. (Until then core_bench imported the
 installed pyref before this checkout's was put on the path.)
 """
 
