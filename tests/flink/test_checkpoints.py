@@ -48,6 +48,7 @@ from pyref.flink.keyed import KeyedBackendMeta
 from pyref.flink.meta_info import StateMetaInfo
 from pyref.flink.rocksdb.native import ROCKSDB_NATIVE, live_rows, sst_files
 from pyref.flink.rocksdb.sst import SstFile, open_sst
+from pyref.flink.savepoint import _prefix_bytes
 from pyref.flink.serializers import FlinkType
 from pyref.flink.values import codec_for
 
@@ -148,6 +149,24 @@ def _families(sp: FlinkSavepoint, handle: IncrementalHandle) -> dict[str, list[S
         sst = open_sst(memoryview(buffer)[start:end], name)
         families.setdefault(sst.column_family, []).append(sst)
     return families
+
+
+@pytest.mark.parametrize("case", sorted(c for c, layout in READABLE.items() if layout == ROCKSDB_NATIVE))
+def test_key_groups_resolved_as_columns_read_as_the_streams_merge(case: str, tmp_path: pathlib.Path) -> None:
+    """Every column family of every handle, within its key groups and within all (the groups a
+    rescaled subtask gave up: range deletions), reads the same a key group at a time as merged
+    entry by entry, overwrites, deletions and appends across files included."""
+    with FlinkSavepoint.open(snapshot(case, tmp_path)) as sp:
+        for op in sp.operators:
+            for sub in op.state.subtasks:
+                handle = sub.managed_keyed_state
+                if not isinstance(handle, IncrementalHandle):
+                    continue
+                prefix = _prefix_bytes(op.max_parallelism)
+                for family, files in _families(sp, handle).items():
+                    for groups in (handle.key_groups, range(op.max_parallelism)):
+                        by_group = list(live_rows(files, groups, prefix, case))
+                        assert by_group == list(live_rows(files, groups, prefix, case, by_group=False)), family
 
 
 @pytest.mark.parametrize("case", sorted(RESCALED))

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import cramjam
 import google_crc32c
+import numpy as np
 import pytest
 
 from pyref.errors import CorruptSavepointError, UnsupportedFormatError
@@ -21,8 +22,10 @@ from pyref.flink.dataoutput import varint
 from pyref.flink.handles import IncrementalHandle
 from pyref.flink.rocksdb import native
 from pyref.flink.rocksdb.native import live_rows, sst_files
-from pyref.flink.rocksdb.sst import (DELETION, EXTERNAL_VERSION, GLOBAL_SEQNO, MERGE, VALUE, ExpansionBudget,
-                                     _properties, _Reader, global_sequence, open_sst)
+from pyref.flink.rocksdb.sst import (DELETION, EXTERNAL_VERSION, GLOBAL_SEQNO, MERGE, SINGLE_DELETION, VALUE, DataBlock,
+                                     ExpansionBudget, SstFile, _properties, _Reader, global_sequence, open_sst)
+
+from compat_tests.flink.checkpoints import committed_snapshot
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "checkpoints"
 #: A RocksDB database with a file ingested from outside (tests/flink/data/rocksdb-external/README.md).
@@ -138,7 +141,7 @@ def test_another_comparator_is_refused_by_name() -> None:
     data = _inline_sst()
     reader = _Reader(data, NAME)
     _, metaindex, _ = reader.footer()
-    entries = dict(reader.entries(reader.block(metaindex, "metaindex"), metaindex[0], "metaindex"))
+    entries = dict(zip(*reader.columns(reader.block(metaindex, "metaindex"), metaindex[0], "metaindex")))
     (offset, size), _ = reader.handle(entries[b"rocksdb.properties"], 0, 10, 0)
     contents = data[offset:offset + size].replace(b"leveldb.BytewiseComparator", b"leveldb.ReverseComparatorX")
     with pytest.raises(UnsupportedFormatError, match="comparator 'leveldb.ReverseComparatorX'"):
@@ -156,8 +159,16 @@ class Entries:
     def entries(self):
         return iter(self.rows)
 
+    def blocks(self):
+        """The rows as one data block, as SstFile.blocks gives them."""
+        keys = [k for k, _, _, _ in self.rows]
+        yield DataBlock(keys, np.array([s for _, s, _, _ in self.rows], np.int64),
+                        np.array([t for _, _, t, _ in self.rows], np.uint8), [v for _, _, _, v in self.rows],
+                        len(set(keys)) == len(keys))
 
-def test_merge_follows_rocksdbs_rules() -> None:
+
+@pytest.mark.parametrize("by_group", [True, False])
+def test_merge_follows_rocksdbs_rules(by_group: bool) -> None:
     """Newest first: a value ends the walk, a deletion hides older entries, merge operands join
     oldest first after their base with ','; a range deletion hides older entries; keys of other
     key groups are dropped."""
@@ -166,8 +177,33 @@ def test_merge_follows_rocksdbs_rules() -> None:
     newer = Entries([(b"\x01a", 11, MERGE, b"a3"), (b"\x01a", 10, MERGE, b"a2"), (b"\x01b", 12, DELETION, b""),
                      (b"\x01c", 13, VALUE, b"c2"), (b"\x01e", 15, MERGE, b"e2"), (b"\x01e", 14, MERGE, b"e1")],
                     [(b"\x01d", b"\x01e", 9)])
-    (group, keys, values), = live_rows([older, newer], range(0, 4), 1, "test")  # key group 5's x is dropped
+    (group, keys, values), = live_rows([older, newer], range(0, 4), 1, "test", by_group)  # key group 5's x is dropped
     assert dict(zip(keys, values)) == {b"\x01a": b"a1,a2,a3", b"\x01c": b"c2", b"\x01e": b"e1,e2"} and group == 1
+
+
+@pytest.mark.parametrize("by_group", [True, False])
+def test_key_groups_resolved_as_columns_read_as_the_merge(by_group: bool) -> None:
+    """Key group 1: keys in one file each (a deletion alone hides nothing, one append is the value);
+    2: values over values of an older file; 3: an append over a value (merged entry by entry);
+    4: files of overlapping sequence ranges (merged entry by entry)."""
+    older = Entries([(b"\x01a", 1, VALUE, b"a1"), (b"\x01c", 2, MERGE, b"c1"), (b"\x02a", 3, VALUE, b"2a1"),
+                     (b"\x02b", 4, VALUE, b"2b1"), (b"\x03a", 5, VALUE, b"3a1"), (b"\x04a", 20, VALUE, b"4a1")])
+    newer = Entries([(b"\x01b", 11, VALUE, b"b2"), (b"\x01d", 12, DELETION, b""), (b"\x02b", 13, VALUE, b"2b2"),
+                     (b"\x02c", 14, VALUE, b"2c2"), (b"\x03a", 15, MERGE, b"3a2"), (b"\x04a", 16, VALUE, b"4a2")])
+    rows = [(g, list(zip(k, v))) for g, k, v in live_rows([older, newer], range(0, 8), 1, "test", by_group)]
+    assert rows == [(1, [(b"\x01a", b"a1"), (b"\x01b", b"b2"), (b"\x01c", b"c1")]),
+                    (2, [(b"\x02a", b"2a1"), (b"\x02b", b"2b2"), (b"\x02c", b"2c2")]),
+                    (3, [(b"\x03a", b"3a1,3a2")]), (4, [(b"\x04a", b"4a1")])]
+
+
+def test_a_live_key_shorter_than_the_key_group_prefix_is_corrupt_either_way() -> None:
+    short = Entries([(b"\x01", 1, VALUE, b"v"), (b"\x01\x00a", 2, VALUE, b"w")])
+    for by_group in (True, False):
+        with pytest.raises(CorruptSavepointError, match="key of 1 bytes, shorter than its 2-byte"):
+            list(live_rows([short], range(0, 1 << 16), 2, "test", by_group))
+    deleted = Entries([(b"\x01", 1, DELETION, b""), (b"\x01\x00a", 2, VALUE, b"w")])
+    assert [list(live_rows([deleted], range(0, 1 << 16), 2, "test", by_group)) for by_group in (True, False)] == [
+        [(256, [b"\x01\x00a"], [b"w"])]] * 2
 
 
 def test_entries_out_of_internal_key_order_are_corrupt() -> None:
@@ -237,7 +273,7 @@ def _external_props(data: bytes) -> tuple[dict[bytes, bytes], tuple[int, int]]:
     """An SST file's properties and their block's (start, end)."""
     reader = _Reader(data, NAME)
     _, metaindex, _ = reader.footer()
-    return _properties(reader, dict(reader.entries(reader.block(metaindex, "m"), metaindex[0], "m")), metaindex[0])
+    return _properties(reader, dict(zip(*reader.columns(reader.block(metaindex, "m"), metaindex[0], "m"))), metaindex[0])
 
 
 def test_an_ingested_files_entries_take_its_global_sequence_number_as_rocksdb_reads_them() -> None:
@@ -312,6 +348,63 @@ def test_an_ingested_files_entry_of_its_own_sequence_is_corrupt() -> None:
     with pytest.raises(CorruptSavepointError, match="ingested file's entry of sequence 9") as err:
         list(open_sst(resealed, NAME).entries())
     assert err.value.byte_range == (offset, offset + size)
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.2, 0.4, 0.6, 0.8, 0.99])
+def test_a_budget_running_out_gives_the_entry_by_entry_reads_error(fraction: float, tmp_path: pathlib.Path) -> None:
+    """Blocks are decompressed and decoded many at once; what they are charged is replayed in the
+    entry-by-entry read's order, so the budget runs out at the same block with the same error (a
+    2.3.0 file of 12 data blocks)."""
+    source = committed_snapshot(DATA / "2.3.0-rocksdb-incremental-windows-heap-timers", tmp_path)
+    with FlinkSavepoint.open(source, uids=["payloads"]) as sp:
+        handle = sp.operator("payloads").state.subtasks[0].managed_keyed_state
+        assert isinstance(handle, IncrementalHandle)
+        buffer, start, end, _ = sp.store.open(max(sst_files(handle), key=lambda f: f[1].size)[1])
+        raw = bytes(buffer[start:end])
+
+    def opened(budget: int) -> tuple[SstFile, _Reader]:
+        sst = open_sst(raw, NAME)
+        assert sst._reader is not None and len(sst._blocks) == 12
+        sst._reader.budget.left = budget
+        return sst, sst._reader
+
+    def entry_by_entry(budget: int) -> tuple[int, str | None]:
+        sst, reader = opened(budget)
+        try:
+            for handle in sst._blocks:
+                reader.columns(reader.block(handle, "data"), handle[0], "data")
+        except CorruptSavepointError as err:
+            return reader.budget.left, str(err)
+        return reader.budget.left, None
+
+    full = 1 << 40
+    budget = int((full - entry_by_entry(full)[0]) * fraction)
+    _, expected = entry_by_entry(budget)
+    assert expected is not None
+    with pytest.raises(CorruptSavepointError) as err:
+        list(opened(budget)[0].entries())
+    assert str(err.value) == expected
+
+
+def test_random_files_read_the_same_a_key_group_at_a_time_as_merged() -> None:
+    """Seeded random column families (1 to 3 files; values, appends, deletions, several versions of
+    a key in a file, files of disjoint or interleaved sequence ranges, sometimes a range deletion)
+    read the same resolved a key group at a time as merged entry by entry."""
+    rng = np.random.default_rng(5)
+    kinds = [VALUE, VALUE, VALUE, MERGE, DELETION, SINGLE_DELETION]
+    for _ in range(400):
+        sequences = iter(rng.permutation(1000).tolist() if rng.random() < 0.5 else range(1000))
+        files = []
+        for _ in range(int(rng.integers(1, 4))):
+            keys = sorted({bytes([int(rng.integers(4))]) + b"k%d" % rng.integers(6) for _ in range(rng.integers(1, 12))})
+            file_kinds = [VALUE] if rng.random() < 0.4 else kinds
+            rows = []
+            for key in keys:
+                versions = sorted((next(sequences) for _ in range(1 if rng.random() < 0.8 else 2)), reverse=True)
+                rows += [(key, s, file_kinds[int(rng.integers(len(file_kinds)))], b"v%d" % s) for s in versions]
+            deletions = [(b"\x01k2", b"\x02k1", next(sequences))] if rng.random() < 0.2 else []
+            files.append(Entries(rows, deletions))
+        assert list(live_rows(files, range(1, 4), 1, "test")) == list(live_rows(files, range(1, 4), 1, "test", False))
 
 
 # -- hostile tables built around a real file's properties ----------------------------------------

@@ -16,16 +16,20 @@ that wrote them: two old databases' numbers overlap, but never over one key (the
 are disjoint, and RocksDB numbers every later write above them), so the order stays RocksDB's. The rows are the RocksDB
 keys and values the savepoint format also carries, so :mod:`pyref.flink.keyed`'s decoding applies.
 
-Each file is in internal-key order, so a column family's files merge as streams (a block of
-each in memory) and a subtask is read in runs of whole key groups (``batch_bytes``), as the
-savepoint reader reads its streams: memory holds a run, not the subtask's state.
+Each file is in internal-key order, so a column family's files are read as streams cut into
+key groups (a key group and a batch of blocks of each in memory), a key group resolved as
+columns when no entry of it hides or joins another and merged entry by entry otherwise; a
+subtask is read in runs of whole key groups (``batch_bytes``), as the savepoint reader reads
+its streams: memory holds a run, not the subtask's state.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from operator import itemgetter
 
 import numpy as np
@@ -35,7 +39,7 @@ from ...errors import CorruptSavepointError
 from ..composite import LIST_DELIMITER
 from ..handles import IncrementalHandle, StreamHandle
 from ..keyed import KeyedBackendMeta, KeyedRows, KeyedSubtask
-from .sst import DELETION, MERGE, SINGLE_DELETION, VALUE, ExpansionBudget, SstFile, open_sst
+from .sst import DELETION, MERGE, SINGLE_DELETION, VALUE, DataBlock, ExpansionBudget, SstFile, open_sst
 
 __all__ = ["ROCKSDB_NATIVE", "sst_files", "live_rows", "iter_native_subtask"]
 
@@ -58,15 +62,172 @@ def sst_files(handle: IncrementalHandle) -> list[tuple[str, StreamHandle]]:
     return files
 
 
-def live_rows(files: list[SstFile], key_groups: range, prefix_bytes: int,
-              where: str) -> Iterator[tuple[int, list[bytes], list[bytes]]]:
+def live_rows(files: list[SstFile], key_groups: range, prefix_bytes: int, where: str,
+              by_group: bool = True) -> Iterator[tuple[int, list[bytes], list[bytes]]]:
     """(key group, user keys, values) of the live keys of one column family's ``files`` within
-    ``key_groups``, a key group at a time, ascending by key: the files' entries merged as streams,
-    each already in internal-key order (ascending key, newest first)."""
+    ``key_groups``, a key group at a time, ascending by key. Each file is cut into key groups; a
+    key group no range deletion touches whose keys are one entry each (or, in several files,
+    values only, from files of disjoint sequence ranges) is resolved as columns
+    (:func:`_group_rows`); any other, and every one with ``by_group`` False, by merging the
+    files' entries as streams (:func:`_merged_rows`)."""
+    family = files[0].column_family if files else DEFAULT_COLUMN_FAMILY
     ranges = sorted(r for f in files for r in f.range_deletions)
+    if not by_group:
+        yield from _merged_rows([f.entries() for f in files], ranges, key_groups, prefix_bytes, family, where)
+        return
+    streams = [_key_group_parts(f, prefix_bytes) for f in files]
+    heads = [next(stream, None) for stream in streams]
+    while True:
+        present = [head.group for head in heads if head is not None]
+        if not present:
+            return
+        group = min(present)
+        parts = []
+        for i, head in enumerate(heads):
+            if head is not None and head.group == group:
+                parts.append(head)
+                heads[i] = next(streams[i], None)
+        short = any(part.short_keys for part in parts)
+        if group not in key_groups and not short and _oldest_first(parts) is not None:
+            continue  # none of its rows is read, and no two entries of a key can share a sequence number
+        rows = None if short or group not in key_groups or _touched(ranges, group, prefix_bytes) else _group_rows(
+            parts)
+        if rows is None:  # entry by entry, as the streams' merge does (which also names a short key)
+            yield from _merged_rows([part.entries() for part in parts], ranges, key_groups, prefix_bytes, family,
+                                    where)
+        elif rows[0]:
+            yield group, rows[0], rows[1]
+
+
+def _touched(ranges: list[tuple[bytes, bytes, int]], group: int, prefix_bytes: int) -> bool:
+    """Whether a range deletion covers a key of key group ``group``."""
+    low = group.to_bytes(prefix_bytes, "big")
+    high = None if (group + 1) >> (8 * prefix_bytes) else (group + 1).to_bytes(prefix_bytes, "big")
+    return any((high is None or start < high) and end > low for start, end, _ in ranges)
+
+
+@dataclass
+class _Part:
+    """One file's entries of one key group, as columns."""
+
+    group: int
+    keys: list[bytes]
+    sequences: np.ndarray
+    kinds: np.ndarray
+    values: list[bytes]
+    unique: bool  # every key one entry
+    short_keys: bool  # a key shorter than the key-group prefix (its group is its zero-padded prefix)
+
+    def entries(self) -> Iterator[tuple[bytes, int, int, bytes]]:
+        return zip(self.keys, self.sequences.tolist(), self.kinds.tolist(), self.values)
+
+
+def _key_group_parts(sst: SstFile, prefix_bytes: int) -> Iterator[_Part]:
+    """The file's entries cut into key groups (keys ascend, so each key group's are contiguous)."""
+    pieces: list[tuple[DataBlock, int, int]] = []  # (block, start, stop) of the key group being gathered
+    group = -1
+    short = False
+    for block in sst.blocks():
+        keys = block.keys
+        if not keys:
+            continue
+        block_short = min(map(len, keys)) < prefix_bytes
+        for piece_group, start, stop in _group_spans(keys, prefix_bytes, block_short):
+            if piece_group != group and pieces:
+                yield _joined(group, pieces, short)
+                pieces, short = [], False
+            group = piece_group
+            short = short or block_short
+            pieces.append((block, start, stop))
+    if pieces:
+        yield _joined(group, pieces, short)
+
+
+def _group_spans(keys: list[bytes], prefix_bytes: int, short: bool) -> Iterator[tuple[int, int, int]]:
+    """(key group, start, stop) of each key group's run of the sorted ``keys``."""
+    if short:  # hostile or damaged bytes: a key's own group, its prefix padded with zero bytes
+        groups = [int.from_bytes(key[:prefix_bytes].ljust(prefix_bytes, b"\0"), "big") for key in keys]
+        start = 0
+        for stop in range(1, len(keys) + 1):
+            if stop == len(keys) or groups[stop] != groups[start]:
+                yield groups[start], start, stop
+                start = stop
+        return
+    start = 0
+    while start < len(keys):
+        group = int.from_bytes(keys[start][:prefix_bytes], "big")
+        after = group + 1
+        stop = len(keys) if after >> (8 * prefix_bytes) else bisect.bisect_left(
+            keys, after.to_bytes(prefix_bytes, "big"), start)
+        yield group, start, stop
+        start = stop
+
+
+def _joined(group: int, pieces: list[tuple[DataBlock, int, int]], short: bool) -> _Part:
+    if len(pieces) == 1:
+        block, start, stop = pieces[0]
+        return _Part(group, block.keys[start:stop], block.sequences[start:stop], block.kinds[start:stop],
+                     block.values[start:stop], block.unique, short)
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    for block, start, stop in pieces:
+        keys += block.keys[start:stop]
+        values += block.values[start:stop]
+    return _Part(group, keys, np.concatenate([b.sequences[s:e] for b, s, e in pieces]),
+                 np.concatenate([b.kinds[s:e] for b, s, e in pieces]), values,
+                 all(b.unique for b, _, _ in pieces), short)
+
+
+def _group_rows(parts: list[_Part]) -> tuple[list[bytes], list[bytes]] | None:
+    """The live (keys, values) of one key group's ``parts`` when no entry hides or joins another
+    (None: merge them entry by entry): a key of one entry is live unless a deletion, its value a
+    value's or a LIST state's one append; a key in several files with values only takes the newest
+    file's value, the files' sequence ranges being disjoint."""
+    if not all(part.unique for part in parts):
+        return None
+    if len(parts) == 1:
+        return _live_alone(parts[0])
+    if len(set().union(*(part.keys for part in parts))) == sum(len(part.keys) for part in parts):
+        live = [_live_alone(part) for part in parts]
+        pairs = sorted(zip(itertools.chain.from_iterable(k for k, _ in live),
+                           itertools.chain.from_iterable(v for _, v in live)))
+        return [k for k, _ in pairs], [v for _, v in pairs]
+    oldest_first = _oldest_first(parts)
+    if oldest_first is None or any((part.kinds != VALUE).any() for part in parts):
+        return None
+    newest: dict[bytes, bytes] = {}
+    for part in oldest_first:
+        newest.update(zip(part.keys, part.values))
+    keys = sorted(newest)
+    return keys, list(map(newest.__getitem__, keys))
+
+
+def _oldest_first(parts: list[_Part]) -> list[_Part] | None:
+    """The parts by their sequence numbers, oldest first, if their ranges are disjoint (None if not)."""
+    ordered = sorted(parts, key=lambda part: int(part.sequences.min()))
+    if any(int(a.sequences.max()) >= int(b.sequences.min()) for a, b in itertools.pairwise(ordered)):
+        return None
+    return ordered
+
+
+def _live_alone(part: _Part) -> tuple[list[bytes], list[bytes]]:
+    """The live keys and values of a part whose keys are one entry each (no other file's)."""
+    deleted = (part.kinds == DELETION) | (part.kinds == SINGLE_DELETION)
+    if not deleted.any():
+        return part.keys, part.values
+    live = (~deleted).tolist()
+    return list(itertools.compress(part.keys, live)), list(itertools.compress(part.values, live))
+
+
+def _merged_rows(streams: list[Iterator[tuple[bytes, int, int, bytes]]], ranges: list[tuple[bytes, bytes, int]],
+                 key_groups: range, prefix_bytes: int, family: str,
+                 where: str) -> Iterator[tuple[int, list[bytes], list[bytes]]]:
+    """(key group, user keys, values) of the live keys within ``key_groups`` of entry streams,
+    each in internal-key order (ascending key, newest first), merged; ``ranges``: the range
+    deletions, sorted."""
     active: list[tuple[int, bytes]] = []  # (-sequence, end) of range deletions begun by the current key
     r = 0
-    merged = heapq.merge(*(f.entries() for f in files), key=lambda e: (e[0], -e[1]))
+    merged = heapq.merge(*streams, key=lambda e: (e[0], -e[1]))
     group = -1  # the key group being gathered, and its rows
     keys: list[bytes] = []
     values: list[bytes] = []
@@ -80,7 +241,7 @@ def live_rows(files: list[SstFile], key_groups: range, prefix_bytes: int,
         newest = next(versions)
         older = next(versions, None)
         if older is not None and older[1] == newest[1]:
-            raise _twice(files[0].column_family, key, newest[1], where)
+            raise _twice(family, key, newest[1], where)
         deleted_below = -active[0][0] if active else -1
         if newest[2] == VALUE and newest[1] >= deleted_below:
             value = newest[3]  # the common case: the newest entry is a live value
@@ -88,12 +249,12 @@ def live_rows(files: list[SstFile], key_groups: range, prefix_bytes: int,
             value = newest[3]  # a LIST state's one append, with nothing under it
         else:
             resolved = _resolve(itertools.chain((newest,), () if older is None else (older,), versions),
-                                deleted_below, files[0].column_family, where)
+                                deleted_below, family, where)
             if resolved is None:
                 continue
             value = resolved
         if len(key) < prefix_bytes:
-            raise CorruptSavepointError(f"column family {files[0].column_family!r} holds a key of {len(key)} bytes, "
+            raise CorruptSavepointError(f"column family {family!r} holds a key of {len(key)} bytes, "
                                         f"shorter than its {prefix_bytes}-byte key-group prefix", path=where)
         key_group = int.from_bytes(key[:prefix_bytes], "big")
         if key_group != group:

@@ -31,16 +31,19 @@ into the file, in the property ``rocksdb.external_sst_file.global_seqno`` (see
 
 from __future__ import annotations
 
+import operator
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import cramjam
+import numpy as np
 import google_crc32c
 
 from ...codecs import MAX_ZSTD_RATIO
-from ...errors import CorruptSavepointError, UnsupportedFormatError
+from ...errors import CorruptSavepointError, SavepointError, UnsupportedFormatError
 from ..dataoutput import varint
+from .block_columns import BlockColumns, decode_data_blocks
 
 __all__ = ["SstFile", "ExpansionBudget", "open_sst", "global_sequence", "VALUE", "DELETION", "SINGLE_DELETION",
            "MERGE", "RANGE_DELETION"]
@@ -58,10 +61,13 @@ MAX_BLOCK_BYTES = 64 << 20
 #: MAX_BLOCK_BYTES: far above real state (Snappy, Flink's default, expands at most 22 times; long
 #: keys sharing prefixes a few times), yet still work linear in the bytes present.
 EXPANSION_RATIO = 1024
+#: Data blocks decoded at once (about 256 KiB of RocksDB's 4 KiB blocks): the work per numpy call.
+BATCH_BLOCKS = 64
 
 # Value types of internal keys (db/dbformat.h).
 DELETION, VALUE, MERGE, SINGLE_DELETION, RANGE_DELETION = 0x0, 0x1, 0x2, 0x7, 0xF
 _ENTRY_TYPES = frozenset((VALUE, DELETION, SINGLE_DELETION, MERGE))  # what a data block may hold
+_DATA_KINDS = np.isin(np.arange(256), sorted(_ENTRY_TYPES))
 _TYPE_NAMES = {0x3: "log data", 0x4: "column family deletion", 0x5: "column family value",
                0x6: "column family merge", 0x10: "column family range deletion", 0x11: "blob index",
                0x14: "deletion with timestamp", 0x15: "wide-column entity (column family)",
@@ -103,8 +109,8 @@ class ExpansionBudget:
 @dataclass
 class SstFile:
     """One SST file: its column family and range deletions, read when it is opened, and its
-    entries, read a data block at a time by :meth:`entries` (a subtask's files are merged as
-    streams, so memory holds a block of each, not the state)."""
+    entries, read a batch of data blocks at a time by :meth:`blocks` and :meth:`entries` (a
+    subtask's files are read as streams, so memory holds a batch of each, not the state)."""
 
     name: str
     column_family: str
@@ -123,29 +129,138 @@ class SstFile:
         """(user key, sequence, type, value) of every entry, in the file's order: ascending user
         key, newest (highest sequence) first; entries out of that order are corrupt, since the
         merge of a handle's files relies on it."""
+        for block in self.blocks():
+            yield from block.entries()
+
+    def blocks(self) -> Iterator[DataBlock]:
+        """The data blocks' entries as columns, in the file's order, checked as :meth:`entries` says;
+        after the last, their count against the properties'."""
         reader = self._reader
         assert reader is not None
-        previous: tuple[bytes, int] | None = None
-        ingested = self.global_sequence
+        previous: tuple[bytes, int] | None = None  # the last entry's (user key, -sequence)
         count = 0
-        for handle in self._blocks:
-            for key, value in reader.entries(reader.block(handle, "data"), handle[0], "data"):
+        for first in range(0, len(self._blocks), BATCH_BLOCKS):
+            batch = self._blocks[first:first + BATCH_BLOCKS]
+            decoded = self._decoded(batch)
+            for i, handle in enumerate(batch):
+                block = None
+                if decoded is None:
+                    contents = reader.block(handle, "data")
+                else:
+                    contents, columns = decoded[0][i], decoded[1][i]
+                    block = self._vector_checked(columns, previous)
+                    if block is None:
+                        reader.budget.left += columns.expanded  # read again entry by entry, charged again
+                failure = None
+                if block is None:
+                    keys, values = reader.columns(contents, handle[0], "data")
+                    block, failure = self._entry_checked(keys, values, previous, handle)
+                if block.keys:
+                    previous = (block.keys[-1], -int(block.sequences[-1]))
+                count += len(block.keys)
+                yield block
+                if failure is not None:
+                    raise failure
+        if self._entries is not None and count != self._entries:
+            # A table builder counts what it writes: an index that leaves out a block names fewer.
+            raise reader.corrupt(f"data blocks hold {count} entries, the properties count {self._entries}",
+                                 *(self._blocks[-1] if self._blocks else (0, 0)))
+
+    def _decoded(self, batch: list[tuple[int, int]]) -> tuple[list[bytes], list[BlockColumns]] | None:
+        """The contents of the data blocks at ``batch`` and their entries, decoded at once; None
+        (nothing charged to the budget) when a block is unreadable or not of the plain layout, or
+        the entry-by-entry read would have run out of budget (which it then names)."""
+        reader = self._reader
+        assert reader is not None
+        budget = reader.budget.left
+        contents, charged, limits, counts = [], [], [], []
+        try:
+            for handle in batch:
+                before = reader.budget.left
+                contents.append(reader.block(handle, "data"))
+                charged.append(before - reader.budget.left)
+                limit, count = reader.restart_points(contents[-1], handle[0], "data")
+                limits.append(limit)
+                counts.append(count)
+        except SavepointError:
+            reader.budget.left = budget
+            return None
+        decoded = decode_data_blocks(contents, limits, counts, budget)
+        # The entry-by-entry read charges each block's decompressed size, then its keys, in turn.
+        remaining = budget
+        for size, columns in zip(charged, decoded or []):
+            if size > remaining or columns.expanded > remaining - size:
+                decoded = None
+                break
+            remaining -= size + columns.expanded
+        reader.budget.left = budget if decoded is None else remaining
+        return None if decoded is None else (contents, decoded)
+
+    def _vector_checked(self, columns: BlockColumns, previous: tuple[bytes, int] | None) -> DataBlock | None:
+        """The block, if its entries pass every check at once and no user key repeats (the common
+        case); None sends it to :meth:`_entry_checked`, which finds the first failure."""
+        user_keys, trailers = columns.user_keys, columns.trailers
+        if not user_keys:
+            return None
+        kinds = (trailers & 0xFF).astype(np.uint8)
+        if self.global_sequence is None:
+            sequences = (trailers >> 8).astype(np.int64)
+        elif trailers[trailers > 0xFF].size:  # an ingested file's entry of its own sequence
+            return None
+        else:
+            sequences = np.full(len(user_keys), self.global_sequence, np.int64)
+        if not _DATA_KINDS[kinds].all() or not all(map(operator.lt, user_keys, user_keys[1:])):
+            return None  # a kind not read, or keys not strictly ascending (a repeated key among them)
+        if previous is not None and user_keys[0] <= previous[0]:
+            return None
+        return DataBlock(user_keys, sequences, kinds, columns.values, True)
+
+    def _entry_checked(self, keys: list[bytes], values: list[bytes], previous: tuple[bytes, int] | None,
+                       handle: tuple[int, int]) -> tuple[DataBlock, SavepointError | None]:
+        """The block, checked an entry at a time, and the first failure: the block then holds the
+        entries before it (which a reader of entries gets before the error, as it always did)."""
+        reader = self._reader
+        assert reader is not None
+        user_keys, sequences, kinds = [], [], []
+        unique = True
+        failure: SavepointError | None = None
+        for key in keys:
+            try:
                 user_key, sequence, kind = _internal_key(reader, key, handle)
-                if ingested is not None:
-                    sequence = _globalised(reader, sequence, ingested, handle)
+                if self.global_sequence is not None:
+                    sequence = _globalised(reader, sequence, self.global_sequence, handle)
                 if kind not in _ENTRY_TYPES:
                     raise reader.unsupported(f"holding a {_TYPE_NAMES.get(kind, f'type {kind}')} entry")
                 order = (user_key, -sequence)
                 if previous is not None and order <= previous:
                     raise reader.corrupt("data block entries out of the order of internal keys (ascending key, "
                                          "then descending sequence)", handle[0], handle[0] + handle[1])
-                previous = order
-                count += 1
-                yield user_key, sequence, kind, value
-        if self._entries is not None and count != self._entries:
-            # A table builder counts what it writes: an index that leaves out a block names fewer.
-            raise reader.corrupt(f"data blocks hold {count} entries, the properties count {self._entries}",
-                                 *(self._blocks[-1] if self._blocks else (0, 0)))
+            except SavepointError as err:
+                failure = err
+                break
+            unique = unique and (previous is None or user_key != previous[0])
+            previous = order
+            user_keys.append(user_key)
+            sequences.append(sequence)
+            kinds.append(kind)
+        block = DataBlock(user_keys, np.array(sequences, np.int64), np.array(kinds, np.uint8),
+                          values[:len(user_keys)], unique)
+        return block, failure
+
+
+@dataclass
+class DataBlock:
+    """One data block's entries as columns, in the file's order."""
+
+    keys: list[bytes]  # user keys
+    sequences: np.ndarray
+    kinds: np.ndarray
+    values: list[bytes]
+    #: No user key repeats within the block nor the previous block's last one: every key is one entry.
+    unique: bool
+
+    def entries(self) -> Iterator[tuple[bytes, int, int, bytes]]:
+        return zip(self.keys, self.sequences.tolist(), self.kinds.tolist(), self.values)
 
 
 class _Reader:
@@ -304,9 +419,8 @@ class _Reader:
                                offset + len(raw))
         return bytes(out)
 
-    def entries(self, block: bytes, offset: int, what: str, delta_values: bool = False) -> list[tuple[bytes, bytes]]:
-        """(key, value) of every entry of a block at file ``offset``; with ``delta_values`` (an index
-        block) each value is its block handle re-encoded as (offset varint64, size varint64)."""
+    def restart_points(self, block: bytes, offset: int, what: str) -> tuple[int, int]:
+        """(where the entries of a block at file ``offset`` end, the number of restart points)."""
         n = len(block)
         if n < 4:
             raise self.corrupt(f"{what} block of {n} bytes has no restart count", offset, offset + n)
@@ -322,7 +436,15 @@ class _Reader:
         limit -= 4 * restarts
         if restarts == 0 or limit < 0:
             raise self.corrupt(f"{what} block of {n} bytes says {restarts} restart points", offset + n - 4, offset + n)
-        out: list[tuple[bytes, bytes]] = []
+        return limit, restarts
+
+    def columns(self, block: bytes, offset: int, what: str,
+                delta_values: bool = False) -> tuple[list[bytes], list[bytes]]:
+        """The keys and the values of every entry of a block at file ``offset``; with ``delta_values``
+        (an index block) each value is its block handle re-encoded as (offset varint64, size varint64)."""
+        limit, _ = self.restart_points(block, offset, what)
+        keys: list[bytes] = []
+        values: list[bytes] = []
         key = b""
         previous: tuple[int, int] | None = None
         varint_at = self.varint
@@ -371,9 +493,10 @@ class _Reader:
                                        offset + start, offset + at)
                 value = block[at:at + length]
                 at += length
-            out.append((key, value))
+            keys.append(key)
+            values.append(value)
         self.budget.charge(expanded)
-        return out
+        return keys, values
 
 
 def _xxhash(name: str, kind: str) -> Callable[[bytes, bytes], int]:
@@ -410,7 +533,7 @@ def _properties(reader: _Reader, metaindex: dict[bytes, bytes],
     # RocksDB writes an ingested file's global sequence number into the block in place, keeping the
     # checksum of the block as SstFileWriter wrote it: with the number 0 (write_global_seqno).
     block = reader.block(handle, "properties", written_after=GLOBAL_SEQNO[GLOBAL_SEQNO.rindex(b".") + 1:])
-    return dict(reader.entries(block, handle[0], "properties")), (handle[0], handle[0] + handle[1])
+    return dict(zip(*reader.columns(block, handle[0], "properties"))), (handle[0], handle[0] + handle[1])
 
 
 def global_sequence(props: dict[bytes, bytes], name: str, block: tuple[int, int]) -> int | None:
@@ -455,7 +578,8 @@ def open_sst(data: bytes | memoryview, name: str, budget: ExpansionBudget | None
     shared with the other files of a read (None: the file's own)."""
     reader = _Reader(data, name, budget)
     version, metaindex_handle, index_handle = reader.footer()
-    metaindex = dict(reader.entries(reader.block(metaindex_handle, "metaindex"), metaindex_handle[0], "metaindex"))
+    metaindex = dict(zip(*reader.columns(reader.block(metaindex_handle, "metaindex"), metaindex_handle[0],
+                                         "metaindex")))
     props, properties_block = _properties(reader, metaindex, metaindex_handle[0])
     comparator = props.get(b"rocksdb.comparator", b"").decode("utf-8", "replace")
     if comparator not in ("leveldb.BytewiseComparator", "rocksdb.BytewiseComparator"):
@@ -481,7 +605,7 @@ def open_sst(data: bytes | memoryview, name: str, budget: ExpansionBudget | None
     table = SstFile(name, name_bytes.decode("utf-8", "replace"), version, _CHECKSUMS[reader.checksum_type],
                     global_sequence=ingested, _reader=reader)
     stored = 0
-    for _, value in reader.entries(reader.block(index_handle, "index"), index_handle[0], "index", delta):
+    for value in reader.columns(reader.block(index_handle, "index"), index_handle[0], "index", delta)[1]:
         handle, _ = reader.handle(value, 0, len(value), index_handle[0])
         # Data blocks do not overlap: an index naming more bytes than the file has (one block over
         # and over, say) is corrupt, and the work stays bounded by the file's size.
@@ -496,7 +620,7 @@ def open_sst(data: bytes | memoryview, name: str, budget: ExpansionBudget | None
     range_del = metaindex.get(b"rocksdb.range_del")
     if range_del is not None:
         handle, _ = reader.handle(range_del, 0, len(range_del), metaindex_handle[0])
-        for key, end in reader.entries(reader.block(handle, "range deletion"), handle[0], "range deletion"):
+        for key, end in zip(*reader.columns(reader.block(handle, "range deletion"), handle[0], "range deletion")):
             user_key, sequence, kind = _internal_key(reader, key, handle)
             if kind != RANGE_DELETION:
                 raise reader.corrupt(f"range deletion block entry of type {kind}", *handle)
