@@ -410,7 +410,9 @@ class _Reader:
             elif kind == 7:
                 written = cramjam.zstd.decompress_into(raw[at:], out)
             else:
-                written = cramjam.lz4.decompress_block_into(raw[at:], out)
+                # With its size before it (4 bytes, little-endian): cramjam 2.7, the floor, reads only
+                # that form; 2.14 reads both.
+                written = cramjam.lz4.decompress_block_into(_U32.pack(expected) + raw[at:], out)
         except Exception as exc:  # cramjam raises its own DecompressionError
             raise self.corrupt(f"{what} block does not decompress ({_COMPRESSION[kind]}) to its {expected} bytes: "
                                f"{exc}", offset, offset + len(raw)) from None
