@@ -98,8 +98,8 @@ def _plain(value: Any, type_: FlinkType, budget: list[int]) -> Any:
 
 def _in_value_order(type_: pa.DataType, values: list[Any]) -> pa.DataType:
     """``type_``, as pyarrow inferred it from ``values``, with each struct's fields in the order
-    of the values' keys (a POJO's declared order, a window's start before end): pyarrow before
-    15 infers them sorted by name."""
+    of the values' keys (a POJO's declared order, a window's start before end): pyarrow 14,
+    the floor, infers them sorted by name."""
     if pa.types.is_struct(type_):
         first = next((v for v in values if isinstance(v, dict)), None)
         names = list(first) if first is not None and len(first) == type_.num_fields else [f.name for f in type_]
