@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...serializers.base import range_indices
+
 __all__ = ["BlockColumns", "decode_data_blocks"]
 
 #: Entries per restart interval walked side by side (RocksDB's default interval is 16); an
@@ -82,7 +84,7 @@ def _intervals(buf: np.ndarray, bases: np.ndarray, limits: np.ndarray,
                counts: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(start, stop) in ``buf`` of every restart interval of the blocks at ``bases``; None unless
     each block's restart offsets ascend from 0 and none is past its entries' end."""
-    restarts = buf[_ranges(bases + limits, 4 * counts)].view("<u4").astype(np.int64)
+    restarts = buf[range_indices(bases + limits, 4 * counts, np.int32)].view("<u4").astype(np.int64)
     block_of = np.repeat(np.arange(len(bases)), counts)
     firsts = np.cumsum(counts) - counts
     lasts = firsts + counts - 1
@@ -153,16 +155,11 @@ def _key_sources(shared: np.ndarray, unshared: np.ndarray, key_at: np.ndarray, s
     from the entry, the shared ones from the previous key's (already placed: a step earlier)."""
     key_starts = np.cumsum(sizes) - sizes
     sources = np.empty(int(sizes.sum()), np.int32)  # a batch of blocks is far below 2 GiB
-    sources[_ranges(key_starts + shared, unshared)] = _ranges(key_at, unshared)
+    sources[range_indices(key_starts + shared, unshared, np.int32)] = range_indices(key_at, unshared, np.int32)
     for k in range(1, int(step.max(initial=0)) + 1):
         entries = np.flatnonzero(step == k)
         counts = shared[entries]
-        sources[_ranges(key_starts[entries], counts)] = sources[_ranges(key_starts[entries - 1], counts)]
+        copied_from = range_indices(key_starts[entries - 1], counts, np.int32)
+        sources[range_indices(key_starts[entries], counts, np.int32)] = sources[copied_from]
     return sources
 
-
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """starts[0], starts[0] + 1, .. (counts[0] of them), then starts[1], ..: concatenated ranges."""
-    total = int(counts.sum())
-    offsets = np.cumsum(counts) - counts
-    return np.repeat((starts - offsets).astype(np.int32), counts) + np.arange(total, dtype=np.int32)
