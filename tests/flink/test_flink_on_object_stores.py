@@ -251,6 +251,10 @@ def test_clean_on_s3_deletes_an_abandoned_exports_files_only(s3_prefix, tmp_path
     assert main(["clean", url, "--older-than", "1", "--json"]) == 2  # below the age rule of stores without a lock
     assert "is below 46800 s" in capsys.readouterr().out
     assert remove_abandoned_export_files(url).deleted == []  # just written: may be an export at work
+    # the savepoint named by its _metadata, as Flink prints it, cleans its directory: a dry run lists the leftover
+    assert main(["clean", f"{url}/_metadata", "--older-than", "13", "--dry-run", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["deleted"] == [] and [p.rsplit("/", 1)[-1] for p in report["kept_recent"]] == [leftover.name]
     cleaned = remove_abandoned_export_files(url, now=time.time() + 2 * 24 * 3600)
     assert [p.rsplit("/", 1)[-1] for p in cleaned.deleted] == [leftover.name]
     assert {name: open_io(url).read_file(name) for name in open_io(url).list_files("")} == published
