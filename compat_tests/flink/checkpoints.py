@@ -84,6 +84,14 @@ CASES = (
                    max_parallelism=1000, heap_timers=True),
     CheckpointCase("rocksdb-canonical-savepoint-windows-heap-timers", "windows", "rocksdb", False, "0",
                    savepoint_format="canonical", heap_timers=True),
+    # ForSt (Flink 2.0+) through the classic state API: its synchronous keyed backend, a local DB. (ForSt takes no
+    # canonical savepoint: "does not support CANONICAL savepoints", 2.3.0.)
+    CheckpointCase("forst-native-savepoint-keyed-kinds", "keyed-kinds", "forst", False, "0", max_parallelism=1000,
+                   savepoint_format="native"),
+    CheckpointCase("forst-full-keyed-kinds", "keyed-kinds", "forst", False, "0", max_parallelism=1000),
+    CheckpointCase("forst-full-seeds", "seeds", "forst", False, "20kb"),
+    CheckpointCase("forst-incremental-churn", "churn", "forst", True, "0"),
+    CheckpointCase("forst-incremental-windows-heap-timers", "windows", "forst", True, "0", heap_timers=True),
 )
 #: Unaligned checkpoints from the start (no alignment timeout), of small network buffers (4 KiB segments, few per
 #: channel) so that the in-flight data a checkpoint keeps stays small.
@@ -101,14 +109,15 @@ def checkpoint_config(version: str, case: CheckpointCase, directory: pathlib.Pat
     config.update({"execution.checkpointing.interval": INTERVAL,
                    "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
                    keys.incremental: str(case.incremental).lower()})
+    options = f"state.backend.{case.backend}"  # ForSt names RocksDB's options state.backend.forst.*
     if case.rocksdb_compression:
-        config["state.backend.rocksdb.compression.per.level"] = case.rocksdb_compression
+        config[f"{options}.compression.per.level"] = case.rocksdb_compression
     if case.unaligned:
         config.update(UNALIGNED_CONFIG)
     if case.heap_timers:
-        config["state.backend.rocksdb.timer-service.factory"] = "HEAP"
+        config[f"{options}.timer-service.factory"] = "HEAP"
     if case.ingest_db_restore:
-        config["state.backend.rocksdb.use-ingest-db-restore-mode"] = "true"
+        config[f"{options}.use-ingest-db-restore-mode"] = "true"
     return config
 
 
