@@ -92,6 +92,9 @@ CASES = (
     CheckpointCase("forst-full-seeds", "seeds", "forst", False, "20kb"),
     CheckpointCase("forst-incremental-churn", "churn", "forst", True, "0"),
     CheckpointCase("forst-incremental-windows-heap-timers", "windows", "forst", True, "0", heap_timers=True),
+    # The async state API (KeyedStream.enableAsyncState(), state v2 descriptors): ForSt's asynchronous keyed backend.
+    CheckpointCase("forst-incremental-async-state", "async-state", "forst", True, "0"),
+    CheckpointCase("forst-native-savepoint-async-state", "async-state", "forst", False, "0", savepoint_format="native"),
 )
 #: Unaligned checkpoints from the start (no alignment timeout), of small network buffers (4 KiB segments, few per
 #: channel) so that the in-flight data a checkpoint keeps stays small.
@@ -189,15 +192,17 @@ def _run_cases(version: str, cases: list[CheckpointCase], tmp: pathlib.Path,
 
 
 def _keep_checkpoint(case: CheckpointCase, chk: pathlib.Path, target: pathlib.Path) -> None:
-    """``target/checkpoint`` (the retained chk-N) and, incremental, ``target/shared`` (the files of it it names)."""
+    """``target/checkpoint`` (the retained chk-N) and, incremental, ``target/shared`` (the files of it it names,
+    ForSt's DB files in their directories below it)."""
     shutil.copytree(chk, target / "checkpoint")
     shared = chk.parent / "shared"
     if case.incremental and shared.is_dir():
         metadata = (chk / "_metadata").read_bytes()
         (target / "shared").mkdir()
-        for f in shared.iterdir():  # the files of subsumed checkpoints Flink has not deleted yet are left out
-            if f.is_file() and f.name.encode() in metadata:
-                shutil.copy2(f, target / "shared" / f.name)
+        for f in shared.rglob("*"):  # the files of subsumed checkpoints Flink has not deleted yet are left out
+            if f.is_file() and f.relative_to(shared).as_posix().encode() in metadata:
+                (target / "shared" / f.relative_to(shared)).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(f, target / "shared" / f.relative_to(shared))
 
 
 def committed_snapshot(case_dir: pathlib.Path, into: pathlib.Path) -> pathlib.Path:

@@ -226,9 +226,6 @@ class _Planner:
         kind = info.options.get("KEYED_STATE_TYPE", "")
         if self.skipped(op, name):
             return None
-        if info.backend_type == "KEY_VALUE_V2":
-            return self.refuse(op, name, "keyed state of the asynchronous state API (KEY_VALUE_V2), whose layout "
-                               "this importer does not read")
         if kind not in KINDS:
             return self.refuse(op, name, f"keyed state kind {kind or 'unknown'!r} has no pyref counterpart (folding "
                                "state was removed from Flink)")

@@ -3,6 +3,13 @@ versions 6 and 7), shared by keyed and operator state streams: per state its
 UTF name, the int ordinal of its backend state type, string options (the
 keyed state kind, the operator state distribution mode) and named serializer
 snapshots, each behind the snapshot proxy's int version.
+
+Keyed state of the async state API (Flink 2.0+, backend type ``KEY_VALUE_V2``,
+``org.apache.flink.runtime.state.v2.RegisteredKeyValueStateBackendMetaInfo``)
+names a LIST state's element serializer and a MAP state's value serializer as
+``VALUE_SERIALIZER`` (a MAP's user key serializer as ``USER_KEY_SERIALIZER``),
+where the classic API's meta info names the ``ListSerializer`` and
+``MapSerializer`` of them: read, they become those, so that both read alike.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from .serializers import (
     looks_like_versioned_snapshot,
     read_serializer_snapshot,
 )
+from .to_flink import FlinkSerializer, list_serializer, map_serializer
 
 __all__ = ["StateMetaInfo", "read_state_meta_infos", "looks_like_meta_info", "BACKEND_STATE_TYPES"]
 
@@ -101,7 +109,22 @@ def _read_meta_info(inp: DataInput, follow: Follow) -> StateMetaInfo:
         raise inp.corrupt(f"{backend_type} state {name!r} has no {', '.join(sorted(missing))}", start,
                           inp.pos - start)
     inp.state = None
+    if backend_type == "KEY_VALUE_V2":
+        serializers = _classic_serializers(options.get("KEYED_STATE_TYPE", ""), serializers)
     return StateMetaInfo(name, backend_type, options, serializers)
+
+
+def _classic_serializers(kind: str, serializers: dict[str, FlinkType]) -> dict[str, FlinkType]:
+    """An async-API state's serializers as the classic API's meta info names them (see the module's doc)."""
+    value = FlinkSerializer(serializers["VALUE_SERIALIZER"].snapshot, serializers["VALUE_SERIALIZER"])
+    if kind == "LIST":
+        wrapped = list_serializer(value, "a LIST state's elements").type
+    elif kind == "MAP" and "USER_KEY_SERIALIZER" in serializers:
+        user_key = serializers["USER_KEY_SERIALIZER"]
+        wrapped = map_serializer(FlinkSerializer(user_key.snapshot, user_key), value, "a MAP state's entries").type
+    else:
+        return serializers
+    return {k: v for k, v in serializers.items() if k != "USER_KEY_SERIALIZER"} | {"VALUE_SERIALIZER": wrapped}
 
 
 def read_state_meta_infos(inp: DataInput, end_follow: Follow) -> list[StateMetaInfo]:

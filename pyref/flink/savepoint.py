@@ -415,8 +415,6 @@ class FlinkOperator:
         info, rows = states[name]
         assert key_type is not None  # a keyed stream's head holds the key serializer
         kind, serializers = info.options.get("KEYED_STATE_TYPE", info.backend_type), info.serializers
-        if info.backend_type == "KEY_VALUE_V2":
-            raise UnsupportedFormatError("keyed state of the asynchronous state API (KEY_VALUE_V2)", state=name)
         return FlinkKeyedStateView(name, kind, key_type, serializers["NAMESPACE_SERIALIZER"],
                                    serializers["VALUE_SERIALIZER"], rows, _prefix_bytes(self.max_parallelism),
                                    self.max_parallelism)

@@ -15,6 +15,10 @@ taken with ``python -m compat_tests.flink.checkpoints``) read without a JVM.
   that clip them), and the same restored with ``use-ingest-db-restore-mode`` (2.3.0: the
   subtask of two old subtasks' key groups imports both one's files, their sequence numbers
   overlapping; 1.20.3: the option is inert);
+* ForSt (Flink 2.3.0's ``state.backend.type: forst``) writes RocksDB's files with a partitioned
+  index: a native savepoint of every keyed kind and an incremental checkpoint of the churn job
+  through the classic state API, and an incremental checkpoint of the async state API (its DB
+  files in ``shared/<operator's directory>/db/``, its state meta info ``KEY_VALUE_V2``);
 * RocksDB keeping its timers on the heap writes them as raw keyed state (incremental checkpoints
   of the windows job on 2.3.0 and of keyed-kinds on 1.20.3), a canonical savepoint of it as
   managed timer queues;
@@ -71,7 +75,12 @@ READABLE = {"2.3.0-hashmap-windows": HEAP, "1.20.3-hashmap-heap-kinds": HEAP, "1
             "1.20.3-rocksdb-incremental-keyed-kinds-heap-timers": ROCKSDB_NATIVE,
             "2.3.0-rocksdb-canonical-savepoint-windows-heap-timers": SAVEPOINT_FORMAT,
             "1.20.3-rocksdb-incremental-churn-rescaled-3-ingest": ROCKSDB_NATIVE,
-            "2.3.0-rocksdb-incremental-churn-rescaled-3-ingest": ROCKSDB_NATIVE}
+            "2.3.0-rocksdb-incremental-churn-rescaled-3-ingest": ROCKSDB_NATIVE,
+            # ForSt: RocksDB's layout, SST files of a partitioned index; the async state API's DB files in
+            # shared/<operator's directory>/db/ and its KEY_VALUE_V2 meta info.
+            "2.3.0-forst-native-savepoint-keyed-kinds": ROCKSDB_NATIVE,
+            "2.3.0-forst-incremental-churn": ROCKSDB_NATIVE,
+            "2.3.0-forst-incremental-async-state": ROCKSDB_NATIVE}
 # Key groups 0..42, 43..85, 86..127 from 0..63 and 64..127: each clipped with range deletions of the key
 # groups it holds files of but not in its range.
 _COPIED = [set(range(43, 64)), set(range(86, 128)), set(range(64, 86))]
@@ -337,3 +346,30 @@ def test_a_native_savepoint_of_more_files_than_descriptors_reads_and_a_shortage_
     with _descriptors_left(40), FlinkSavepoint.open(path) as sp, pytest.raises(StorageError, match="open files"):
         for op in sp.operators:
             list(op.keyed_subtasks())
+
+
+def test_forst_sst_files_hold_a_partitioned_index_walked_to_every_data_block(tmp_path: pathlib.Path) -> None:
+    """ForSt's default (state.backend.forst.memory.partitioned-index-filters) is a two-level index:
+    the top-level index names index partitions, which name the data blocks; every block is found."""
+    with FlinkSavepoint.open(snapshot("2.3.0-forst-incremental-churn", tmp_path), uids=["churn"]) as sp:
+        for sub in sp.operator("churn").state.subtasks:
+            handle = sub.managed_keyed_state
+            assert isinstance(handle, IncrementalHandle)
+            files = [f for fs in _families(sp, handle).values() for f in fs]
+            assert files and {(f.format_version, f.checksum, f.index) for f in files} == {(5, "XXH3", "partitioned")}
+            assert sum(1 for f in files for _ in f.entries()) > 0
+
+
+def test_forst_async_state_reads_its_db_files_below_shared_and_no_other(tmp_path: pathlib.Path) -> None:
+    """The async state API's checkpoint names ForSt's DB files where the job wrote them, in
+    ``shared/<operator's directory>/db/``: resolved there beside the moved checkpoint; gone, the
+    missing file is named with where it was looked for."""
+    source = snapshot("2.3.0-forst-incremental-async-state", tmp_path)
+    db_files = sorted(p for p in (source.parent / "shared").rglob("*/db/*") if p.is_file())
+    assert db_files
+    with FlinkSavepoint.open(source, uids=["async-counter"]) as sp:
+        infos = {name: info.backend_type for name, (info, _) in sp.operator("async-counter")._keyed[1].items()}
+        assert {infos[n] for n in ("count", "nums", "by-parity")} == {"KEY_VALUE_V2"}
+    db_files[0].unlink()
+    with pytest.raises(CorruptSavepointError, match=re.escape(db_files[0].name) + ".*looked for in"):
+        assert_reads_as_truth(source, truth("2.3.0-forst-incremental-async-state"))

@@ -122,6 +122,8 @@ class SstFile:
     column_family: str
     format_version: int
     checksum: str
+    #: "binary search" or "partitioned" (two-level: ForSt's default).
+    index: str
     #: (start user key, end user key (exclusive), sequence) of each range deletion.
     range_deletions: list[tuple[bytes, bytes, int]] = field(default_factory=list, repr=False)
     #: An ingested file's sequence number, which every entry takes (None: entries carry their own).
@@ -611,7 +613,8 @@ def open_sst(data: bytes | memoryview, name: str, budget: ExpansionBudget | None
     if name_bytes is None:
         raise reader.corrupt("properties name no column family", metaindex_handle[0], sum(metaindex_handle))
     table = SstFile(name, name_bytes.decode("utf-8", "replace"), version, _CHECKSUMS[reader.checksum_type],
-                    global_sequence=ingested, _reader=reader)
+                    "partitioned" if kind == PARTITIONED_INDEX else "binary search", global_sequence=ingested,
+                    _reader=reader)
     # Data blocks and index partitions do not overlap: an index naming more bytes than the file has
     # (one block over and over, say) is corrupt, and the work stays bounded by the file's size.
     stored = 0
