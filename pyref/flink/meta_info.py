@@ -10,6 +10,8 @@ names a LIST state's element serializer and a MAP state's value serializer as
 ``VALUE_SERIALIZER`` (a MAP's user key serializer as ``USER_KEY_SERIALIZER``),
 where the classic API's meta info names the ``ListSerializer`` and
 ``MapSerializer`` of them: read, they become those, so that both read alike.
+Flink 2.0 wrote no ``USER_KEY_SERIALIZER`` (2.1 added it): such a MAP state's
+user keys cannot be decoded (:func:`unreadable_async_state`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from .serializers import (
 )
 from .to_flink import FlinkSerializer, list_serializer, map_serializer
 
-__all__ = ["StateMetaInfo", "read_state_meta_infos", "looks_like_meta_info", "BACKEND_STATE_TYPES"]
+__all__ = ["StateMetaInfo", "read_state_meta_infos", "looks_like_meta_info", "unreadable_async_state",
+           "BACKEND_STATE_TYPES"]
 
 #: Backend state types (``StateMetaInfoSnapshot.BackendStateType`` ordinals).
 BACKEND_STATE_TYPES = ("KEY_VALUE", "OPERATOR", "BROADCAST", "PRIORITY_QUEUE", "KEY_VALUE_V2")
@@ -112,6 +115,17 @@ def _read_meta_info(inp: DataInput, follow: Follow) -> StateMetaInfo:
     if backend_type == "KEY_VALUE_V2":
         serializers = _classic_serializers(options.get("KEYED_STATE_TYPE", ""), serializers)
     return StateMetaInfo(name, backend_type, options, serializers)
+
+
+def unreadable_async_state(info: StateMetaInfo) -> str | None:
+    """Why an async-API keyed state cannot be read, or None: Flink 2.0's MAP state meta info names no user key
+    serializer (see the module's doc)."""
+    if (info.backend_type == "KEY_VALUE_V2" and info.options.get("KEYED_STATE_TYPE") == "MAP"
+            and info.serializers["VALUE_SERIALIZER"].kind != "map"):
+        return ("MAP state of the async state API written by Flink 2.0, whose state meta info names no user key "
+                "serializer (Flink 2.1 added it), so its user keys cannot be decoded; restore the job on Flink 2.1 "
+                "or later and take a native savepoint or checkpoint there")
+    return None
 
 
 def _classic_serializers(kind: str, serializers: dict[str, FlinkType]) -> dict[str, FlinkType]:
