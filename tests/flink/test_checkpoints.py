@@ -363,13 +363,15 @@ def test_forst_sst_files_hold_a_partitioned_index_walked_to_every_data_block(tmp
 def test_forst_async_state_reads_its_db_files_below_shared_and_no_other(tmp_path: pathlib.Path) -> None:
     """The async state API's checkpoint names ForSt's DB files where the job wrote them, in
     ``shared/<operator's directory>/db/``: resolved there beside the moved checkpoint; gone, the
-    missing file is named with where it was looked for."""
+    missing file is named with where it was looked for. Inspection says which states are the
+    async API's (KEY_VALUE_V2 meta info)."""
     source = snapshot("2.3.0-forst-incremental-async-state", tmp_path)
     db_files = sorted(p for p in (source.parent / "shared").rglob("*/db/*") if p.is_file())
     assert db_files
     with FlinkSavepoint.open(source, uids=["async-counter"]) as sp:
-        infos = {name: info.backend_type for name, (info, _) in sp.operator("async-counter")._keyed[1].items()}
-        assert {infos[n] for n in ("count", "nums", "by-parity")} == {"KEY_VALUE_V2"}
+        described = next(op for op in describe_flink(sp)["operators"] if op["uid"] == "async-counter")
+        assert {s["name"]: s["async_state_api"] for s in described["states"]} == \
+            {"count": True, "nums": True, "by-parity": True}
     db_files[0].unlink()
     with pytest.raises(CorruptSavepointError, match=re.escape(db_files[0].name) + ".*looked for in"):
         assert_reads_as_truth(source, truth("2.3.0-forst-incremental-async-state"))
