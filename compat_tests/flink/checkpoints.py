@@ -85,7 +85,7 @@ CASES = (
     CheckpointCase("rocksdb-canonical-savepoint-windows-heap-timers", "windows", "rocksdb", False, "0",
                    savepoint_format="canonical", heap_timers=True),
     # ForSt (Flink 2.0+) through the classic state API: its synchronous keyed backend, a local DB. (ForSt takes no
-    # canonical savepoint: "does not support CANONICAL savepoints", 2.3.0.)
+    # canonical savepoint: "does not support CANONICAL savepoints", 2.0.2 to 2.3.0.)
     CheckpointCase("forst-native-savepoint-keyed-kinds", "keyed-kinds", "forst", False, "0", max_parallelism=1000,
                    savepoint_format="native"),
     CheckpointCase("forst-full-keyed-kinds", "keyed-kinds", "forst", False, "0", max_parallelism=1000),

@@ -185,6 +185,9 @@ def test_config_keys_follow_the_renames_of_flink_1_20():
     assert harness.config_keys("2.0.2").restore_path == "execution.state-recovery.path"
     with pytest.raises(ValueError, match="backend"):
         harness.flink_config("2.3.0", backend="memory")
+    assert harness.flink_config("2.0.2", backend="forst")["state.backend.type"] == "forst"
+    with pytest.raises(ValueError, match="no ForSt"):
+        harness.flink_config("1.20.3", backend="forst")
 
 
 def test_api_families_split_at_1_14_1_15_1_19_and_2_0():
