@@ -371,7 +371,7 @@ def test_forst_async_state_reads_its_db_files_below_shared_and_no_other(tmp_path
     with FlinkSavepoint.open(source, uids=["async-counter"]) as sp:
         described = next(op for op in describe_flink(sp)["operators"] if op["uid"] == "async-counter")
         assert {s["name"]: s["async_state_api"] for s in described["states"]} == \
-            {"count": True, "nums": True, "by-parity": True}
+            {"count": True, "nums": True, "by-parity": True, "sum": True}
     db_files[0].unlink()
     with pytest.raises(CorruptSavepointError, match=re.escape(db_files[0].name) + ".*looked for in"):
         assert_reads_as_truth(source, truth("2.3.0-forst-incremental-async-state"))
@@ -389,7 +389,7 @@ def test_flink_2_0_async_map_state_names_no_user_key_type_and_is_refused_alone(t
                                                          "key serializer") as err:
             counter.keyed_state("by-parity")
         assert err.value.state == "by-parity"
-        assert len(list(counter.keyed_state("count").items())) == 20
+        assert len(list(counter.keyed_state("count").items())) == 20 and len(list(counter.keyed_state("sum").items())) == 20
     with pytest.raises(UnsupportedFormatError, match="async-counter/by-parity"):
         import_flink(source, tmp_path / "refused", uids=["async-counter"])
     import_flink(source, tmp_path / "imported", uids=["async-counter"], skip_states=["async-counter/by-parity"])
