@@ -74,20 +74,23 @@ TAKE_CANONICAL = ("take a canonical savepoint (flink stop --savepointPath ... or
                   "HashMap backend without changelog or file merging")
 #: The directories of a checkpoint's shared and task-owned state (CheckpointStorageLocation), beside chk-N.
 CHECKPOINT_SIBLINGS = ("shared", "taskowned")
-#: How deep below ``shared`` a checkpoint's state file may lie: RocksDB's are in it, ForSt's (Flink 2.x, its
-#: primary directory the checkpoint directory, the default) in ``shared/<operator's directory>/db/``, where the
-#: async state API's DB keeps them and its checkpoints name them without copying.
-SIBLING_DEPTH = 3
+#: The directory a ForSt database keeps its files in, below its operator's directory.
+FORST_DB = "db"
 
 
 def checkpoint_sibling(path: str) -> tuple[str, str] | None:
     """(``shared`` or ``taskowned``, the file's path below it) when the posix ``path`` of a state file
-    lies at most :data:`SIBLING_DEPTH` directories below the nearest such directory, else None."""
+    lies in such a directory (RocksDB's files: ``shared/<file>``) or in a ForSt database's directory
+    below it (``shared/<operator's directory>/db/<file>``: Flink 2.x's ForSt, its primary directory the
+    checkpoint directory, the default, where the async state API's database keeps its files and its
+    checkpoints name them without copying); else None. Nothing else below those directories, so that
+    a checkpoint's own file under a directory that happens to be named so is never sought there."""
     parts = path.split("/")
-    for depth in range(1, min(SIBLING_DEPTH, len(parts) - 1) + 1):
-        if parts[-1 - depth] in CHECKPOINT_SIBLINGS:
-            below = "/".join(parts[-depth:])
-            return (parts[-1 - depth], below) if is_safe_relative_path(below) else None
+    if len(parts) >= 2 and parts[-2] in CHECKPOINT_SIBLINGS:
+        return parts[-2], parts[-1]
+    if len(parts) >= 4 and parts[-2] == FORST_DB and parts[-4] in CHECKPOINT_SIBLINGS:
+        below = "/".join(parts[-3:])
+        return (parts[-4], below) if is_safe_relative_path(below) else None
     return None
 
 

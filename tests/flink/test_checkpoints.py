@@ -43,7 +43,7 @@ import pytest
 
 from pyref.errors import CorruptSavepointError, StorageError, UnsupportedFormatError
 from pyref.flink import FlinkSavepoint, export_savepoint, import_flink
-from pyref.flink.handles import IncrementalHandle
+from pyref.flink.handles import IncrementalHandle, checkpoint_sibling
 from pyref.flink.heap import HEAP, SAVEPOINT_FORMAT, _StateDecoder, keyed_layout
 from pyref.flink.composite import split_keys
 from pyref.flink.datainput import DataInput
@@ -399,3 +399,17 @@ def test_flink_2_0_async_map_state_names_no_user_key_type_and_is_refused_alone(t
     with FlinkSavepoint.open(tmp_path / "flink") as exported:
         expected["checkpoint_id"] = exported.checkpoint_id
     assert_reads_as_truth(tmp_path / "flink", expected)
+
+
+@pytest.mark.parametrize(("path", "sibling"), [
+    ("/ckpt/job/shared/0a1b", ("shared", "0a1b")),  # RocksDB's
+    ("/ckpt/job/taskowned/0a1b", ("taskowned", "0a1b")),
+    ("/ckpt/job/shared/op_X__1_2__attempt_0/db/0a1b", ("shared", "op_X__1_2__attempt_0/db/0a1b")),  # ForSt's
+    ("/ckpts/shared/job/chk-5/0a1b", None),  # a checkpoint's own file under a directory named shared
+    ("/ckpt/job/shared/op_X/other/0a1b", None),
+    ("/ckpt/job/shared/../db/0a1b", None),  # not a safe relative path below it
+    ("0a1b", None),
+])
+def test_a_checkpoints_shared_files_are_rocksdbs_and_forsts_paths_and_no_other(path: str,
+                                                                                sibling: tuple[str, str] | None) -> None:
+    assert checkpoint_sibling(path) == sibling
