@@ -1,4 +1,4 @@
-"""RocksDB block-based table (SST) files, as Flink's RocksDB backend writes them.
+"""RocksDB block-based table (SST) files, as Flink's RocksDB and ForSt backends write them.
 
 A file is blocks, each followed by a 5-byte trailer (compression type, uint32 LE checksum of
 the block's bytes and the type byte), then a footer at the file's end:
