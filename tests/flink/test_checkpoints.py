@@ -40,7 +40,7 @@ import pytest
 from pyref.errors import CorruptSavepointError, StorageError, UnsupportedFormatError
 from pyref.flink import FlinkSavepoint, export_savepoint, import_flink
 from pyref.flink.handles import IncrementalHandle
-from pyref.flink.heap import HEAP, SAVEPOINT_FORMAT, _StateDecoder, keyed_layout
+from pyref.flink.heap import HEAP, SAVEPOINT_FORMAT, StateDecoder, keyed_layout
 from pyref.flink.composite import split_keys
 from pyref.flink.datainput import DataInput
 from pyref.flink.inspection import describe_flink, verify_flink
@@ -275,7 +275,7 @@ def test_bytes_fitting_both_layouts_are_refused_not_guessed() -> None:
 
 def test_heap_values_without_a_stored_length_are_refused_by_name() -> None:
     kryo = FlinkType("kryo", "", 0, b"", type_name="org.example.Blob")
-    decoder = _StateDecoder(_value_state("blob", kryo), codec_for(_STRING), 1)
+    decoder = StateDecoder(_value_state("blob", kryo), codec_for(_STRING), 1)
     entry = b"\x00\x00\x00\x01" + b"\x00" + b"\x02k" + b"\x01\x02\x03"  # count 1: void namespace, key "k", Kryo bytes
     with pytest.raises(UnsupportedFormatError, match="'blob' .* kryo:org.example.Blob values.*without their length"):
         decoder.read(DataInput(entry), 0, [], [])
@@ -285,7 +285,7 @@ def test_heap_keys_of_two_variable_sized_parts_carry_their_lengths() -> None:
     """Key and namespace both variable-sized: each is followed by its length, as RocksDB composes them."""
     info = StateMetaInfo("s", "KEY_VALUE", {"KEYED_STATE_TYPE": "VALUE"},
                          {"VALUE_SERIALIZER": _STRING, "NAMESPACE_SERIALIZER": _STRING})
-    decoder = _StateDecoder(info, codec_for(_STRING), 2)
+    decoder = StateDecoder(info, codec_for(_STRING), 2)
     # count 1: namespace "ns", key "key", value "v" (StringValue: varint length + 1, then chars)
     entry = b"\x00\x00\x00\x01" + b"\x03ns" + b"\x04key" + b"\x02v"
     keys: list[bytes] = []
@@ -304,7 +304,7 @@ def test_heap_empty_lists_and_maps_make_no_rows() -> None:
         info = StateMetaInfo("s", "KEY_VALUE", {"KEYED_STATE_TYPE": kind},
                              {"VALUE_SERIALIZER": value, "NAMESPACE_SERIALIZER": _VOID})
         keys: list[bytes] = []
-        _StateDecoder(info, codec_for(_STRING), 1).read(DataInput(b"\x00\x00\x00\x01\x00\x02k" + bytes(4)), 0, keys, [])
+        StateDecoder(info, codec_for(_STRING), 1).read(DataInput(b"\x00\x00\x00\x01\x00\x02k" + bytes(4)), 0, keys, [])
         assert keys == [], kind
 
 
