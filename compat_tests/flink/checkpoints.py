@@ -104,6 +104,8 @@ CASES = (
                    changelog_storage="filesystem", materialize_interval="300ms"),
     CheckpointCase("hashmap-changelog-churn-materialized-compressed", "churn", "hashmap", False, "0",
                    changelog_storage="filesystem", materialize_interval="300ms", changelog_compression=True),
+    CheckpointCase("hashmap-changelog-windows-materialized", "windows", "hashmap", False, "0",
+                   changelog_storage="filesystem", materialize_interval="100ms"),
     CheckpointCase("rocksdb-changelog-churn-materialized", "churn", "rocksdb", True, "0",
                    changelog_storage="filesystem", materialize_interval="300ms"),
 )

@@ -48,7 +48,7 @@ from .heap import StateDecoder
 from .keyed import KeyedBackendMeta, KeyedRows, KeyedSubtask
 from .meta_info import BACKEND_STATE_TYPES, StateMetaInfo, read_meta_info
 from .serializers import FlinkType
-from .values import codec_for
+from .values import Codec, Undelimited, codec_for
 
 __all__ = ["CHANGELOG", "Change", "iter_changes", "changelog_meta", "apply_changelog"]
 
@@ -230,14 +230,14 @@ class _StateTable:
             self._map_change(operation, scope, inp)
         elif self.kind == "LIST":
             self._list_change(operation, scope, inp)
-        else:  # SET, SET_INTERNAL: the value is the rest of the change
-            self.values[scope] = bytes(inp.read_bytes(inp.remaining(), "value"))
+        else:  # SET, SET_INTERNAL
+            self.values[scope] = self._last(inp, self.decoder.value_codec)
         self._at_end(inp)
 
     def _list_change(self, operation: int, scope: bytes, inp: DataInput) -> None:
         d = self.decoder
-        if operation == ADD_ELEMENT:  # the element is the rest of the change (of any type, Kryo too)
-            elements = [bytes(inp.read_bytes(inp.remaining(), "list element"))]
+        if operation == ADD_ELEMENT:
+            elements = [self._last(inp, d.element)]
         else:  # ADD, SET, SET_INTERNAL: a whole list
             elements = [d.span(inp, d.element) for _ in range(inp.read_count("list length"))]
         if operation != ADD_ELEMENT:
@@ -259,9 +259,9 @@ class _StateTable:
                     b"\x00" + d.span(inp, d.user_value))
         elif operation == REMOVE_ELEMENT:
             entries.pop(d.span(inp, d.user_key), None)
-        else:  # ADD_ELEMENT, ADD_OR_UPDATE_ELEMENT: key, then the value as the rest
+        else:  # ADD_ELEMENT, ADD_OR_UPDATE_ELEMENT: key, value
             user_key = d.span(inp, d.user_key)
-            entries[user_key] = b"\x00" + bytes(inp.read_bytes(inp.remaining(), "map value"))
+            entries[user_key] = b"\x00" + self._last(inp, d.user_value)
         if not entries:
             del self.maps[scope]
 
@@ -282,6 +282,16 @@ class _StateTable:
                 state=self.info.name)
         if merged:
             self.values[target] = bytes([LIST_DELIMITER]).join(merged)
+
+    def _last(self, inp: DataInput, codec: Codec) -> bytes:
+        """The value that ends a change: stepped over, so that a damaged one is an error here and
+        not a short value later; one of a type stored without its length (Kryo) is the rest."""
+        start = inp.pos
+        try:
+            codec.skip(inp)
+        except Undelimited:
+            inp.pos = inp.end
+        return bytes(inp.data[start:inp.pos])
 
     @staticmethod
     def _at_end(inp: DataInput) -> None:

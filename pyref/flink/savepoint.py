@@ -209,8 +209,8 @@ class FlinkOperator:
 
     def keyed_layout(self, subtask: int) -> str | None:
         """How a subtask's keyed state is laid out: ``savepoint-format``, ``heap`` (a HashMap
-        backend's checkpoint), ``rocksdb-native`` (RocksDB's SST files) or ``None`` (no keyed
-        state); a refused handle raises."""
+        backend's checkpoint), ``rocksdb-native`` (RocksDB's SST files), ``changelog`` (the
+        changelog backend's materialized snapshot and changes) or ``None`` (no keyed state)."""
         for sub in self.state.subtasks:
             if sub.index == subtask:
                 handle = self._keyed_handle(sub)

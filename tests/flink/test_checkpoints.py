@@ -18,6 +18,9 @@ taken with ``python -m compat_tests.flink.checkpoints``) read without a JVM.
 * RocksDB keeping its timers on the heap writes them as raw keyed state (incremental checkpoints
   of the windows job on 2.3.0 and of keyed-kinds on 1.20.3), a canonical savepoint of it as
   managed timer queues;
+* the changelog state backend's checkpoints (1.20.3 and 2.3.0, over HashMap and RocksDB) hold its
+  last materialized snapshot (heap layout, RocksDB SST files; none before the first) and the changes
+  made since, in DSTL files (Snappy-compressed too) or in ``_metadata``, applied as Flink's restore does;
 
 all read exactly as the truth the job wrote at that checkpoint, verify, import and export as a
 canonical savepoint that reads as the same truth.
@@ -39,6 +42,7 @@ import pytest
 
 from pyref.errors import CorruptSavepointError, StorageError, UnsupportedFormatError
 from pyref.flink import FlinkSavepoint, export_savepoint, import_flink
+from pyref.flink.changelog import CHANGELOG
 from pyref.flink.handles import IncrementalHandle
 from pyref.flink.heap import HEAP, SAVEPOINT_FORMAT, StateDecoder, keyed_layout
 from pyref.flink.composite import split_keys
@@ -71,7 +75,13 @@ READABLE = {"2.3.0-hashmap-windows": HEAP, "1.20.3-hashmap-heap-kinds": HEAP, "1
             "1.20.3-rocksdb-incremental-keyed-kinds-heap-timers": ROCKSDB_NATIVE,
             "2.3.0-rocksdb-canonical-savepoint-windows-heap-timers": SAVEPOINT_FORMAT,
             "1.20.3-rocksdb-incremental-churn-rescaled-3-ingest": ROCKSDB_NATIVE,
-            "2.3.0-rocksdb-incremental-churn-rescaled-3-ingest": ROCKSDB_NATIVE}
+            "2.3.0-rocksdb-incremental-churn-rescaled-3-ingest": ROCKSDB_NATIVE,
+            "2.3.0-hashmap-changelog-heap-kinds-materialized": CHANGELOG,
+            "1.20.3-hashmap-changelog-memory-heap-kinds": CHANGELOG,
+            "2.3.0-hashmap-changelog-churn-materialized-compressed": CHANGELOG,
+            "2.3.0-rocksdb-changelog-keyed-kinds-materialized": CHANGELOG,
+            "1.20.3-rocksdb-changelog-keyed-kinds-materialized": CHANGELOG,
+            "1.20.3-rocksdb-changelog-churn-materialized": CHANGELOG}
 # Key groups 0..42, 43..85, 86..127 from 0..63 and 64..127: each clipped with range deletions of the key
 # groups it holds files of but not in its range.
 _COPIED = [set(range(43, 64)), set(range(86, 128)), set(range(64, 86))]
