@@ -189,14 +189,16 @@ class _StateTable:
         self.decoder = StateDecoder(info, codec_for(key_type), prefix_bytes, writer="a changelog")
         self.key_type = key_type
         self.prefix_bytes = prefix_bytes
-        self.values: dict[bytes, bytes] = {}  # VALUE, REDUCING, AGGREGATING, LIST (joined); queue elements
+        # VALUE, REDUCING, AGGREGATING: [value]; LIST: its elements (or runs of them, joined), appended to
+        # without copying what is there; a queue's elements: [b""]. A row's value is its parts joined by ",".
+        self.values: dict[bytes, list[bytes]] = {}
         self.maps: dict[bytes, dict[bytes, bytes]] = {}
 
     def load(self, rows: KeyedRows) -> None:
         """The materialized rows."""
         keys, values = rows.keys.to_pylist(), rows.values.to_pylist()
         if self.kind != "MAP":
-            self.values.update(zip(keys, values))
+            self.values.update((key, [value]) for key, value in zip(keys, values))
             return
         namespace = self.info.serializers["NAMESPACE_SERIALIZER"]
         user_keys = split_keys(rows.keys, self.prefix_bytes, self.key_type, namespace, True, self.info.name)
@@ -214,7 +216,7 @@ class _StateTable:
             for _ in range(count):
                 element = prefix + d.span(inp, d.value_codec)
                 if operation == ADD_ELEMENT:
-                    self.values[element] = b""
+                    self.values[element] = [b""]
                 else:
                     self.values.pop(element, None)
             self._at_end(inp)
@@ -231,7 +233,7 @@ class _StateTable:
         elif self.kind == "LIST":
             self._list_change(operation, scope, inp)
         else:  # SET, SET_INTERNAL
-            self.values[scope] = self._last(inp, self.decoder.value_codec)
+            self.values[scope] = [self._last(inp, self.decoder.value_codec)]
         self._at_end(inp)
 
     def _list_change(self, operation: int, scope: bytes, inp: DataInput) -> None:
@@ -240,14 +242,10 @@ class _StateTable:
             elements = [self._last(inp, d.element)]
         else:  # ADD, SET, SET_INTERNAL: a whole list
             elements = [d.span(inp, d.element) for _ in range(inp.read_count("list length"))]
-        if operation != ADD_ELEMENT:
+        if operation in (SET, SET_INTERNAL):
             self.values.pop(scope, None)
         if elements:
-            self._append(scope, bytes([LIST_DELIMITER]).join(elements))
-
-    def _append(self, scope: bytes, joined: bytes) -> None:
-        before = self.values.get(scope)
-        self.values[scope] = joined if before is None else before + bytes([LIST_DELIMITER]) + joined
+            self.values.setdefault(scope, []).extend(elements)
 
     def _map_change(self, operation: int, scope: bytes, inp: DataInput) -> None:
         d = self.decoder
@@ -272,16 +270,14 @@ class _StateTable:
         target = d.composite(prefix, key, d.span(inp, d.namespace_codec))
         sources = [d.composite(prefix, key, d.span(inp, d.namespace_codec))
                    for _ in range(inp.read_count("merged namespace count"))]
-        merged = [v for v in (self.values.pop(s, None) for s in sources) if v is not None]
-        if target in self.values:
-            merged.insert(0, self.values[target])
+        merged = [v for v in (self.values.pop(s, None) for s in [target, *sources]) if v is not None]
         if len(merged) > 1 and self.kind != "LIST":
             raise UnsupportedFormatError(
                 f"a changelog merges {len(merged)} namespaces of {self.kind} state {self.info.name!r}, which takes the "
                 "job's own function; take a canonical savepoint (Flink applies it there)", path=inp.path,
                 state=self.info.name)
         if merged:
-            self.values[target] = bytes([LIST_DELIMITER]).join(merged)
+            self.values[target] = [part for value in merged for part in value]
 
     def _last(self, inp: DataInput, codec: Codec) -> bytes:
         """The value that ends a change: stepped over, so that a damaged one is an error here and
@@ -299,7 +295,8 @@ class _StateTable:
             raise inp.corrupt(f"{inp.remaining()} bytes left after a change")
 
     def rows(self, subtask: int) -> KeyedRows:
-        pairs = sorted(self.values.items()) if self.kind != "MAP" else sorted(
+        delimiter = bytes([LIST_DELIMITER])
+        pairs = sorted((k, delimiter.join(v)) for k, v in self.values.items()) if self.kind != "MAP" else sorted(
             (scope + user_key, value) for scope, entries in self.maps.items() for user_key, value in entries.items())
         keys = [k for k, _ in pairs]
         # Sorted composite keys run in key-group order: each begins with its key group, big-endian.

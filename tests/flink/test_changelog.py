@@ -13,8 +13,12 @@ import pytest
 
 from pyref.errors import CorruptSavepointError, SavepointError, UnsupportedFormatError
 from pyref.flink import FlinkSavepoint
-from pyref.flink.changelog import CHANGELOG
+from pyref.flink.changelog import (ADD, ADD_ELEMENT, CHANGELOG, CLEAR, MERGE_NS, REMOVE_ELEMENT, SET, SET_INTERNAL,
+                                   _StateTable)
+from pyref.flink.datainput import DataInput
 from pyref.flink.handles import ChangelogHandle, ChangeSetFiles, InMemoryChanges
+from pyref.flink.meta_info import StateMetaInfo
+from pyref.flink.serializers import FlinkType
 
 from tests.flink.test_checkpoints import snapshot, truth
 from tests.flink.test_corpus import assert_reads_as_truth
@@ -113,3 +117,83 @@ def test_damaged_dstl_bytes_give_typed_errors(tmp_path: pathlib.Path) -> None:
             assert isinstance(exc, (CorruptSavepointError, UnsupportedFormatError)), exc
             assert exc.path is not None
     assert corrupt > 0
+
+
+# -- operations the committed jobs do not log (merging windows, addAll, putAll, timers deleted) ---
+
+_STRING = FlinkType("string", "", 0, b"")
+_LONG = FlinkType("int64", "", 0, b"", length=8)
+
+
+def _table(kind: str, value: FlinkType, namespace: FlinkType = _STRING) -> _StateTable:
+    info = StateMetaInfo("s", "KEY_VALUE", {"KEYED_STATE_TYPE": kind},
+                         {"VALUE_SERIALIZER": value, "NAMESPACE_SERIALIZER": namespace})
+    return _StateTable(info, _STRING, 1)
+
+
+def _text(s: str) -> bytes:
+    """A Flink ``StringValue`` of ASCII chars: varint length + 1, then the chars."""
+    return bytes([len(s) + 1]) + s.encode()
+
+
+def _apply(table: _StateTable, operation: int, data: bytes) -> None:
+    table.apply(operation, 5, DataInput(b"\x00\x00\x00" + data, 3, path="dstl"))  # after the op byte and state id
+
+
+def _rows(table: _StateTable) -> dict[bytes, bytes]:
+    rows = table.rows(0)
+    assert set(rows.key_groups.tolist()) <= {5}
+    return dict(zip(rows.keys.to_pylist(), rows.values.to_pylist()))
+
+
+def _key(namespace: str) -> bytes:
+    return b"\x05" + _text("k") + b"\x02" + _text(namespace) + bytes([len(_text(namespace))])
+
+
+def test_list_add_set_and_merge_of_namespaces_concatenate_as_flink_does() -> None:
+    table = _table("LIST", FlinkType("list", "", 0, b"", children=(_LONG,)))
+    longs = lambda *vs: b"".join(v.to_bytes(8, "big") for v in vs)  # noqa: E731
+    _apply(table, ADD, _text("k") + _text("w1") + (2).to_bytes(4, "big") + longs(1, 2))
+    _apply(table, ADD_ELEMENT, _text("k") + _text("w1") + longs(3))
+    _apply(table, SET, _text("k") + _text("w2") + (1).to_bytes(4, "big") + longs(9))
+    _apply(table, ADD_ELEMENT, _text("k") + _text("w0") + longs(7))
+    # MERGE_NS into w0 (the scope's namespace, then the target again) of w1 and w2: w0's, then w1's, w2's.
+    _apply(table, MERGE_NS, _text("k") + _text("w0") + _text("w0") + (2).to_bytes(4, "big") + _text("w1") + _text("w2"))
+    assert _rows(table) == {_key("w0"): b",".join(longs(v) for v in (7, 1, 2, 3, 9))}
+    _apply(table, SET, _text("k") + _text("w0") + (0).to_bytes(4, "big"))  # an empty list: no row
+    assert _rows(table) == {}
+
+
+def test_merging_two_reduced_values_is_refused_one_is_moved() -> None:
+    table = _table("REDUCING", _LONG)
+    _apply(table, SET_INTERNAL, _text("k") + _text("a") + (4).to_bytes(8, "big"))
+    _apply(table, MERGE_NS, _text("k") + _text("b") + _text("b") + (1).to_bytes(4, "big") + _text("a"))
+    assert _rows(table) == {_key("b"): (4).to_bytes(8, "big")}
+    _apply(table, SET_INTERNAL, _text("k") + _text("a") + (5).to_bytes(8, "big"))
+    with pytest.raises(UnsupportedFormatError, match="merges 2 namespaces of REDUCING state 's'.*function"):
+        _apply(table, MERGE_NS, _text("k") + _text("b") + _text("b") + (1).to_bytes(4, "big") + _text("a"))
+
+
+def test_map_put_all_and_null_values_keep_their_flag() -> None:
+    table = _table("MAP", FlinkType("map", "", 0, b"", children=(_STRING, _LONG)))
+    entries = _text("x") + b"\x00" + (1).to_bytes(8, "big") + _text("y") + b"\x01"
+    _apply(table, ADD, _text("k") + _text("n") + (2).to_bytes(4, "big") + entries)
+    _apply(table, REMOVE_ELEMENT, _text("k") + _text("n") + _text("x"))
+    assert _rows(table) == {_key("n") + _text("y"): b"\x01"}
+    _apply(table, CLEAR, _text("k") + _text("n"))
+    assert _rows(table) == {}
+
+
+def test_timers_added_and_removed() -> None:
+    timer = FlinkType("timer", "", 0, b"", children=(_STRING, FlinkType("void-namespace", "", 0, b"", length=1)))
+    info = StateMetaInfo("_timer_state/event_t", "PRIORITY_QUEUE", {}, {"VALUE_SERIALIZER": timer})
+    table = _StateTable(info, _STRING, 1)
+    element = lambda t: (t ^ (1 << 63)).to_bytes(8, "big") + _text("k") + b"\x00"  # noqa: E731
+    _apply_queue = lambda op, data: table.apply(op, 5, DataInput(b"\x00\x00\x00" + data, 3))  # noqa: E731
+    _apply_queue(ADD_ELEMENT, (2).to_bytes(4, "big") + element(10) + element(20))
+    _apply_queue(REMOVE_ELEMENT, element(10))
+    assert _rows(table) == {b"\x05" + element(20): b""}
+    with pytest.raises(CorruptSavepointError, match="a SET change of PRIORITY_QUEUE state"):
+        _apply_queue(SET, element(30))
+    with pytest.raises(CorruptSavepointError, match="bytes left after a change"):
+        _apply_queue(REMOVE_ELEMENT, element(20) + b"\x00")

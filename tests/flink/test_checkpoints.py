@@ -79,6 +79,7 @@ READABLE = {"2.3.0-hashmap-windows": HEAP, "1.20.3-hashmap-heap-kinds": HEAP, "1
             "2.3.0-hashmap-changelog-heap-kinds-materialized": CHANGELOG,
             "1.20.3-hashmap-changelog-memory-heap-kinds": CHANGELOG,
             "2.3.0-hashmap-changelog-churn-materialized-compressed": CHANGELOG,
+            "2.3.0-hashmap-changelog-windows-materialized": CHANGELOG,
             "2.3.0-rocksdb-changelog-keyed-kinds-materialized": CHANGELOG,
             "1.20.3-rocksdb-changelog-keyed-kinds-materialized": CHANGELOG,
             "1.20.3-rocksdb-changelog-churn-materialized": CHANGELOG}
