@@ -10,10 +10,10 @@ offsets of each state's elements and their distribution mode.
 
 An incremental handle (RocksDB native format: every RocksDB checkpoint since Flink 1.16,
 full or incremental, and native-format savepoints) names the stream of the backend's
-serialization proxy and RocksDB's files (:mod:`pyref.flink.rocksdb`). Changelog and
-file-merging operator handles are parsed (so inspection shows them) but their state is
-refused with :class:`~pyref.errors.UnsupportedFormatError` saying what they are: they are
-not a full snapshot, and a canonical savepoint (or a HashMap backend's checkpoint) is the remedy.
+serialization proxy and RocksDB's files (:mod:`pyref.flink.rocksdb`). A changelog handle
+names the inner backend's materialized handles and the changes since, in ``_metadata`` or in
+DSTL files (:mod:`pyref.flink.changelog`). A file-merging operator handle is refused with
+:class:`~pyref.errors.UnsupportedFormatError` saying what it is, a canonical savepoint the remedy.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ SEGMENT_PARTITIONABLE_OPERATOR = 17
 
 TAKE_CANONICAL = ("take a canonical savepoint (flink stop --savepointPath ... or "
                   "savepoint --type canonical, the default) and read that instead, or a checkpoint of the "
-                  "HashMap backend without changelog or file merging")
+                  "HashMap backend without file merging")
 #: The directories of a checkpoint's shared and task-owned state (CheckpointStorageLocation), beside chk-N.
 CHECKPOINT_SIBLINGS = ("shared", "taskowned")
 

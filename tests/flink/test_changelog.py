@@ -19,6 +19,7 @@ from pyref.flink.datainput import DataInput
 from pyref.flink.handles import ChangelogHandle, ChangeSetFiles, InMemoryChanges
 from pyref.flink.meta_info import StateMetaInfo
 from pyref.flink.serializers import FlinkType
+from pyref.testing.flink_bytes import i32, i64, metadata, operator, subtask, utf
 
 from tests.flink.test_checkpoints import snapshot, truth
 from tests.flink.test_corpus import assert_reads_as_truth
@@ -197,3 +198,12 @@ def test_timers_added_and_removed() -> None:
         _apply_queue(SET, element(30))
     with pytest.raises(CorruptSavepointError, match="bytes left after a change"):
         _apply_queue(REMOVE_ELEMENT, element(20) + b"\x00")
+
+
+def test_a_rescaled_changelog_handle_of_several_materialized_snapshots_is_refused(tmp_path: pathlib.Path) -> None:
+    materialized = b"\x0c" + i32(0) + i32(4) + bytes(32) + b"\x00" + utf("id")
+    handle = b"\x0e" + i32(0) + i32(4) + i64(0) + i32(2) + materialized * 2 + i32(0) + i64(3) + i64(5) + utf("id")
+    (tmp_path / "_metadata").write_bytes(metadata([operator(b"\x01" * 16, 1, 4, [subtask(0, None, handle)])]))
+    with FlinkSavepoint.open(tmp_path) as sp:
+        with pytest.raises(UnsupportedFormatError, match="restored from 2 materialized snapshots.*canonical savepoint"):
+            sp.operators[0].keyed_layout(0)
