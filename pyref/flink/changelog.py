@@ -43,7 +43,7 @@ from ..errors import CorruptSavepointError, UnsupportedFormatError
 from .composite import LIST_DELIMITER, split_keys
 from .compression import decode_framed
 from .datainput import DataInput
-from .handles import ChangelogHandle, ChangeSetFiles, InMemoryChanges, StreamHandle
+from .handles import ChangelogHandle, InMemoryChanges, StreamHandle
 from .heap import StateDecoder
 from .keyed import KeyedBackendMeta, KeyedRows, KeyedSubtask
 from .meta_info import BACKEND_STATE_TYPES, StateMetaInfo, read_meta_info
