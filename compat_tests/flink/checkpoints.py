@@ -55,6 +55,14 @@ class CheckpointCase:
     #: RocksDB restored by clipping each old subtask's DB to the new key groups and importing its column
     #: families (state.backend.rocksdb.use-ingest-db-restore-mode, Flink 1.19+) rather than copying keys over.
     ingest_db_restore: bool = False
+    #: The changelog state backend over this one (state.changelog.enabled), its changes kept by this storage
+    #: ("filesystem": DSTL files in ``changelog/`` beside the checkpoint directory; "memory": in ``_metadata``).
+    changelog_storage: str | None = None
+    #: How often the changelog backend materializes (snapshots its inner backend, truncating the changelog):
+    #: an hour keeps every change in the log; a fraction of a second materializes while the job still changes state.
+    materialize_interval: str = "1h"
+    #: The DSTL files Snappy-compressed (state.changelog.dstl.dfs.compression.enabled).
+    changelog_compression: bool = False
 
 
 CASES = (
@@ -84,6 +92,22 @@ CASES = (
                    max_parallelism=1000, heap_timers=True),
     CheckpointCase("rocksdb-canonical-savepoint-windows-heap-timers", "windows", "rocksdb", False, "0",
                    savepoint_format="canonical", heap_timers=True),
+    CheckpointCase("hashmap-changelog-heap-kinds-materialized", "heap-kinds", "hashmap", False, "0",
+                   max_parallelism=1000, changelog_storage="filesystem", materialize_interval="100ms"),
+    CheckpointCase("hashmap-changelog-memory-heap-kinds", "heap-kinds", "hashmap", False, "0", max_parallelism=1000,
+                   changelog_storage="memory"),
+    CheckpointCase("rocksdb-changelog-keyed-kinds", "keyed-kinds", "rocksdb", True, "0", max_parallelism=1000,
+                   changelog_storage="filesystem"),
+    CheckpointCase("rocksdb-changelog-keyed-kinds-materialized", "keyed-kinds", "rocksdb", True, "0",
+                   max_parallelism=1000, changelog_storage="filesystem", materialize_interval="100ms"),
+    CheckpointCase("hashmap-changelog-churn-materialized", "churn", "hashmap", False, "0",
+                   changelog_storage="filesystem", materialize_interval="300ms"),
+    CheckpointCase("hashmap-changelog-churn-materialized-compressed", "churn", "hashmap", False, "0",
+                   changelog_storage="filesystem", materialize_interval="300ms", changelog_compression=True),
+    CheckpointCase("hashmap-changelog-windows-materialized", "windows", "hashmap", False, "0",
+                   changelog_storage="filesystem", materialize_interval="100ms"),
+    CheckpointCase("rocksdb-changelog-churn-materialized", "churn", "rocksdb", True, "0",
+                   changelog_storage="filesystem", materialize_interval="300ms"),
     # ForSt (Flink 2.0+) through the classic state API: its synchronous keyed backend, a local DB. (ForSt takes no
     # canonical savepoint: "does not support CANONICAL savepoints", 2.0.2 to 2.3.0.)
     CheckpointCase("forst-native-savepoint-keyed-kinds", "keyed-kinds", "forst", False, "0", max_parallelism=1000,
@@ -121,7 +145,18 @@ def checkpoint_config(version: str, case: CheckpointCase, directory: pathlib.Pat
         config[f"{options}.timer-service.factory"] = "HEAP"
     if case.ingest_db_restore:
         config[f"{options}.use-ingest-db-restore-mode"] = "true"
+    if case.changelog_storage:
+        config.update({"state.changelog.enabled": "true", "state.changelog.storage": case.changelog_storage,
+                       "state.changelog.dstl.dfs.base-path": changelog_dir(directory).resolve().as_uri(),
+                       "state.changelog.periodic-materialize.interval": case.materialize_interval,
+                       "state.changelog.dstl.dfs.compression.enabled": str(case.changelog_compression).lower()})
     return config
+
+
+def changelog_dir(checkpoint_dir: pathlib.Path) -> pathlib.Path:
+    """Where a changelog case's DSTL files go: beside its checkpoint directory (whose job directories the
+    driver scans for chk-N)."""
+    return checkpoint_dir.parent / "changelog"
 
 
 def take_checkpoints(version: str, cases: list[CheckpointCase], out: str | pathlib.Path, *,
@@ -203,6 +238,14 @@ def _keep_checkpoint(case: CheckpointCase, chk: pathlib.Path, target: pathlib.Pa
             if f.is_file() and f.relative_to(shared).as_posix().encode() in metadata:
                 (target / "shared" / f.relative_to(shared)).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(f, target / "shared" / f.relative_to(shared))
+    if case.changelog_storage:
+        # The DSTL files and a materialization's files of an earlier checkpoint (chk-M, taskowned) it names:
+        # copied beside _metadata, where a moved checkpoint's file handles resolve by name.
+        metadata = (chk / "_metadata").read_bytes()
+        for f in [*changelog_dir(chk.parent.parent).rglob("*"), *chk.parent.rglob("*")]:
+            kept = target / "checkpoint" / f.name
+            if f.is_file() and f.name.encode() in metadata and not kept.exists() and f.parent.name != "shared":
+                shutil.copy2(f, kept)
 
 
 def committed_snapshot(case_dir: pathlib.Path, into: pathlib.Path) -> pathlib.Path:

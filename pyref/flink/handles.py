@@ -10,10 +10,10 @@ offsets of each state's elements and their distribution mode.
 
 An incremental handle (RocksDB native format: every RocksDB checkpoint since Flink 1.16,
 full or incremental, and native-format savepoints) names the stream of the backend's
-serialization proxy and RocksDB's files (:mod:`pyref.flink.rocksdb`). Changelog and
-file-merging operator handles are parsed (so inspection shows them) but their state is
-refused with :class:`~pyref.errors.UnsupportedFormatError` saying what they are: they are
-not a full snapshot, and a canonical savepoint (or a HashMap backend's checkpoint) is the remedy.
+serialization proxy and RocksDB's files (:mod:`pyref.flink.rocksdb`). A changelog handle
+names the inner backend's materialized handles and the changes since, in ``_metadata`` or in
+DSTL files (:mod:`pyref.flink.changelog`). A file-merging operator handle is refused with
+:class:`~pyref.errors.UnsupportedFormatError` saying what it is, a canonical savepoint the remedy.
 """
 
 from __future__ import annotations
@@ -38,7 +38,10 @@ __all__ = [
     "OperatorStateHandle",
     "OperatorStateInfo",
     "DistributionMode",
-    "RefusedHandle",
+    "ChangelogHandle",
+    "ChangeSetFiles",
+    "InMemoryChanges",
+    "KeyedHandle",
     "IncrementalHandle",
     "read_stream_handle",
     "read_keyed_handle",
@@ -71,7 +74,7 @@ SEGMENT_PARTITIONABLE_OPERATOR = 17
 
 TAKE_CANONICAL = ("take a canonical savepoint (flink stop --savepointPath ... or "
                   "savepoint --type canonical, the default) and read that instead, or a checkpoint of the "
-                  "HashMap backend without changelog or file merging")
+                  "HashMap backend without file merging")
 #: The directories of a checkpoint's shared and task-owned state (CheckpointStorageLocation), beside chk-N.
 CHECKPOINT_SIBLINGS = ("shared", "taskowned")
 #: The directory a ForSt database keeps its files in, below its operator's directory.
@@ -150,6 +153,42 @@ class IncrementalHandle:
 
 
 @dataclass(frozen=True)
+class InMemoryChanges:
+    """Changes the changelog backend kept in ``_metadata`` (``InMemoryChangelogStateHandle``, the
+    ``memory`` changelog storage): per change its key group, bytes and where those are in ``_metadata``."""
+
+    key_groups: range
+    changes: tuple[tuple[int, bytes, int], ...]
+
+
+@dataclass(frozen=True)
+class ChangeSetFiles:
+    """Change sets in DSTL files (``ChangelogStateHandleStreamImpl``, the ``filesystem`` changelog
+    storage): each a file and the offset of the change set in its (decompressed) stream."""
+
+    key_groups: range
+    change_sets: tuple[tuple[StreamHandle | None, int], ...]
+
+
+@dataclass(frozen=True)
+class ChangelogHandle:
+    """Keyed state of the changelog state backend (``ChangelogStateBackendHandle``): the inner
+    backend's last materialized snapshot (none before the first materialization) and the changes
+    made since, in the order Flink applies them (:mod:`pyref.flink.changelog`)."""
+
+    first_key_group: int
+    key_group_count: int
+    materialized: tuple[KeyGroupsHandle | IncrementalHandle, ...]
+    changes: tuple[InMemoryChanges | ChangeSetFiles, ...]
+    materialization_id: int
+
+    @property
+    def key_groups(self) -> range:
+        return range(self.first_key_group, self.first_key_group + self.key_group_count)
+
+
+
+@dataclass(frozen=True)
 class OperatorStateInfo:
     """One operator state in a handle: its mode and element offsets (one
     offset for a broadcast state: where its map starts)."""
@@ -164,16 +203,8 @@ class OperatorStateHandle:
     stream: StreamHandle | None
 
 
-@dataclass(frozen=True)
-class RefusedHandle:
-    """A handle this reader parses but does not read state from."""
-
-    kind: str
-    description: str
-    key_groups: range | None = None
-
-    def refuse(self, where: str | None = None) -> UnsupportedFormatError:
-        return UnsupportedFormatError(f"{self.description}; {TAKE_CANONICAL}", path=where)
+#: A keyed handle of a subtask's state in ``_metadata``.
+KeyedHandle = KeyGroupsHandle | IncrementalHandle | ChangelogHandle
 
 
 def read_stream_handle(inp: DataInput) -> StreamHandle | None:
@@ -223,7 +254,24 @@ def _read_handle_list(inp: DataInput) -> tuple[tuple[str, StreamHandle | None], 
                  for _ in range(inp.read_count("incremental file count", 3)))
 
 
-def read_keyed_handle(inp: DataInput) -> KeyGroupsHandle | IncrementalHandle | RefusedHandle | None:
+def _nested(inp: DataInput, kinds: tuple[type, ...], what: str) -> KeyedHandle | InMemoryChanges | ChangeSetFiles:
+    """A handle inside a changelog handle, which must be of one of ``kinds``."""
+    start = inp.pos
+    handle = _read_keyed(inp)
+    if handle is None or not isinstance(handle, kinds):
+        raise inp.corrupt(f"{type(handle).__name__} among a changelog handle's {what} state", start, inp.pos - start)
+    return handle
+
+
+def read_keyed_handle(inp: DataInput) -> KeyedHandle | None:
+    start = inp.pos
+    handle = _read_keyed(inp)
+    if isinstance(handle, (InMemoryChanges, ChangeSetFiles)):
+        raise inp.corrupt("changelog changes outside a changelog state backend handle", start, inp.pos - start)
+    return handle
+
+
+def _read_keyed(inp: DataInput) -> KeyedHandle | InMemoryChanges | ChangeSetFiles | None:
     start = inp.pos
     kind = inp.read_ubyte("keyed handle type")
     if kind == NULL_HANDLE:
@@ -253,38 +301,42 @@ def read_keyed_handle(inp: DataInput) -> KeyGroupsHandle | IncrementalHandle | R
     if kind in (CHANGELOG, CHANGELOG_V2):
         first, count = _read_key_group_range(inp)
         inp.read_long("checkpointed size")
-        for _ in range(inp.read_count("materialized handle count")):
-            read_keyed_handle(inp)
-        for _ in range(inp.read_count("changelog handle count")):
-            read_keyed_handle(inp)
-        inp.read_long("materialization id")
+        materialized = tuple(_nested(inp, (KeyGroupsHandle, IncrementalHandle), "materialized")
+                             for _ in range(inp.read_count("materialized handle count")))
+        changes = tuple(_nested(inp, (ChangeSetFiles, InMemoryChanges), "non-materialized")
+                        for _ in range(inp.read_count("changelog handle count")))
+        materialization = inp.read_long("materialization id")
         if kind == CHANGELOG_V2:
             inp.read_long("checkpoint id")
         inp.read_utf("state handle id")
-        return RefusedHandle("changelog", "changelog state backend keyed state (ChangelogStateBackendHandle)",
-                             range(first, first + count))
+        return ChangelogHandle(first, count, materialized, changes, materialization)  # type: ignore[arg-type]
     if kind == CHANGELOG_BYTE_INCREMENT:
         first, count = _read_key_group_range(inp)
         inp.read_long("sequence from")
         inp.read_long("sequence to")
+        in_memory = []
         for _ in range(inp.read_count("change count", 8)):
-            inp.read_int("change key group")
-            inp.skip(inp.read_count("change length"), "change")
+            key_group = inp.read_int("change key group")
+            at = inp.pos
+            size = inp.read_count("change length")
+            in_memory.append((key_group, inp.read_bytes(size, "change"), inp.base + at + 4))
         inp.read_utf("state handle id")
-        return RefusedHandle("changelog", "in-memory changelog (InMemoryChangelogStateHandle)",
-                             range(first, first + count))
+        return InMemoryChanges(range(first, first + count), tuple(in_memory))
     if kind in (CHANGELOG_FILE_INCREMENT, CHANGELOG_FILE_INCREMENT_V2):
         first, count = _read_key_group_range(inp)
+        change_sets = []
         for _ in range(inp.read_count("changelog file count", 9)):
-            inp.read_long("changelog offset")
-            read_stream_handle(inp)
+            at = inp.pos
+            offset = inp.read_long("changelog offset")
+            if offset < 0:
+                raise inp.corrupt(f"negative change set offset {offset}", at, 8)
+            change_sets.append((read_stream_handle(inp), offset))
         inp.read_long("state size")
         inp.read_long("checkpointed size")
         inp.read_utf("state handle id")
         if kind == CHANGELOG_FILE_INCREMENT_V2:
             inp.read_utf("storage identifier")
-        return RefusedHandle("changelog", "changelog files (ChangelogStateHandleStreamImpl)",
-                             range(first, first + count))
+        return ChangeSetFiles(range(first, first + count), tuple(change_sets))
     raise inp.corrupt(f"unknown keyed state handle type {kind}", start, 1)
 
 
@@ -338,6 +390,19 @@ class HandleStore(ABC):
         """``(buffer, start, end, name)``: the handle's bytes are ``buffer[start:end]``."""
         if handle.kind == "inline":
             return handle.data or b"", 0, len(handle.data or b""), f"_metadata ({handle.location})"
+        buffer, name = self.open_file(handle)
+        start = handle.start
+        end = start + handle.size
+        if handle.size < 0 or end > len(buffer):
+            raise CorruptSavepointError(f"state handle says {handle.size} bytes at {start} but the file has "
+                                        f"{len(buffer)}", path=name, byte_range=(start, end))
+        return buffer, start, end, name
+
+    def open_file(self, handle: StreamHandle) -> tuple[bytes | mmap.mmap, str]:
+        """The whole file a handle names, whatever size the handle gives (a DSTL file's handle gives
+        its stream's, the file holds a compression flag byte more), and the file's name."""
+        if handle.kind == "inline":
+            return handle.data or b"", f"_metadata ({handle.location})"
         name = self._resolve(handle)
         buffer = self._files.pop(name, None)
         if buffer is None:
@@ -346,12 +411,7 @@ class HandleStore(ABC):
         self._files[name] = buffer
         while len(self._files) > 1 and self._cached > self.cache_bytes:
             self._cached -= len(self._files.pop(next(iter(self._files))))
-        start = handle.start
-        end = start + handle.size
-        if handle.size < 0 or end > len(buffer):
-            raise CorruptSavepointError(f"state handle says {handle.size} bytes at {start} but the file has "
-                                        f"{len(buffer)}", path=name, byte_range=(start, end))
-        return buffer, start, end, name
+        return buffer, name
 
     @abstractmethod
     def _resolve(self, handle: StreamHandle) -> str:

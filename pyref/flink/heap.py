@@ -40,7 +40,7 @@ from .meta_info import StateMetaInfo
 from .serializers import FlinkType
 from .values import Codec, Undelimited, codec_for
 
-__all__ = ["HEAP", "SAVEPOINT_FORMAT", "keyed_layout", "iter_heap_subtask"]
+__all__ = ["HEAP", "SAVEPOINT_FORMAT", "keyed_layout", "iter_heap_subtask", "StateDecoder"]
 
 HEAP = "heap"
 SAVEPOINT_FORMAT = "savepoint-format"
@@ -113,11 +113,15 @@ def _variable_int(value: int) -> bytes:
     return bytes(out)
 
 
-class _StateDecoder:
-    """Turns one state's heap entries into savepoint-format (key, value) rows."""
+class StateDecoder:
+    """Turns one state's heap entries into savepoint-format (key, value) rows; the changelog
+    (:mod:`pyref.flink.changelog`) steps over its changes' keys, namespaces and values with it too.
+    ``writer`` names what wrote the values, for the refusal of a type stored without its length."""
 
-    def __init__(self, info: StateMetaInfo, key_codec: Codec, prefix_bytes: int) -> None:
+    def __init__(self, info: StateMetaInfo, key_codec: Codec, prefix_bytes: int,
+                 writer: str = "a heap (HashMap backend) checkpoint") -> None:
         self.info = info
+        self.writer = writer
         self.prefix_bytes = prefix_bytes
         self.key_codec = key_codec
         value = info.serializers["VALUE_SERIALIZER"]
@@ -144,47 +148,49 @@ class _StateDecoder:
                                          f"{kind}", state=self.info.name)
         return codec_for(value.children[index])
 
-    def _span(self, inp: DataInput, codec: Codec) -> bytes:
+    def span(self, inp: DataInput, codec: Codec) -> bytes:
+        """The bytes of one value of ``codec``'s type at ``inp``, stepped over."""
         start = inp.pos
         try:
             codec.skip(inp)
         except Undelimited:
             raise UnsupportedFormatError(
-                f"keyed state {self.info.name!r} of a heap (HashMap backend) checkpoint holds "
-                f"{codec.type.describe()} values, which the heap backend writes without their length, so neither "
-                "they nor the states after them in a key group can be found; take a canonical savepoint, or a "
-                "checkpoint of a job whose state types have Flink serializers", path=inp.path,
-                state=self.info.name) from None
+                f"keyed state {self.info.name!r} of {self.writer} holds {codec.type.describe()} values, which "
+                "are written without their length, so neither they nor what follows them can be found; take a "
+                "canonical savepoint, or a checkpoint of a job whose state types have Flink serializers",
+                path=inp.path, state=self.info.name) from None
         return bytes(inp.data[start:inp.pos])
+
+    def composite(self, prefix: bytes, key: bytes, namespace: bytes) -> bytes:
+        """RocksDB's composite key of ``key`` and ``namespace`` after the key-group ``prefix``."""
+        if self.ambiguous:  # key and namespace both of variable size: each followed by its length
+            return prefix + key + _variable_int(len(key)) + namespace + _variable_int(len(namespace))
+        return prefix + key + namespace
 
     def read(self, inp: DataInput, key_group: int, keys: list[bytes], values: list[bytes]) -> None:
         """One state's block of a key group (after its state id): int count, entries."""
         prefix = key_group.to_bytes(self.prefix_bytes, "big")
         for _ in range(inp.read_count(f"{self.info.name} entry count")):
             if self.timers:
-                keys.append(prefix + self._span(inp, self.value_codec))
+                keys.append(prefix + self.span(inp, self.value_codec))
                 values.append(b"")
                 continue
-            namespace = self._span(inp, self.namespace_codec)
-            key = self._span(inp, self.key_codec)
-            if self.ambiguous:
-                composite = prefix + key + _variable_int(len(key)) + namespace + _variable_int(len(namespace))
-            else:
-                composite = prefix + key + namespace
+            namespace = self.span(inp, self.namespace_codec)
+            composite = self.composite(prefix, self.span(inp, self.key_codec), namespace)
             if self.kind == "LIST":
-                elements = [self._span(inp, self.element) for _ in range(inp.read_count("list length"))]
+                elements = [self.span(inp, self.element) for _ in range(inp.read_count("list length"))]
                 if elements:  # RocksDB keeps no empty list; the heap backend does not either
                     keys.append(composite)
                     values.append(bytes([LIST_DELIMITER]).join(elements))
             elif self.kind == "MAP":
                 for _ in range(inp.read_count("map size")):
-                    user_key = self._span(inp, self.user_key)
+                    user_key = self.span(inp, self.user_key)
                     null = inp.read_bool("map value null flag")
                     keys.append(composite + user_key)
-                    values.append(b"\x01" if null else b"\x00" + self._span(inp, self.user_value))
+                    values.append(b"\x01" if null else b"\x00" + self.span(inp, self.user_value))
             else:
                 keys.append(composite)
-                values.append(self._span(inp, self.value_codec))
+                values.append(self.span(inp, self.value_codec))
 
 
 class _StateRows:
@@ -207,7 +213,7 @@ class _StateRows:
         self._flush()
         self.chunks.append((np.full(len(keys), key_group, np.int64), keys, values))
 
-    def block(self, decoder: _StateDecoder, inp: DataInput, key_group: int) -> None:
+    def block(self, decoder: StateDecoder, inp: DataInput, key_group: int) -> None:
         """One state's block of a key group (after its state id): a walk when it holds, else per entry."""
         if decoder.walker is not None and isinstance(inp.data, bytes):
             walked = decoder.walker.rows(inp.data, inp.pos, inp.end, key_group, decoder.prefix_bytes)
@@ -231,7 +237,7 @@ class _StateRows:
 
 
 def _key_group_blocks(buffer, start: int, bounds: tuple[int, int, int], meta: KeyedBackendMeta,
-                      decoders: list[_StateDecoder], rows: list[_StateRows], name: str) -> None:
+                      decoders: list[StateDecoder], rows: list[_StateRows], name: str) -> None:
     key_group, offset, stop = bounds
     at = start + offset
     head = DataInput(buffer, at, start + stop, path=name)
@@ -265,7 +271,7 @@ def iter_heap_subtask(buffer, start: int, end: int, subtask: int, key_groups: ra
     """One subtask's heap checkpoint stream as runs of whole key groups of about ``batch_bytes``
     stored bytes (None: one run), like :func:`pyref.flink.keyed.iter_keyed_subtask`."""
     key_codec = codec_for(meta.key_type)
-    decoders = [_StateDecoder(info, key_codec, prefix_bytes) for info in meta.states]
+    decoders = [StateDecoder(info, key_codec, prefix_bytes) for info in meta.states]
     bounds = section_bounds({kg: o for kg, o in zip(key_groups, offsets) if o}, end - start, name, start)
     for run in batched_sections(bounds, batch_bytes):
         rows = [_StateRows() for _ in decoders]

@@ -28,8 +28,8 @@ from .serializers import (
 )
 from .to_flink import FlinkSerializer, list_serializer, map_serializer
 
-__all__ = ["StateMetaInfo", "read_state_meta_infos", "looks_like_meta_info", "unreadable_async_state",
-           "BACKEND_STATE_TYPES"]
+__all__ = ["StateMetaInfo", "read_meta_info", "read_state_meta_infos", "looks_like_meta_info",
+           "unreadable_async_state", "BACKEND_STATE_TYPES"]
 
 #: Backend state types (``StateMetaInfoSnapshot.BackendStateType`` ordinals).
 BACKEND_STATE_TYPES = ("KEY_VALUE", "OPERATOR", "BROADCAST", "PRIORITY_QUEUE", "KEY_VALUE_V2")
@@ -86,7 +86,7 @@ def _looks_like_serializer_entry(inp: DataInput) -> bool:
             and looks_like_versioned_snapshot(inp))
 
 
-def _read_meta_info(inp: DataInput, follow: Follow) -> StateMetaInfo:
+def read_meta_info(inp: DataInput, follow: Follow) -> StateMetaInfo:
     start = inp.pos
     name = inp.read_utf("state name")
     inp.state = name
@@ -146,4 +146,4 @@ def read_state_meta_infos(inp: DataInput, end_follow: Follow) -> list[StateMetaI
     count = inp.read_short("state count")
     if count < 0:
         raise inp.corrupt(f"negative state count {count}", inp.pos - 2, 2)
-    return [_read_meta_info(inp, end_follow if i == count - 1 else looks_like_meta_info) for i in range(count)]
+    return [read_meta_info(inp, end_follow if i == count - 1 else looks_like_meta_info) for i in range(count)]

@@ -28,10 +28,8 @@ from ..errors import CorruptSavepointError, UnsupportedFormatError
 from .channel_state import INPUT, OUTPUT, ChannelStateHandle, read_channel_state
 from .datainput import DataInput
 from .handles import (
-    IncrementalHandle,
-    KeyGroupsHandle,
+    KeyedHandle,
     OperatorStateHandle,
-    RefusedHandle,
     StreamHandle,
     read_keyed_handle,
     read_operator_handle,
@@ -61,8 +59,8 @@ class SubtaskState:
     finished: bool = False
     managed_operator_state: OperatorStateHandle | None = None
     raw_operator_state: OperatorStateHandle | None = None
-    managed_keyed_state: KeyGroupsHandle | IncrementalHandle | RefusedHandle | None = None
-    raw_keyed_state: KeyGroupsHandle | IncrementalHandle | RefusedHandle | None = None
+    managed_keyed_state: KeyedHandle | None = None
+    raw_keyed_state: KeyedHandle | None = None
     #: An unaligned checkpoint's in-flight data: input channel then result subpartition handles.
     in_flight: tuple[ChannelStateHandle, ...] = ()
 

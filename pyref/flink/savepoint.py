@@ -45,7 +45,9 @@ from ..reader import savepoints_below
 from ..storage import MANIFEST_NAME, open_io
 from .channel_state import in_flight_summary
 from .datainput import DataInput
-from .handles import DistributionMode, IncrementalHandle, KeyGroupsHandle, RefusedHandle, StreamHandle, open_handle_store
+from .changelog import CHANGELOG, apply_changelog, changelog_meta, iter_changes
+from .handles import (DistributionMode, ChangelogHandle, IncrementalHandle, KeyedHandle, KeyGroupsHandle,
+                      StreamHandle, TAKE_CANONICAL, open_handle_store)
 from .heap import HEAP, SAVEPOINT_FORMAT, iter_heap_subtask, keyed_layout
 from .rocksdb.native import ROCKSDB_NATIVE, iter_native_subtask
 from .keyed import (
@@ -155,9 +157,13 @@ class FlinkOperator:
             raise result.with_traceback(None)
         return result
 
-    def _keyed_head(self, handle: KeyGroupsHandle | IncrementalHandle) -> KeyedBackendMeta:
+    def _keyed_head(self, handle: KeyedHandle) -> KeyedBackendMeta:
         """The key serializer and state meta infos at the head of a subtask's keyed stream
-        (of a native-format handle: its meta stream)."""
+        (of a native-format handle: its meta stream; of a changelog: its materialized part's and its log's)."""
+        if isinstance(handle, ChangelogHandle):
+            materialized = self._keyed_head(handle.materialized[0]) if handle.materialized else None
+            return self._once(("keyed", id(handle)), lambda: changelog_meta(
+                iter_changes(self._savepoint.store.open_file, handle), materialized))
         # A meta stream is the head alone; a keyed stream's head ends where its first key group begins.
         if isinstance(handle, IncrementalHandle):
             stream, present = handle.meta, []
@@ -184,30 +190,36 @@ class FlinkOperator:
                                                 f"{kind.replace('_', ' ')} of key group {start}",
                                                 path=self._savepoint.location)
 
-    def _keyed_handle(self, sub) -> KeyGroupsHandle | IncrementalHandle | None:
-        """A subtask's keyed state handle, None when it holds none; a refused handle raises."""
+    def _keyed_handle(self, sub) -> KeyedHandle | None:
+        """A subtask's keyed state handle, None when it holds none."""
         self._check_key_group_ranges()
         handle = sub.managed_keyed_state
-        if isinstance(handle, RefusedHandle):
-            raise handle.refuse(self._savepoint.location)
         if isinstance(handle, IncrementalHandle) and handle.meta is None and handle.shared + handle.private:
             raise CorruptSavepointError(f"subtask {sub.index}: RocksDB files but no meta stream (the state meta "
                                         "infos) in its keyed state handle", path=self._savepoint.location)
+        if isinstance(handle, ChangelogHandle):
+            if len(handle.materialized) > 1:
+                raise UnsupportedFormatError(
+                    f"subtask {sub.index}: changelog state backend keyed state restored from {len(handle.materialized)} "
+                    f"materialized snapshots (a rescaled changelog job); {TAKE_CANONICAL}", path=self._savepoint.location)
+            return handle if handle.materialized or handle.changes else None
         if handle is None or (handle.meta if isinstance(handle, IncrementalHandle) else handle.stream) is None:
             return None
         return handle
 
     def keyed_layout(self, subtask: int) -> str | None:
         """How a subtask's keyed state is laid out: ``savepoint-format``, ``heap`` (a HashMap
-        backend's checkpoint), ``rocksdb-native`` (RocksDB's SST files) or ``None`` (no keyed
-        state); a refused handle raises."""
+        backend's checkpoint), ``rocksdb-native`` (RocksDB's SST files), ``changelog`` (the
+        changelog backend's materialized snapshot and changes) or ``None`` (no keyed state)."""
         for sub in self.state.subtasks:
             if sub.index == subtask:
                 handle = self._keyed_handle(sub)
                 return None if handle is None else self._layout(handle)
         return None
 
-    def _layout(self, handle: KeyGroupsHandle | IncrementalHandle) -> str:
+    def _layout(self, handle: KeyedHandle) -> str:
+        if isinstance(handle, ChangelogHandle):
+            return CHANGELOG
         if isinstance(handle, IncrementalHandle):
             return ROCKSDB_NATIVE
         if handle.savepoint:  # a canonical savepoint's keyed state is always in the savepoint format
@@ -230,8 +242,6 @@ class FlinkOperator:
         """A subtask's raw keyed stream (buffer, start, end, file name) and its handle."""
         self._check_key_group_ranges()
         handle = sub.raw_keyed_state
-        if isinstance(handle, RefusedHandle):
-            raise handle.refuse(self._savepoint.location)
         if not isinstance(handle, KeyGroupsHandle) or handle.stream is None:
             raise CorruptSavepointError(f"subtask {sub.index}: raw keyed state without a key-grouped stream",
                                         path=self._savepoint.location)
@@ -356,10 +366,17 @@ class FlinkOperator:
                 # Every run lists every state: the timers' rows come with the first.
                 yield part if timers is None else part.with_states(timers.states if i == 0 else timers.empty())
 
-    def _managed_runs(self, subtask: int, handle: KeyGroupsHandle | IncrementalHandle, prefix_bytes: int,
+    def _managed_runs(self, subtask: int, handle: KeyedHandle, prefix_bytes: int,
                       batch_bytes: int | None) -> Iterator[KeyedSubtask]:
-        """A subtask's managed keyed state in runs of whole key groups, whichever its layout."""
+        """A subtask's managed keyed state in runs of whole key groups, whichever its layout (a
+        changelog's in one run: its changes may touch any key group)."""
         meta = self._keyed_head(handle)
+        if isinstance(handle, ChangelogHandle):
+            materialized = [part for inner in handle.materialized
+                            for part in self._managed_runs(subtask, inner, prefix_bytes, None)]
+            yield apply_changelog(handle, iter_changes(self._savepoint.store.open_file, handle), meta, materialized,
+                                  subtask, prefix_bytes)
+            return
         if isinstance(handle, IncrementalHandle):
             yield from iter_native_subtask(self._sst_bytes, handle, subtask, prefix_bytes, meta,
                                            self._savepoint.location, batch_bytes)

@@ -22,6 +22,9 @@ taken with ``python -m compat_tests.flink.checkpoints``) read without a JVM.
 * RocksDB keeping its timers on the heap writes them as raw keyed state (incremental checkpoints
   of the windows job on 2.3.0 and of keyed-kinds on 1.20.3), a canonical savepoint of it as
   managed timer queues;
+* the changelog state backend's checkpoints (1.20.3 and 2.3.0, over HashMap and RocksDB) hold its
+  last materialized snapshot (heap layout, RocksDB SST files; none before the first) and the changes
+  made since, in DSTL files (Snappy-compressed too) or in ``_metadata``, applied as Flink's restore does;
 
 all read exactly as the truth the job wrote at that checkpoint, verify, import and export as a
 canonical savepoint that reads as the same truth.
@@ -43,8 +46,9 @@ import pytest
 
 from pyref.errors import CorruptSavepointError, StorageError, UnsupportedFormatError
 from pyref.flink import FlinkSavepoint, export_savepoint, import_flink
+from pyref.flink.changelog import CHANGELOG
 from pyref.flink.handles import IncrementalHandle, checkpoint_sibling
-from pyref.flink.heap import HEAP, SAVEPOINT_FORMAT, _StateDecoder, keyed_layout
+from pyref.flink.heap import HEAP, SAVEPOINT_FORMAT, StateDecoder, keyed_layout
 from pyref.flink.composite import split_keys
 from pyref.flink.datainput import DataInput
 from pyref.flink.inspection import describe_flink, verify_flink
@@ -76,6 +80,13 @@ READABLE = {"2.3.0-hashmap-windows": HEAP, "1.20.3-hashmap-heap-kinds": HEAP, "1
             "2.3.0-rocksdb-canonical-savepoint-windows-heap-timers": SAVEPOINT_FORMAT,
             "1.20.3-rocksdb-incremental-churn-rescaled-3-ingest": ROCKSDB_NATIVE,
             "2.3.0-rocksdb-incremental-churn-rescaled-3-ingest": ROCKSDB_NATIVE,
+            "2.3.0-hashmap-changelog-heap-kinds-materialized": CHANGELOG,
+            "1.20.3-hashmap-changelog-memory-heap-kinds": CHANGELOG,
+            "2.3.0-hashmap-changelog-churn-materialized-compressed": CHANGELOG,
+            "2.3.0-hashmap-changelog-windows-materialized": CHANGELOG,
+            "2.3.0-rocksdb-changelog-keyed-kinds-materialized": CHANGELOG,
+            "1.20.3-rocksdb-changelog-keyed-kinds-materialized": CHANGELOG,
+            "1.20.3-rocksdb-changelog-churn-materialized": CHANGELOG,
             # ForSt: RocksDB's layout, SST files of a partitioned index; the async state API's DB files in
             # shared/<operator's directory>/db/ and its KEY_VALUE_V2 meta info.
             "2.3.0-forst-native-savepoint-keyed-kinds": ROCKSDB_NATIVE,
@@ -284,7 +295,7 @@ def test_bytes_fitting_both_layouts_are_refused_not_guessed() -> None:
 
 def test_heap_values_without_a_stored_length_are_refused_by_name() -> None:
     kryo = FlinkType("kryo", "", 0, b"", type_name="org.example.Blob")
-    decoder = _StateDecoder(_value_state("blob", kryo), codec_for(_STRING), 1)
+    decoder = StateDecoder(_value_state("blob", kryo), codec_for(_STRING), 1)
     entry = b"\x00\x00\x00\x01" + b"\x00" + b"\x02k" + b"\x01\x02\x03"  # count 1: void namespace, key "k", Kryo bytes
     with pytest.raises(UnsupportedFormatError, match="'blob' .* kryo:org.example.Blob values.*without their length"):
         decoder.read(DataInput(entry), 0, [], [])
@@ -294,7 +305,7 @@ def test_heap_keys_of_two_variable_sized_parts_carry_their_lengths() -> None:
     """Key and namespace both variable-sized: each is followed by its length, as RocksDB composes them."""
     info = StateMetaInfo("s", "KEY_VALUE", {"KEYED_STATE_TYPE": "VALUE"},
                          {"VALUE_SERIALIZER": _STRING, "NAMESPACE_SERIALIZER": _STRING})
-    decoder = _StateDecoder(info, codec_for(_STRING), 2)
+    decoder = StateDecoder(info, codec_for(_STRING), 2)
     # count 1: namespace "ns", key "key", value "v" (StringValue: varint length + 1, then chars)
     entry = b"\x00\x00\x00\x01" + b"\x03ns" + b"\x04key" + b"\x02v"
     keys: list[bytes] = []
@@ -313,7 +324,7 @@ def test_heap_empty_lists_and_maps_make_no_rows() -> None:
         info = StateMetaInfo("s", "KEY_VALUE", {"KEYED_STATE_TYPE": kind},
                              {"VALUE_SERIALIZER": value, "NAMESPACE_SERIALIZER": _VOID})
         keys: list[bytes] = []
-        _StateDecoder(info, codec_for(_STRING), 1).read(DataInput(b"\x00\x00\x00\x01\x00\x02k" + bytes(4)), 0, keys, [])
+        StateDecoder(info, codec_for(_STRING), 1).read(DataInput(b"\x00\x00\x00\x01\x00\x02k" + bytes(4)), 0, keys, [])
         assert keys == [], kind
 
 

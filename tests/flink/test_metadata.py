@@ -20,7 +20,8 @@ from pyref.testing.flink_bytes import (
 )
 
 from pyref.errors import CorruptSavepointError, SavepointError, UnsupportedFormatError
-from pyref.flink.handles import DistributionMode, IncrementalHandle, KeyGroupsHandle, RefusedHandle, StreamHandle
+from pyref.flink.handles import (ChangelogHandle, ChangeSetFiles, DistributionMode, IncrementalHandle, InMemoryChanges,
+                                 KeyGroupsHandle, StreamHandle)
 from pyref.flink.metadata import parse_metadata
 
 OP_ID = bytes(range(16))
@@ -88,14 +89,29 @@ def test_incremental_keyed_handles_name_their_meta_stream_and_files(handle: byte
     assert [name for name, _ in incremental.shared] == ["000009.sst"] and incremental.private == ()
 
 
-def test_changelog_keyed_handles_are_parsed_then_refused() -> None:
-    handle = b"\x0e" + i32(0) + i32(4) + i64(0) + i32(0) + i32(0) + i64(1) + i64(1) + utf("id")
+def test_changelog_keyed_handles_name_their_materialized_state_and_changes() -> None:
+    """ChangelogStateBackendHandle v2: key groups, size, the materialized handles, the non-materialized
+    ones (an in-memory changelog of one change, then change sets in a file), ids."""
+    in_memory = b"\x09" + i32(0) + i32(4) + i64(0) + i64(1) + i32(1) + i32(2) + i32(3) + b"abc" + utf("m")
+    files = b"\x0d" + i32(0) + i32(4) + i32(1) + i64(7) + b"\x02" + i64(40) + utf("/x/dstl") + i64(1) + i64(1) \
+        + utf("f") + utf("filesystem")
+    materialized = b"\x0c" + i32(0) + i32(4) + bytes(32) + b"\x00" + utf("id")
+    handle = (b"\x0e" + i32(0) + i32(4) + i64(0) + i32(1) + materialized + i32(2) + in_memory + files + i64(3)
+              + i64(5) + utf("id"))
     md = parse_metadata(metadata([operator(OP_ID, 1, 4, [subtask(0, None, handle)])]))
-    refused = md.operators[0].subtasks[0].managed_keyed_state
-    assert isinstance(refused, RefusedHandle)
-    error = refused.refuse("sp")
-    assert isinstance(error, UnsupportedFormatError)
-    assert "changelog" in str(error) and "canonical savepoint" in str(error)
+    changelog = md.operators[0].subtasks[0].managed_keyed_state
+    assert isinstance(changelog, ChangelogHandle) and changelog.key_groups == range(0, 4)
+    assert changelog.materialized == (KeyGroupsHandle(0, (0, 0, 0, 0), None, savepoint=False),)
+    memory, dstl = changelog.changes
+    assert isinstance(memory, InMemoryChanges) and [c[:2] for c in memory.changes] == [(2, b"abc")]
+    assert dstl == ChangeSetFiles(range(0, 4), ((StreamHandle("file", "/x/dstl", 40), 7),))
+    assert changelog.materialization_id == 3
+
+
+def test_changelog_changes_outside_a_changelog_handle_are_corrupt() -> None:
+    bare = b"\x09" + i32(0) + i32(4) + i64(0) + i64(1) + i32(0) + utf("m")
+    with pytest.raises(CorruptSavepointError, match="outside a changelog state backend handle"):
+        parse_metadata(metadata([operator(OP_ID, 1, 4, [subtask(0, None, bare)])]))
 
 
 def test_checkpoint_key_groups_handle_is_read_as_a_full_snapshot() -> None:
