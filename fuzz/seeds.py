@@ -72,14 +72,16 @@ FLINK_CHECKPOINTS = os.path.join(FLINK_TEST_DATA, "checkpoints")
 #: Retained checkpoints: HashMap backend ones (the heap layout, plain and compressed), a RocksDB one of 1.14
 #: and ones of 1.16 and 2.3 (RocksDB's SST files inline in ``_metadata``: crc32c uncompressed, XXH3 with
 #: zstd and with LZ4 data blocks), one of unaligned checkpoints (in-flight channel state handles), an
-#: incremental RocksDB one with heap timers (raw keyed state) and one right after a rescale (range
-#: deletion blocks), tarred with their ``shared/`` files, which sit beside ``sp`` as beside ``chk-N``;
-#: two of the changelog state backend (its changes in ``_metadata``; in Snappy-compressed DSTL files).
+#: incremental RocksDB one with heap timers (raw keyed state), one right after a rescale (range
+#: deletion blocks) and a ForSt one (partitioned indexes), tarred with their ``shared/`` files, which sit
+#: beside ``sp`` as beside ``chk-N``; two of the changelog state backend (its changes in ``_metadata``; in
+#: Snappy-compressed DSTL files).
 FLINK_CHECKPOINT_CASES = ("1.20.3-hashmap-seeds", "1.20.3-hashmap-seeds-compressed", "1.14.6-rocksdb-full-seeds",
                           "1.16.3-rocksdb-full-seeds", "2.3.0-rocksdb-full-seeds-zstd",
                           "2.3.0-rocksdb-full-seeds-lz4", "1.20.3-hashmap-unaligned-backpressure",
                           "2.3.0-rocksdb-incremental-windows-heap-timers",
-                          "2.3.0-rocksdb-incremental-churn-rescaled-3", "1.20.3-hashmap-changelog-memory-heap-kinds",
+                          "2.3.0-rocksdb-incremental-churn-rescaled-3", "2.3.0-forst-incremental-churn",
+                          "1.20.3-hashmap-changelog-memory-heap-kinds",
                           "2.3.0-hashmap-changelog-churn-materialized-compressed")
 #: Flink SQL, CEP and Scala API savepoints of the tests (``_metadata`` only; ``.gz`` ones are unpacked):
 #: their table-runtime snapshots hold Java serialization streams, their CEP state flink-cep's own, the

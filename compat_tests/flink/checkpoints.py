@@ -108,6 +108,17 @@ CASES = (
                    changelog_storage="filesystem", materialize_interval="100ms"),
     CheckpointCase("rocksdb-changelog-churn-materialized", "churn", "rocksdb", True, "0",
                    changelog_storage="filesystem", materialize_interval="300ms"),
+    # ForSt (Flink 2.0+) through the classic state API: its synchronous keyed backend, a local DB. (ForSt takes no
+    # canonical savepoint: "does not support CANONICAL savepoints", 2.0.2 to 2.3.0.)
+    CheckpointCase("forst-native-savepoint-keyed-kinds", "keyed-kinds", "forst", False, "0", max_parallelism=1000,
+                   savepoint_format="native"),
+    CheckpointCase("forst-full-keyed-kinds", "keyed-kinds", "forst", False, "0", max_parallelism=1000),
+    CheckpointCase("forst-full-seeds", "seeds", "forst", False, "20kb"),
+    CheckpointCase("forst-incremental-churn", "churn", "forst", True, "0"),
+    CheckpointCase("forst-incremental-windows-heap-timers", "windows", "forst", True, "0", heap_timers=True),
+    # The async state API (KeyedStream.enableAsyncState(), state v2 descriptors): ForSt's asynchronous keyed backend.
+    CheckpointCase("forst-incremental-async-state", "async-state", "forst", True, "0"),
+    CheckpointCase("forst-native-savepoint-async-state", "async-state", "forst", False, "0", savepoint_format="native"),
 )
 #: Unaligned checkpoints from the start (no alignment timeout), of small network buffers (4 KiB segments, few per
 #: channel) so that the in-flight data a checkpoint keeps stays small.
@@ -125,14 +136,15 @@ def checkpoint_config(version: str, case: CheckpointCase, directory: pathlib.Pat
     config.update({"execution.checkpointing.interval": INTERVAL,
                    "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
                    keys.incremental: str(case.incremental).lower()})
+    options = f"state.backend.{case.backend}"  # ForSt names RocksDB's options state.backend.forst.*
     if case.rocksdb_compression:
-        config["state.backend.rocksdb.compression.per.level"] = case.rocksdb_compression
+        config[f"{options}.compression.per.level"] = case.rocksdb_compression
     if case.unaligned:
         config.update(UNALIGNED_CONFIG)
     if case.heap_timers:
-        config["state.backend.rocksdb.timer-service.factory"] = "HEAP"
+        config[f"{options}.timer-service.factory"] = "HEAP"
     if case.ingest_db_restore:
-        config["state.backend.rocksdb.use-ingest-db-restore-mode"] = "true"
+        config[f"{options}.use-ingest-db-restore-mode"] = "true"
     if case.changelog_storage:
         config.update({"state.changelog.enabled": "true", "state.changelog.storage": case.changelog_storage,
                        "state.changelog.dstl.dfs.base-path": changelog_dir(directory).resolve().as_uri(),
@@ -215,15 +227,17 @@ def _run_cases(version: str, cases: list[CheckpointCase], tmp: pathlib.Path,
 
 
 def _keep_checkpoint(case: CheckpointCase, chk: pathlib.Path, target: pathlib.Path) -> None:
-    """``target/checkpoint`` (the retained chk-N) and, incremental, ``target/shared`` (the files of it it names)."""
+    """``target/checkpoint`` (the retained chk-N) and, incremental, ``target/shared`` (the files of it it names,
+    ForSt's DB files in their directories below it)."""
     shutil.copytree(chk, target / "checkpoint")
     shared = chk.parent / "shared"
     if case.incremental and shared.is_dir():
         metadata = (chk / "_metadata").read_bytes()
         (target / "shared").mkdir()
-        for f in shared.iterdir():  # the files of subsumed checkpoints Flink has not deleted yet are left out
-            if f.is_file() and f.name.encode() in metadata:
-                shutil.copy2(f, target / "shared" / f.name)
+        for f in shared.rglob("*"):  # the files of subsumed checkpoints Flink has not deleted yet are left out
+            if f.is_file() and f.relative_to(shared).as_posix().encode() in metadata:
+                (target / "shared" / f.relative_to(shared)).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(f, target / "shared" / f.relative_to(shared))
     if case.changelog_storage:
         # The DSTL files and a materialization's files of an earlier checkpoint (chk-M, taskowned) it names:
         # copied beside _metadata, where a moved checkpoint's file handles resolve by name.

@@ -126,7 +126,7 @@ def generate_version(version: str, backends: list[str], cases: list[Case], *, do
                 shutil.rmtree(staging, ignore_errors=True)
                 continue
             backends_used = result.get("keyed_state_backends", [])
-            expected = "RocksDB" if backend == "rocksdb" else "Heap"
+            expected = harness.BACKEND_CLASSES[backend]
             if not all(expected in b for b in backends_used):  # [] for a job without keyed SpecOperators
                 failed += 1
                 print(f"  {version} {backend} {case.name}: FAILED: ran with {backends_used}, not the {backend} backend",

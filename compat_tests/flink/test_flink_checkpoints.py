@@ -8,7 +8,8 @@ pyref reads and verifies them, imports them and exports canonical savepoints, wh
 restores (one JVM per version) to exactly the job's truth at that checkpoint (pending windows'
 timers firing after the restore); the heap checkpoints of tests/flink/data/checkpoints are
 restored the same way, and the windows one of RocksDB keeping its timers on the heap (written as
-raw keyed state), the unaligned ones imported without their in-flight records, and those of the
+raw keyed state), two of ForSt's (the churn job's, and the async state API's, restored into
+classic states), the unaligned ones imported without their in-flight records, and those of the
 changelog state backend (its materialized snapshot with the changes since applied). What pyref cannot read is refused by name: the Kryo states of a heap
 checkpoint (the other operators read).
 
@@ -37,13 +38,13 @@ pytestmark = pytest.mark.flink
 DOWNLOAD = os.environ.get("PYREF_FLINK_DOWNLOAD") == "1"
 FRESH_VERSION = "2.3.0"
 FRESH = ("hashmap-heap-kinds", "hashmap-keyed-kinds", "rocksdb-incremental-churn")
-#: Committed heap checkpoints restored too (their versions' Flink is not run to take them).
+#: Committed checkpoints restored too (their versions' Flink is not run to take them).
 COMMITTED = pathlib.Path(__file__).resolve().parents[2] / "tests" / "flink" / "data" / "checkpoints"
 COMMITTED_RESTORES = {"1.20.3": ("1.20.3-hashmap-heap-kinds", "1.20.3-hashmap-seeds-compressed",
                                  "1.20.3-hashmap-unaligned-backpressure", "1.20.3-hashmap-changelog-memory-heap-kinds"),
                       "2.3.0": ("2.3.0-hashmap-windows", "2.3.0-hashmap-unaligned-backpressure",
-                                "2.3.0-rocksdb-incremental-windows-heap-timers",
-                                "2.3.0-hashmap-changelog-heap-kinds-materialized")}
+                                "2.3.0-rocksdb-incremental-windows-heap-timers", "2.3.0-forst-incremental-churn",
+                                "2.3.0-forst-incremental-async-state", "2.3.0-hashmap-changelog-heap-kinds-materialized")}
 #: Case -> whether its checkpoints are unaligned (in-flight data).
 UNALIGNED = {c.name: c.unaligned for c in CASES}
 #: keyed-kinds on the heap backend: the operators with a Kryo state, and that state.

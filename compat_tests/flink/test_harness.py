@@ -185,19 +185,22 @@ def test_config_keys_follow_the_renames_of_flink_1_20():
     assert harness.config_keys("2.0.2").restore_path == "execution.state-recovery.path"
     with pytest.raises(ValueError, match="backend"):
         harness.flink_config("2.3.0", backend="memory")
+    assert harness.flink_config("2.0.2", backend="forst")["state.backend.type"] == "forst"
+    with pytest.raises(ValueError, match="no ForSt"):
+        harness.flink_config("1.20.3", backend="forst")
 
 
 def test_api_families_split_at_1_14_1_15_1_19_and_2_0():
     families = {v: tuple(harness.api_families(v).values())
                 for v in ("1.13.6", "1.14.6", "1.15.4", "1.18.1", "1.19.3", "1.20.3", "2.0.2", "2.3.0")}
-    assert families == {"1.13.6": ("1.14", "1.13", "1.18", "1.14", "1.13"),
-                        "1.14.6": ("1.14", "1.14", "1.18", "1.14", "1.13"),
-                        "1.15.4": ("1.15", "1.14", "1.18", "1.15", "1.13"),
-                        "1.18.1": ("1.15", "1.14", "1.18", "1.15", "1.13"),
-                        "1.19.3": ("1.15", "1.14", "1.19", "1.15", "1.13"),
-                        "1.20.3": ("1.15", "1.14", "1.19", "1.15", "1.13"),
-                        "2.0.2": ("1.15", "1.14", "1.19", "1.15", "2.0"),
-                        "2.3.0": ("1.15", "1.14", "1.19", "1.15", "2.0")}
+    assert families == {"1.13.6": ("1.14", "1.13", "1.18", "1.14", "1.13", "1.13"),
+                        "1.14.6": ("1.14", "1.14", "1.18", "1.14", "1.13", "1.13"),
+                        "1.15.4": ("1.15", "1.14", "1.18", "1.15", "1.13", "1.13"),
+                        "1.18.1": ("1.15", "1.14", "1.18", "1.15", "1.13", "1.13"),
+                        "1.19.3": ("1.15", "1.14", "1.19", "1.15", "1.13", "1.13"),
+                        "1.20.3": ("1.15", "1.14", "1.19", "1.15", "1.13", "1.13"),
+                        "2.0.2": ("1.15", "1.14", "1.19", "1.15", "2.0", "2.0"),
+                        "2.3.0": ("1.15", "1.14", "1.19", "1.15", "2.0", "2.0")}
     for version in families:  # every family is a directory of shims
         assert all(list((harness.JOBS_DIR / "compat" / concern / family).rglob("*.java"))
                    for concern, family in harness.api_families(version).items())

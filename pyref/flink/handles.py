@@ -77,6 +77,24 @@ TAKE_CANONICAL = ("take a canonical savepoint (flink stop --savepointPath ... or
                   "HashMap backend without file merging")
 #: The directories of a checkpoint's shared and task-owned state (CheckpointStorageLocation), beside chk-N.
 CHECKPOINT_SIBLINGS = ("shared", "taskowned")
+#: The directory a ForSt database keeps its files in, below its operator's directory.
+FORST_DB = "db"
+
+
+def checkpoint_sibling(path: str) -> tuple[str, str] | None:
+    """(``shared`` or ``taskowned``, the file's path below it) when the posix ``path`` of a state file
+    lies in such a directory (RocksDB's files: ``shared/<file>``) or in a ForSt database's directory
+    below it (``shared/<operator's directory>/db/<file>``: Flink 2.x's ForSt, its primary directory the
+    checkpoint directory, the default, where the async state API's database keeps its files and its
+    checkpoints name them without copying); else None. Nothing else below those directories, so that
+    a checkpoint's own file under a directory that happens to be named so is never sought there."""
+    parts = path.split("/")
+    if len(parts) >= 2 and parts[-2] in CHECKPOINT_SIBLINGS:
+        return parts[-2], parts[-1]
+    if len(parts) >= 4 and parts[-2] == FORST_DB and parts[-4] in CHECKPOINT_SIBLINGS:
+        below = "/".join(parts[-3:])
+        return (parts[-4], below) if is_safe_relative_path(below) else None
+    return None
 
 
 class DistributionMode(enum.IntEnum):
@@ -448,8 +466,8 @@ class LocalHandleStore(HandleStore):
         if moved is not None:
             return moved
         # A checkpoint keeps shared and task-owned state beside its chk-N directory.
-        beside = os.path.basename(os.path.dirname(path))
-        sibling = self._sibling(handle.location, beside, os.path.basename(path))
+        beside, below = checkpoint_sibling(path) or (os.path.basename(os.path.dirname(path)), "")
+        sibling = self._sibling(handle.location, beside, below)
         if sibling is not None:
             return sibling
         if self.allow_external_files and os.path.isfile(path):
@@ -476,9 +494,9 @@ class LocalHandleStore(HandleStore):
         return self._file_in(self.directory, "the savepoint directory", location, name)
 
     def _sibling(self, location: str, beside: str, name: str) -> str | None:
-        """The file ``name`` of a checkpoint's ``shared`` or ``taskowned`` directory beside the
-        checkpoint directory (where an incremental checkpoint's earlier SST files are), moved
-        along with it or not."""
+        """The file ``name`` (a relative path) of a checkpoint's ``shared`` or ``taskowned`` directory
+        beside the checkpoint directory (where an incremental checkpoint's earlier SST files are),
+        moved along with it or not."""
         if beside not in CHECKPOINT_SIBLINGS:
             return None
         directory = os.path.realpath(os.path.join(os.path.dirname(self.directory), beside))
@@ -539,7 +557,8 @@ class RemoteHandleStore(HandleStore):
     checkpoint's: an absolute handle whose file lies in a ``shared`` or ``taskowned``
     directory other than the checkpoint's own names the file of its base name in the
     directory of that name beside the checkpoint (``../shared``: an incremental RocksDB
-    checkpoint's files of earlier checkpoints). Nothing else outside is ever read.
+    checkpoint's files of earlier checkpoints; ForSt's DB files, the path below it kept, see
+    :func:`checkpoint_sibling`). Nothing else outside is ever read.
     """
 
     def __init__(self, io: SavepointIO) -> None:
@@ -554,20 +573,20 @@ class RemoteHandleStore(HandleStore):
             name = handle.location
         else:
             path = unquote(urlparse(handle.location).path)
-            directory, name = posixpath.split(path)
+            name = posixpath.basename(path)
             if not is_safe_relative_path(name):
                 raise CorruptSavepointError(f"state file {handle.location!r} names no file",
                                             path=self.io.describe(""))
-            beside = posixpath.basename(directory)
-            if beside in CHECKPOINT_SIBLINGS and beside != self.io.name:
-                return f"../{beside}/{name}"  # never a name in the directory: those are safe relative paths
+            sibling = checkpoint_sibling(path)
+            if sibling is not None and sibling[0] != self.io.name:
+                return f"../{sibling[0]}/{sibling[1]}"  # never a name in the directory: those are safe relative paths
         return name
 
     def _read(self, name: str) -> bytes:
         # No stat first: a file already read is served from the cache without a request.
         io, file, where = self.io, name, "the savepoint directory"
         if name.startswith("../"):
-            _, beside, file = name.split("/")
+            _, beside, file = name.split("/", 2)
             io, where = self.io.sibling(beside), f"the checkpoint's {beside} directory, beside it"
         try:
             return io.read_file(file)

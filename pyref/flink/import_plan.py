@@ -15,7 +15,7 @@ and then each operator's plan records what is dropped (``in_flight_dropped``).
 
 Everything that cannot be imported is found here and refused at once, with
 one typed error listing every case: changelog and file-merging state, raw state,
-keyed state of the asynchronous state API or the removed folding state, LIST state
+Flink 2.0's MAP state of the async state API (no user key serializer) or the removed folding state, LIST state
 of elements Flink stores without lengths (Kryo...), and state under TTL without a
 TTL configuration (Flink does not store it: the caller gives it). A refused state
 can be left out with ``skip_states``.
@@ -38,7 +38,7 @@ from ..ttl import UPDATE_TYPES, VISIBILITIES, TtlConfig
 from .from_flink import Mapped, key_type, map_type, stores_lengths
 from .handles import DistributionMode as FlinkMode
 from .keyed import TIMER_DOMAINS, TIMER_PREFIX
-from .meta_info import StateMetaInfo
+from .meta_info import StateMetaInfo, unreadable_async_state
 from .savepoint import FlinkOperator, FlinkSavepoint, operator_id_named, operator_id_of_uid
 from .serializers import FlinkType
 
@@ -226,12 +226,12 @@ class _Planner:
         kind = info.options.get("KEYED_STATE_TYPE", "")
         if self.skipped(op, name):
             return None
-        if info.backend_type == "KEY_VALUE_V2":
-            return self.refuse(op, name, "keyed state of the asynchronous state API (KEY_VALUE_V2), whose layout "
-                               "this importer does not read")
         if kind not in KINDS:
             return self.refuse(op, name, f"keyed state kind {kind or 'unknown'!r} has no pyref counterpart (folding "
                                "state was removed from Flink)")
+        unreadable = unreadable_async_state(info)
+        if unreadable is not None:
+            return self.refuse(op, name, unreadable)
         stored = info.serializers["VALUE_SERIALIZER"]
         cell, user_key = stored, None
         if kind == "LIST":

@@ -73,7 +73,9 @@ def _operator(op: FlinkOperator) -> dict:
         states.append({"name": name, "type": "keyed", "kind": info.options.get("KEYED_STATE_TYPE", info.backend_type),
                        "flink_type": value.describe(), "ttl": value.kind == "ttl" or any(
                            c.kind == "ttl" for c in value.children),
-                       "namespace": None if namespace.kind == "void-namespace" else namespace.describe()})
+                       "namespace": None if namespace.kind == "void-namespace" else namespace.describe(),
+                       # KEY_VALUE_V2: the async state API's (Flink 2.0+, ForSt); its rows are the classic API's.
+                       "async_state_api": info.backend_type == "KEY_VALUE_V2"})
     keyed = [s.managed_keyed_state for s in subtasks if s.managed_keyed_state is not None]
     return {
         "operator_id": op.operator_id, "name": op.name, "uid": op.uid, "flink_name": op.flink_name,

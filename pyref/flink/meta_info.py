@@ -3,6 +3,15 @@ versions 6 and 7), shared by keyed and operator state streams: per state its
 UTF name, the int ordinal of its backend state type, string options (the
 keyed state kind, the operator state distribution mode) and named serializer
 snapshots, each behind the snapshot proxy's int version.
+
+Keyed state of the async state API (Flink 2.0+, backend type ``KEY_VALUE_V2``,
+``org.apache.flink.runtime.state.v2.RegisteredKeyValueStateBackendMetaInfo``)
+names a LIST state's element serializer and a MAP state's value serializer as
+``VALUE_SERIALIZER`` (a MAP's user key serializer as ``USER_KEY_SERIALIZER``),
+where the classic API's meta info names the ``ListSerializer`` and
+``MapSerializer`` of them: read, they become those, so that both read alike.
+Flink 2.0 wrote no ``USER_KEY_SERIALIZER`` (2.1 added it): such a MAP state's
+user keys cannot be decoded (:func:`unreadable_async_state`).
 """
 
 from __future__ import annotations
@@ -17,8 +26,10 @@ from .serializers import (
     looks_like_versioned_snapshot,
     read_serializer_snapshot,
 )
+from .to_flink import FlinkSerializer, list_serializer, map_serializer
 
-__all__ = ["StateMetaInfo", "read_meta_info", "read_state_meta_infos", "looks_like_meta_info", "BACKEND_STATE_TYPES"]
+__all__ = ["StateMetaInfo", "read_meta_info", "read_state_meta_infos", "looks_like_meta_info",
+           "unreadable_async_state", "BACKEND_STATE_TYPES"]
 
 #: Backend state types (``StateMetaInfoSnapshot.BackendStateType`` ordinals).
 BACKEND_STATE_TYPES = ("KEY_VALUE", "OPERATOR", "BROADCAST", "PRIORITY_QUEUE", "KEY_VALUE_V2")
@@ -101,7 +112,33 @@ def read_meta_info(inp: DataInput, follow: Follow) -> StateMetaInfo:
         raise inp.corrupt(f"{backend_type} state {name!r} has no {', '.join(sorted(missing))}", start,
                           inp.pos - start)
     inp.state = None
+    if backend_type == "KEY_VALUE_V2":
+        serializers = _classic_serializers(options.get("KEYED_STATE_TYPE", ""), serializers)
     return StateMetaInfo(name, backend_type, options, serializers)
+
+
+def unreadable_async_state(info: StateMetaInfo) -> str | None:
+    """Why an async-API keyed state cannot be read, or None: Flink 2.0's MAP state meta info names no user key
+    serializer (see the module's doc)."""
+    if (info.backend_type == "KEY_VALUE_V2" and info.options.get("KEYED_STATE_TYPE") == "MAP"
+            and info.serializers["VALUE_SERIALIZER"].kind != "map"):
+        return ("MAP state of the async state API written by Flink 2.0, whose state meta info names no user key "
+                "serializer (Flink 2.1 added it), so its user keys cannot be decoded; restore the job on Flink 2.1 "
+                "or later and take a native savepoint or checkpoint there")
+    return None
+
+
+def _classic_serializers(kind: str, serializers: dict[str, FlinkType]) -> dict[str, FlinkType]:
+    """An async-API state's serializers as the classic API's meta info names them (see the module's doc)."""
+    value = FlinkSerializer(serializers["VALUE_SERIALIZER"].snapshot, serializers["VALUE_SERIALIZER"])
+    if kind == "LIST":
+        wrapped = list_serializer(value, "a LIST state's elements").type
+    elif kind == "MAP" and "USER_KEY_SERIALIZER" in serializers:
+        user_key = serializers["USER_KEY_SERIALIZER"]
+        wrapped = map_serializer(FlinkSerializer(user_key.snapshot, user_key), value, "a MAP state's entries").type
+    else:
+        return serializers
+    return {k: v for k, v in serializers.items() if k != "USER_KEY_SERIALIZER"} | {"VALUE_SERIALIZER": wrapped}
 
 
 def read_state_meta_infos(inp: DataInput, end_follow: Follow) -> list[StateMetaInfo]:

@@ -59,7 +59,7 @@ from .keyed import (
     iter_keyed_subtask,
     read_keyed_backend_meta,
 )
-from .meta_info import StateMetaInfo
+from .meta_info import StateMetaInfo, unreadable_async_state
 from .metadata import CheckpointMetadata, OperatorState, parse_metadata
 from .operator_state import OperatorStream, read_operator_stream
 from .raw_timers import RawTimers, is_timer_stream, read_raw_timers
@@ -432,8 +432,9 @@ class FlinkOperator:
         info, rows = states[name]
         assert key_type is not None  # a keyed stream's head holds the key serializer
         kind, serializers = info.options.get("KEYED_STATE_TYPE", info.backend_type), info.serializers
-        if info.backend_type == "KEY_VALUE_V2":
-            raise UnsupportedFormatError("keyed state of the asynchronous state API (KEY_VALUE_V2)", state=name)
+        unreadable = unreadable_async_state(info)
+        if unreadable is not None:
+            raise UnsupportedFormatError(unreadable, state=name)
         return FlinkKeyedStateView(name, kind, key_type, serializers["NAMESPACE_SERIALIZER"],
                                    serializers["VALUE_SERIALIZER"], rows, _prefix_bytes(self.max_parallelism),
                                    self.max_parallelism)

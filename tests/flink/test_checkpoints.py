@@ -15,6 +15,10 @@ taken with ``python -m compat_tests.flink.checkpoints``) read without a JVM.
   that clip them), and the same restored with ``use-ingest-db-restore-mode`` (2.3.0: the
   subtask of two old subtasks' key groups imports both one's files, their sequence numbers
   overlapping; 1.20.3: the option is inert);
+* ForSt (Flink 2.3.0's ``state.backend.type: forst``) writes RocksDB's files with a partitioned
+  index: a native savepoint of every keyed kind and an incremental checkpoint of the churn job
+  through the classic state API, and an incremental checkpoint of the async state API (its DB
+  files in ``shared/<operator's directory>/db/``, its state meta info ``KEY_VALUE_V2``);
 * RocksDB keeping its timers on the heap writes them as raw keyed state (incremental checkpoints
   of the windows job on 2.3.0 and of keyed-kinds on 1.20.3), a canonical savepoint of it as
   managed timer queues;
@@ -43,7 +47,7 @@ import pytest
 from pyref.errors import CorruptSavepointError, StorageError, UnsupportedFormatError
 from pyref.flink import FlinkSavepoint, export_savepoint, import_flink
 from pyref.flink.changelog import CHANGELOG
-from pyref.flink.handles import IncrementalHandle
+from pyref.flink.handles import IncrementalHandle, checkpoint_sibling
 from pyref.flink.heap import HEAP, SAVEPOINT_FORMAT, StateDecoder, keyed_layout
 from pyref.flink.composite import split_keys
 from pyref.flink.datainput import DataInput
@@ -82,7 +86,12 @@ READABLE = {"2.3.0-hashmap-windows": HEAP, "1.20.3-hashmap-heap-kinds": HEAP, "1
             "2.3.0-hashmap-changelog-windows-materialized": CHANGELOG,
             "2.3.0-rocksdb-changelog-keyed-kinds-materialized": CHANGELOG,
             "1.20.3-rocksdb-changelog-keyed-kinds-materialized": CHANGELOG,
-            "1.20.3-rocksdb-changelog-churn-materialized": CHANGELOG}
+            "1.20.3-rocksdb-changelog-churn-materialized": CHANGELOG,
+            # ForSt: RocksDB's layout, SST files of a partitioned index; the async state API's DB files in
+            # shared/<operator's directory>/db/ and its KEY_VALUE_V2 meta info.
+            "2.3.0-forst-native-savepoint-keyed-kinds": ROCKSDB_NATIVE,
+            "2.3.0-forst-incremental-churn": ROCKSDB_NATIVE,
+            "2.3.0-forst-incremental-async-state": ROCKSDB_NATIVE}
 # Key groups 0..42, 43..85, 86..127 from 0..63 and 64..127: each clipped with range deletions of the key
 # groups it holds files of but not in its range.
 _COPIED = [set(range(43, 64)), set(range(86, 128)), set(range(64, 86))]
@@ -348,3 +357,70 @@ def test_a_native_savepoint_of_more_files_than_descriptors_reads_and_a_shortage_
     with _descriptors_left(40), FlinkSavepoint.open(path) as sp, pytest.raises(StorageError, match="open files"):
         for op in sp.operators:
             list(op.keyed_subtasks())
+
+
+def test_forst_sst_files_hold_a_partitioned_index_walked_to_every_data_block(tmp_path: pathlib.Path) -> None:
+    """ForSt's default (state.backend.forst.memory.partitioned-index-filters) is a two-level index:
+    the top-level index names index partitions, which name the data blocks; every block is found."""
+    with FlinkSavepoint.open(snapshot("2.3.0-forst-incremental-churn", tmp_path), uids=["churn"]) as sp:
+        for sub in sp.operator("churn").state.subtasks:
+            handle = sub.managed_keyed_state
+            assert isinstance(handle, IncrementalHandle)
+            files = [f for fs in _families(sp, handle).values() for f in fs]
+            assert files and {(f.format_version, f.checksum, f.index) for f in files} == {(5, "XXH3", "partitioned")}
+            assert sum(1 for f in files for _ in f.entries()) > 0
+
+
+def test_forst_async_state_reads_its_db_files_below_shared_and_no_other(tmp_path: pathlib.Path) -> None:
+    """The async state API's checkpoint names ForSt's DB files where the job wrote them, in
+    ``shared/<operator's directory>/db/``: resolved there beside the moved checkpoint; gone, the
+    missing file is named with where it was looked for. Inspection says which states are the
+    async API's (KEY_VALUE_V2 meta info)."""
+    source = snapshot("2.3.0-forst-incremental-async-state", tmp_path)
+    db_files = sorted(p for p in (source.parent / "shared").rglob("*/db/*") if p.is_file())
+    assert db_files
+    with FlinkSavepoint.open(source, uids=["async-counter"]) as sp:
+        described = next(op for op in describe_flink(sp)["operators"] if op["uid"] == "async-counter")
+        assert {s["name"]: s["async_state_api"] for s in described["states"]} == \
+            {"count": True, "nums": True, "by-parity": True, "sum": True}
+    db_files[0].unlink()
+    with pytest.raises(CorruptSavepointError, match=re.escape(db_files[0].name) + ".*looked for in"):
+        assert_reads_as_truth(source, truth("2.3.0-forst-incremental-async-state"))
+
+
+def test_flink_2_0_async_map_state_names_no_user_key_type_and_is_refused_alone(tmp_path: pathlib.Path) -> None:
+    """Flink 2.0's async state API wrote a MAP state's meta info without its user key serializer
+    (2.1 added it): that state is refused by name, reading or importing; its VALUE and LIST states
+    read, and import and export without it, as the job's truth."""
+    case = "2.0.2-forst-incremental-async-state"
+    expected, source = truth(case), snapshot(case, tmp_path)
+    with FlinkSavepoint.open(source, uids=["async-counter"]) as sp:
+        counter = sp.operator("async-counter")
+        with pytest.raises(UnsupportedFormatError, match="written by Flink 2.0, whose state meta info names no user "
+                                                         "key serializer") as err:
+            counter.keyed_state("by-parity")
+        assert err.value.state == "by-parity"
+        assert len(list(counter.keyed_state("count").items())) == 20 and len(list(counter.keyed_state("sum").items())) == 20
+    with pytest.raises(UnsupportedFormatError, match="async-counter/by-parity"):
+        import_flink(source, tmp_path / "refused", uids=["async-counter"])
+    import_flink(source, tmp_path / "imported", uids=["async-counter"], skip_states=["async-counter/by-parity"])
+    del expected["operators"]["async-counter"]["keyed_state"]["by-parity"]
+    expected["operators"] = {"async-counter": expected["operators"]["async-counter"]}
+    export_savepoint(tmp_path / "imported", tmp_path / "flink", flink_version=expected["flink_version"])
+    with FlinkSavepoint.open(tmp_path / "flink") as exported:
+        expected["checkpoint_id"] = exported.checkpoint_id
+    assert_reads_as_truth(tmp_path / "flink", expected)
+
+
+@pytest.mark.parametrize(("path", "sibling"), [
+    ("/ckpt/job/shared/0a1b", ("shared", "0a1b")),  # RocksDB's
+    ("/ckpt/job/taskowned/0a1b", ("taskowned", "0a1b")),
+    ("/ckpt/job/shared/op_X__1_2__attempt_0/db/0a1b", ("shared", "op_X__1_2__attempt_0/db/0a1b")),  # ForSt's
+    ("/ckpts/shared/job/chk-5/0a1b", None),  # a checkpoint's own file under a directory named shared
+    ("/ckpt/job/shared/op_X/other/0a1b", None),
+    ("/ckpt/job/shared/../db/0a1b", None),  # not a safe relative path below it
+    ("0a1b", None),
+])
+def test_a_checkpoints_shared_files_are_rocksdbs_and_forsts_paths_and_no_other(path: str,
+                                                                                sibling: tuple[str, str] | None) -> None:
+    assert checkpoint_sibling(path) == sibling

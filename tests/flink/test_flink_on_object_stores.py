@@ -31,8 +31,8 @@ CASES = [CORPUS / "2.3.0/rocksdb/keyed-kinds", CORPUS / "1.17.2/hashmap/windows"
 
 def upload(directory: pathlib.Path, url: str) -> None:
     io = open_io(url)
-    for path in sorted(directory.iterdir()):
-        out = io.create(path.name)
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        out = io.create(path.relative_to(directory).as_posix())
         out.write(path.read_bytes())
         out.close()
 
@@ -180,6 +180,25 @@ def test_a_retained_incremental_checkpoint_on_s3_reads_its_shared_files_from_bes
     with pytest.raises(CorruptSavepointError, match=f"state file '{name}' is not in the checkpoint's shared directory"):
         RemoteHandleStore(open_io(url)).open(StreamHandle("file", f"file:/x/shared/{name}", 4))  # none cached
 
+
+
+def test_forst_async_state_checkpoint_on_s3_reads_its_db_files_below_shared(s3_prefix, tmp_path):
+    """ForSt's async state API keeps its DB files in ``JOB/shared/<operator's directory>/db/`` and
+    its checkpoint names them there: uploaded as Flink lays it out, each is read from that path below
+    the job's ``shared``, and the checkpoint reads as its truth."""
+    case = "2.3.0-forst-incremental-async-state"
+    local, expected = snapshot(case, tmp_path), truth(case)
+    job = f"{s3_prefix}/checkpoints/4567cdef"
+    url = f"{job}/chk-{expected['checkpoint_id']}"
+    upload(local, url)
+    upload(local.parent / "shared", f"{job}/shared")
+    assert_reads_as_truth(url, expected)
+    db_file = next(p for p in (local.parent / "shared").rglob("*/db/*") if p.is_file())
+    below = db_file.relative_to(local.parent / "shared").as_posix()
+    store = RemoteHandleStore(open_io(url))
+    assert store.open(StreamHandle("file", f"file:/x/shared/{below}", 4))[3] == f"../shared/{below}"
+    with pytest.raises(CorruptSavepointError, match="names no file|not in the savepoint directory"):
+        store.open(StreamHandle("file", f"file:/x/shared/{below.split('/')[0]}/..%2F..%2F..%2Fsecret", 4))
 
 # -- pyref -> Flink, onto an object store ---------------------------------------------------
 

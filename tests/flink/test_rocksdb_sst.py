@@ -22,8 +22,9 @@ from pyref.flink.dataoutput import varint
 from pyref.flink.handles import IncrementalHandle
 from pyref.flink.rocksdb import native
 from pyref.flink.rocksdb.native import live_rows, sst_files
-from pyref.flink.rocksdb.sst import (DELETION, EXTERNAL_VERSION, GLOBAL_SEQNO, MERGE, SINGLE_DELETION, VALUE, DataBlock,
-                                     ExpansionBudget, SstFile, _properties, _Reader, global_sequence, open_sst)
+from pyref.flink.rocksdb.sst import (BLOCK_BASED_MAGIC, DELETION, EXTERNAL_VERSION, GLOBAL_SEQNO, MERGE,
+                                     SINGLE_DELETION, VALUE, DataBlock, ExpansionBudget, SstFile, _properties, _Reader,
+                                     global_sequence, open_sst)
 
 from compat_tests.flink.checkpoints import committed_snapshot
 
@@ -578,3 +579,33 @@ def test_an_index_or_blocks_holding_other_counts_than_the_properties_are_corrupt
     more = _table(blocks, props={**counts, b"rocksdb.num.entries": varint(4)})
     with pytest.raises(CorruptSavepointError, match="data blocks hold 3 entries, the properties count 4"):
         read_sst(more, NAME)
+
+
+def _forst_sst(tmp_path: pathlib.Path) -> bytes:
+    """An SST file of the 2.3.0 ForSt incremental checkpoint: a partitioned index of one partition."""
+    shared = committed_snapshot(DATA / "2.3.0-forst-incremental-churn", tmp_path).parent / "shared"
+    magic = struct.pack("<Q", BLOCK_BASED_MAGIC)
+    tables = [f.read_bytes() for f in sorted(shared.iterdir()) if f.read_bytes()[-8:] == magic]
+    return next(data for data in tables if open_sst(data, NAME).index == "partitioned")
+
+
+@pytest.mark.parametrize(("copies", "error"), [(40, "top-level index names 40 index partitions, the properties "
+                                                    "count 1"),
+                                               (300, "more index partition bytes than the file")])
+def test_a_top_level_index_naming_one_partition_over_and_over_is_corrupt(copies: int, error: str,
+                                                                          tmp_path: pathlib.Path) -> None:
+    """The partitions a top-level index names do not overlap either: more of their bytes than the
+    file has is corrupt before any is read, fewer still must be as many as the properties count."""
+    data = _forst_sst(tmp_path)
+    reader = _Reader(data, NAME)
+    reader.footer()  # the checksum type: XXH3
+    metaindex, (offset, size) = _handles(data)
+    block = data[offset:offset + size]
+    assert struct.unpack_from("<I", block, size - 4)[0] == 1  # one partition, one restart point
+    entry = block[:-8]
+    forged = entry * copies + b"".join(struct.pack("<I", i * len(entry)) for i in range(copies)) \
+        + struct.pack("<I", copies)
+    at = len(data) - 53
+    grown = data[:at] + forged + b"\0" + struct.pack("<I", reader.block_checksum(forged, 0, at)) + data[at:]
+    with pytest.raises(CorruptSavepointError, match=error):
+        read_sst(_with_footer(grown, metaindex, (at, len(forged))), NAME)

@@ -1,4 +1,4 @@
-"""RocksDB block-based table (SST) files, as Flink's RocksDB backend writes them.
+"""RocksDB block-based table (SST) files, as Flink's RocksDB and ForSt backends write them.
 
 A file is blocks, each followed by a 5-byte trailer (compression type, uint32 LE checksum of
 the block's bytes and the type byte), then a footer at the file's end:
@@ -19,6 +19,11 @@ says a data-block hash index (uint8 buckets, uint16 bucket count) sits between r
 count. An index block whose keys delta-encode values (property ``rocksdb.index.value.is.delta.
 encoded``, format_version >= 4) omits the value length: a restart entry holds the full handle, an
 entry sharing key bytes a varsigned64 size delta, its offset right after the previous block.
+A partitioned index (``rocksdb.block.based.table.index.type`` 2, kTwoLevelIndexSearch: ForSt's
+default, ``state.backend.forst.memory.partitioned-index-filters``) is a top-level index block,
+the one the footer or metaindex names, whose entries are the handles of index partitions (the
+same delta encoding; written one after another, property ``rocksdb.index.partitions`` counts
+them), each an index block of data block handles as above.
 
 Data keys are internal keys: the user key and uint64 LE ``sequence << 8 | type``. A file written
 outside the database (``SstFileWriter``, then ``IngestExternalFile``; property
@@ -84,6 +89,7 @@ _HASH_INDEX_BIT = 1 << 31
 _OTHER_FOOTER_BITS = 0x70000000  # newer data-block layouts (uniform keys, separated values)
 _INDEX_TYPES = {0: "binary search", 1: "hash search", 2: "partitioned (two-level)",
                 3: "binary search with first key"}
+BINARY_SEARCH_INDEX, PARTITIONED_INDEX = 0, 2
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
@@ -116,6 +122,8 @@ class SstFile:
     column_family: str
     format_version: int
     checksum: str
+    #: "binary search" or "partitioned" (two-level: ForSt's default).
+    index: str
     #: (start user key, end user key (exclusive), sequence) of each range deletion.
     range_deletions: list[tuple[bytes, bytes, int]] = field(default_factory=list, repr=False)
     #: An ingested file's sequence number, which every entry takes (None: entries carry their own).
@@ -589,7 +597,7 @@ def open_sst(data: bytes | memoryview, name: str, budget: ExpansionBudget | None
     ingested = global_sequence(props, name, properties_block)
     index_type = props.get(b"rocksdb.block.based.table.index.type", bytes(4))
     kind = _U32.unpack_from(index_type.ljust(4, b"\0"))[0]
-    if kind in (2, 3) or kind not in _INDEX_TYPES:
+    if kind not in (BINARY_SEARCH_INDEX, PARTITIONED_INDEX):
         raise reader.unsupported(f"with a {_INDEX_TYPES.get(kind, f'unknown ({kind})')} index")
     if index_handle is None:
         raw = metaindex.get(b"rocksdb.index")
@@ -605,16 +613,28 @@ def open_sst(data: bytes | memoryview, name: str, budget: ExpansionBudget | None
     if name_bytes is None:
         raise reader.corrupt("properties name no column family", metaindex_handle[0], sum(metaindex_handle))
     table = SstFile(name, name_bytes.decode("utf-8", "replace"), version, _CHECKSUMS[reader.checksum_type],
-                    global_sequence=ingested, _reader=reader)
+                    "partitioned" if kind == PARTITIONED_INDEX else "binary search", global_sequence=ingested,
+                    _reader=reader)
+    # Data blocks and index partitions do not overlap: an index naming more bytes than the file has
+    # (one block over and over, say) is corrupt, and the work stays bounded by the file's size.
     stored = 0
-    for value in reader.columns(reader.block(index_handle, "index"), index_handle[0], "index", delta)[1]:
-        handle, _ = reader.handle(value, 0, len(value), index_handle[0])
-        # Data blocks do not overlap: an index naming more bytes than the file has (one block over
-        # and over, say) is corrupt, and the work stays bounded by the file's size.
-        stored += handle[1] + _TRAILER
+    partitions = [index_handle]
+    if kind == PARTITIONED_INDEX:
+        partitions = _indexed_blocks(reader, index_handle, "top-level index", delta)
+        stored = sum(handle[1] + _TRAILER for handle in partitions)
         if stored > len(data):
-            raise reader.corrupt(f"index names more data block bytes than the file's {len(data)}", *handle)
-        table._blocks.append(handle)
+            raise reader.corrupt(f"top-level index names more index partition bytes than the file's {len(data)}",
+                                 *index_handle)
+        counted = _counted(reader, props, b"rocksdb.index.partitions", properties_block)
+        if counted is not None and counted != len(partitions):
+            raise reader.corrupt(f"top-level index names {len(partitions)} index partitions, the properties "
+                                 f"count {counted}", index_handle[0], sum(index_handle))
+    for partition in partitions:
+        for handle in _indexed_blocks(reader, partition, "index", delta):
+            stored += handle[1] + _TRAILER
+            if stored > len(data):
+                raise reader.corrupt(f"index names more data block bytes than the file's {len(data)}", *handle)
+            table._blocks.append(handle)
     blocks = _counted(reader, props, b"rocksdb.num.data.blocks", properties_block)
     if blocks is not None and blocks != len(table._blocks):
         raise reader.corrupt(f"index names {len(table._blocks)} data blocks, the properties count {blocks}",
@@ -637,6 +657,12 @@ def open_sst(data: bytes | memoryview, name: str, budget: ExpansionBudget | None
     if entries is not None:
         table._entries = entries - len(table.range_deletions)
     return table
+
+
+def _indexed_blocks(reader: _Reader, index: tuple[int, int], what: str, delta: bool) -> list[tuple[int, int]]:
+    """The block handles an index block at ``index`` holds, in its order (its keys, separators, are not needed)."""
+    values = reader.columns(reader.block(index, what), index[0], what, delta)[1]
+    return [reader.handle(value, 0, len(value), index[0])[0] for value in values]
 
 
 def _counted(reader: _Reader, props: dict[bytes, bytes], name: bytes, block: tuple[int, int]) -> int | None:

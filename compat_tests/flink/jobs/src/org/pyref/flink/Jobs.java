@@ -21,6 +21,7 @@ final class Jobs {
             case "churn-rescaled-1": ChurnJob.buildRescaled(b, 1); break;
             case "churn-rescaled-3": ChurnJob.buildRescaled(b, 3); break;
             case "backpressure": BackpressureJob.build(b); break;
+            case "async-state": AsyncStateJob.build(b); break;
             default: throw new IllegalArgumentException("unknown corpus job " + name);
         }
     }
