@@ -114,7 +114,7 @@ def verify(sp: Savepoint) -> VerifyReport:
                 report.errors.append(f"data file missing: {io.describe(rel)}")
             elif size != f.size:
                 report.errors.append(f"data file {io.describe(rel)} is {size} bytes, manifest says {f.size}")
-            elif io.read_range(rel, 0, len(DATA_FILE_MAGIC)) != DATA_FILE_MAGIC:
+            elif f.size and io.read_range(rel, 0, len(DATA_FILE_MAGIC)) != DATA_FILE_MAGIC:  # empty: §6.1
                 report.errors.append(f"data file {io.describe(rel)} does not start with the data-file magic")
         except _NOT_DAMAGE:
             raise

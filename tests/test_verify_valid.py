@@ -59,3 +59,16 @@ def test_unreferenced_broadcast_chunks_are_skipped_and_rule_b5_still_checked(tmp
     state.partitions[0].ranges.add(chunk=len(state.chunks) - 1, first=0, count=2)
     path.write_bytes(encode_manifest(manifest, version.minor))
     assert any("partition 0" in e for e in verify(Savepoint.open(tmp_path / "sp")).errors)
+
+
+@pytest.mark.parametrize("content, ok", [(b"", True), (b"\x89SV", False), (b"\x89SVD\r\n\x1a\n", True)])
+def test_a_listed_data_file_no_chunk_uses_is_empty_or_starts_with_the_magic(tmp_path, content, ok):
+    """spec/format.md §6.1: an unused data file may be empty (size 0, no magic)."""
+    shutil.copytree(CORPUS / "golden" / "1.0" / "keyed-value" / "savepoint", tmp_path / "sp")
+    path = tmp_path / "sp" / "_manifest"
+    manifest, version = decode_manifest(path.read_bytes(), path=str(path))
+    manifest.data_files.add(path="data/unused.svd", size=len(content))
+    (tmp_path / "sp" / "data").mkdir(exist_ok=True)
+    (tmp_path / "sp" / "data" / "unused.svd").write_bytes(content)
+    path.write_bytes(encode_manifest(manifest, version.minor))
+    assert verify(Savepoint.open(tmp_path / "sp")).ok is ok
