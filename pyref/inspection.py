@@ -24,6 +24,7 @@ from .manifest import (
     DATA_FILE_MAGIC,
     LIST_COLUMNS,
     keyed_column_count,
+    selected_rows,
     state_label,
     timer_column_count,
 )
@@ -127,7 +128,7 @@ def verify(sp: Savepoint) -> VerifyReport:
                                    f"{sp.io.describe(rel)}")
     for op in sp.manifest.operators:
         for ls in op.list_states:
-            chunks, runs = _selected_rows(state_label(op, ls.name), ls.chunks, ls.partitions, report)
+            chunks, runs = _selected_rows(state_label(op, ls.name), ls, report)
             _verify_chunks(sp, state_label(op, ls.name), chunks, LIST_COLUMNS, lambda: [
                 serializer_from_snapshot(ls.element_serializer)], report, unread, runs=runs)
         for ks in op.keyed_states:
@@ -141,7 +142,7 @@ def verify(sp: Savepoint) -> VerifyReport:
                                     *([serializer_from_snapshot(ts.namespace_serializer)]
                                       if ts.HasField("namespace_serializer") else []), Int64()], report, unread)
         for bs in op.broadcast_states:
-            chunks, runs = _selected_rows(state_label(op, bs.name), bs.chunks, bs.partitions, report)
+            chunks, runs = _selected_rows(state_label(op, bs.name), bs, report)
             _verify_chunks(sp, state_label(op, bs.name), chunks, BROADCAST_COLUMNS, lambda: [
                 serializer_from_snapshot(bs.key_serializer), serializer_from_snapshot(bs.value_serializer)],
                 report, unread, runs=runs)
@@ -165,29 +166,16 @@ def _keyed_serializers(op: pb.Operator, ks: pb.KeyedState) -> list[Any]:
             ListOf.of_list_state(value) if ks.kind == pb.LIST else value]
 
 
-def _selected_rows(label: str, chunks: Sequence[pb.Chunk], partitions: Sequence[pb.Partition],
+def _selected_rows(label: str, state: pb.ListState | pb.BroadcastState,
                    report: VerifyReport) -> tuple[list[pb.Chunk], list[list[tuple[int, int]]]]:
     """The chunks of a list or broadcast state that some range refers to, each with the runs
-    ``(first, count)`` of its rows that ranges select (merged). Only these are state: a reader
-    never reads a chunk no range refers to, nor decodes a row no range selects, so damage there
-    is no error (spec/format.md §5.3); verify says how many chunks it skipped."""
-    spans: dict[int, list[tuple[int, int]]] = {}
-    for partition in partitions:
-        for r in partition.ranges:
-            spans.setdefault(r.chunk, []).append((r.first, r.first + r.count))
-    runs = []
-    for index in sorted(spans):
-        merged: list[list[int]] = []
-        for first, end in sorted(spans[index]):
-            if merged and first <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], end)
-            else:
-                merged.append([first, end])
-        runs.append([(first, end - first) for first, end in merged])
-    if len(spans) < len(chunks):
-        report.warnings.append(f"{label}: {len(chunks) - len(spans)} chunks no range refers to, not read "
+    of its rows that ranges select: only these are read and decoded, as by every reader, so
+    damage elsewhere is no error (spec/format.md §5.3); verify says how many chunks it skipped."""
+    runs = selected_rows(state)
+    if len(runs) < len(state.chunks):
+        report.warnings.append(f"{label}: {len(state.chunks) - len(runs)} chunks no range refers to, not read "
                                "(spec/format.md §5.3)")
-    return [chunks[i] for i in sorted(spans)], runs
+    return [state.chunks[i] for i in runs], list(runs.values())
 
 
 def _verify_broadcast_keys(sp: Savepoint, op: pb.Operator, bs: pb.BroadcastState, report: VerifyReport) -> None:
@@ -195,7 +183,7 @@ def _verify_broadcast_keys(sp: Savepoint, op: pb.Operator, bs: pb.BroadcastState
     partitions (which share chunks: one map, every subtask), and partitions with the same
     ranges are checked once, so the work stays linear in the stored bytes (spec/format.md §5.9)."""
     view = sp.operator(op.operator_id).broadcast_state(bs.name)
-    referenced = sorted({r.chunk for partition in bs.partitions for r in partition.ranges})  # §5.3: only these
+    referenced = list(selected_rows(bs))  # §5.3: only these chunks are state
     try:
         keys = dict(zip(referenced, (key for key, _ in sp.store.read_many([bs.chunks[i] for i in referenced],
                                                                            BROADCAST_COLUMNS, view.label))))
