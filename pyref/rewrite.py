@@ -165,10 +165,7 @@ def _copy_states(op: pb.Operator, derivation: Derivation, skip: str | None = Non
     timer, broadcast and coordinator chunks), except those of state ``skip`` (which the
     caller rewrites: copying them first would only leave dead bytes) and list and broadcast
     chunks no range refers to (no state, never read: spec/format.md §5.3)."""
-    new = pb.Operator()
-    new.CopyFrom(op)
-    for listed in [*new.list_states, *new.broadcast_states]:
-        _compact_list_state(listed)
+    new = referenced_chunks_only(op)
     for state in [*new.list_states, *new.keyed_states, *new.broadcast_states, *new.timer_services]:
         label = state_label(op, state.name)
         placed = [] if state.name == skip and not isinstance(state, pb.TimerService) else [
@@ -177,6 +174,16 @@ def _copy_states(op: pb.Operator, derivation: Derivation, skip: str | None = Non
         state.chunks.extend(placed)
     if new.HasField("coordinator_state"):
         new.coordinator_state.CopyFrom(derivation.place(op.coordinator_state, f"{op.operator_id} (coordinator state)"))
+    return new
+
+
+def referenced_chunks_only(op: pb.Operator) -> pb.Operator:
+    """A copy of the operator without the list and broadcast chunks no range refers to: they
+    are no state and never read (spec/format.md §5.3), so a copy must not read them either."""
+    new = pb.Operator()
+    new.CopyFrom(op)
+    for state in [*new.list_states, *new.broadcast_states]:
+        _compact_list_state(state)
     return new
 
 
