@@ -24,6 +24,7 @@ from .manifest import (
     DATA_FILE_MAGIC,
     LIST_COLUMNS,
     keyed_column_count,
+    selected_rows,
     state_label,
     timer_column_count,
 )
@@ -114,7 +115,7 @@ def verify(sp: Savepoint) -> VerifyReport:
                 report.errors.append(f"data file missing: {io.describe(rel)}")
             elif size != f.size:
                 report.errors.append(f"data file {io.describe(rel)} is {size} bytes, manifest says {f.size}")
-            elif io.read_range(rel, 0, len(DATA_FILE_MAGIC)) != DATA_FILE_MAGIC:
+            elif f.size and io.read_range(rel, 0, len(DATA_FILE_MAGIC)) != DATA_FILE_MAGIC:  # empty: §6.1
                 report.errors.append(f"data file {io.describe(rel)} does not start with the data-file magic")
         except _NOT_DAMAGE:
             raise
@@ -127,8 +128,9 @@ def verify(sp: Savepoint) -> VerifyReport:
                                    f"{sp.io.describe(rel)}")
     for op in sp.manifest.operators:
         for ls in op.list_states:
-            _verify_chunks(sp, state_label(op, ls.name), ls.chunks, LIST_COLUMNS, lambda: [
-                serializer_from_snapshot(ls.element_serializer)], report, unread)
+            chunks, runs = _selected_rows(state_label(op, ls.name), ls, report)
+            _verify_chunks(sp, state_label(op, ls.name), chunks, LIST_COLUMNS, lambda: [
+                serializer_from_snapshot(ls.element_serializer)], report, unread, runs=runs)
         for ks in op.keyed_states:
             identities = _Identities(ks)
             if _verify_chunks(sp, state_label(op, ks.name), ks.chunks, keyed_column_count(ks),
@@ -140,9 +142,10 @@ def verify(sp: Savepoint) -> VerifyReport:
                                     *([serializer_from_snapshot(ts.namespace_serializer)]
                                       if ts.HasField("namespace_serializer") else []), Int64()], report, unread)
         for bs in op.broadcast_states:
-            _verify_chunks(sp, state_label(op, bs.name), bs.chunks, BROADCAST_COLUMNS, lambda: [
+            chunks, runs = _selected_rows(state_label(op, bs.name), bs, report)
+            _verify_chunks(sp, state_label(op, bs.name), chunks, BROADCAST_COLUMNS, lambda: [
                 serializer_from_snapshot(bs.key_serializer), serializer_from_snapshot(bs.value_serializer)],
-                report, unread)
+                report, unread, runs=runs)
             _verify_broadcast_keys(sp, op, bs, report)
         if op.HasField("coordinator_state"):
             _verify_chunks(sp, f"{op.operator_id} (coordinator state)", [op.coordinator_state], COORDINATOR_COLUMNS,
@@ -163,13 +166,27 @@ def _keyed_serializers(op: pb.Operator, ks: pb.KeyedState) -> list[Any]:
             ListOf.of_list_state(value) if ks.kind == pb.LIST else value]
 
 
+def _selected_rows(label: str, state: pb.ListState | pb.BroadcastState,
+                   report: VerifyReport) -> tuple[list[pb.Chunk], list[list[tuple[int, int]]]]:
+    """The chunks of a list or broadcast state that some range refers to, each with the runs
+    of its rows that ranges select: only these are read and decoded, as by every reader, so
+    damage elsewhere is no error (spec/format.md §5.3); verify says how many chunks it skipped."""
+    runs = selected_rows(state)
+    if len(runs) < len(state.chunks):
+        report.warnings.append(f"{label}: {len(state.chunks) - len(runs)} chunks no range refers to, not read "
+                               "(spec/format.md §5.3)")
+    return [state.chunks[i] for i in runs], list(runs.values())
+
+
 def _verify_broadcast_keys(sp: Savepoint, op: pb.Operator, bs: pb.BroadcastState, report: VerifyReport) -> None:
     """Rule B5: the keys of every partition are distinct. Each chunk is decoded once for all
     partitions (which share chunks: one map, every subtask), and partitions with the same
     ranges are checked once, so the work stays linear in the stored bytes (spec/format.md §5.9)."""
     view = sp.operator(op.operator_id).broadcast_state(bs.name)
+    referenced = list(selected_rows(bs))  # §5.3: only these chunks are state
     try:
-        keys = [key for key, _ in sp.store.read_many(bs.chunks, BROADCAST_COLUMNS, view.label)]
+        keys = dict(zip(referenced, (key for key, _ in sp.store.read_many([bs.chunks[i] for i in referenced],
+                                                                           BROADCAST_COLUMNS, view.label))))
     except _NOT_DAMAGE:
         raise
     except SavepointError:
@@ -234,15 +251,18 @@ class _Identities:
 
 def _verify_chunks(sp: Savepoint, label: str, chunks: Sequence[pb.Chunk], columns: int,
                    serializers_of: Callable[[], list[Serializer] | None], report: VerifyReport,
-                   unread: set[int], on_chunk: Callable[[pb.Chunk, list[pa.BinaryArray]], None] | None = None
-                   ) -> bool:
+                   unread: set[int], on_chunk: Callable[[pb.Chunk, list[pa.BinaryArray]], None] | None = None,
+                   runs: Sequence[Sequence[tuple[int, int]]] | None = None) -> bool:
     """Read every chunk, except those in the data files ``unread`` (of broken bases, reported
     once); decode every cell with ``serializers_of()`` (None: the cells are opaque), and hand
-    each chunk's columns to ``on_chunk(chunk, columns)`` if given. The chunks are read in
+    each chunk's columns to ``on_chunk(chunk, columns)`` if given; with ``runs``, only the rows
+    ``runs[i]`` (``(first, count)`` pairs) of ``chunks[i]`` are decoded. The chunks are read in
     storage order (few large requests on object stores); if any is damaged, they are read
     again one by one, so that the report names each damaged chunk. Whether all read."""
     if unread:
-        chunks = [c for c in chunks if c.WhichOneof("location") != "range" or c.range.file not in unread]
+        kept = [i for i, c in enumerate(chunks) if c.WhichOneof("location") != "range" or c.range.file not in unread]
+        chunks = [chunks[i] for i in kept]
+        runs = None if runs is None else [runs[i] for i in kept]
     try:
         serializers = serializers_of()
     except SavepointError as exc:
@@ -251,7 +271,7 @@ def _verify_chunks(sp: Savepoint, label: str, chunks: Sequence[pb.Chunk], column
     try:
         values = 0
         for i, cols in sp.store.scan(chunks, columns, label):
-            values += _decoded_values(cols, serializers)
+            values += _decoded_values(cols, serializers, None if runs is None else runs[i])
             if on_chunk is not None:
                 on_chunk(chunks[i], cols)
     except _NOT_DAMAGE:
@@ -262,10 +282,11 @@ def _verify_chunks(sp: Savepoint, label: str, chunks: Sequence[pb.Chunk], column
         report.chunks += len(chunks)
         report.values += values
         return True
-    for chunk in chunks:
+    for i, chunk in enumerate(chunks):
         report.chunks += 1
         try:
-            report.values += _decoded_values(sp.store.read_columns(chunk, columns, label), serializers)
+            report.values += _decoded_values(sp.store.read_columns(chunk, columns, label), serializers,
+                                             None if runs is None else runs[i])
         except _NOT_DAMAGE:
             raise
         except SavepointError as exc:
@@ -273,10 +294,14 @@ def _verify_chunks(sp: Savepoint, label: str, chunks: Sequence[pb.Chunk], column
     return False
 
 
-def _decoded_values(columns: list[pa.BinaryArray], serializers: list[Any] | None) -> int:
-    """Decode every cell of a chunk's columns; the number of cells (0 when they stay opaque)."""
+def _decoded_values(columns: list[pa.BinaryArray], serializers: list[Any] | None,
+                    runs: Sequence[tuple[int, int]] | None = None) -> int:
+    """Decode every cell of a chunk's columns, or of its rows ``runs`` (``(first, count)``
+    pairs); the number of cells (0 when they stay opaque)."""
     if serializers is None:
         return 0
+    if runs is not None:
+        columns = [pa.concat_arrays([c.slice(first, count) for first, count in runs]) for c in columns]
     for s, c in zip(serializers, columns):
         s.decode_array(c)
     return len(columns[0]) * len(columns)

@@ -79,6 +79,27 @@ def timer_column_count(service: pb.TimerService) -> int:
     return 2 + service.HasField("namespace_serializer")
 
 
+def selected_rows(state: pb.ListState | pb.BroadcastState) -> dict[int, list[tuple[int, int]]]:
+    """For each chunk of a list or broadcast state that a range refers to, in chunk order,
+    the runs ``(first, count)`` of its rows that ranges select, merged and ascending. These
+    rows are the state: a chunk no range refers to and a row no range selects are not
+    (spec/format.md §5.3), and readers never decode them."""
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for partition in state.partitions:
+        for r in partition.ranges:
+            spans.setdefault(r.chunk, []).append((r.first, r.first + r.count))
+    runs = {}
+    for index in sorted(spans):
+        merged: list[list[int]] = []
+        for first, end in sorted(spans[index]):
+            if merged and first <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([first, end])
+        runs[index] = [(first, end - first) for first, end in merged]
+    return runs
+
+
 def declare_features(manifest: pb.Manifest) -> None:
     """List exactly the known features the content uses (§9.2): required ones (external bases,
     the 1.2 additions) and optional ones (key bounds); the label follows from them (§9.4)."""

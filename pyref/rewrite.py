@@ -15,13 +15,15 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 
+import pyarrow as pa
+
 from . import __version__
 from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .chunk import encode_chunk
 from .derived import register_derived
 from .errors import IncompatibleSerializerError, InvalidArgumentError, unknown_names
 from .io import SavepointIO, is_directory_name, is_safe_relative_path, open_io
-from .manifest import KNOWN_OPTIONAL_FEATURES, LIST_COLUMNS, keyed_column_count, state_label
+from .manifest import KNOWN_OPTIONAL_FEATURES, LIST_COLUMNS, keyed_column_count, selected_rows, state_label
 from .reader import ChunkStore, Savepoint
 from .restore import plan_list_state, resolve_parallelism
 from .serializers import (
@@ -161,9 +163,9 @@ def check_target(source: Savepoint, target: SavepointIO, copy: bool, base_paths:
 def _copy_states(op: pb.Operator, derivation: Derivation, skip: str | None = None) -> pb.Operator:
     """The operator with every chunk placed in the target (keyed, list and, format 1.2,
     timer, broadcast and coordinator chunks), except those of state ``skip`` (which the
-    caller rewrites: copying them first would only leave dead bytes)."""
-    new = pb.Operator()
-    new.CopyFrom(op)
+    caller rewrites: copying them first would only leave dead bytes) and list and broadcast
+    chunks no range refers to (no state, never read: spec/format.md §5.3)."""
+    new = referenced_chunks_only(op)
     for state in [*new.list_states, *new.keyed_states, *new.broadcast_states, *new.timer_services]:
         label = state_label(op, state.name)
         placed = [] if state.name == skip and not isinstance(state, pb.TimerService) else [
@@ -172,6 +174,16 @@ def _copy_states(op: pb.Operator, derivation: Derivation, skip: str | None = Non
         state.chunks.extend(placed)
     if new.HasField("coordinator_state"):
         new.coordinator_state.CopyFrom(derivation.place(op.coordinator_state, f"{op.operator_id} (coordinator state)"))
+    return new
+
+
+def referenced_chunks_only(op: pb.Operator) -> pb.Operator:
+    """A copy of the operator without the list and broadcast chunks no range refers to: they
+    are no state and never read (spec/format.md §5.3), so a copy must not read them either."""
+    new = pb.Operator()
+    new.CopyFrom(op)
+    for state in [*new.list_states, *new.broadcast_states]:
+        _compact_list_state(state)
     return new
 
 
@@ -266,9 +278,17 @@ def migrate_state(source: str | os.PathLike[str], target: str | os.PathLike[str]
         new = _copy_states(op, derivation, skip=state if stored is not None else None)
         target_state = next(s for s in [*new.list_states, *new.keyed_states] if s.name == state)
         if stored is not None:
-            migrated = [migrate_chunk(derivation.source.store, source_state, label, chunk, stored, derivation.sink)
-                        for chunk in source_state.chunks]
-            derivation.sink.flush()  # chunks are complete only now; the manifest copies them
+            store, sink = derivation.source.store, derivation.sink
+            if isinstance(source_state, pb.ListState):  # only the rows ranges select are elements (§5.3)
+                runs = selected_rows(source_state)
+                migrated = [migrate_chunk(store, source_state, label, source_state.chunks[i], stored, sink, rows)
+                            for i, rows in runs.items()]
+                assert isinstance(target_state, pb.ListState)
+                _renumber_selected_rows(source_state, target_state, runs)
+            else:
+                migrated = [migrate_chunk(store, source_state, label, chunk, stored, sink)
+                            for chunk in source_state.chunks]
+            sink.flush()  # chunks are complete only now; the manifest copies them
             target_state.chunks.extend(derivation.own(c) for c in migrated)
         snapshot_field = "element_serializer" if isinstance(target_state, pb.ListState) else "value_serializer"
         getattr(target_state, snapshot_field).CopyFrom(result.serializer.snapshot())
@@ -298,17 +318,35 @@ def resolve_migration(state: pb.ListState | pb.KeyedState, serializer: Serialize
     return result, (old, new)
 
 
+def _renumber_selected_rows(source: pb.ListState, target: pb.ListState, runs: dict[int, list[tuple[int, int]]]
+                            ) -> None:
+    """Point ``target``'s ranges (chunks already renumbered, as the source's ``runs`` are
+    ordered) at the migrated chunks, which hold only the rows of ``runs``, run after run."""
+    for old, new in zip(source.partitions, target.partitions):
+        for old_range, new_range in zip(old.ranges, new.ranges):
+            position = 0
+            for first, count in runs[old_range.chunk]:
+                if first <= old_range.first < first + count:
+                    new_range.first = position + old_range.first - first
+                    break
+                position += count
+
+
 def migrate_chunk(store: ChunkStore, state: pb.ListState | pb.KeyedState, label: str, chunk: pb.Chunk,
-                  stored: tuple[Serializer, Serializer], sink: ChunkSink) -> pb.Chunk:
+                  stored: tuple[Serializer, Serializer], sink: ChunkSink,
+                  rows: list[tuple[int, int]] | None = None) -> pb.Chunk:
     """Re-encode one chunk's values from ``stored[0]`` to ``stored[1]`` into ``sink``
-    (the returned chunk is complete once the sink is flushed)."""
+    (the returned chunk is complete once the sink is flushed); with ``rows``, only those
+    runs ``(first, count)``, one after the other."""
     columns = LIST_COLUMNS if isinstance(state, pb.ListState) else keyed_column_count(state)
     cols = store.read_columns(chunk, columns, label)
+    if rows is not None:
+        cols = [pa.concat_arrays([c.slice(first, count) for first, count in rows]) for c in cols]
     if isinstance(state, pb.KeyedState) and state.HasField("ttl"):  # timestamps stay, values move (§7.8)
         cols[-1] = migrate_ttl_cells(stored[0], stored[1], cols[-1], whole_lists=state.kind == pb.LIST)
     else:
         cols[-1] = migrate_array(stored[0], stored[1], cols[-1])
-    new_chunk = sink.put(encode_chunk(cols), chunk.row_count, chunk.key_group)
+    new_chunk = sink.put(encode_chunk(cols), len(cols[0]), chunk.key_group)
     if chunk.HasField("key_bounds"):  # keys are unchanged, so are their bounds
         new_chunk.key_bounds.CopyFrom(chunk.key_bounds)
     return new_chunk

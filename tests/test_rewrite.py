@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import shutil
 
 import pytest
@@ -17,11 +18,12 @@ from pyref import (
     InvalidArgumentError,
     Savepoint,
     SavepointWriter,
+    flatten,
     migrate_state,
     rescale,
 )
 from pyref.redistribution import DistributionMode
-from pyref.serializers import Int32, Int64, String, Tuple
+from pyref.serializers import Int32, Int64, Nullable, String, Tuple
 
 
 def _offsets(path, parallelism):
@@ -245,3 +247,25 @@ def test_a_source_whose_name_cannot_be_a_base_asks_for_a_copy(tmp_path, capsys):
     assert not (tmp_path / "sp4").exists()
     rescale(source, tmp_path / "sp4", 4, copy=True)
     assert _offsets(tmp_path / "sp4", 4) == [[100], [101], [200], [201]]
+
+
+UNREFERENCED = (pathlib.Path(__file__).resolve().parent.parent / "compat_tests" / "golden" / "1.0"
+                / "manifest-rules-unreferenced-chunk-and-rows")
+
+
+@pytest.mark.parametrize("derive", ["flatten", "migrate"])
+def test_copies_skip_chunks_no_range_refers_to_and_rows_no_range_selects(tmp_path, derive):
+    """A damaged chunk no range refers to and an unselected row that is no int64 are no state
+    (spec/format.md §5.3): a copy and a migration leave them out instead of failing on them."""
+    shutil.copytree(UNREFERENCED / "savepoint", tmp_path / "sp")
+    if derive == "flatten":
+        flatten(tmp_path / "sp", tmp_path / "out")
+    else:
+        migrate_state(tmp_path / "sp", tmp_path / "out", "source", "offsets", Nullable(Int64()), copy=True)
+    before, after = Savepoint.open(tmp_path / "sp"), Savepoint.open(tmp_path / "out")
+    assert verify(after).ok and not verify(after).warnings
+    for p in (1, 2, 3):
+        assert ([list(s.list_state("offsets")) for s in before.restore_plan(p).subtasks("source")]
+                == [list(s.list_state("offsets")) for s in after.restore_plan(p).subtasks("source")])
+    chunks = [len(sp.operator("source").proto.list_states[0].chunks) for sp in (before, after)]
+    assert chunks[1] < chunks[0]

@@ -54,7 +54,7 @@ from ..descriptions import KIND_NAMES
 from ..reader import Savepoint
 from ..redistribution import DistributionMode
 from ..restore import resolve_parallelism
-from ..rewrite import Derivation, check_target, rescaled_operator
+from ..rewrite import Derivation, check_target, referenced_chunks_only, rescaled_operator
 from ..chunk import encode_chunk
 from ..serializers import Bytes, Serializer, serializer_from_snapshot
 from ..timers import domain_of, find_timer_service
@@ -284,7 +284,8 @@ class SavepointBuilder:
         # operator they came from. A part is a state's name, ("timers", name, domain) for a
         # timer service, or "coordinator" (format 1.2). With copy=True they are copied at commit.
         self._kept: dict[tuple[str, str | tuple[Any, ...]], pb.Operator] = {}
-        for op in self.source.manifest.operators if self.source is not None else []:
+        for source_op in self.source.manifest.operators if self.source is not None else []:
+            op = referenced_chunks_only(source_op)  # what the source reads: its chunks are copied or rewritten
             self.operators[op.operator_id] = _clone(op)
             self._kept.update({(op.operator_id, part): op for part in _parts(op)})
         self._done = False

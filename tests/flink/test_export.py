@@ -35,6 +35,7 @@ from pyref.flink.transcode import transcoder
 from pyref.flink.values import decode_column
 from pyref.flink.writer import export as export_module
 from pyref.flink.writer.metadata import checkpoint_properties, metadata_version
+from pyref.key_groups import assign_to_key_group
 from pyref.redistribution import DistributionMode
 from pyref.serializers import (
     Boolean,
@@ -705,3 +706,22 @@ def test_forbidden_bytes_of_fixed_width_fields_are_refused_at_any_tuple_depth():
         assert info.value.state == "test"
     with pytest.raises(CorruptSavepointError, match="boolean value byte above 1"):
         transcoder(Boolean(), flink_serializer(Boolean().snapshot(), "test").type, "test")(pa.array([b"\x03"]))
+
+
+def test_writer_assigned_key_groups_flink_would_not_find_are_refused(tmp_path):
+    """Writer-assigned key groups (spec/format.md §7.12) of keys Flink hashes itself (a String):
+    one the hash does not give would be restored where Flink never looks the key up."""
+    def build(w, key_group):
+        w.add_operator("op", parallelism=1, max_parallelism=8, key_serializer=String(),
+                       key_groups="writer").keyed_state("s", Int64()).add(["a"], [1], key_groups=[key_group])
+    hashed = assign_to_key_group("a", 8, "string")
+    for key_group, fits in ((hashed, True), ((hashed + 1) % 8, False)):
+        case = tmp_path / f"kg-{key_group}"
+        with SavepointWriter(str(case / "sp")) as w:
+            build(w, key_group)
+        if fits:
+            export_savepoint(case / "sp", case / "flink", flink_version="2.3")
+            continue
+        with pytest.raises(UnsupportedFormatError, match=f"Flink hashes it to key group {hashed}") as caught:
+            export_savepoint(case / "sp", case / "flink", flink_version="2.3")
+        assert caught.value.state == "op/s" and not (case / "flink").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 
 import pytest
 
@@ -119,6 +120,18 @@ def test_spark_flatten_copies_a_shallow_chain(spark, seeds, capsys):
 
     with pytest.raises(InvalidArgumentError, match="is the base of"):  # fl4 uses seeds
         flatten(spark, seeds.parent / "fl4", seeds, overwrite=True, progress=False)
+
+
+def test_spark_flatten_leaves_out_chunks_no_range_refers_to(spark, tmp_path):
+    """A damaged list chunk no range refers to is no state (spec/format.md §5.3): the copy
+    leaves it out instead of failing on its CRC32C."""
+    from pyref.spark import flatten
+
+    golden = pathlib.Path(__file__).resolve().parents[2] / "compat_tests" / "golden" / "1.0"
+    flat = flatten(spark, golden / "manifest-rules-unreferenced-chunk-and-rows" / "savepoint", tmp_path / "flat",
+                   progress=False)
+    report = verify(flat)
+    assert report.ok and not report.warnings
 
 
 def test_cli_runs_the_jobs(spark, seeds, capsys):

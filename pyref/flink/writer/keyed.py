@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...errors import CorruptSavepointError, UnsupportedFormatError
-from ...key_groups import KeyGroupRange
+from ...key_groups import KeyGroupRange, KeyType, compute_key_groups
 from ...keys import key_type_of
 from ...reader import KeyedStateView, OperatorView
 from ...serializers import Nullable, Serializer, serializer_from_snapshot
@@ -303,6 +303,20 @@ def _hashes_bytes(key_type) -> bool:
     return key_type == "bytes" or (isinstance(key_type, tuple) and any(map(_hashes_bytes, key_type)))
 
 
+def _flink_hash(op: OperatorView) -> KeyType | None:
+    """The key hash Flink applies to the keys of an operator whose writer assigned the key
+    groups (spec/format.md §7.12) but whose keys Flink hashes as spec/key-groups.md §3 does,
+    so that the export can check them; None where the key groups are hashed (the reader
+    checked them) or Flink's hash is not pyref's (opaque keys, byte arrays)."""
+    if not op.writer_assigned_key_groups:
+        return None
+    try:
+        key_type = key_type_of(op.proto.key_serializer)
+    except UnsupportedFormatError:
+        return None
+    return None if _hashes_bytes(key_type) else key_type
+
+
 class KeyedExport:
     """An operator's keyed state and timers as Flink keyed streams, one per subtask, for the
     Flink ``release`` (major, minor)."""
@@ -318,6 +332,8 @@ class KeyedExport:
             raise UnsupportedFormatError("byte-string keys: Flink cannot key by byte[] (its hash is the array's "
                                          "identity) and would put them elsewhere than pyref's key groups",
                                          state=where)
+        self.key_source = key_source
+        self.flink_hash = _flink_hash(op)
         self.states: list[_State] = [
             _KeyedState(op.keyed_state(name), self.prefix_bytes, key, key_source, release)
             for name in op.keyed_state_names]
@@ -348,7 +364,24 @@ class KeyedExport:
         parts = list(state.view.read_encoded(chunks))
         key_groups = np.repeat([kg for kg, _ in parts], [len(cols[0]) for _, cols in parts]).astype(np.int64)
         columns = [pa.concat_arrays(c) for c in zip(*(cols for _, cols in parts))]
+        if self.flink_hash is not None:
+            self._check_flink_key_groups(state, key_groups, columns[0])
         return state.records(key_groups, columns)
+
+    def _check_flink_key_groups(self, state: _State, key_groups: np.ndarray, keys: pa.Array) -> None:
+        """Flink restores a key of a hashable type into the key group it hashes to and looks it
+        up there: a writer-assigned key group that differs would hide the key from Flink."""
+        assert self.flink_hash is not None
+        shown = self.key_source.decode_array(keys)
+        expected = compute_key_groups(shown, self.operator.max_parallelism, self.flink_hash)
+        bad = np.flatnonzero(expected != key_groups)
+        if bad.size:
+            i = int(bad[0])
+            raise UnsupportedFormatError(
+                f"key {shown[i].as_py()!r} is in key group {int(key_groups[i])}, which its writer assigned, but "
+                f"Flink hashes it to key group {int(expected[i])} and would never find it ({bad.size} rows "
+                "differ): Flink takes keys of this type only in the key groups of their hash "
+                "(spec/key-groups.md §3)", state=state.view.label)
 
     def write(self, stream, groups: KeyGroupRange) -> tuple[int, ...]:
         """Write the keyed stream of the subtask owning ``groups``; returns the offset of
