@@ -279,12 +279,9 @@ def migrate_state(source: str | os.PathLike[str], target: str | os.PathLike[str]
         target_state = next(s for s in [*new.list_states, *new.keyed_states] if s.name == state)
         if stored is not None:
             store, sink = derivation.source.store, derivation.sink
-            if isinstance(source_state, pb.ListState):  # only the rows ranges select are elements (§5.3)
-                runs = selected_rows(source_state)
+            if isinstance(source_state, pb.ListState):  # the chunks ranges refer to, as _copy_states keeps (§5.3)
                 migrated = [migrate_chunk(store, source_state, label, source_state.chunks[i], stored, sink, rows)
-                            for i, rows in runs.items()]
-                assert isinstance(target_state, pb.ListState)
-                _renumber_selected_rows(source_state, target_state, runs)
+                            for i, rows in selected_rows(source_state).items()]
             else:
                 migrated = [migrate_chunk(store, source_state, label, chunk, stored, sink)
                             for chunk in source_state.chunks]
@@ -318,35 +315,34 @@ def resolve_migration(state: pb.ListState | pb.KeyedState, serializer: Serialize
     return result, (old, new)
 
 
-def _renumber_selected_rows(source: pb.ListState, target: pb.ListState, runs: dict[int, list[tuple[int, int]]]
-                            ) -> None:
-    """Point ``target``'s ranges (chunks already renumbered, as the source's ``runs`` are
-    ordered) at the migrated chunks, which hold only the rows of ``runs``, run after run."""
-    for old, new in zip(source.partitions, target.partitions):
-        for old_range, new_range in zip(old.ranges, new.ranges):
-            position = 0
-            for first, count in runs[old_range.chunk]:
-                if first <= old_range.first < first + count:
-                    new_range.first = position + old_range.first - first
-                    break
-                position += count
-
-
 def migrate_chunk(store: ChunkStore, state: pb.ListState | pb.KeyedState, label: str, chunk: pb.Chunk,
                   stored: tuple[Serializer, Serializer], sink: ChunkSink,
-                  rows: list[tuple[int, int]] | None = None) -> pb.Chunk:
+                  selected: list[tuple[int, int]] | None = None) -> pb.Chunk:
     """Re-encode one chunk's values from ``stored[0]`` to ``stored[1]`` into ``sink``
-    (the returned chunk is complete once the sink is flushed); with ``rows``, only those
-    runs ``(first, count)``, one after the other."""
+    (the returned chunk is complete once the sink is flushed). A list chunk's ``selected``
+    runs ``(first, count)`` (ascending, disjoint) are its elements; its other rows are no
+    state (spec/format.md §5.3), may not decode, and are kept as they are, so that the chunk
+    keeps its rows and the ranges that select them stay valid."""
     columns = LIST_COLUMNS if isinstance(state, pb.ListState) else keyed_column_count(state)
     cols = store.read_columns(chunk, columns, label)
-    if rows is not None:
-        cols = [pa.concat_arrays([c.slice(first, count) for first, count in rows]) for c in cols]
-    if isinstance(state, pb.KeyedState) and state.HasField("ttl"):  # timestamps stay, values move (§7.8)
+    if selected is not None:
+        cols[-1] = _migrate_selected(stored, cols[-1], selected)
+    elif isinstance(state, pb.KeyedState) and state.HasField("ttl"):  # timestamps stay, values move (§7.8)
         cols[-1] = migrate_ttl_cells(stored[0], stored[1], cols[-1], whole_lists=state.kind == pb.LIST)
     else:
         cols[-1] = migrate_array(stored[0], stored[1], cols[-1])
-    new_chunk = sink.put(encode_chunk(cols), len(cols[0]), chunk.key_group)
+    new_chunk = sink.put(encode_chunk(cols), chunk.row_count, chunk.key_group)
     if chunk.HasField("key_bounds"):  # keys are unchanged, so are their bounds
         new_chunk.key_bounds.CopyFrom(chunk.key_bounds)
     return new_chunk
+
+
+def _migrate_selected(stored: tuple[Serializer, Serializer], values: pa.Array,
+                      selected: list[tuple[int, int]]) -> pa.Array:
+    """``values`` with the rows of the ``selected`` runs migrated and every other row as it was."""
+    pieces, at = [], 0
+    for first, count in selected:
+        pieces += [values.slice(at, first - at), migrate_array(stored[0], stored[1], values.slice(first, count))]
+        at = first + count
+    pieces.append(values.slice(at))
+    return pa.concat_arrays([piece.cast(values.type) for piece in pieces])  # encodings are binary, as stored

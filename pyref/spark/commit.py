@@ -140,7 +140,8 @@ def _map_chunks_task(job: Job, fn: Callable, fragment: Fragment) -> Iterator[pa.
     try:
         store, op = fragment.open()
         state = part_of(op)
-        chunks = [fn(store, op, state, chunk, sink) for chunk in state.chunks]
+        chunks = [fn(store, op, state, chunk, sink, index)
+                  for chunk, index in zip(state.chunks, fragment.chunk_indices)]
         files = sink.close()  # completes every chunk (codec, CRC, location)
     except BaseException:
         sink.abort()
@@ -154,8 +155,9 @@ def _map_chunks_task(job: Job, fn: Callable, fragment: Fragment) -> Iterator[pa.
 
 def map_chunks(spark: SparkSession, job: Job, fragments: Sequence[Fragment],
                fn: Callable[..., Any]) -> list[tuple[list[int], pb.Manifest]]:
-    """Run ``fn(store, operator, state, chunk, sink) -> new chunk`` on every chunk of
-    ``fragments``, one fragment per task; returns (chunk indices, partial manifest) per task."""
+    """Run ``fn(store, operator, state, chunk, sink, index) -> new chunk`` on every chunk of
+    ``fragments`` (``index``: the chunk's index in the whole state), one fragment per task;
+    returns (chunk indices, partial manifest) per task."""
     if not fragments:
         return []
     results = fragment_tasks(spark, fragments, partial(_map_chunks_task, job, fn),

@@ -33,7 +33,7 @@ from .._proto.savepoint.v1 import manifest_pb2 as pb
 from ..errors import InvalidArgumentError, unknown_names
 from ..key_groups import check_parallelism, compute_key_groups
 from ..keys import engine_key_groups, key_type_of
-from ..manifest import state_label
+from ..manifest import selected_rows, state_label
 from ..reader import Savepoint
 from ..rewrite import migrate_chunk, resolve_migration
 from ..rewrite import rescale as core_rescale
@@ -173,8 +173,11 @@ def change_max_parallelism(spark: SparkSession, source: Path, target: Path, max_
         return Savepoint.written(builder.io, builder.manifest)
 
 
-def _migrate(stored: tuple[Serializer, Serializer], store, op: pb.Operator, state, chunk: pb.Chunk, sink) -> pb.Chunk:
-    return migrate_chunk(store, state, state_label(op, state.name), chunk, stored, sink)
+def _migrate(stored: tuple[Serializer, Serializer], selected: dict[int, list[tuple[int, int]]] | None, store,
+             op: pb.Operator, state, chunk: pb.Chunk, sink, index: int) -> pb.Chunk:
+    """One chunk migrated; of a list state, only the rows its ranges select (``selected``)."""
+    return migrate_chunk(store, state, state_label(op, state.name), chunk, stored, sink,
+                         None if selected is None else selected[index])
 
 
 def migrate_state(spark: SparkSession, source: Path, target: Path, operator_id: str, state: str,
@@ -200,7 +203,9 @@ def migrate_state(spark: SparkSession, source: Path, target: Path, operator_id: 
             result, stored = resolve_migration(found, serializer, state_label(op, state))
             report.step(f"{state_label(op, state)}: {result.kind.value} ({result.reason})")
             if stored is not None:
-                builder.map_source_chunks(operator_id, state, partial(_migrate, stored))
+                # A list state's unselected rows are no state and may not decode (spec/format.md §5.3).
+                selected = selected_rows(found) if isinstance(found, pb.ListState) else None
+                builder.map_source_chunks(operator_id, state, partial(_migrate, stored, selected))
             field = "element_serializer" if isinstance(found, pb.ListState) else "value_serializer"
             getattr(found, field).CopyFrom(result.serializer.snapshot())
         return Savepoint.written(builder.io, builder.manifest)

@@ -232,7 +232,7 @@ def _feed_encoded_keyed(state, batch: pa.RecordBatch) -> None:
     state.add_encoded(batch.columns[1:], groups)
 
 
-def _copy_chunk(store, op: pb.Operator, state, chunk: pb.Chunk, sink) -> pb.Chunk:
+def _copy_chunk(store, op: pb.Operator, state, chunk: pb.Chunk, sink, index: int) -> pb.Chunk:
     return sink.put_stored(chunk, store.read_stored(chunk, state_label(op, state.name)))
 
 
@@ -574,8 +574,9 @@ class SavepointBuilder:
 
     def map_source_chunks(self, operator_id: str, name: str | tuple[Any, ...], fn: Callable[..., Any]) -> None:
         """Replace every chunk of a state kept from the source with ``fn(store,
-        operator, state, chunk, sink) -> chunk`` run in parallel (row counts and
-        key groups must stay: list partitions refer to rows of chunks). ``name`` is a
+        operator, state, chunk, sink, index) -> chunk`` (``index``: the chunk's in the
+        state) run in parallel (row counts and key groups must stay: list partitions refer
+        to rows of chunks). ``name`` is a
         state's name or (format 1.2) ``("timers", name, domain)``."""
         op = self.operator(operator_id)
         source_op = self._kept.get((operator_id, name))

@@ -134,6 +134,24 @@ def test_spark_flatten_leaves_out_chunks_no_range_refers_to(spark, tmp_path):
     assert report.ok and not report.warnings
 
 
+def test_spark_migrate_of_a_list_state_migrates_only_the_rows_ranges_select(spark, tmp_path):
+    """An unselected row that is no int64 is no state (spec/format.md §5.3): the migration keeps
+    it as it is instead of failing to decode it, and every element reads as before, migrated."""
+    from pyref.serializers import Nullable
+    from pyref.spark import migrate_state
+
+    golden = pathlib.Path(__file__).resolve().parents[2] / "compat_tests" / "golden" / "1.0"
+    source = golden / "manifest-rules-unreferenced-chunk-and-rows" / "savepoint"
+    migrated = migrate_state(spark, source, tmp_path / "migrated", "source", "offsets", Nullable(Int64()),
+                             copy=True, progress=False)
+    assert verify(migrated).ok and not verify(migrated).warnings
+    before = Savepoint.open(source)
+    for p in (1, 2, 3):
+        assert ([list(s.list_state("offsets")) for s in before.restore_plan(p).subtasks("source")]
+                == [list(s.list_state("offsets")) for s in migrated.restore_plan(p).subtasks("source")])
+    assert migrated.operator("source").proto.list_states[0].element_serializer == Nullable(Int64()).snapshot()
+
+
 def test_cli_runs_the_jobs(spark, seeds, capsys):
     code = main(["change-max-parallelism", str(seeds), str(seeds.parent / "mp"), "-m", "256", "--master", "local[2]",
                  "--json"])
