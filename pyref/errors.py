@@ -8,7 +8,8 @@ The hierarchy is small on purpose; callers catch :class:`SavepointError` for
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -42,6 +43,21 @@ class SavepointError(Exception):
             start, end = self.byte_range
             where.append(f"bytes={start}..{end}")
         return f"{self.reason} [{', '.join(where)}]" if where else self.reason
+
+
+@contextmanager
+def locating(*, path: str | None = None, state: str | None = None,
+             byte_range: tuple[int, int] | None = None) -> Iterator[None]:
+    """Errors raised inside name ``path``, ``state`` and ``byte_range`` where they named none:
+    a cell decoder knows the bytes it was given, not the state or the file they came from."""
+    try:
+        yield
+    except SavepointError as exc:
+        if exc.path is None and exc.byte_range is None:  # a range of other bytes would not be of this file
+            exc.path, exc.byte_range = path, byte_range
+        exc.state = exc.state if exc.state is not None else state
+        exc.args = (exc._format(),)
+        raise
 
 
 class CorruptSavepointError(SavepointError):

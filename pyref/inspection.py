@@ -17,7 +17,7 @@ import pyarrow.compute  # noqa: F401  (pa.compute in _Identities.report)
 
 from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .descriptions import SavepointInfo
-from .errors import ConcurrentWriteError, SavepointError, StorageError
+from .errors import ConcurrentWriteError, SavepointError, StorageError, locating
 from .manifest import (
     BROADCAST_COLUMNS,
     COORDINATOR_COLUMNS,
@@ -284,9 +284,11 @@ def _verify_chunks(sp: Savepoint, label: str, chunks: Sequence[pb.Chunk], column
         return True
     for i, chunk in enumerate(chunks):
         report.chunks += 1
+        stored = (chunk.range.offset, chunk.range.offset + chunk.range.length) if chunk.HasField("range") else None
         try:
-            report.values += _decoded_values(sp.store.read_columns(chunk, columns, label), serializers,
-                                             None if runs is None else runs[i])
+            with locating(path=sp.store.describe(chunk), state=label, byte_range=stored):
+                report.values += _decoded_values(sp.store.read_columns(chunk, columns, label), serializers,
+                                                 None if runs is None else runs[i])
         except _NOT_DAMAGE:
             raise
         except SavepointError as exc:

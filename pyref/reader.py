@@ -35,6 +35,7 @@ from .errors import (
     SavepointError,
     SavepointNotFoundError,
     StorageError,
+    locating,
 )
 from .io import MANIFEST_NAME, LocalIO, SavepointIO, open_io
 from .key_groups import KeyGroupRange, compute_key_groups, repeated_run_starts
@@ -480,8 +481,9 @@ class ListStateView(PartitionedView):
     def iter_ranges(self, ranges: Sequence[pb.ElementRange]) -> Iterator[Any]:
         decode = self.serializer.decode
         for column in self.read_encoded(ranges):
-            for i in range(len(column)):
-                yield decode(column[i].as_buffer())
+            with locating(state=self.label):
+                values = [decode(column[i].as_buffer()) for i in range(len(column))]
+            yield from values
 
     def partition(self, index: int) -> Iterator[Any]:
         """Lazily decoded elements of partition ``index``."""
@@ -491,7 +493,9 @@ class ListStateView(PartitionedView):
         """Every element of every partition, decoded: ``subtask, index, value``, one batch per
         range, read in storage order (:meth:`PartitionedView.scan_rows`)."""
         for p, index, (column,) in self.scan_rows():
-            yield self._rows_batch(p, index, [self.serializer.decode_array(column)], ["value"])
+            with locating(state=self.label):
+                values = self.serializer.decode_array(column)
+            yield self._rows_batch(p, index, [values], ["value"])
 
     def _cell_fields(self) -> list[pa.Field]:
         return [pa.field("value", self.serializer.arrow_type())]
@@ -504,7 +508,8 @@ class ListStateView(PartitionedView):
         return self.info.summary()
 
     def arrow_ranges(self, ranges: Sequence[pb.ElementRange]) -> pa.Array:
-        parts = [self.serializer.decode_array(c) for c in self.read_encoded(ranges)]
+        with locating(state=self.label):
+            parts = [self.serializer.decode_array(c) for c in self.read_encoded(ranges)]
         return pa.concat_arrays(parts) if parts else pa.array([], type=self.serializer.arrow_type())
 
 
@@ -798,19 +803,26 @@ class KeyedStateView(KeyGroupedView):
                  ) -> Iterator[pa.RecordBatch]:
         names, types = self._arrow_columns()
         for group, columns, checked in encoded:
-            arrays = [pa.array(np.full(len(columns[0]), group, dtype=np.int32)),
-                      checked.every_row() if checked is not None else self.key_serializer.decode_array(columns[0])]
-            arrays += [s.decode_array(c) for s, c in zip(self._row_serializers()[1:], columns[1:])]
-            values, stamps = self._split_values(columns[-1])
-            if self.ttl is not None and self.kind == "list":
-                cells = [self._stored_value.decode(values[i].as_buffer()) for i in range(len(values))]
-                arrays += [pa.array([[self.value_serializer._to_arrow_value(v) for _, v in c] for c in cells], types[-2]),
-                           pa.array([[s for s, _ in c] for c in cells], pa.list_(pa.int64()))]
-            else:
-                arrays.append(self._stored_value.decode_array(values))
-                if stamps is not None:
-                    arrays.append(pa.array(stamps, pa.int64()))
-            yield pa.record_batch(arrays, names=names)
+            with locating(state=self.label):
+                batch = self._batch(names, types, group, columns, checked)
+            yield batch
+
+    def _batch(self, names: list[str], types: list[pa.DataType], group: int, columns: list[pa.BinaryArray],
+               checked: CheckedKeys | None) -> pa.RecordBatch:
+        """One chunk's rows (of key group ``group``) decoded to a record batch."""
+        arrays = [pa.array(np.full(len(columns[0]), group, dtype=np.int32)),
+                  checked.every_row() if checked is not None else self.key_serializer.decode_array(columns[0])]
+        arrays += [s.decode_array(c) for s, c in zip(self._row_serializers()[1:], columns[1:])]
+        values, stamps = self._split_values(columns[-1])
+        if self.ttl is not None and self.kind == "list":
+            cells = [self._stored_value.decode(values[i].as_buffer()) for i in range(len(values))]
+            arrays += [pa.array([[self.value_serializer._to_arrow_value(v) for _, v in c] for c in cells], types[-2]),
+                       pa.array([[s for s, _ in c] for c in cells], pa.list_(pa.int64()))]
+        else:
+            arrays.append(self._stored_value.decode_array(values))
+            if stamps is not None:
+                arrays.append(pa.array(stamps, pa.int64()))
+        return pa.record_batch(arrays, names=names)
 
     def arrow_chunks(self, chunks: Sequence[pb.Chunk]) -> pa.Table:
         """Entries decoded to Arrow: key_group, key[, namespace][, user_key], value[, ttl_timestamp]."""

@@ -150,3 +150,35 @@ def _share_range_of(chunk: pb.Chunk, source: pb.Chunk) -> None:
     key_group = chunk.key_group
     chunk.CopyFrom(source)
     chunk.key_group = key_group  # chunks stay ordered by key group (K4)
+
+
+def test_cells_that_do_not_decode_are_reported_with_their_state_and_file(tmp_path):
+    """A value of the wrong width (bytes a valid writer never stores under the state's
+    serializer) is corrupt, and the error names the state and the chunk's file, not only
+    "record N", from verify and from every read."""
+    from pyref import SavepointWriter
+    from pyref.redistribution import DistributionMode
+    from pyref.serializers import Bytes, Int64
+
+    path = tmp_path / "sp"
+    with SavepointWriter(path, inline_bytes=0) as w:
+        w.add_operator("src", parallelism=1).list_state("offsets", Bytes(), DistributionMode.SPLIT_DISTRIBUTE).add(
+            0, [b"\0" * 8, b"abc"])
+        w.add_operator("cnt", parallelism=1, key_serializer=Bytes()).keyed_state("count", Bytes()).add(
+            [b"k1", b"k2"], [b"\0" * 8, b"xyz"])
+    m, _ = decode_manifest((path / "_manifest").read_bytes(), path="x")
+    m.operators[0].list_states[0].element_serializer.CopyFrom(Int64().snapshot())
+    m.operators[1].keyed_states[0].value_serializer.CopyFrom(Int64().snapshot())
+    (path / "_manifest").write_bytes(encode_manifest(m))
+
+    errors = verify(Savepoint.open(path)).errors
+    assert len(errors) == 2
+    for error, state in zip(sorted(errors), ["cnt/count", "src/offsets"]):
+        assert f"state={state}" in error and "file=" in error and ".svd" in error and "bytes=" in error
+    sp = Savepoint.open(path)
+    reads = [lambda: sp.operator("cnt").keyed_state("count").to_arrow(),
+             lambda: list(sp.operator("src").list_state("offsets").partition(0)),
+             lambda: sp.operator("src").list_state("offsets").to_arrow()]
+    for read, state in zip(reads, ["cnt/count", "src/offsets", "src/offsets"]):
+        with pytest.raises(CorruptSavepointError, match=f"state={state}"):
+            read()
