@@ -50,7 +50,7 @@ from .meta_info import BACKEND_STATE_TYPES, StateMetaInfo, read_meta_info
 from .serializers import FlinkType
 from .values import Codec, Undelimited, codec_for
 
-__all__ = ["CHANGELOG", "Change", "iter_changes", "changelog_meta", "apply_changelog"]
+__all__ = ["CHANGELOG", "Change", "iter_changes", "changelog_meta", "apply_changelog", "KeysNotRecordedError"]
 
 #: The keyed layout name of a changelog backend's state.
 CHANGELOG = "changelog"
@@ -169,12 +169,22 @@ def changelog_meta(changes: Iterable[Change], materialized: KeyedBackendMeta | N
         (info.serializers["VALUE_SERIALIZER"].children[0] for info in states.values()
          if info.backend_type == "PRIORITY_QUEUE" and info.serializers["VALUE_SERIALIZER"].kind == "timer"), None)
     if key_type is None:
-        raise UnsupportedFormatError(
-            f"changelog state backend keyed state of states {', '.join(map(repr, states)) or 'none'} before its "
-            "first materialization: Flink records the key serializer only in a materialized snapshot (or a timer "
-            "queue), so the keys cannot be read; take the checkpoint after a materialization "
-            "(state.changelog.periodic-materialize.interval) or a canonical savepoint")
+        raise KeysNotRecordedError(list(states))
     return KeyedBackendMeta(False, key_type, list(states.values()), 0)
+
+
+class KeysNotRecordedError(UnsupportedFormatError):
+    """A changelog subtask's keyed state before its first materialization and without timers: no
+    byte names the key serializer. ``states`` are the states refused; the operator's others (its
+    operator state) import without them (``--skip-state``)."""
+
+    WHY = ("changelog state backend keyed state before its first materialization: Flink records the key serializer "
+           "only in a materialized snapshot (or a timer queue), so the keys cannot be read; take the checkpoint "
+           "after a materialization (state.changelog.periodic-materialize.interval) or a canonical savepoint")
+
+    def __init__(self, states: list[str]) -> None:
+        self.states = states
+        super().__init__(f"{self.WHY} (its states: {', '.join(map(repr, states)) or 'none'})")
 
 
 class _StateTable:

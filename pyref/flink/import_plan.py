@@ -38,6 +38,7 @@ from ..ttl import UPDATE_TYPES, VISIBILITIES, TtlConfig
 from .from_flink import Mapped, key_type, map_type, stores_lengths
 from .handles import DistributionMode as FlinkMode
 from .keyed import TIMER_DOMAINS, TIMER_PREFIX
+from .changelog import KeysNotRecordedError
 from .meta_info import StateMetaInfo, unreadable_async_state
 from .savepoint import FlinkOperator, FlinkSavepoint, operator_id_named, operator_id_of_uid
 from .serializers import FlinkType
@@ -211,7 +212,13 @@ class _Planner:
                 op.broadcasts.append(BroadcastPlan(
                     name, self.mapped(broadcast.key_type, Place(op.operator_id, name, "broadcast_key")),
                     self.mapped(broadcast.value_type, Place(op.operator_id, name, "broadcast_value"))))
-        flink_key, infos = flink.keyed_meta()
+        try:
+            flink_key, infos = flink.keyed_meta()
+        except KeysNotRecordedError as exc:  # each state refused by name: skipping them imports the rest
+            for name in exc.states:
+                if not self.skipped(op, name):
+                    self.refuse(op, name, exc.WHY)
+            return op
         for name, info in sorted(infos.items()):
             self.keyed_state(op, info) if info.backend_type != "PRIORITY_QUEUE" else self.timer_queue(op, info)
         if op.has_keyed:

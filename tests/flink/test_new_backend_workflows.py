@@ -1,0 +1,84 @@
+"""A user's workflows over checkpoints of the changelog state backend and of ForSt (tests/flink/data/
+checkpoints): through the CLI (inspect, verify, plan, import-flink, --json), the Python API, and at their
+URL on an object store (moto's S3 server: chk-N with its job's shared/ and taskowned/ beside it). What is
+refused is refused by name, with the remedy, and --skip-state imports the rest."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+from compat_tests.flink.imports import ttl_configs
+from pyref.cli import main
+from pyref.flink import FlinkSavepoint, export_savepoint
+from pyref.flink.importer import import_flink
+from tests.flink.test_checkpoints import snapshot, truth
+from tests.flink.test_corpus import assert_reads_as_truth
+from tests.flink.test_flink_on_object_stores import upload
+
+#: Before its first materialization: operators without timers record no key serializer.
+UNMATERIALIZED = "2.3.0-rocksdb-changelog-keyed-kinds"
+REFUSED_UNMATERIALIZED = ["long-keys/last-user", "long-keys/max", "tuple-keys/nums", "tuple-keys/by-seq"]
+
+
+def _json(capsys: pytest.CaptureFixture[str]) -> dict:
+    return json.loads(capsys.readouterr().out)
+
+
+def test_a_changelog_checkpoint_before_materialization_is_refused_per_state_and_the_rest_imports(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source, expected = snapshot(UNMATERIALIZED, tmp_path), truth(UNMATERIALIZED)
+    assert main(["import-flink", str(source), str(tmp_path / "refused"), "--ttl-default", "1d", "--json"]) == 5
+    refusal = _json(capsys)
+    assert refusal["type"] == "UnsupportedFormatError"
+    for state in REFUSED_UNMATERIALIZED:  # each named, operator and state, with the remedy
+        assert f"{state}: changelog state backend keyed state before its first materialization" in refusal["error"]
+    assert "periodic-materialize" in refusal["error"] and "--skip-state" in refusal["error"]
+    skips = [arg for state in REFUSED_UNMATERIALIZED + ["pojo-keys/blobs"] for arg in ("--skip-state", state)]
+    assert main(["import-flink", str(source), str(tmp_path / "imported"), "--ttl-default", "1d", *skips,
+                 "--json"]) == 0
+    capsys.readouterr()
+    for uid in ("long-keys", "tuple-keys"):
+        expected["operators"][uid]["keyed_state"] = {}
+    del expected["operators"]["pojo-keys"]["keyed_state"]["blobs"]
+    export_savepoint(tmp_path / "imported", tmp_path / "flink", flink_version=expected["flink_version"])
+    with FlinkSavepoint.open(tmp_path / "flink") as exported:
+        expected["checkpoint_id"] = exported.checkpoint_id
+    assert_reads_as_truth(tmp_path / "flink", expected)
+
+CASES = ["2.3.0-forst-incremental-async-state", "1.20.3-rocksdb-changelog-churn-materialized",
+         "2.3.0-hashmap-changelog-churn-materialized-compressed"]
+
+
+def _uploaded(case: str, s3_prefix: str, tmp_path: pathlib.Path) -> str:
+    """The case's chk-N at s3://.../job/chk-N, its shared/ (if any) at s3://.../job/shared."""
+    local = snapshot(case, tmp_path)
+    # The harness copied the files _metadata names in the job's taskowned/ into chk-N: back where Flink wrote them.
+    metadata, owned = (local / "_metadata").read_bytes(), tmp_path / "taskowned"
+    owned.mkdir()
+    for path in sorted(local.iterdir()):
+        if f"/taskowned/{path.name}".encode() in metadata:
+            path.rename(owned / path.name)
+    upload(local, f"{s3_prefix}/job/chk-6")
+    upload(owned, f"{s3_prefix}/job/taskowned")
+    if (local.parent / "shared").is_dir():
+        upload(local.parent / "shared", f"{s3_prefix}/job/shared")
+    return f"{s3_prefix}/job/chk-6"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_forst_or_changelog_checkpoint_on_s3_reads_imports_and_exports_as_its_truth(case, s3_prefix, tmp_path,
+                                                                                         capsys):
+    url, expected = _uploaded(case, s3_prefix, tmp_path), truth(case)
+    assert_reads_as_truth(url, expected)  # type: ignore[arg-type]
+    assert main(["inspect", url, "--json"]) == 0
+    assert "changelog" in capsys.readouterr().out or "forst" in case
+    assert main(["verify", url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"]
+    import_flink(url, f"{s3_prefix}/imported", uids=list(expected["operators"]), ttl=ttl_configs(expected))
+    export_savepoint(f"{s3_prefix}/imported", tmp_path / "flink", flink_version=expected["flink_version"])
+    with FlinkSavepoint.open(tmp_path / "flink") as exported:
+        expected["checkpoint_id"] = exported.checkpoint_id
+    assert_reads_as_truth(tmp_path / "flink", expected)
