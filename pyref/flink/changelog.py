@@ -182,6 +182,10 @@ class KeysNotRecordedError(UnsupportedFormatError):
            "only in a materialized snapshot (or a timer queue), so the keys cannot be read; take the checkpoint "
            "after a materialization (state.changelog.periodic-materialize.interval) or a canonical savepoint")
 
+    #: Said of each state an import refuses.
+    SHORT = ("changelog state backend keyed state before its first materialization (no key serializer recorded; "
+             "take the checkpoint after state.changelog.periodic-materialize.interval)")
+
     def __init__(self, states: list[str]) -> None:
         self.states = states
         super().__init__(f"{self.WHY} (its states: {', '.join(map(repr, states)) or 'none'})")

@@ -155,6 +155,7 @@ def inspect_flink(path: str, as_json: bool, subtasks: bool = False, uids: Sequen
             extra = f" namespace {st['namespace']}" if st.get("namespace") else ""
             extra += " ttl" if st.get("ttl") else ""
             extra += " (async state API)" if st.get("async_state_api") else ""
+            extra += f"; not read: {st['refused']}" if st.get("refused") else ""
             counts = st.get("elements_per_subtask") or st.get("entries_per_subtask")
             print(f"  {st['type']} state {st['name']} [{st.get('mode') or st.get('kind')}] {st['flink_type']}{extra}"
                   + (f": per subtask {counts}" if counts is not None else ""))

@@ -35,10 +35,10 @@ from ..errors import InvalidArgumentError, UnsupportedFormatError
 from ..key_groups import KeyType
 from ..redistribution import DistributionMode
 from ..ttl import UPDATE_TYPES, VISIBILITIES, TtlConfig
+from .changelog import KeysNotRecordedError
 from .from_flink import Mapped, key_type, map_type, stores_lengths
 from .handles import DistributionMode as FlinkMode
 from .keyed import TIMER_DOMAINS, TIMER_PREFIX
-from .changelog import KeysNotRecordedError
 from .meta_info import StateMetaInfo, unreadable_async_state
 from .savepoint import FlinkOperator, FlinkSavepoint, operator_id_named, operator_id_of_uid
 from .serializers import FlinkType
@@ -217,7 +217,7 @@ class _Planner:
         except KeysNotRecordedError as exc:  # each state refused by name: skipping them imports the rest
             for name in exc.states:
                 if not self.skipped(op, name):
-                    self.refuse(op, name, exc.WHY)
+                    self.refuse(op, name, exc.SHORT)
             return op
         for name, info in sorted(infos.items()):
             self.keyed_state(op, info) if info.backend_type != "PRIORITY_QUEUE" else self.timer_queue(op, info)

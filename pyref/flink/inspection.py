@@ -20,6 +20,7 @@ from ..errors import CorruptSavepointError, InvalidArgumentError, SavepointError
 from ..inspection import VerifyReport
 from .handles import ChangelogHandle, ChangeSetFiles, IncrementalHandle, InMemoryChanges
 from .import_plan import plan_import
+from .meta_info import unreadable_async_state
 from .savepoint import FlinkOperator, FlinkSavepoint, _prefix_bytes, timer_types
 from .state_views import FlinkKeyedStateView, FlinkTimerView
 from .values import decode_column
@@ -57,12 +58,13 @@ def _operator(op: FlinkOperator) -> dict:
         states.append({"name": name, "type": "broadcast", "mode": "BROADCAST",
                        "flink_type": f"{broadcast.key_type.describe()} -> {broadcast.value_type.describe()}",
                        "entries_per_subtask": broadcast.element_counts()})
-    try:
-        key_type, infos = op.keyed_meta()
+    layouts: list[str] = []
+    try:  # the layout first: said of keyed state the reader refuses too (a changelog's before materialization)
         layouts = sorted({layout for s in subtasks if (layout := op.keyed_layout(s.index)) is not None})
+        key_type, infos = op.keyed_meta()
         refused = None
-    except SavepointError as exc:  # native-format or changelog keyed state: say what it is
-        key_type, infos, layouts, refused = None, {}, [], exc.reason
+    except SavepointError as exc:
+        key_type, infos, refused = None, {}, exc.reason
     timers = []
     for name, info in sorted(infos.items()):
         value = info.serializers["VALUE_SERIALIZER"]
@@ -75,7 +77,8 @@ def _operator(op: FlinkOperator) -> dict:
                            c.kind == "ttl" for c in value.children),
                        "namespace": None if namespace.kind == "void-namespace" else namespace.describe(),
                        # KEY_VALUE_V2: the async state API's (Flink 2.0+, ForSt); its rows are the classic API's.
-                       "async_state_api": info.backend_type == "KEY_VALUE_V2"})
+                       "async_state_api": info.backend_type == "KEY_VALUE_V2",
+                       "refused": unreadable_async_state(info)})
     keyed = [s.managed_keyed_state for s in subtasks if s.managed_keyed_state is not None]
     return {
         "operator_id": op.operator_id, "name": op.name, "uid": op.uid, "flink_name": op.flink_name,
@@ -179,10 +182,8 @@ def _verify_keyed_state(op: FlinkOperator, report: FlinkVerifyReport) -> None:
                         view = FlinkTimerView(name, "", *timer_types(info), rows,
                                               _prefix_bytes(op.max_parallelism), op.max_parallelism)
                     else:
-                        view = FlinkKeyedStateView(name, info.options.get("KEYED_STATE_TYPE", info.backend_type),
-                                                   batch.key_type, info.serializers["NAMESPACE_SERIALIZER"],
-                                                   info.serializers["VALUE_SERIALIZER"], rows,
-                                                   _prefix_bytes(op.max_parallelism), op.max_parallelism)
+                        view = FlinkKeyedStateView.of(info, batch.key_type, rows, _prefix_bytes(op.max_parallelism),
+                                                      op.max_parallelism)
                     report.values += sum(len(item) for item in view.items())
                     report.keys_checked += view.check_key_groups(label) or 0
                 except SavepointError as exc:
@@ -208,5 +209,6 @@ def _verify_in_flight(sp: FlinkSavepoint, op: FlinkOperator, report: FlinkVerify
 
 def _note(report: FlinkVerifyReport, exc: SavepointError, where: str) -> None:
     """Damage is an error; what this reader does not read (native-format state...) a warning."""
-    text = f"{where}: {exc}"
-    (report.warnings if isinstance(exc, UnsupportedFormatError) else report.errors).append(text)
+    text, notes = f"{where}: {exc}", report.warnings if isinstance(exc, UnsupportedFormatError) else report.errors
+    if text not in notes:  # once, not once per subtask
+        notes.append(text)

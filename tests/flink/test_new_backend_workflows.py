@@ -82,3 +82,30 @@ def test_a_forst_or_changelog_checkpoint_on_s3_reads_imports_and_exports_as_its_
     with FlinkSavepoint.open(tmp_path / "flink") as exported:
         expected["checkpoint_id"] = exported.checkpoint_id
     assert_reads_as_truth(tmp_path / "flink", expected)
+
+
+def test_inspect_names_the_layout_of_keyed_state_it_refuses(tmp_path: pathlib.Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    source = str(snapshot(UNMATERIALIZED, tmp_path))
+    assert main(["inspect", source, "--json"]) == 0
+    operators = {op["uid"]: op for op in _json(capsys)["operators"]}
+    for uid in ("long-keys", "tuple-keys", "keyed-kinds"):
+        assert operators[uid]["keyed_state_layout"] == "changelog", uid
+        assert operators[uid]["key_groups_with_data"] is None, uid  # a changelog says none, not 0
+    assert operators["long-keys"]["keyed_state_refused"] and not operators["keyed-kinds"]["keyed_state_refused"]
+    assert main(["inspect", source]) == 0
+    text = capsys.readouterr().out
+    assert "in 0 key groups" not in text and text.count("bytes in the changelog layout") == 4
+
+
+def test_flink_2_0_async_map_state_is_refused_by_name_by_inspect_and_verify(tmp_path: pathlib.Path,
+                                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    source = str(snapshot("2.0.2-forst-incremental-async-state", tmp_path))
+    refusal = "MAP state of the async state API written by Flink 2.0, whose state meta info names no user key"
+    assert main(["verify", source, "--json"]) == 0  # what the reader does not read is a warning
+    report = _json(capsys)
+    named = [w for w in report["warnings"] if not w.startswith("import-flink")]
+    assert report["ok"] and len(named) == 1 and named[0].startswith(f"async-counter/by-parity: {refusal}")
+    assert main(["inspect", source, "--json"]) == 0
+    states = {s["name"]: s for op in _json(capsys)["operators"] for s in op["states"]}
+    assert refusal in states["by-parity"]["refused"] and states["count"]["refused"] is None
