@@ -42,6 +42,7 @@ __all__ = [
     "ChangeSetFiles",
     "InMemoryChanges",
     "KeyedHandle",
+    "stored_bytes",
     "IncrementalHandle",
     "read_stream_handle",
     "read_keyed_handle",
@@ -205,6 +206,22 @@ class OperatorStateHandle:
 
 #: A keyed handle of a subtask's state in ``_metadata``.
 KeyedHandle = KeyGroupsHandle | IncrementalHandle | ChangelogHandle
+
+
+def stored_bytes(handle: KeyedHandle | OperatorStateHandle | None) -> int:
+    """The bytes a handle's state is stored in: its stream; RocksDB's files and meta stream; a
+    changelog's materialized snapshot and changes (each DSTL file it names once, whole: a change
+    set's size is not recorded)."""
+    if isinstance(handle, ChangelogHandle):
+        changes = sum(len(data) for part in handle.changes if isinstance(part, InMemoryChanges)
+                      for _, data, _ in part.changes)
+        files = {s.location: s.size for part in handle.changes if isinstance(part, ChangeSetFiles)
+                 for s, _ in part.change_sets if s is not None}
+        return sum(map(stored_bytes, handle.materialized)) + changes + sum(files.values())
+    if isinstance(handle, IncrementalHandle):
+        streams = [handle.meta] + [s for _, s in handle.shared + handle.private]
+        return sum(s.size for s in streams if s is not None)
+    return handle.stream.size if handle is not None and handle.stream is not None else 0
 
 
 def read_stream_handle(inp: DataInput) -> StreamHandle | None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import CorruptSavepointError, InvalidArgumentError, SavepointError, UnsupportedFormatError
 from ..inspection import VerifyReport
-from .handles import ChangelogHandle, ChangeSetFiles, IncrementalHandle, InMemoryChanges
+from .handles import stored_bytes
 from .import_plan import plan_import
 from .meta_info import unreadable_async_state
 from .savepoint import FlinkOperator, FlinkSavepoint, _prefix_bytes, timer_types
@@ -29,21 +29,6 @@ __all__ = ["describe_flink", "verify_flink", "FlinkVerifyReport"]
 
 #: Stored bytes of keyed state verify decodes at once.
 VERIFY_BATCH_BYTES = 32 << 20
-
-
-def _stored(handle) -> int:
-    if isinstance(handle, ChangelogHandle):  # the materialized snapshot and the changes since
-        changes = sum(len(data) for part in handle.changes if isinstance(part, InMemoryChanges)
-                      for _, data, _ in part.changes)
-        # A change set's size is not recorded: each DSTL file once, whole.
-        files = {s.location: s.size for part in handle.changes if isinstance(part, ChangeSetFiles)
-                 for s, _ in part.change_sets if s is not None}
-        return sum(map(_stored, handle.materialized)) + changes + sum(files.values())
-    if isinstance(handle, IncrementalHandle):  # RocksDB's files and the meta stream
-        streams = [handle.meta] + [s for _, s in handle.shared + handle.private]
-        return sum(s.size for s in streams if s is not None)
-    stream = getattr(handle, "stream", None)
-    return stream.size if stream is not None else 0
 
 
 def _operator(op: FlinkOperator) -> dict:
@@ -84,13 +69,13 @@ def _operator(op: FlinkOperator) -> dict:
         "operator_id": op.operator_id, "name": op.name, "uid": op.uid, "flink_name": op.flink_name,
         "parallelism": op.parallelism, "max_parallelism": op.max_parallelism, "finished": op.finished,
         "key_type": key_type.describe() if key_type is not None else None,
-        "keyed_state_bytes": sum(_stored(h) for h in keyed),
+        "keyed_state_bytes": sum(stored_bytes(h) for h in keyed),
         # savepoint-format, heap (a HashMap checkpoint's), rocksdb-native (RocksDB's SST files) or changelog
         "keyed_state_layout": "/".join(layouts) or None,
         # The heap layout gives every key group an offset, empty or not; RocksDB's files and a changelog none.
         "key_groups_with_data": None if {"heap", "rocksdb-native", "changelog"} & set(layouts) else sum(
             sum(1 for o in getattr(h, "offsets", ()) if o) for h in keyed),
-        "operator_state_bytes": sum(_stored(s.managed_operator_state) for s in subtasks),
+        "operator_state_bytes": sum(stored_bytes(s.managed_operator_state) for s in subtasks),
         "coordinator_state_bytes": len(op.coordinator_state) if op.coordinator_state is not None else None,
         # An unaligned checkpoint's buffers between operators (counted, not decoded).
         "in_flight": op.in_flight,

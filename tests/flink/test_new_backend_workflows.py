@@ -14,7 +14,7 @@ from compat_tests.flink.imports import ttl_configs
 from pyref.cli import main
 from pyref.flink import FlinkSavepoint, export_savepoint
 from pyref.flink.importer import import_flink
-from tests.flink.test_checkpoints import snapshot, truth
+from tests.flink.test_checkpoints import DATA, snapshot, truth
 from tests.flink.test_corpus import assert_reads_as_truth
 from tests.flink.test_flink_on_object_stores import upload
 
@@ -109,3 +109,24 @@ def test_flink_2_0_async_map_state_is_refused_by_name_by_inspect_and_verify(tmp_
     assert main(["inspect", source, "--json"]) == 0
     states = {s["name"]: s for op in _json(capsys)["operators"] for s in op["states"]}
     assert refusal in states["by-parity"]["refused"] and states["count"]["refused"] is None
+
+
+#: The committed changelog and ForSt cases (tests/flink/data/checkpoints/README.md).
+NEW_BACKENDS = sorted(p.name for p in DATA.iterdir() if "changelog" in p.name or "forst" in p.name)
+
+
+@pytest.mark.parametrize("case", NEW_BACKENDS)
+def test_plan_hands_out_every_key_group_once_with_the_bytes_of_its_keyed_state(
+        case: str, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = str(snapshot(case, tmp_path))
+    assert main(["plan", source, "-p", "5", "--json"]) == 0
+    plan = _json(capsys)
+    with FlinkSavepoint.open(source) as sp:
+        for planned in plan["operators"]:
+            op = sp.operator(planned["operator_id"])
+            subtasks = planned["subtasks"]
+            groups = [g for s in subtasks for g in range(s["first_key_group"], s["last_key_group"] + 1)]
+            assert groups == list(range(op.max_parallelism)), op.name
+            # a changelog's changes and RocksDB's files are spread over their key groups: every new subtask reads some
+            keyed = any(s.managed_keyed_state is not None for s in op.state.subtasks)
+            assert all(s["planned_bytes"] > 0 for s in subtasks) == keyed, op.name
