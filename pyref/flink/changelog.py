@@ -103,10 +103,20 @@ def iter_changes(open_stream: Opener, handle: ChangelogHandle) -> Iterator[Chang
             yield from _change_set(*decoded[stream.location], offset)
 
 
+#: Where a changelog checkpoint's DSTL files are and how to have them read.
+_DSTL_REMEDY = ("Flink writes them below state.changelog.dstl.dfs.base-path, not beside the checkpoint: copy the "
+                "files it names into the checkpoint's directory, where they are read by name, or read a local "
+                "checkpoint's where they are with allow_external_files=True (--allow-external-files)")
+
+
 def _dstl_stream(open_stream: Opener, stream: StreamHandle) -> tuple[bytes | memoryview, int, str]:
     """A DSTL file's stream after its compression byte: (bytes, file offset of its first, name). The
     handle's size is the stream's (uncompressed, without that byte): the file is read whole."""
-    buffer, name = open_stream(stream)
+    try:
+        buffer, name = open_stream(stream)
+    except (CorruptSavepointError, UnsupportedFormatError) as exc:  # missing, or outside the checkpoint
+        raise type(exc)(f"DSTL file of the changelog state backend: {exc.reason}; {_DSTL_REMEDY}",
+                        path=exc.path) from None
     inp = DataInput(buffer, path=name)
     flag = inp.read_ubyte("changelog compression flag")
     if flag == 1:

@@ -492,10 +492,11 @@ class LocalHandleStore(HandleStore):
         what = f" (a checkpoint's {beside} state, beside its chk-N directory)" if beside in CHECKPOINT_SIBLINGS else ""
         if os.path.isfile(path):
             raise UnsupportedFormatError(f"state file {path}{what} lies outside the savepoint directory; pass "
-                                         "allow_external_files=True to read it", path=self.directory)
+                                         "allow_external_files=True (--allow-external-files) to read it", path=self.directory)
         # Where it was looked for: a chk-N copied without the job's shared/ directory is the usual cause.
         looked = (f"; looked for in {os.path.join(os.path.dirname(self.directory), beside)}: copy the job's {beside}/ "
-                  "directory beside the chk-N directory along with it" if what else "")
+                  "directory beside the chk-N directory along with it" if what
+                  else f", nor does {os.path.basename(path)} in {self.directory}")
         raise CorruptSavepointError(f"state file {handle.location!r}{what} does not exist{looked}", path=self.directory)
 
     def _no_nul(self, path: str, location: str) -> str:

@@ -86,12 +86,17 @@ def _handles(plans: list[OperatorPlan]) -> list[tuple[str, int, str]]:
     return tasks
 
 
+def _open(source: str, options: dict[Any, Any]) -> FlinkSavepoint:
+    """The import's source, opened as the task options say, on the driver and in every task."""
+    return FlinkSavepoint.open(source, uids=options["uids"], allow_external_files=options["allow_external_files"])
+
+
 def _import_task(job: Job, source: str, options: dict[Any, Any], demotions: dict[Any, Any], batch_bytes: int,
                  task: tuple[str, int, str]) -> tuple[bytes | None, dict[Any, Any], list[Replan]]:
     """One handle through the core writer, never committed: (the partial manifest, rows
     per state, places to plan again); no manifest when there are places."""
     operator_id, subtask, part = task
-    with FlinkSavepoint.open(source, uids=options["uids"]) as sp:
+    with _open(source, options) as sp:
         plan = plan_import(sp, ttl=options["ttl"], ttl_default=options["ttl_default"],
                            skip_states=options["skip_states"], demotions=demotions, operators=[operator_id],
                            drop_in_flight_data=options["drop_in_flight_data"])[0]
@@ -179,12 +184,13 @@ def import_flink(spark: SparkSession, source: Path, target: Path, *,
                  ttl_default: TtlConfig | None = None, skip_states: Iterable[str] = (), overwrite: bool = False,
                  options: WriteOptions | None = None, batch_bytes: int = DEFAULT_BATCH_BYTES,
                  progress: bool = True, force: bool = False, target_file_bytes: int | None = None,
-                 drop_in_flight_data: bool = False) -> ImportReport:
+                 drop_in_flight_data: bool = False, allow_external_files: bool = False) -> ImportReport:
     """:func:`pyref.flink.import_flink` on Spark, one task per state handle. ``source``
     must be readable from every executor: an object store or HDFS URL, a shared
     file system, or a local path with a local master. ``force`` replaces a target
     shallow savepoints use as a base. ``target_file_bytes`` caps each task's data
-    files (the tasks are the handles). ``drop_in_flight_data``: as the core import's."""
+    files (the tasks are the handles). ``drop_in_flight_data`` and ``allow_external_files``:
+    as the core import's (the files outside must be readable from every executor too)."""
     started = time.monotonic()
     options, _ = sized_options(options, target_file_bytes)
     source = flink_directory(source)
@@ -193,11 +199,12 @@ def import_flink(spark: SparkSession, source: Path, target: Path, *,
     previous = read_previous(io, overwrite, force=force)
     task_options: dict[str, Any] = {"uids": uids if isinstance(uids, Mapping) or uids is None else list(uids),
                     "ttl": dict(ttl or {}), "ttl_default": ttl_default, "skip_states": list(skip_states),
-                    "drop_in_flight_data": drop_in_flight_data}
+                    "drop_in_flight_data": drop_in_flight_data, "allow_external_files": allow_external_files}
     demotions: dict[Place, str] = {}
-    with Progress(spark, enabled=progress) as report, FlinkSavepoint.open(source, uids=task_options["uids"]) as sp:
+    with Progress(spark, enabled=progress) as report, _open(source, task_options) as sp:
         for attempt in itertools.count(1):  # as the core import: each pass plans a place again, or commits
-            plans = plan_import(sp, demotions=demotions, **{k: v for k, v in task_options.items() if k != "uids"})
+            plans = plan_import(sp, demotions=demotions, **{k: v for k, v in task_options.items()
+                                                            if k not in ("uids", "allow_external_files")})
             tasks = _handles(plans)
             job = Job.new(io.location, options)
             report.step(f"import-flink: {len(tasks)} state handles of {len(plans)} operators"

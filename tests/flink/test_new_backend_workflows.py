@@ -15,6 +15,7 @@ from pyref.cli import main
 from pyref.flink import FlinkSavepoint, export_savepoint
 from pyref.flink.importer import import_flink
 from tests.flink.test_checkpoints import DATA, snapshot, truth
+from tests.flink.test_changelog import dstl_files
 from tests.flink.test_corpus import assert_reads_as_truth
 from tests.flink.test_flink_on_object_stores import upload
 
@@ -130,3 +131,23 @@ def test_plan_hands_out_every_key_group_once_with_the_bytes_of_its_keyed_state(
             # a changelog's changes and RocksDB's files are spread over their key groups: every new subtask reads some
             keyed = any(s.managed_keyed_state is not None for s in op.state.subtasks)
             assert all(s["planned_bytes"] > 0 for s in subtasks) == keyed, op.name
+
+
+def test_a_changelog_checkpoint_without_its_dstl_file_names_it_and_the_remedy(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    case = "2.3.0-hashmap-changelog-churn-materialized-compressed"
+    source = snapshot(case, tmp_path)
+    dstl = dstl_files(source)
+    assert len(dstl) == 1  # both subtasks' change sets in one file
+    for command in (["inspect"], ["verify"], ["plan", "-p", "3"]):  # each opens a checkpoint as import-flink does
+        assert main([*command, str(source), "--allow-external-files", "--json"]) == 0, command
+    capsys.readouterr()
+    dstl[0].unlink()  # as when chk-N is copied without the files of state.changelog.dstl.dfs.base-path
+    for command in (["verify"], ["import-flink", str(tmp_path / "imported")], ["import-flink", "--allow-external-files",
+                                                                               str(tmp_path / "imported")]):
+        assert main([command[0], str(source), *command[1:], "--json"]) == 3, command
+        out = _json(capsys)
+        error = out["errors"][0] if command == ["verify"] else out["error"]
+        assert f"DSTL file of the changelog state backend: state file 'file:/" in error and dstl[0].name in error
+        assert f"nor does {dstl[0].name} in {source}" in error, error  # where it was looked for
+        assert "state.changelog.dstl.dfs.base-path" in error and "--allow-external-files" in error
