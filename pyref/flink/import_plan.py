@@ -320,6 +320,8 @@ def plan_import(sp: FlinkSavepoint, *, ttl: Mapping[str, TtlConfig] | None = Non
     plans = [planner.operator(op) for op in sp.operators if wanted is None or op.operator_id in wanted]
     if wanted is None and only is None:  # first: a mistyped --skip-state is why a refusal below would persist
         _refuse_unknown_names(planner)
+    if planner.refused and only is not None:  # a read of that one state: there is nothing to leave out
+        raise UnsupportedFormatError("cannot read " + "; ".join(planner.refused), path=sp.location, state=only)
     if planner.refused:
         raise UnsupportedFormatError("cannot import: " + "; ".join(planner.refused) + " (a state can be left out: "
                                      "--skip-state OPERATOR/STATE, skip_states=[...])", path=sp.location)
