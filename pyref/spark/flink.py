@@ -258,8 +258,8 @@ def _target(sp: FlinkSavepoint, operator: str, state: str | None, timer_service:
     return op.operator_id, queues[0]
 
 
-def _plan_one(source: str, uids, operator_id: str, name: str) -> OperatorPlan:
-    with FlinkSavepoint.open(source, uids=uids) as sp:
+def _plan_one(source: str, uids, operator_id: str, name: str, allow_external_files: bool) -> OperatorPlan:
+    with FlinkSavepoint.open(source, uids=uids, allow_external_files=allow_external_files) as sp:
         return plan_import(sp, operators=[operator_id], only=name,
                            demotions=dict.fromkeys(_nullable_places(sp, operator_id, name), "nullable"))[0]
 
@@ -370,24 +370,26 @@ class FlinkStateRead:
     raw: bool
     subtasks: tuple[int, ...]
     schema: StructType
+    allow_external_files: bool = False  # FlinkSavepoint.open's
 
     @classmethod
     def plan(cls, path: Path, operator: str, state: str | None = None, *, timer_service: str | None = None,
              domain: str | None = None, uids: Iterable[str] | Mapping[str, str] | None = None,
-             raw: bool = False) -> FlinkStateRead:
+             raw: bool = False, allow_external_files: bool = False) -> FlinkStateRead:
         source = flink_directory(path)
         uids = uids if isinstance(uids, Mapping) or uids is None else list(uids)
-        with FlinkSavepoint.open(source, uids=uids) as sp:
+        with FlinkSavepoint.open(source, uids=uids, allow_external_files=allow_external_files) as sp:
             operator_id, name = _target(sp, operator, state, timer_service, domain)
-            plan = _plan_one(source, uids, operator_id, name)
+            plan = _plan_one(source, uids, operator_id, name, allow_external_files)
             if not (plan.lists or plan.broadcasts or plan.keyed or plan.timers):
                 raise InvalidArgumentError(f"operator {operator} has no state {name!r}", path=source)
             subtasks = tuple(s.index for s in plan.flink.state.subtasks)
-            return cls(source, uids, operator_id, name, raw, subtasks, spark_schema(_empty_schema(plan, name, raw)))
+            return cls(source, uids, operator_id, name, raw, subtasks, spark_schema(_empty_schema(plan, name, raw)),
+                       allow_external_files)
 
     def batches(self, subtasks: Iterable[int], batch_bytes: int = DEFAULT_BATCH_BYTES) -> Iterator[pa.RecordBatch]:
         """The rows ``subtasks`` held, as Arrow batches of :attr:`schema`."""
-        plan = _plan_one(self.source, self.uids, self.operator_id, self.name)
+        plan = _plan_one(self.source, self.uids, self.operator_id, self.name, self.allow_external_files)
         if plan.lists or plan.broadcasts:
             batches = (_operator_batch(plan, self.name, s, self.raw) for s in subtasks)
         else:
@@ -407,11 +409,14 @@ def _read_task(read: FlinkStateRead, batch_bytes: int, rows: Iterator[pa.RecordB
 def read_flink_state(spark: SparkSession, path: Path, operator: str, state: str | None = None, *,
                      timer_service: str | None = None, domain: str | None = None,
                      uids: Iterable[str] | Mapping[str, str] | None = None, raw: bool = False,
-                     batch_bytes: int = DEFAULT_BATCH_BYTES) -> DataFrame:
+                     batch_bytes: int = DEFAULT_BATCH_BYTES, allow_external_files: bool = False) -> DataFrame:
     """One state (or, with ``timer_service``, one timer service's timers) of the Flink
     savepoint at ``path`` as a DataFrame, one Spark task per subtask that holds it.
-    ``operator`` is a uid, a name given in ``uids``, or the hex operator id."""
-    read = FlinkStateRead.plan(path, operator, state, timer_service=timer_service, domain=domain, uids=uids, raw=raw)
+    ``operator`` is a uid, a name given in ``uids``, or the hex operator id.
+    ``allow_external_files``: ``FlinkSavepoint.open``'s (a changelog checkpoint's DSTL files
+    where Flink wrote them, readable from every executor)."""
+    read = FlinkStateRead.plan(path, operator, state, timer_service=timer_service, domain=domain, uids=uids, raw=raw,
+                               allow_external_files=allow_external_files)
     return map_per_task(spark, [(i,) for i in read.subtasks], "subtask int", partial(_read_task, read, batch_bytes),
                         read.schema)
 
