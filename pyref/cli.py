@@ -24,13 +24,15 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from . import __version__
 from .cleanup import DEFAULT_OLDER_THAN, remove_unreferenced_files
 from .derived import FORCE_HELP
 from .errors import CorruptSavepointError, InvalidArgumentError, SavepointError
-from .flink.import_cli import add_uid_argument, inspect_flink, is_flink_savepoint, parse_uids, verify_flink_command
+from .flink.import_cli import (add_flink_source_arguments, flink_open_options, inspect_flink, is_flink_savepoint,
+                               verify_flink_command)
 from .flink.savepoint import FlinkSavepoint, flink_directory
 from .flink.writer.cleanup import is_export_directory, remove_abandoned_export_files
 from .inspection import describe, verify
@@ -141,13 +143,14 @@ def _print_describe(info: dict) -> None:
             print(f"  coordinator state: {op['coordinator_state_bytes']} bytes")
 
 
-def plan_summary(path: str, parallelism: int | dict[str, int], uids: Sequence[str] = (),
+def plan_summary(path: str, parallelism: int | dict[str, int], flink_options: Mapping[str, Any] | None = None,
                  only: Sequence[str] = ()) -> PlanSummary:
-    """The restore plan of a pyref savepoint, or of a Flink savepoint (its operators named by
-    uid, ``uids`` (``--uid``) or hex id, its stored key groups kept), in numbers; of the
-    operators ``only`` names alone, if any (a job of a hundred operators plans them all)."""
+    """The restore plan of a pyref savepoint, or of a Flink savepoint (opened with ``flink_options``,
+    ``FlinkSavepoint.open``'s: its operators named by uid, ``uids`` (``--uid``) or hex id, its stored key
+    groups kept), in numbers; of the operators ``only`` names alone, if any (a job of a hundred
+    operators plans them all)."""
     if is_flink_savepoint(path):
-        with FlinkSavepoint.open(path, uids=parse_uids(list(uids))) as flink:
+        with FlinkSavepoint.open(path, **(flink_options or {})) as flink:
             summary = flink.restore_plan(parallelism).summary()
             shown = {flink.operator(name).name for name in only}
     else:
@@ -210,12 +213,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", help="operators, states, modes, serializers, parallelism, sizes, key-group ranges")
     p.add_argument("path")
     p.add_argument("--subtasks", action="store_true", help="list every subtask's key groups (one line per operator)")
-    add_uid_argument(p)
+    add_flink_source_arguments(p)
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("verify", help="read every data file, chunk, checksum, value and base reference")
     p.add_argument("path")
-    add_uid_argument(p)
+    add_flink_source_arguments(p)
     p.add_argument("--json", action="store_true")
 
     for name, help_text in (("plan", "show what each subtask restores at a new parallelism (reads no state; a "
@@ -232,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_operator_numbers(p, ("-p", "--parallelism"), "new parallelism of every operator",
                              "new parallelism of one operator (the others keep theirs)")
         if name == "plan":
-            add_uid_argument(p)
+            add_flink_source_arguments(p)
             p.add_argument("--only", action="append", default=[], metavar="ID",
                            help="show only this operator, by uid or id (repeatable); every operator is planned")
         p.add_argument("--json", action="store_true")
@@ -274,11 +277,14 @@ def run(args: argparse.Namespace) -> int:
         return args.handler(args)
     if args.command in ("inspect", "verify") and is_flink_savepoint(args.path):
         if args.command == "inspect":
-            return inspect_flink(args.path, args.json, args.subtasks, args.uid)
-        return verify_flink_command(args.path, args.json, args.uid)
+            return inspect_flink(args.path, args.json, args.subtasks, flink_open_options(args))
+        return verify_flink_command(args.path, args.json, flink_open_options(args))
     if getattr(args, "uid", None) and not is_flink_savepoint(args.path):  # plan reads either
         raise InvalidArgumentError("--uid names the operators of a Flink savepoint; a pyref savepoint stores its "
                                    "operators' names", path=args.path)
+    if getattr(args, "allow_external_files", False) and not is_flink_savepoint(args.path):
+        raise InvalidArgumentError("--allow-external-files is for a Flink savepoint or checkpoint (a pyref savepoint "
+                                   "names its bases with base_paths)", path=args.path)
     if args.command == "inspect":
         info = describe(Savepoint.open(args.path), subtasks=args.subtasks).to_dict()
         print(json.dumps(info, indent=2)) if args.json else _print_describe(info)
@@ -295,7 +301,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"{'OK' if report.ok else 'FAILED'}: {report.chunks} chunks, {report.values} values checked")
         return 0 if report.ok else CorruptSavepointError.exit_code
     if args.command == "plan":
-        info = plan_summary(args.path, operator_numbers(args, "--parallelism"), args.uid, args.only).to_dict()
+        info = plan_summary(args.path, operator_numbers(args, "--parallelism"), flink_open_options(args),
+                            args.only).to_dict()
         print(json.dumps(info, indent=2)) if args.json else _print_plan(info)
         return 0
     if args.command == "rescale":

@@ -50,7 +50,7 @@ from .meta_info import BACKEND_STATE_TYPES, StateMetaInfo, read_meta_info
 from .serializers import FlinkType
 from .values import Codec, Undelimited, codec_for
 
-__all__ = ["CHANGELOG", "Change", "iter_changes", "changelog_meta", "apply_changelog"]
+__all__ = ["CHANGELOG", "Change", "iter_changes", "changelog_meta", "apply_changelog", "KeysNotRecordedError"]
 
 #: The keyed layout name of a changelog backend's state.
 CHANGELOG = "changelog"
@@ -103,10 +103,20 @@ def iter_changes(open_stream: Opener, handle: ChangelogHandle) -> Iterator[Chang
             yield from _change_set(*decoded[stream.location], offset)
 
 
+#: Where a changelog checkpoint's DSTL files are and how to have them read.
+_DSTL_REMEDY = ("Flink writes them below state.changelog.dstl.dfs.base-path, not beside the checkpoint: copy the "
+                "files it names into the checkpoint's directory, where they are read by name, or read a local "
+                "checkpoint's where they are with allow_external_files=True (--allow-external-files)")
+
+
 def _dstl_stream(open_stream: Opener, stream: StreamHandle) -> tuple[bytes | memoryview, int, str]:
     """A DSTL file's stream after its compression byte: (bytes, file offset of its first, name). The
     handle's size is the stream's (uncompressed, without that byte): the file is read whole."""
-    buffer, name = open_stream(stream)
+    try:
+        buffer, name = open_stream(stream)
+    except (CorruptSavepointError, UnsupportedFormatError) as exc:  # missing, or outside the checkpoint
+        raise type(exc)(f"DSTL file of the changelog state backend: {exc.reason}; {_DSTL_REMEDY}",
+                        path=exc.path) from None
     inp = DataInput(buffer, path=name)
     flag = inp.read_ubyte("changelog compression flag")
     if flag == 1:
@@ -169,12 +179,26 @@ def changelog_meta(changes: Iterable[Change], materialized: KeyedBackendMeta | N
         (info.serializers["VALUE_SERIALIZER"].children[0] for info in states.values()
          if info.backend_type == "PRIORITY_QUEUE" and info.serializers["VALUE_SERIALIZER"].kind == "timer"), None)
     if key_type is None:
-        raise UnsupportedFormatError(
-            f"changelog state backend keyed state of states {', '.join(map(repr, states)) or 'none'} before its "
-            "first materialization: Flink records the key serializer only in a materialized snapshot (or a timer "
-            "queue), so the keys cannot be read; take the checkpoint after a materialization "
-            "(state.changelog.periodic-materialize.interval) or a canonical savepoint")
+        raise KeysNotRecordedError(list(states))
     return KeyedBackendMeta(False, key_type, list(states.values()), 0)
+
+
+class KeysNotRecordedError(UnsupportedFormatError):
+    """A changelog subtask's keyed state before its first materialization and without timers: no
+    byte names the key serializer. ``states`` are the states refused; the operator's others (its
+    operator state) import without them (``--skip-state``)."""
+
+    WHY = ("changelog state backend keyed state before its first materialization: Flink records the key serializer "
+           "only in a materialized snapshot (or a timer queue), so the keys cannot be read; take the checkpoint "
+           "after a materialization (state.changelog.periodic-materialize.interval) or a canonical savepoint")
+
+    #: Said of each state an import refuses.
+    SHORT = ("changelog state backend keyed state before its first materialization (no key serializer recorded; "
+             "take the checkpoint after state.changelog.periodic-materialize.interval)")
+
+    def __init__(self, states: list[str]) -> None:
+        self.states = states
+        super().__init__(f"{self.WHY} (its states: {', '.join(map(repr, states)) or 'none'})")
 
 
 class _StateTable:

@@ -42,6 +42,7 @@ __all__ = [
     "ChangeSetFiles",
     "InMemoryChanges",
     "KeyedHandle",
+    "stored_bytes",
     "IncrementalHandle",
     "read_stream_handle",
     "read_keyed_handle",
@@ -205,6 +206,22 @@ class OperatorStateHandle:
 
 #: A keyed handle of a subtask's state in ``_metadata``.
 KeyedHandle = KeyGroupsHandle | IncrementalHandle | ChangelogHandle
+
+
+def stored_bytes(handle: KeyedHandle | OperatorStateHandle | None) -> int:
+    """The bytes a handle's state is stored in: its stream; RocksDB's files and meta stream; a
+    changelog's materialized snapshot and changes (each DSTL file it names once, whole: a change
+    set's size is not recorded)."""
+    if isinstance(handle, ChangelogHandle):
+        changes = sum(len(data) for part in handle.changes if isinstance(part, InMemoryChanges)
+                      for _, data, _ in part.changes)
+        files = {s.location: s.size for part in handle.changes if isinstance(part, ChangeSetFiles)
+                 for s, _ in part.change_sets if s is not None}
+        return sum(map(stored_bytes, handle.materialized)) + changes + sum(files.values())
+    if isinstance(handle, IncrementalHandle):
+        streams = [handle.meta] + [s for _, s in handle.shared + handle.private]
+        return sum(s.size for s in streams if s is not None)
+    return handle.stream.size if handle is not None and handle.stream is not None else 0
 
 
 def read_stream_handle(inp: DataInput) -> StreamHandle | None:
@@ -475,10 +492,11 @@ class LocalHandleStore(HandleStore):
         what = f" (a checkpoint's {beside} state, beside its chk-N directory)" if beside in CHECKPOINT_SIBLINGS else ""
         if os.path.isfile(path):
             raise UnsupportedFormatError(f"state file {path}{what} lies outside the savepoint directory; pass "
-                                         "allow_external_files=True to read it", path=self.directory)
+                                         "allow_external_files=True (--allow-external-files) to read it", path=self.directory)
         # Where it was looked for: a chk-N copied without the job's shared/ directory is the usual cause.
         looked = (f"; looked for in {os.path.join(os.path.dirname(self.directory), beside)}: copy the job's {beside}/ "
-                  "directory beside the chk-N directory along with it" if what else "")
+                  "directory beside the chk-N directory along with it" if what
+                  else f", nor does {os.path.basename(path)} in {self.directory}")
         raise CorruptSavepointError(f"state file {handle.location!r}{what} does not exist{looked}", path=self.directory)
 
     def _no_nul(self, path: str, location: str) -> str:

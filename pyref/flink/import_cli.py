@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping
+from typing import Any
 
 from ..derived import FORCE_HELP
 from ..errors import CorruptSavepointError, InvalidArgumentError
@@ -25,7 +26,7 @@ from .importer import import_flink
 from .inspection import describe_flink, verify_flink
 from .savepoint import FlinkSavepoint, is_flink_savepoint
 
-__all__ = ["add_import_command", "add_uid_argument", "is_flink_savepoint", "inspect_flink", "verify_flink_command",
+__all__ = ["add_import_command", "add_flink_source_arguments", "flink_open_options", "is_flink_savepoint", "inspect_flink", "verify_flink_command",
            "import_options"]
 
 
@@ -42,7 +43,7 @@ def add_import_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments ``import-flink`` and ``spark-import-flink`` share."""
     p.add_argument("source", help="the Flink savepoint directory (or its _metadata): a path or a URL")
     p.add_argument("target")
-    add_uid_argument(p)
+    add_flink_source_arguments(p)
     p.add_argument("--ttl", action="append", default=[], metavar="OP/STATE=DURATION[:update][:visibility]",
                    help="the TTL of a state under TTL (Flink does not store it), e.g. counter/last=7d:on_read_and_write")
     p.add_argument("--ttl-default", metavar="DURATION[:update][:visibility]",
@@ -54,10 +55,19 @@ def add_import_arguments(p: argparse.ArgumentParser) -> None:
                         "operators (refused otherwise: they are part of its exactly-once state)")
 
 
-def add_uid_argument(p: argparse.ArgumentParser) -> None:
+def add_flink_source_arguments(p: argparse.ArgumentParser) -> None:
+    """How a Flink savepoint or checkpoint is opened: ``--uid`` and ``--allow-external-files``."""
     p.add_argument("--uid", action="append", default=[], metavar="HEXID=NAME",
                    help="(a Flink savepoint) name an operator whose uid Flink did not store: HEXID=NAME, or the "
                         "job's UID (its id is derived from it)")
+    p.add_argument("--allow-external-files", action="store_true",
+                   help="(a local Flink savepoint or checkpoint) read the state files it names outside its "
+                        "directory where they are, e.g. the changelog state backend's DSTL files")
+
+
+def flink_open_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``FlinkSavepoint.open``'s keyword arguments from :func:`add_flink_source_arguments`'."""
+    return {"uids": parse_uids(args.uid), "allow_external_files": args.allow_external_files}
 
 
 def parse_uids(items: list[str]) -> dict[str, str] | None:
@@ -79,7 +89,7 @@ def import_options(args: argparse.Namespace) -> dict:
         if not sep or "/" not in state:
             raise InvalidArgumentError(f"--ttl takes OPERATOR/STATE=DURATION[:update][:visibility], got {item!r}")
         ttl[state] = parse_ttl(config)
-    return {"uids": parse_uids(args.uid), "ttl": ttl, "skip_states": args.skip_state,
+    return {**flink_open_options(args), "ttl": ttl, "skip_states": args.skip_state,
             "ttl_default": parse_ttl(args.ttl_default) if args.ttl_default else None,
             "drop_in_flight_data": args.drop_in_flight_data}
 
@@ -121,8 +131,8 @@ def in_flight_text(data: dict) -> str:
             f"bytes in {count(data['output_channels'], 'result subpartition')} ({count(data['files'], 'file')})")
 
 
-def inspect_flink(path: str, as_json: bool, subtasks: bool = False, uids: Sequence[str] = ()) -> int:
-    with FlinkSavepoint.open(path, uids=parse_uids(list(uids))) as sp:
+def inspect_flink(path: str, as_json: bool, subtasks: bool = False, open_options: Mapping[str, Any] | None = None) -> int:
+    with FlinkSavepoint.open(path, **(open_options or {})) as sp:
         info = describe_flink(sp)
     if subtasks:  # as pyref's inspect --subtasks: the key groups Flink gives each subtask
         for op in info["operators"]:
@@ -155,6 +165,7 @@ def inspect_flink(path: str, as_json: bool, subtasks: bool = False, uids: Sequen
             extra = f" namespace {st['namespace']}" if st.get("namespace") else ""
             extra += " ttl" if st.get("ttl") else ""
             extra += " (async state API)" if st.get("async_state_api") else ""
+            extra += f"; not read: {st['refused']}" if st.get("refused") else ""
             counts = st.get("elements_per_subtask") or st.get("entries_per_subtask")
             print(f"  {st['type']} state {st['name']} [{st.get('mode') or st.get('kind')}] {st['flink_type']}{extra}"
                   + (f": per subtask {counts}" if counts is not None else ""))
@@ -175,8 +186,8 @@ def inspect_flink(path: str, as_json: bool, subtasks: bool = False, uids: Sequen
     return 0
 
 
-def verify_flink_command(path: str, as_json: bool, uids: Sequence[str] = ()) -> int:
-    with FlinkSavepoint.open(path, uids=parse_uids(list(uids))) as sp:
+def verify_flink_command(path: str, as_json: bool, open_options: Mapping[str, Any] | None = None) -> int:
+    with FlinkSavepoint.open(path, **(open_options or {})) as sp:
         report = verify_flink(sp)
     if as_json:
         print(json.dumps(report.to_dict(), indent=2))

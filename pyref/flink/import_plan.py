@@ -35,6 +35,7 @@ from ..errors import InvalidArgumentError, UnsupportedFormatError
 from ..key_groups import KeyType
 from ..redistribution import DistributionMode
 from ..ttl import UPDATE_TYPES, VISIBILITIES, TtlConfig
+from .changelog import KeysNotRecordedError
 from .from_flink import Mapped, key_type, map_type, stores_lengths
 from .handles import DistributionMode as FlinkMode
 from .keyed import TIMER_DOMAINS, TIMER_PREFIX
@@ -211,7 +212,13 @@ class _Planner:
                 op.broadcasts.append(BroadcastPlan(
                     name, self.mapped(broadcast.key_type, Place(op.operator_id, name, "broadcast_key")),
                     self.mapped(broadcast.value_type, Place(op.operator_id, name, "broadcast_value"))))
-        flink_key, infos = flink.keyed_meta()
+        try:
+            flink_key, infos = flink.keyed_meta()
+        except KeysNotRecordedError as exc:  # each state refused by name: skipping them imports the rest
+            for name in exc.states:
+                if not self.skipped(op, name):
+                    self.refuse(op, name, exc.SHORT)
+            return op
         for name, info in sorted(infos.items()):
             self.keyed_state(op, info) if info.backend_type != "PRIORITY_QUEUE" else self.timer_queue(op, info)
         if op.has_keyed:
@@ -313,6 +320,8 @@ def plan_import(sp: FlinkSavepoint, *, ttl: Mapping[str, TtlConfig] | None = Non
     plans = [planner.operator(op) for op in sp.operators if wanted is None or op.operator_id in wanted]
     if wanted is None and only is None:  # first: a mistyped --skip-state is why a refusal below would persist
         _refuse_unknown_names(planner)
+    if planner.refused and only is not None:  # a read of that one state: there is nothing to leave out
+        raise UnsupportedFormatError("cannot read " + "; ".join(planner.refused), path=sp.location, state=only)
     if planner.refused:
         raise UnsupportedFormatError("cannot import: " + "; ".join(planner.refused) + " (a state can be left out: "
                                      "--skip-state OPERATOR/STATE, skip_states=[...])", path=sp.location)

@@ -18,8 +18,9 @@ from typing import Any
 
 from ..errors import CorruptSavepointError, InvalidArgumentError, SavepointError, UnsupportedFormatError
 from ..inspection import VerifyReport
-from .handles import ChangelogHandle, ChangeSetFiles, IncrementalHandle, InMemoryChanges
+from .handles import stored_bytes
 from .import_plan import plan_import
+from .meta_info import unreadable_async_state
 from .savepoint import FlinkOperator, FlinkSavepoint, _prefix_bytes, timer_types
 from .state_views import FlinkKeyedStateView, FlinkTimerView
 from .values import decode_column
@@ -28,21 +29,6 @@ __all__ = ["describe_flink", "verify_flink", "FlinkVerifyReport"]
 
 #: Stored bytes of keyed state verify decodes at once.
 VERIFY_BATCH_BYTES = 32 << 20
-
-
-def _stored(handle) -> int:
-    if isinstance(handle, ChangelogHandle):  # the materialized snapshot and the changes since
-        changes = sum(len(data) for part in handle.changes if isinstance(part, InMemoryChanges)
-                      for _, data, _ in part.changes)
-        # A change set's size is not recorded: each DSTL file once, whole.
-        files = {s.location: s.size for part in handle.changes if isinstance(part, ChangeSetFiles)
-                 for s, _ in part.change_sets if s is not None}
-        return sum(map(_stored, handle.materialized)) + changes + sum(files.values())
-    if isinstance(handle, IncrementalHandle):  # RocksDB's files and the meta stream
-        streams = [handle.meta] + [s for _, s in handle.shared + handle.private]
-        return sum(s.size for s in streams if s is not None)
-    stream = getattr(handle, "stream", None)
-    return stream.size if stream is not None else 0
 
 
 def _operator(op: FlinkOperator) -> dict:
@@ -57,12 +43,13 @@ def _operator(op: FlinkOperator) -> dict:
         states.append({"name": name, "type": "broadcast", "mode": "BROADCAST",
                        "flink_type": f"{broadcast.key_type.describe()} -> {broadcast.value_type.describe()}",
                        "entries_per_subtask": broadcast.element_counts()})
-    try:
-        key_type, infos = op.keyed_meta()
+    layouts: list[str] = []
+    try:  # the layout first: said of keyed state the reader refuses too (a changelog's before materialization)
         layouts = sorted({layout for s in subtasks if (layout := op.keyed_layout(s.index)) is not None})
+        key_type, infos = op.keyed_meta()
         refused = None
-    except SavepointError as exc:  # native-format or changelog keyed state: say what it is
-        key_type, infos, layouts, refused = None, {}, [], exc.reason
+    except SavepointError as exc:
+        key_type, infos, refused = None, {}, exc.reason
     timers = []
     for name, info in sorted(infos.items()):
         value = info.serializers["VALUE_SERIALIZER"]
@@ -75,19 +62,20 @@ def _operator(op: FlinkOperator) -> dict:
                            c.kind == "ttl" for c in value.children),
                        "namespace": None if namespace.kind == "void-namespace" else namespace.describe(),
                        # KEY_VALUE_V2: the async state API's (Flink 2.0+, ForSt); its rows are the classic API's.
-                       "async_state_api": info.backend_type == "KEY_VALUE_V2"})
+                       "async_state_api": info.backend_type == "KEY_VALUE_V2",
+                       "refused": unreadable_async_state(info)})
     keyed = [s.managed_keyed_state for s in subtasks if s.managed_keyed_state is not None]
     return {
         "operator_id": op.operator_id, "name": op.name, "uid": op.uid, "flink_name": op.flink_name,
         "parallelism": op.parallelism, "max_parallelism": op.max_parallelism, "finished": op.finished,
         "key_type": key_type.describe() if key_type is not None else None,
-        "keyed_state_bytes": sum(_stored(h) for h in keyed),
+        "keyed_state_bytes": sum(stored_bytes(h) for h in keyed),
         # savepoint-format, heap (a HashMap checkpoint's), rocksdb-native (RocksDB's SST files) or changelog
         "keyed_state_layout": "/".join(layouts) or None,
         # The heap layout gives every key group an offset, empty or not; RocksDB's files and a changelog none.
         "key_groups_with_data": None if {"heap", "rocksdb-native", "changelog"} & set(layouts) else sum(
             sum(1 for o in getattr(h, "offsets", ()) if o) for h in keyed),
-        "operator_state_bytes": sum(_stored(s.managed_operator_state) for s in subtasks),
+        "operator_state_bytes": sum(stored_bytes(s.managed_operator_state) for s in subtasks),
         "coordinator_state_bytes": len(op.coordinator_state) if op.coordinator_state is not None else None,
         # An unaligned checkpoint's buffers between operators (counted, not decoded).
         "in_flight": op.in_flight,
@@ -179,10 +167,8 @@ def _verify_keyed_state(op: FlinkOperator, report: FlinkVerifyReport) -> None:
                         view = FlinkTimerView(name, "", *timer_types(info), rows,
                                               _prefix_bytes(op.max_parallelism), op.max_parallelism)
                     else:
-                        view = FlinkKeyedStateView(name, info.options.get("KEYED_STATE_TYPE", info.backend_type),
-                                                   batch.key_type, info.serializers["NAMESPACE_SERIALIZER"],
-                                                   info.serializers["VALUE_SERIALIZER"], rows,
-                                                   _prefix_bytes(op.max_parallelism), op.max_parallelism)
+                        view = FlinkKeyedStateView.of(info, batch.key_type, rows, _prefix_bytes(op.max_parallelism),
+                                                      op.max_parallelism)
                     report.values += sum(len(item) for item in view.items())
                     report.keys_checked += view.check_key_groups(label) or 0
                 except SavepointError as exc:
@@ -208,5 +194,6 @@ def _verify_in_flight(sp: FlinkSavepoint, op: FlinkOperator, report: FlinkVerify
 
 def _note(report: FlinkVerifyReport, exc: SavepointError, where: str) -> None:
     """Damage is an error; what this reader does not read (native-format state...) a warning."""
-    text = f"{where}: {exc}"
-    (report.warnings if isinstance(exc, UnsupportedFormatError) else report.errors).append(text)
+    text, notes = f"{where}: {exc}", report.warnings if isinstance(exc, UnsupportedFormatError) else report.errors
+    if text not in notes:  # once, not once per subtask
+        notes.append(text)

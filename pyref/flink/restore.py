@@ -21,7 +21,7 @@ from ..key_groups import KeyGroupRange, check_parallelism, key_group_bounds, key
 from ..redistribution import DistributionMode as PyrefMode
 from ..redistribution import redistribute
 from ..restore import OperatorPlanSummary, PlanSummary, SubtaskSummary, every_operator_at
-from .handles import IncrementalHandle, KeyGroupsHandle
+from .handles import ChangelogHandle, IncrementalHandle, KeyedHandle, stored_bytes
 from .rocksdb.native import sst_files
 from .savepoint import FlinkOperator, FlinkSavepoint
 
@@ -94,31 +94,45 @@ _MODES = {"SPLIT_DISTRIBUTE": PyrefMode.SPLIT_DISTRIBUTE, "UNION": PyrefMode.UNI
 
 
 def _key_group_bytes(op: FlinkOperator) -> np.ndarray:
-    """Stored bytes of every key group's keyed state: from its offset to the next key
-    group's, or to the end of its subtask's stream (an offset of 0: no bytes). RocksDB's
-    SST files do not say how much each key group holds without reading them: a native
-    handle's SST bytes are spread evenly over its key groups."""
+    """Stored bytes of every key group's keyed state (:func:`_add_key_group_bytes`)."""
     sizes = np.zeros(op.max_parallelism, dtype=np.int64)
     for subtask in op.state.subtasks:
-        handle = subtask.managed_keyed_state
-        if isinstance(handle, IncrementalHandle):
-            first, stop = handle.first_key_group, min(handle.key_groups.stop, op.max_parallelism)
-            sst_bytes = sum(stream.size for _, stream in sst_files(handle))
-            if first < stop:
-                sizes[first:stop] += sst_bytes // (stop - first)
-                sizes[first:first + sst_bytes % (stop - first)] += 1
-            continue
-        if not isinstance(handle, KeyGroupsHandle) or handle.stream is None:
-            continue
-        groups = np.array(handle.key_groups, dtype=np.int64)
-        offsets = np.array(handle.offsets, dtype=np.int64)
-        held = offsets > 0
-        groups, offsets = groups[held], offsets[held]
-        order = np.argsort(offsets, kind="stable")
-        ends = np.append(offsets[order][1:], max(handle.stream.size, int(offsets.max(initial=0))))
-        in_range = (groups[order] >= 0) & (groups[order] < op.max_parallelism)
-        sizes[groups[order][in_range]] = (ends - offsets[order])[in_range]
+        if subtask.managed_keyed_state is not None:
+            _add_key_group_bytes(sizes, subtask.managed_keyed_state)
     return sizes
+
+
+def _add_key_group_bytes(sizes: np.ndarray, handle: KeyedHandle) -> None:
+    """A handle's stored bytes added to its key groups': from a key group's offset to the next key
+    group's, or to the end of the stream (an offset of 0: no bytes). RocksDB's SST files do not say
+    how much each key group holds without reading them, nor does a changelog's change set: those
+    bytes are spread evenly over the handle's key groups (a changelog's materialized part as its own)."""
+    if isinstance(handle, ChangelogHandle):
+        for inner in handle.materialized:
+            _add_key_group_bytes(sizes, inner)
+        _spread(sizes, handle.key_groups, stored_bytes(handle) - sum(map(stored_bytes, handle.materialized)))
+        return
+    if isinstance(handle, IncrementalHandle):
+        _spread(sizes, handle.key_groups, sum(stream.size for _, stream in sst_files(handle)))
+        return
+    if handle.stream is None:
+        return
+    groups = np.array(handle.key_groups, dtype=np.int64)
+    offsets = np.array(handle.offsets, dtype=np.int64)
+    held = offsets > 0
+    groups, offsets = groups[held], offsets[held]
+    order = np.argsort(offsets, kind="stable")
+    ends = np.append(offsets[order][1:], max(handle.stream.size, int(offsets.max(initial=0))))
+    in_range = (groups[order] >= 0) & (groups[order] < len(sizes))
+    sizes[groups[order][in_range]] += (ends - offsets[order])[in_range]
+
+
+def _spread(sizes: np.ndarray, key_groups: range, total: int) -> None:
+    """``total`` bytes spread evenly over ``key_groups`` (those below the max parallelism)."""
+    first, stop = key_groups.start, min(key_groups.stop, len(sizes))
+    if first < stop:
+        sizes[first:stop] += total // (stop - first)
+        sizes[first:first + total % (stop - first)] += 1
 
 
 def _list_counts(op: FlinkOperator) -> dict[str, tuple[PyrefMode, list[int]]]:

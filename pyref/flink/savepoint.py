@@ -59,7 +59,7 @@ from .keyed import (
     iter_keyed_subtask,
     read_keyed_backend_meta,
 )
-from .meta_info import StateMetaInfo, unreadable_async_state
+from .meta_info import StateMetaInfo
 from .metadata import CheckpointMetadata, OperatorState, parse_metadata
 from .operator_state import OperatorStream, read_operator_stream
 from .raw_timers import RawTimers, is_timer_stream, read_raw_timers
@@ -431,13 +431,7 @@ class FlinkOperator:
                                        f"{', '.join(map(repr, self.keyed_state_names)) or 'none'})", state=name)
         info, rows = states[name]
         assert key_type is not None  # a keyed stream's head holds the key serializer
-        kind, serializers = info.options.get("KEYED_STATE_TYPE", info.backend_type), info.serializers
-        unreadable = unreadable_async_state(info)
-        if unreadable is not None:
-            raise UnsupportedFormatError(unreadable, state=name)
-        return FlinkKeyedStateView(name, kind, key_type, serializers["NAMESPACE_SERIALIZER"],
-                                   serializers["VALUE_SERIALIZER"], rows, _prefix_bytes(self.max_parallelism),
-                                   self.max_parallelism)
+        return FlinkKeyedStateView.of(info, key_type, rows, _prefix_bytes(self.max_parallelism), self.max_parallelism)
 
     def timers(self, service: str, domain: str = "event-time") -> FlinkTimerView:
         domain = timer_domain(domain)

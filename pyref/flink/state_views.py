@@ -25,6 +25,7 @@ from ..reader import TableView
 from .composite import split_keys, split_list_values, split_map_values, split_timer_keys
 from .handles import DistributionMode
 from .keyed import KeyedRows
+from .meta_info import StateMetaInfo, unreadable_async_state
 from .row_keys import row_key_groups
 from .serializers import FlinkType
 from .values import Row, TtlValue, decode_column
@@ -327,6 +328,18 @@ class FlinkKeyedStateView(_KeyedRowsView):
         self.ttl = cell.kind == "ttl"
         self.cell_type = cell  # the stored cell, TTL wrapper included
         self.value_type = cell.children[1] if self.ttl else cell
+
+    @classmethod
+    def of(cls, info: StateMetaInfo, key_type: FlinkType, rows: KeyedRows, prefix_bytes: int,
+           max_parallelism: int) -> FlinkKeyedStateView:
+        """The view of a keyed state as its meta info describes it, or the typed refusal of one its
+        meta info cannot describe (Flink 2.0's async MAP state)."""
+        unreadable = unreadable_async_state(info)
+        if unreadable is not None:
+            raise UnsupportedFormatError(unreadable, state=info.name)
+        return cls(info.name, info.options.get("KEYED_STATE_TYPE", info.backend_type), key_type,
+                   info.serializers["NAMESPACE_SERIALIZER"], info.serializers["VALUE_SERIALIZER"], rows, prefix_bytes,
+                   max_parallelism)
 
     @property
     def has_namespace(self) -> bool:

@@ -273,7 +273,8 @@ def _spark_import_flink(args: argparse.Namespace) -> int:
     options = import_options(args)
     check_import_target(args.target)
     read_previous(open_io(args.target), args.overwrite, force=args.force)
-    with FlinkSavepoint.open(args.source, uids=options["uids"]) as sp:  # its refusals before Spark starts
+    with FlinkSavepoint.open(args.source, uids=options["uids"],
+                             allow_external_files=options["allow_external_files"]) as sp:  # refusals before Spark
         plan_import(sp, ttl=options["ttl"], ttl_default=options["ttl_default"], skip_states=options["skip_states"],
                     drop_in_flight_data=options["drop_in_flight_data"])
 

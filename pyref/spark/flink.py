@@ -86,12 +86,17 @@ def _handles(plans: list[OperatorPlan]) -> list[tuple[str, int, str]]:
     return tasks
 
 
+def _open(source: str, options: dict[Any, Any]) -> FlinkSavepoint:
+    """The import's source, opened as the task options say, on the driver and in every task."""
+    return FlinkSavepoint.open(source, uids=options["uids"], allow_external_files=options["allow_external_files"])
+
+
 def _import_task(job: Job, source: str, options: dict[Any, Any], demotions: dict[Any, Any], batch_bytes: int,
                  task: tuple[str, int, str]) -> tuple[bytes | None, dict[Any, Any], list[Replan]]:
     """One handle through the core writer, never committed: (the partial manifest, rows
     per state, places to plan again); no manifest when there are places."""
     operator_id, subtask, part = task
-    with FlinkSavepoint.open(source, uids=options["uids"]) as sp:
+    with _open(source, options) as sp:
         plan = plan_import(sp, ttl=options["ttl"], ttl_default=options["ttl_default"],
                            skip_states=options["skip_states"], demotions=demotions, operators=[operator_id],
                            drop_in_flight_data=options["drop_in_flight_data"])[0]
@@ -179,12 +184,13 @@ def import_flink(spark: SparkSession, source: Path, target: Path, *,
                  ttl_default: TtlConfig | None = None, skip_states: Iterable[str] = (), overwrite: bool = False,
                  options: WriteOptions | None = None, batch_bytes: int = DEFAULT_BATCH_BYTES,
                  progress: bool = True, force: bool = False, target_file_bytes: int | None = None,
-                 drop_in_flight_data: bool = False) -> ImportReport:
+                 drop_in_flight_data: bool = False, allow_external_files: bool = False) -> ImportReport:
     """:func:`pyref.flink.import_flink` on Spark, one task per state handle. ``source``
     must be readable from every executor: an object store or HDFS URL, a shared
     file system, or a local path with a local master. ``force`` replaces a target
     shallow savepoints use as a base. ``target_file_bytes`` caps each task's data
-    files (the tasks are the handles). ``drop_in_flight_data``: as the core import's."""
+    files (the tasks are the handles). ``drop_in_flight_data`` and ``allow_external_files``:
+    as the core import's (the files outside must be readable from every executor too)."""
     started = time.monotonic()
     options, _ = sized_options(options, target_file_bytes)
     source = flink_directory(source)
@@ -193,11 +199,12 @@ def import_flink(spark: SparkSession, source: Path, target: Path, *,
     previous = read_previous(io, overwrite, force=force)
     task_options: dict[str, Any] = {"uids": uids if isinstance(uids, Mapping) or uids is None else list(uids),
                     "ttl": dict(ttl or {}), "ttl_default": ttl_default, "skip_states": list(skip_states),
-                    "drop_in_flight_data": drop_in_flight_data}
+                    "drop_in_flight_data": drop_in_flight_data, "allow_external_files": allow_external_files}
     demotions: dict[Place, str] = {}
-    with Progress(spark, enabled=progress) as report, FlinkSavepoint.open(source, uids=task_options["uids"]) as sp:
+    with Progress(spark, enabled=progress) as report, _open(source, task_options) as sp:
         for attempt in itertools.count(1):  # as the core import: each pass plans a place again, or commits
-            plans = plan_import(sp, demotions=demotions, **{k: v for k, v in task_options.items() if k != "uids"})
+            plans = plan_import(sp, demotions=demotions, **{k: v for k, v in task_options.items()
+                                                            if k not in ("uids", "allow_external_files")})
             tasks = _handles(plans)
             job = Job.new(io.location, options)
             report.step(f"import-flink: {len(tasks)} state handles of {len(plans)} operators"
@@ -251,8 +258,8 @@ def _target(sp: FlinkSavepoint, operator: str, state: str | None, timer_service:
     return op.operator_id, queues[0]
 
 
-def _plan_one(source: str, uids, operator_id: str, name: str) -> OperatorPlan:
-    with FlinkSavepoint.open(source, uids=uids) as sp:
+def _plan_one(source: str, uids, operator_id: str, name: str, allow_external_files: bool) -> OperatorPlan:
+    with FlinkSavepoint.open(source, uids=uids, allow_external_files=allow_external_files) as sp:
         return plan_import(sp, operators=[operator_id], only=name,
                            demotions=dict.fromkeys(_nullable_places(sp, operator_id, name), "nullable"))[0]
 
@@ -363,24 +370,26 @@ class FlinkStateRead:
     raw: bool
     subtasks: tuple[int, ...]
     schema: StructType
+    allow_external_files: bool = False  # FlinkSavepoint.open's
 
     @classmethod
     def plan(cls, path: Path, operator: str, state: str | None = None, *, timer_service: str | None = None,
              domain: str | None = None, uids: Iterable[str] | Mapping[str, str] | None = None,
-             raw: bool = False) -> FlinkStateRead:
+             raw: bool = False, allow_external_files: bool = False) -> FlinkStateRead:
         source = flink_directory(path)
         uids = uids if isinstance(uids, Mapping) or uids is None else list(uids)
-        with FlinkSavepoint.open(source, uids=uids) as sp:
+        with FlinkSavepoint.open(source, uids=uids, allow_external_files=allow_external_files) as sp:
             operator_id, name = _target(sp, operator, state, timer_service, domain)
-            plan = _plan_one(source, uids, operator_id, name)
+            plan = _plan_one(source, uids, operator_id, name, allow_external_files)
             if not (plan.lists or plan.broadcasts or plan.keyed or plan.timers):
                 raise InvalidArgumentError(f"operator {operator} has no state {name!r}", path=source)
             subtasks = tuple(s.index for s in plan.flink.state.subtasks)
-            return cls(source, uids, operator_id, name, raw, subtasks, spark_schema(_empty_schema(plan, name, raw)))
+            return cls(source, uids, operator_id, name, raw, subtasks, spark_schema(_empty_schema(plan, name, raw)),
+                       allow_external_files)
 
     def batches(self, subtasks: Iterable[int], batch_bytes: int = DEFAULT_BATCH_BYTES) -> Iterator[pa.RecordBatch]:
         """The rows ``subtasks`` held, as Arrow batches of :attr:`schema`."""
-        plan = _plan_one(self.source, self.uids, self.operator_id, self.name)
+        plan = _plan_one(self.source, self.uids, self.operator_id, self.name, self.allow_external_files)
         if plan.lists or plan.broadcasts:
             batches = (_operator_batch(plan, self.name, s, self.raw) for s in subtasks)
         else:
@@ -400,11 +409,14 @@ def _read_task(read: FlinkStateRead, batch_bytes: int, rows: Iterator[pa.RecordB
 def read_flink_state(spark: SparkSession, path: Path, operator: str, state: str | None = None, *,
                      timer_service: str | None = None, domain: str | None = None,
                      uids: Iterable[str] | Mapping[str, str] | None = None, raw: bool = False,
-                     batch_bytes: int = DEFAULT_BATCH_BYTES) -> DataFrame:
+                     batch_bytes: int = DEFAULT_BATCH_BYTES, allow_external_files: bool = False) -> DataFrame:
     """One state (or, with ``timer_service``, one timer service's timers) of the Flink
     savepoint at ``path`` as a DataFrame, one Spark task per subtask that holds it.
-    ``operator`` is a uid, a name given in ``uids``, or the hex operator id."""
-    read = FlinkStateRead.plan(path, operator, state, timer_service=timer_service, domain=domain, uids=uids, raw=raw)
+    ``operator`` is a uid, a name given in ``uids``, or the hex operator id.
+    ``allow_external_files``: ``FlinkSavepoint.open``'s (a changelog checkpoint's DSTL files
+    where Flink wrote them, readable from every executor)."""
+    read = FlinkStateRead.plan(path, operator, state, timer_service=timer_service, domain=domain, uids=uids, raw=raw,
+                               allow_external_files=allow_external_files)
     return map_per_task(spark, [(i,) for i in read.subtasks], "subtask int", partial(_read_task, read, batch_bytes),
                         read.schema)
 

@@ -63,7 +63,7 @@ def test_the_cases_hold_changes_of_both_storages(tmp_path: pathlib.Path) -> None
     assert kinds == {(True, ChangeSetFiles.__name__), (False, InMemoryChanges.__name__)}
 
 
-def _dstl_files(directory: pathlib.Path) -> list[pathlib.Path]:
+def dstl_files(directory: pathlib.Path) -> list[pathlib.Path]:
     """The checkpoint's DSTL files (those its changelog handles name)."""
     with FlinkSavepoint.open(directory) as sp:
         names = {stream.location.rsplit("/", 1)[-1] for op in sp.operators for s in op.state.subtasks
@@ -82,7 +82,7 @@ def _read_all(directory: pathlib.Path) -> None:
 
 def test_a_truncated_dstl_file_is_corrupt_with_its_byte_range(tmp_path: pathlib.Path) -> None:
     source = snapshot(MATERIALIZED, tmp_path)
-    files = _dstl_files(source)
+    files = dstl_files(source)
     assert len(files) == 2
     rng = random.Random(7)
     for cut in sorted(rng.sample(range(2, files[0].stat().st_size - 1), 12)):
@@ -100,7 +100,7 @@ def test_damaged_dstl_bytes_give_typed_errors(tmp_path: pathlib.Path) -> None:
     """Seeded byte flips anywhere in a DSTL file: the state still reads (a value changed) or a
     typed error names the file; never another exception, a hang or a huge allocation."""
     source = snapshot(MATERIALIZED, tmp_path)
-    victim_name = _dstl_files(source)[1].name
+    victim_name = dstl_files(source)[1].name
     original = (source / victim_name).read_bytes()
     rng = random.Random(11)
     corrupt = 0
