@@ -108,6 +108,10 @@ CASES = (
                    changelog_storage="filesystem", materialize_interval="100ms"),
     CheckpointCase("rocksdb-changelog-churn-materialized", "churn", "rocksdb", True, "0",
                    changelog_storage="filesystem", materialize_interval="300ms"),
+    # Session windows merging their namespaces (MERGE_NS of LIST, REDUCING and AGGREGATING state), nothing
+    # materialized: every merge is among the changes.
+    CheckpointCase("hashmap-changelog-sessions", "sessions", "hashmap", False, "0", changelog_storage="filesystem"),
+    CheckpointCase("rocksdb-changelog-sessions", "sessions", "rocksdb", True, "0", changelog_storage="filesystem"),
     # ForSt (Flink 2.0+) through the classic state API: its synchronous keyed backend, a local DB. (ForSt takes no
     # canonical savepoint: "does not support CANONICAL savepoints", 2.0.2 to 2.3.0.)
     CheckpointCase("forst-native-savepoint-keyed-kinds", "keyed-kinds", "forst", False, "0", max_parallelism=1000,
@@ -146,10 +150,10 @@ def checkpoint_config(version: str, case: CheckpointCase, directory: pathlib.Pat
     if case.ingest_db_restore:
         config[f"{options}.use-ingest-db-restore-mode"] = "true"
     if case.changelog_storage:
-        config.update({"state.changelog.enabled": "true", "state.changelog.storage": case.changelog_storage,
-                       "state.changelog.dstl.dfs.base-path": changelog_dir(directory).resolve().as_uri(),
-                       "state.changelog.periodic-materialize.interval": case.materialize_interval,
-                       "state.changelog.dstl.dfs.compression.enabled": str(case.changelog_compression).lower()})
+        config.update({f"{keys.changelog}.enabled": "true", f"{keys.changelog}.storage": case.changelog_storage,
+                       f"{keys.dstl}.base-path": changelog_dir(directory).resolve().as_uri(),
+                       f"{keys.changelog}.periodic-materialize.interval": case.materialize_interval,
+                       f"{keys.dstl}.compression.enabled": str(case.changelog_compression).lower()})
     return config
 
 

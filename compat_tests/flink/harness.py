@@ -148,7 +148,7 @@ def compiled_jobs(flink_version: str, *, download: bool = False) -> pathlib.Path
 @dataclass(frozen=True)
 class ConfigKeys:
     """Flink's configuration keys for one version (1.17 named the backend option state.backend.type, 1.20
-    renamed the checkpointing ones; 2.0 dropped the old names)."""
+    renamed the checkpointing and changelog ones; 2.0 dropped the old names)."""
     backend: str = "state.backend.type"
     storage: str = "execution.checkpointing.storage"
     checkpoint_dir: str = "execution.checkpointing.dir"
@@ -157,6 +157,10 @@ class ConfigKeys:
     restore_path: str = "execution.state-recovery.path"
     ignore_unclaimed: str = "execution.state-recovery.ignore-unclaimed-state"
     incremental: str = "execution.checkpointing.incremental"
+    #: The changelog state backend's options (enabled, storage, periodic-materialize.interval) begin with this.
+    changelog: str = "state.changelog"
+    #: Its filesystem storage's (base-path, compression.enabled).
+    dstl: str = "state.changelog.dstl.dfs"
 
 
 def config_keys(flink_version: str) -> ConfigKeys:
@@ -167,7 +171,8 @@ def config_keys(flink_version: str) -> ConfigKeys:
                           inline_threshold="state.storage.fs.memory-threshold",
                           restore_path="execution.savepoint.path",
                           ignore_unclaimed="execution.savepoint.ignore-unclaimed-state",
-                          incremental="state.backend.incremental")
+                          incremental="state.backend.incremental", changelog="state.backend.changelog",
+                          dstl="dstl.dfs")
     return ConfigKeys()
 
 

@@ -217,6 +217,10 @@ class _StateTable:
         # without copying what is there; a queue's elements: [b""]. A row's value is its parts joined by ",".
         self.values: dict[bytes, list[bytes]] = {}
         self.maps: dict[bytes, dict[bytes, bytes]] = {}
+        # REDUCING, AGGREGATING: the scopes whose value is a merge of values by the job's function, until a
+        # change sets it (a window operator logs the merged value with the element it adds right after):
+        # how many values merged and the file of the MERGE_NS.
+        self.unknown: dict[bytes, tuple[int, str | None]] = {}
 
     def load(self, rows: KeyedRows) -> None:
         """The materialized rows."""
@@ -247,6 +251,8 @@ class _StateTable:
             return
         key = d.span(inp, d.key_codec)
         scope = d.composite(prefix, key, d.span(inp, d.namespace_codec))
+        if operation != MERGE_NS:
+            self.unknown.pop(scope, None)  # SET, SET_INTERNAL or CLEAR: the scope's whole value, known again
         if operation == CLEAR:
             self.values.pop(scope, None)
             self.maps.pop(scope, None)
@@ -289,18 +295,17 @@ class _StateTable:
 
     def _merge(self, prefix: bytes, key: bytes, inp: DataInput) -> None:
         """MERGE_NS: the sources' values taken out, in order, then merged after the target's
-        (``AbstractHeapMergingState.mergeNamespaces``)."""
+        (``AbstractHeapMergingState.mergeNamespaces``). Two REDUCING or AGGREGATING values merge by
+        the job's function: the target's value is unknown until a change sets or clears it."""
         d = self.decoder
         target = d.composite(prefix, key, d.span(inp, d.namespace_codec))
         sources = [d.composite(prefix, key, d.span(inp, d.namespace_codec))
                    for _ in range(inp.read_count("merged namespace count"))]
         merged = [v for v in (self.values.pop(s, None) for s in [target, *sources]) if v is not None]
-        if len(merged) > 1 and self.kind != "LIST":
-            raise UnsupportedFormatError(
-                f"a changelog merges {len(merged)} namespaces of {self.kind} state {self.info.name!r}, which takes the "
-                "job's own function; take a canonical savepoint (Flink applies it there)", path=inp.path,
-                state=self.info.name)
-        if merged:
+        unknown = [self.unknown.pop(s) for s in [target, *sources] if s in self.unknown]
+        if self.kind != "LIST" and (len(merged) > 1 or unknown):
+            self.unknown[target] = unknown[0] if unknown else (len(merged), inp.path)
+        elif merged:
             self.values[target] = [part for value in merged for part in value]
 
     def _last(self, inp: DataInput, codec: Codec) -> bytes:
@@ -319,6 +324,12 @@ class _StateTable:
             raise inp.corrupt(f"{inp.remaining()} bytes left after a change")
 
     def rows(self, subtask: int) -> KeyedRows:
+        if self.unknown:
+            count, path = next(iter(self.unknown.values()))
+            raise UnsupportedFormatError(
+                f"a changelog merges {count} namespaces of {self.kind} state {self.info.name!r} and logs no value "
+                f"after ({len(self.unknown)} such): the merged value takes the job's own function; take a canonical "
+                "savepoint (Flink applies it there)", path=path, state=self.info.name)
         delimiter = bytes([LIST_DELIMITER])
         pairs = sorted((k, delimiter.join(v)) for k, v in self.values.items()) if self.kind != "MAP" else sorted(
             (scope + user_key, value) for scope, entries in self.maps.items() for user_key, value in entries.items())

@@ -14,7 +14,7 @@ import pytest
 from pyref.errors import CorruptSavepointError, SavepointError, UnsupportedFormatError
 from pyref.flink import FlinkSavepoint
 from pyref.flink.changelog import (ADD, ADD_ELEMENT, CHANGELOG, CLEAR, MERGE_NS, REMOVE_ELEMENT, SET, SET_INTERNAL,
-                                   _StateTable)
+                                   _StateTable, iter_changes)
 from pyref.flink.datainput import DataInput
 from pyref.flink.handles import ChangelogHandle, ChangeSetFiles, InMemoryChanges
 from pyref.flink.meta_info import StateMetaInfo
@@ -120,7 +120,7 @@ def test_damaged_dstl_bytes_give_typed_errors(tmp_path: pathlib.Path) -> None:
     assert corrupt > 0
 
 
-# -- operations the committed jobs do not log (merging windows, addAll, putAll, timers deleted) ---
+# -- operations the committed jobs log rarely or not (addAll, putAll, timers deleted) ---
 
 _STRING = FlinkType("string", "", 0, b"")
 _LONG = FlinkType("int64", "", 0, b"", length=8)
@@ -165,14 +165,42 @@ def test_list_add_set_and_merge_of_namespaces_concatenate_as_flink_does() -> Non
     assert _rows(table) == {}
 
 
-def test_merging_two_reduced_values_is_refused_one_is_moved() -> None:
+def test_merging_two_reduced_values_takes_the_value_logged_after_and_without_one_is_refused() -> None:
     table = _table("REDUCING", _LONG)
+    merge_a_into_b = _text("k") + _text("b") + _text("b") + (1).to_bytes(4, "big") + _text("a")
     _apply(table, SET_INTERNAL, _text("k") + _text("a") + (4).to_bytes(8, "big"))
-    _apply(table, MERGE_NS, _text("k") + _text("b") + _text("b") + (1).to_bytes(4, "big") + _text("a"))
+    _apply(table, MERGE_NS, merge_a_into_b)  # one value: moved
     assert _rows(table) == {_key("b"): (4).to_bytes(8, "big")}
     _apply(table, SET_INTERNAL, _text("k") + _text("a") + (5).to_bytes(8, "big"))
-    with pytest.raises(UnsupportedFormatError, match="merges 2 namespaces of REDUCING state 's'.*function"):
-        _apply(table, MERGE_NS, _text("k") + _text("b") + _text("b") + (1).to_bytes(4, "big") + _text("a"))
+    _apply(table, MERGE_NS, merge_a_into_b)  # two: the job's function merges them, the value is unknown
+    _apply(table, MERGE_NS, _text("k") + _text("c") + _text("c") + (1).to_bytes(4, "big") + _text("b"))  # and moved
+    with pytest.raises(UnsupportedFormatError, match="merges 2 namespaces of REDUCING state 's' and logs no value"):
+        _rows(table)
+    _apply(table, SET_INTERNAL, _text("k") + _text("c") + (12).to_bytes(8, "big"))  # the window's next add
+    assert _rows(table) == {_key("c"): (12).to_bytes(8, "big")}
+
+
+SESSIONS = "2.3.0-hashmap-changelog-sessions"
+
+
+def test_session_windows_merge_namespaces_and_log_the_merged_value_after(tmp_path: pathlib.Path) -> None:
+    """Real bytes of merging windows (tests/flink/test_checkpoints.py reads them as their truth): every
+    MERGE_NS of the reduced and aggregated contents of two or more windows is followed by a SET_INTERNAL
+    of the target, the element that merged them added."""
+    source = snapshot(SESSIONS, tmp_path)
+    merges: dict[str, int] = {}
+    with FlinkSavepoint.open(source) as sp:
+        for uid in ("session-process", "session-reduce", "session-aggregate"):
+            (sub,) = sp.operator(uid).state.subtasks
+            handle = sub.managed_keyed_state
+            assert isinstance(handle, ChangelogHandle) and not handle.materialized
+            operations = [c.data[0] for c in iter_changes(sp.store.open_file, handle) if c.key_group != -1]
+            merges[uid] = operations.count(MERGE_NS)
+            if uid != "session-process":  # the window contents' changes: each merge, then the add's whole value
+                contents = [op for op in operations if op in (MERGE_NS, SET_INTERNAL)]
+                assert all(after == SET_INTERNAL for op, after in zip(contents, contents[1:] + [None]) if op == MERGE_NS)
+    assert merges == {"session-process": 12, "session-reduce": 12, "session-aggregate": 12}
+    assert_reads_as_truth(source, truth(SESSIONS))
 
 
 def test_map_put_all_and_null_values_keep_their_flag() -> None:

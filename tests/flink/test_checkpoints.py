@@ -24,7 +24,8 @@ taken with ``python -m compat_tests.flink.checkpoints``) read without a JVM.
   managed timer queues;
 * the changelog state backend's checkpoints (1.20.3 and 2.3.0, over HashMap and RocksDB) hold its
   last materialized snapshot (heap layout, RocksDB SST files; none before the first) and the changes
-  made since, in DSTL files (Snappy-compressed too) or in ``_metadata``, applied as Flink's restore does;
+  made since, in DSTL files (Snappy-compressed too) or in ``_metadata``, applied as Flink's restore does
+  (session windows' merged namespaces too);
 
 all read exactly as the truth the job wrote at that checkpoint, verify, import and export as a
 canonical savepoint that reads as the same truth.
@@ -87,6 +88,7 @@ READABLE = {"2.3.0-hashmap-windows": HEAP, "1.20.3-hashmap-heap-kinds": HEAP, "1
             "2.3.0-rocksdb-changelog-keyed-kinds-materialized": CHANGELOG,
             "1.20.3-rocksdb-changelog-keyed-kinds-materialized": CHANGELOG,
             "1.20.3-rocksdb-changelog-churn-materialized": CHANGELOG,
+            "2.3.0-hashmap-changelog-sessions": CHANGELOG,
             # ForSt: RocksDB's layout, SST files of a partitioned index; the async state API's DB files in
             # shared/<operator's directory>/db/ and its KEY_VALUE_V2 meta info.
             "2.3.0-forst-native-savepoint-keyed-kinds": ROCKSDB_NATIVE,

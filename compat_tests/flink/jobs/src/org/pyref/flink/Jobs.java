@@ -15,6 +15,7 @@ final class Jobs {
             case "keyed-kinds": KeyedKindsJob.build(b); break;
             case "heap-kinds": HeapKindsJob.build(b); break;
             case "windows": WindowsJob.build(b); break;
+            case "sessions": SessionsJob.build(b); break;
             case "types": TypesJob.build(b); break;
             case "churn": ChurnJob.build(b); break;
             case "scala": ScalaJob.build(b); break;

@@ -10,6 +10,7 @@ import org.apache.flink.api.common.functions.ReduceFunction;
 import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.java.tuple.Tuple2;
+import org.apache.flink.api.java.tuple.Tuple3;
 import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ArrayNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
@@ -253,11 +254,29 @@ final class WindowsJob {
      */
     private static void put(String uid, int maxParallelism, long lateness, StateSpec spec,
                             Map<Tuple2<Object, Object>, Object> contents) {
+        List<Tuple3<Object, TimeWindow, Long>> timers = new ArrayList<>();
+        for (Tuple2<Object, Object> c : contents.keySet()) {
+            if (lateness >= 0) {
+                TimeWindow w = (TimeWindow) c.f1;
+                timers.add(Tuple3.of(c.f0, w, w.maxTimestamp()));
+                if (lateness > 0) {
+                    timers.add(Tuple3.of(c.f0, w, w.maxTimestamp() + lateness));
+                }
+            }
+        }
+        put(uid, maxParallelism, spec, contents, timers, "window-timers");
+    }
+
+    /**
+     * One keyed state of a window operator at parallelism 1 ((key, namespace) -> value) and the
+     * event-time timers (key, window, timestamp) of its timer service {@code service}.
+     */
+    static void put(String uid, int maxParallelism, StateSpec spec, Map<Tuple2<Object, Object>, Object> contents,
+                    List<Tuple3<Object, TimeWindow, Long>> timers, String service) {
         ObjectNode part = Truth.part(uid, 0);
         ObjectNode state = spec.toJson();
         state.put("source", "input");
         ArrayNode entries = state.putArray("entries");
-        ArrayNode timers = part.putArray("timers");
         for (Map.Entry<Tuple2<Object, Object>, Object> c : contents.entrySet()) {
             Object key = c.getKey().f0;
             ObjectNode e = entries.addObject();
@@ -266,16 +285,15 @@ final class WindowsJob {
             e.put("key_group", KeyGroupRangeAssignment.assignToKeyGroup(key, maxParallelism));
             e.put("subtask", 0);
             e.set("value", Json.value(c.getValue()));
-            if (lateness >= 0) {
-                TimeWindow w = (TimeWindow) c.getKey().f1;
-                timers.add(StateDump.timer("window-timers", "event_time", key, w, w.maxTimestamp(), maxParallelism, 0));
-                if (lateness > 0) {
-                    timers.add(StateDump.timer("window-timers", "event_time", key, w, w.maxTimestamp() + lateness, maxParallelism, 0));
-                }
-            }
+        }
+        ArrayNode timerArray = part.putArray("timers");
+        for (Tuple3<Object, TimeWindow, Long> t : timers) {
+            timerArray.add(StateDump.timer(service, "event_time", t.f0, t.f1, t.f2, maxParallelism, 0));
         }
         part.putObject("keyed_state").set(spec.name, state);
-        part.putObject("timer_services").putObject("window-timers").put("namespace", spec.namespace);
+        if (spec.windowed()) {  // a window state's operator has the timer service (a merging window set's is void)
+            part.putObject("timer_services").putObject(service).put("namespace", spec.namespace);
+        }
         Truth.put(Truth.FROM_INPUT, part);
     }
 }

@@ -5,6 +5,7 @@ import org.apache.flink.api.common.functions.RuntimeContext;
 import org.apache.flink.api.common.state.StateTtlConfig;
 import org.apache.flink.cep.pattern.Pattern;
 import org.apache.flink.streaming.api.datastream.WindowedStream;
+import org.apache.flink.streaming.api.windowing.assigners.EventTimeSessionWindows;
 import org.apache.flink.streaming.api.windowing.assigners.SlidingEventTimeWindows;
 import org.apache.flink.streaming.api.windowing.assigners.TumblingEventTimeWindows;
 import org.apache.flink.streaming.api.windowing.windows.Window;
@@ -23,6 +24,10 @@ final class Compat {
 
     static SlidingEventTimeWindows sliding(long sizeMillis, long slideMillis) {
         return SlidingEventTimeWindows.of(Duration.ofMillis(sizeMillis), Duration.ofMillis(slideMillis));
+    }
+
+    static EventTimeSessionWindows sessions(long gapMillis) {
+        return EventTimeSessionWindows.withGap(Duration.ofMillis(gapMillis));
     }
 
     static <T, K, W extends Window> WindowedStream<T, K, W> allowedLateness(WindowedStream<T, K, W> w, long millis) {
