@@ -120,8 +120,9 @@ def read_meta_info(inp: DataInput, follow: Follow) -> StateMetaInfo:
 def unreadable_async_state(info: StateMetaInfo) -> str | None:
     """Why an async-API keyed state cannot be read, or None: Flink 2.0's MAP state meta info names no user key
     serializer (see the module's doc)."""
+    # By the entry missing, not by the value's kind: a value that is itself a Map has a MapSerializer too.
     if (info.backend_type == "KEY_VALUE_V2" and info.options.get("KEYED_STATE_TYPE") == "MAP"
-            and info.serializers["VALUE_SERIALIZER"].kind != "map"):
+            and "USER_KEY_SERIALIZER" not in info.serializers):
         return ("MAP state of the async state API written by Flink 2.0, whose state meta info names no user key "
                 "serializer (Flink 2.1 added it), so its user keys cannot be decoded; restore the job on Flink 2.1 "
                 "or later and take a native savepoint or checkpoint there")
@@ -138,7 +139,8 @@ def _classic_serializers(kind: str, serializers: dict[str, FlinkType]) -> dict[s
         wrapped = map_serializer(FlinkSerializer(user_key.snapshot, user_key), value, "a MAP state's entries").type
     else:
         return serializers
-    return {k: v for k, v in serializers.items() if k != "USER_KEY_SERIALIZER"} | {"VALUE_SERIALIZER": wrapped}
+    # USER_KEY_SERIALIZER stays: whether Flink wrote it says whether a MAP state's user keys can be read.
+    return serializers | {"VALUE_SERIALIZER": wrapped}
 
 
 def read_state_meta_infos(inp: DataInput, end_follow: Follow) -> list[StateMetaInfo]:
