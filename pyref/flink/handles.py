@@ -499,7 +499,13 @@ class LocalHandleStore(HandleStore):
         moved along with it or not."""
         if beside not in CHECKPOINT_SIBLINGS:
             return None
-        directory = os.path.realpath(os.path.join(os.path.dirname(self.directory), beside))
+        parent = os.path.dirname(self.directory)
+        directory = os.path.realpath(os.path.join(parent, beside))
+        # As a pyref base must: the directory itself a link leading out of the parent would open any directory.
+        if os.path.dirname(directory) != parent and not self.allow_external_files:
+            raise UnsupportedFormatError(f"state file {location!r}: the checkpoint's {beside} directory is a link to "
+                                         f"{directory}, outside {parent}; pass allow_external_files=True to read it",
+                                         path=self.directory)
         return self._file_in(directory, directory, location, name)
 
     def _file_in(self, directory: str, where: str, location: str, name: str) -> str | None:

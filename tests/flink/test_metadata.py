@@ -206,6 +206,28 @@ def test_a_checkpoints_shared_state_beside_it_is_read_from_there(tmp_path) -> No
         store.local_path(StreamHandle("file", f"file:{tmp_path}/taskowned/gone", 3))
 
 
+def test_a_checkpoints_shared_directory_linked_out_of_its_parent_is_read_only_when_allowed(tmp_path) -> None:
+    """ForSt's shared/<dir>/db/<file> and RocksDB's shared/<file>: the shared directory itself a
+    link to another directory would let a handle open files there (as a pyref base may not)."""
+    from pyref.flink.handles import LocalHandleStore, StreamHandle
+
+    (tmp_path / "job" / "chk-3").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "op" / "db").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "op" / "db" / "f").write_bytes(b"abc")
+    (tmp_path / "elsewhere" / "sst").write_bytes(b"abc")
+    (tmp_path / "job" / "shared").symlink_to(tmp_path / "elsewhere")
+    for location in ("file:/old/job/shared/op/db/f", "file:/old/job/shared/sst"):
+        handle = StreamHandle("file", location, 3)
+        with pytest.raises(UnsupportedFormatError, match="shared directory is a link to .*allow_external_files"):
+            LocalHandleStore(str(tmp_path / "job" / "chk-3")).local_path(handle)
+        allowed = LocalHandleStore(str(tmp_path / "job" / "chk-3"), allow_external_files=True).local_path(handle)
+        assert allowed.startswith(str(tmp_path / "elsewhere"))
+    (tmp_path / "job" / "shared").unlink()
+    (tmp_path / "elsewhere").rename(tmp_path / "job" / "shared-copy")
+    (tmp_path / "job" / "shared").symlink_to("shared-copy")  # a link within the parent is followed
+    assert LocalHandleStore(str(tmp_path / "job" / "chk-3")).local_path(StreamHandle("file", "/old/shared/sst", 3))
+
+
 def test_state_paths_through_links_or_with_nul_stay_typed(tmp_path) -> None:
     """Fuzzing found these: the fallback for a moved savepoint followed a link in the
     directory to a file outside it, and a NUL in a path raised ValueError."""
