@@ -43,6 +43,13 @@ _REQUIRED_SERIALIZERS = {
     "BROADCAST": {"KEY_SERIALIZER", "VALUE_SERIALIZER"},
     "PRIORITY_QUEUE": {"VALUE_SERIALIZER"},
 }
+#: What each backend type's meta info may name besides (``snapshot()`` of each ``Registered*MetaInfo``): a
+#: serializer or known option of another type would read the state as that type (a keyed state as timers).
+_ALLOWED_SERIALIZERS = _REQUIRED_SERIALIZERS | {"KEY_VALUE_V2": {"NAMESPACE_SERIALIZER", "VALUE_SERIALIZER",
+                                                                 "USER_KEY_SERIALIZER"}}
+_ALLOWED_OPTIONS = {"KEY_VALUE": {"KEYED_STATE_TYPE"}, "KEY_VALUE_V2": {"KEYED_STATE_TYPE"},
+                    "OPERATOR": {"OPERATOR_STATE_DISTRIBUTION_MODE"},
+                    "BROADCAST": {"OPERATOR_STATE_DISTRIBUTION_MODE"}, "PRIORITY_QUEUE": set()}
 
 
 @dataclass(frozen=True)
@@ -93,20 +100,23 @@ def read_meta_info(inp: DataInput, follow: Follow) -> StateMetaInfo:
     type_index = inp.read_int("backend state type")
     if not 0 <= type_index < len(BACKEND_STATE_TYPES):
         raise inp.corrupt(f"unknown backend state type {type_index}", inp.pos - 4, 4)
+    backend_type = BACKEND_STATE_TYPES[type_index]
     options = {}
     for _ in range(inp.read_count("state option count", 4)):
+        at = inp.pos
         key = inp.read_utf("state option key")
+        if key in OPTION_KEYS and key not in _ALLOWED_OPTIONS[backend_type]:  # others: Flink's future ones
+            raise inp.corrupt(f"{backend_type} state {name!r} has option {key!r}", at, inp.pos - at)
         options[key] = inp.read_utf("state option value")
     count = inp.read_count("state serializer count", 8)
     serializers: dict[str, FlinkType] = {}
     for i in range(count):
         at = inp.pos
         key = inp.read_utf("serializer key")
-        if key not in SERIALIZER_KEYS or key in serializers:
-            raise inp.corrupt(f"state {name!r}: unexpected serializer entry {key!r}", at, inp.pos - at)
+        if key not in _ALLOWED_SERIALIZERS[backend_type] or key in serializers:
+            raise inp.corrupt(f"{backend_type} state {name!r}: unexpected serializer entry {key!r}", at, inp.pos - at)
         last = i == count - 1
         serializers[key] = read_serializer_snapshot(inp, follow if last else _looks_like_serializer_entry)
-    backend_type = BACKEND_STATE_TYPES[type_index]
     missing = _REQUIRED_SERIALIZERS[backend_type] - set(serializers)
     if missing:
         raise inp.corrupt(f"{backend_type} state {name!r} has no {', '.join(sorted(missing))}", start,

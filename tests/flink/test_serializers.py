@@ -252,3 +252,21 @@ def test_an_async_map_state_whose_values_are_maps_is_read_as_its_meta_info_says(
         assert state.kind == "map" and [c.kind for c in state.children] == ["int64", "map"]
     else:
         assert unreadable_async_state(info) is not None
+
+
+@pytest.mark.parametrize("backend_type, options, serializers, error", [
+    (3, {"KEYED_STATE_TYPE": "VALUE"}, {"VALUE_SERIALIZER": snapshot(LONG)}, "PRIORITY_QUEUE state 'm' has option"),
+    (3, {}, {"NAMESPACE_SERIALIZER": snapshot(VOID_NS), "VALUE_SERIALIZER": snapshot(LONG)}, "unexpected serializer"),
+    (0, {"OPERATOR_STATE_DISTRIBUTION_MODE": "SPLIT_DISTRIBUTE"},
+     {"NAMESPACE_SERIALIZER": snapshot(VOID_NS), "VALUE_SERIALIZER": snapshot(LONG)}, "KEY_VALUE state 'm' has option"),
+    (0, {"KEYED_STATE_TYPE": "MAP"}, {"NAMESPACE_SERIALIZER": snapshot(VOID_NS), "VALUE_SERIALIZER": snapshot(LONG),
+                                      "USER_KEY_SERIALIZER": snapshot(LONG)}, "unexpected serializer"),
+    (1, {"OPERATOR_STATE_DISTRIBUTION_MODE": "UNION"},
+     {"KEY_SERIALIZER": snapshot(LONG), "VALUE_SERIALIZER": snapshot(LONG)}, "unexpected serializer"),
+], ids=["queue-with-keyed-option", "queue-with-namespace", "keyed-with-operator-option", "classic-with-user-key",
+        "operator-with-key"])
+def test_a_meta_info_naming_what_another_backend_type_has_is_corrupt(
+        backend_type: int, options: dict[str, str], serializers: dict[str, bytes], error: str) -> None:
+    """A KEY_VALUE_V2 state whose backend type byte said PRIORITY_QUEUE read as timers (mutation found it)."""
+    with pytest.raises(CorruptSavepointError, match=error):
+        read_meta_info(DataInput(meta_info("m", backend_type, options, serializers)), lambda inp: True)
