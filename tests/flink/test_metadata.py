@@ -114,6 +114,17 @@ def test_changelog_changes_outside_a_changelog_handle_are_corrupt() -> None:
         parse_metadata(metadata([operator(OP_ID, 1, 4, [subtask(0, None, bare)])]))
 
 
+@pytest.mark.parametrize("inner", [b"\x0e" + i32(0) + i32(4) + i64(0) + i32(1), b"\x08" + i32(0) + i32(4) + i64(0) + i32(1),
+                                   b"\x0e" + i32(0) + i32(4) + i64(0) + i32(0) + i32(1)],
+                         ids=["materialized-v2", "materialized-v1", "non-materialized"])
+def test_changelog_handles_nested_in_one_another_are_corrupt_without_recursing(inner: bytes) -> None:
+    """A changelog handle holds key-group, RocksDB and changelog-change handles only: 5000 changelog
+    handles each nested in the previous (21 bytes apiece) raised RecursionError."""
+    nested = inner * 5000 + b"\x00"
+    with pytest.raises(CorruptSavepointError, match="a handle of type (14|8) among a changelog handle's"):
+        parse_metadata(metadata([operator(OP_ID, 1, 4, [subtask(0, None, nested)])]))
+
+
 def test_checkpoint_key_groups_handle_is_read_as_a_full_snapshot() -> None:
     """KeyGroupsStateHandle (a checkpoint's): read, its layout told from its bytes later."""
     handle = b"\x0c" + i32(2) + i32(2) + i64(10) + i64(0) + b"\x00" + utf("id")
