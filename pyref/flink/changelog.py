@@ -32,9 +32,10 @@ function: refused.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pyarrow as pa
@@ -90,6 +91,8 @@ class Change:
 def iter_changes(open_stream: Opener, handle: ChangelogHandle) -> Iterator[Change]:
     """Every change of the handle's non-materialized state, in the order Flink applies them."""
     decoded: dict[str, tuple[bytes | memoryview, int, str]] = {}
+    # Per DSTL stream, the (start, end) of each change set the handle named so far, sorted.
+    extents: dict[str, list[tuple[int, int]]] = {}
     for part in handle.changes:
         if isinstance(part, InMemoryChanges):
             for key_group, data, at in part.changes:
@@ -100,7 +103,7 @@ def iter_changes(open_stream: Opener, handle: ChangelogHandle) -> Iterator[Chang
                 raise CorruptSavepointError("a change set without a file in a changelog handle")
             if stream.location not in decoded:
                 decoded[stream.location] = _dstl_stream(open_stream, stream)
-            yield from _change_set(*decoded[stream.location], offset)
+            yield from _change_set(*decoded[stream.location], offset, extents.setdefault(stream.location, []))
 
 
 #: Where a changelog checkpoint's DSTL files are and how to have them read.
@@ -126,11 +129,19 @@ def _dstl_stream(open_stream: Opener, stream: StreamHandle) -> tuple[bytes | mem
     return memoryview(buffer)[1:], 1, name
 
 
-def _change_set(data: bytes | memoryview, base: int, name: str, offset: int) -> Iterator[Change]:
-    """The changes of the change set at ``offset`` of a DSTL stream (``StateChangeFormat``)."""
+def _change_set(data: bytes | memoryview, base: int, name: str, offset: int,
+                named: list[tuple[int, int]]) -> Iterator[Change]:
+    """The changes of the change set at ``offset`` of a DSTL stream (``StateChangeFormat``). ``named``:
+    the sorted extents of the stream's change sets the handle named before, to which this one's is
+    added. Flink writes a change set once and a handle names it once: one overlapping another is
+    corrupt (its changes would apply twice, and naming one set over and over would cost its bytes
+    each time)."""
     if offset > len(data):
         raise CorruptSavepointError(f"change set offset {offset} is past the end of its {len(data)}-byte stream",
                                     path=name, byte_range=(base + offset, base + offset))
+    before = bisect.bisect_right(named, (offset, len(data) + 1))  # after a set starting at offset too
+    if before and named[before - 1][1] > offset:
+        _overlap(name, base, (offset, offset), named[before - 1])
     inp = DataInput(data, offset, len(data), base=base, path=name)
     for _ in range(inp.read_count("change set key group count", 8)):
         count = inp.read_count("change count", 4)
@@ -139,6 +150,15 @@ def _change_set(data: bytes | memoryview, base: int, name: str, offset: int) -> 
             size = inp.read_count("change length")
             at = inp.pos
             yield Change(key_group, bytes(inp.read_bytes(size, "change")), name, base + at)
+    if before < len(named) and named[before][0] < inp.pos:
+        _overlap(name, base, (offset, inp.pos), named[before])
+    named.insert(before, (offset, inp.pos))
+
+
+def _overlap(name: str, base: int, extent: tuple[int, int], other: tuple[int, int]) -> NoReturn:
+    raise CorruptSavepointError(
+        f"the change set at {extent[0]} overlaps the one at {other[0]}..{other[1]} the handle named before: a "
+        "changelog handle names each change set once", path=name, byte_range=(base + extent[0], base + extent[1]))
 
 
 @dataclass(frozen=True)

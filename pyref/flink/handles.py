@@ -271,12 +271,20 @@ def _read_handle_list(inp: DataInput) -> tuple[tuple[str, StreamHandle | None], 
                  for _ in range(inp.read_count("incremental file count", 3)))
 
 
-def _nested(inp: DataInput, kinds: tuple[type, ...], what: str) -> KeyedHandle | InMemoryChanges | ChangeSetFiles:
-    """A handle inside a changelog handle, which must be of one of ``kinds``."""
-    start = inp.pos
+#: The type bytes of a changelog handle's materialized handles and of its non-materialized ones.
+_MATERIALIZED = frozenset({KEY_GROUPS, SAVEPOINT_KEY_GROUPS, KEY_GROUPS_V2, INCREMENTAL, INCREMENTAL_V2})
+_NON_MATERIALIZED = frozenset({CHANGELOG_BYTE_INCREMENT, CHANGELOG_FILE_INCREMENT, CHANGELOG_FILE_INCREMENT_V2})
+
+
+def _nested(inp: DataInput, kinds: frozenset[int], what: str) -> KeyedHandle | InMemoryChanges | ChangeSetFiles:
+    """A handle inside a changelog handle, which must be of one of the type bytes ``kinds``: checked
+    before it is read, so that changelog handles nested in one another never recurse."""
+    start = inp.need(1, "keyed handle type")
+    kind = inp.data[start]
+    if kind not in kinds:
+        raise inp.corrupt(f"a handle of type {kind} among a changelog handle's {what} state", start, 1)
     handle = _read_keyed(inp)
-    if handle is None or not isinstance(handle, kinds):
-        raise inp.corrupt(f"{type(handle).__name__} among a changelog handle's {what} state", start, inp.pos - start)
+    assert handle is not None  # a type byte of kinds is never the null handle's
     return handle
 
 
@@ -318,9 +326,9 @@ def _read_keyed(inp: DataInput) -> KeyedHandle | InMemoryChanges | ChangeSetFile
     if kind in (CHANGELOG, CHANGELOG_V2):
         first, count = _read_key_group_range(inp)
         inp.read_long("checkpointed size")
-        materialized = tuple(_nested(inp, (KeyGroupsHandle, IncrementalHandle), "materialized")
+        materialized = tuple(_nested(inp, _MATERIALIZED, "materialized")
                              for _ in range(inp.read_count("materialized handle count")))
-        changes = tuple(_nested(inp, (ChangeSetFiles, InMemoryChanges), "non-materialized")
+        changes = tuple(_nested(inp, _NON_MATERIALIZED, "non-materialized")
                         for _ in range(inp.read_count("changelog handle count")))
         materialization = inp.read_long("materialization id")
         if kind == CHANGELOG_V2:
@@ -517,7 +525,13 @@ class LocalHandleStore(HandleStore):
         moved along with it or not."""
         if beside not in CHECKPOINT_SIBLINGS:
             return None
-        directory = os.path.realpath(os.path.join(os.path.dirname(self.directory), beside))
+        parent = os.path.dirname(self.directory)
+        directory = os.path.realpath(os.path.join(parent, beside))
+        # As a pyref base must: the directory itself a link leading out of the parent would open any directory.
+        if os.path.dirname(directory) != parent and not self.allow_external_files:
+            raise UnsupportedFormatError(f"state file {location!r}: the checkpoint's {beside} directory is a link to "
+                                         f"{directory}, outside {parent}; pass allow_external_files=True to read it",
+                                         path=self.directory)
         return self._file_in(directory, directory, location, name)
 
     def _file_in(self, directory: str, where: str, location: str, name: str) -> str | None:

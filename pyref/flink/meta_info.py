@@ -43,6 +43,13 @@ _REQUIRED_SERIALIZERS = {
     "BROADCAST": {"KEY_SERIALIZER", "VALUE_SERIALIZER"},
     "PRIORITY_QUEUE": {"VALUE_SERIALIZER"},
 }
+#: What each backend type's meta info may name besides (``snapshot()`` of each ``Registered*MetaInfo``): a
+#: serializer or known option of another type would read the state as that type (a keyed state as timers).
+_ALLOWED_SERIALIZERS = _REQUIRED_SERIALIZERS | {"KEY_VALUE_V2": {"NAMESPACE_SERIALIZER", "VALUE_SERIALIZER",
+                                                                 "USER_KEY_SERIALIZER"}}
+_ALLOWED_OPTIONS = {"KEY_VALUE": {"KEYED_STATE_TYPE"}, "KEY_VALUE_V2": {"KEYED_STATE_TYPE"},
+                    "OPERATOR": {"OPERATOR_STATE_DISTRIBUTION_MODE"},
+                    "BROADCAST": {"OPERATOR_STATE_DISTRIBUTION_MODE"}, "PRIORITY_QUEUE": set()}
 
 
 @dataclass(frozen=True)
@@ -93,20 +100,23 @@ def read_meta_info(inp: DataInput, follow: Follow) -> StateMetaInfo:
     type_index = inp.read_int("backend state type")
     if not 0 <= type_index < len(BACKEND_STATE_TYPES):
         raise inp.corrupt(f"unknown backend state type {type_index}", inp.pos - 4, 4)
+    backend_type = BACKEND_STATE_TYPES[type_index]
     options = {}
     for _ in range(inp.read_count("state option count", 4)):
+        at = inp.pos
         key = inp.read_utf("state option key")
+        if key in OPTION_KEYS and key not in _ALLOWED_OPTIONS[backend_type]:  # others: Flink's future ones
+            raise inp.corrupt(f"{backend_type} state {name!r} has option {key!r}", at, inp.pos - at)
         options[key] = inp.read_utf("state option value")
     count = inp.read_count("state serializer count", 8)
     serializers: dict[str, FlinkType] = {}
     for i in range(count):
         at = inp.pos
         key = inp.read_utf("serializer key")
-        if key not in SERIALIZER_KEYS or key in serializers:
-            raise inp.corrupt(f"state {name!r}: unexpected serializer entry {key!r}", at, inp.pos - at)
+        if key not in _ALLOWED_SERIALIZERS[backend_type] or key in serializers:
+            raise inp.corrupt(f"{backend_type} state {name!r}: unexpected serializer entry {key!r}", at, inp.pos - at)
         last = i == count - 1
         serializers[key] = read_serializer_snapshot(inp, follow if last else _looks_like_serializer_entry)
-    backend_type = BACKEND_STATE_TYPES[type_index]
     missing = _REQUIRED_SERIALIZERS[backend_type] - set(serializers)
     if missing:
         raise inp.corrupt(f"{backend_type} state {name!r} has no {', '.join(sorted(missing))}", start,
@@ -120,8 +130,9 @@ def read_meta_info(inp: DataInput, follow: Follow) -> StateMetaInfo:
 def unreadable_async_state(info: StateMetaInfo) -> str | None:
     """Why an async-API keyed state cannot be read, or None: Flink 2.0's MAP state meta info names no user key
     serializer (see the module's doc)."""
+    # By the entry missing, not by the value's kind: a value that is itself a Map has a MapSerializer too.
     if (info.backend_type == "KEY_VALUE_V2" and info.options.get("KEYED_STATE_TYPE") == "MAP"
-            and info.serializers["VALUE_SERIALIZER"].kind != "map"):
+            and "USER_KEY_SERIALIZER" not in info.serializers):
         return ("MAP state of the async state API written by Flink 2.0, whose state meta info names no user key "
                 "serializer (Flink 2.1 added it), so its user keys cannot be decoded; restore the job on Flink 2.1 "
                 "or later and take a native savepoint or checkpoint there")
@@ -138,7 +149,8 @@ def _classic_serializers(kind: str, serializers: dict[str, FlinkType]) -> dict[s
         wrapped = map_serializer(FlinkSerializer(user_key.snapshot, user_key), value, "a MAP state's entries").type
     else:
         return serializers
-    return {k: v for k, v in serializers.items() if k != "USER_KEY_SERIALIZER"} | {"VALUE_SERIALIZER": wrapped}
+    # USER_KEY_SERIALIZER stays: whether Flink wrote it says whether a MAP state's user keys can be read.
+    return serializers | {"VALUE_SERIALIZER": wrapped}
 
 
 def read_state_meta_infos(inp: DataInput, end_follow: Follow) -> list[StateMetaInfo]:

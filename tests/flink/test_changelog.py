@@ -235,3 +235,23 @@ def test_a_rescaled_changelog_handle_of_several_materialized_snapshots_is_refuse
     with FlinkSavepoint.open(tmp_path) as sp:
         with pytest.raises(UnsupportedFormatError, match="restored from 2 materialized snapshots.*canonical savepoint"):
             sp.operators[0].keyed_layout(0)
+
+
+@pytest.mark.parametrize("shift", [0, 4], ids=["named-twice", "inside-another"])
+def test_a_change_set_a_handle_names_twice_or_overlapping_is_corrupt(tmp_path: pathlib.Path, shift: int) -> None:
+    """Flink names each change set once: a _metadata naming one again (its LIST appends would
+    apply twice, and thousands of copies would each cost the set's bytes) is refused."""
+    source = snapshot(MATERIALIZED, tmp_path / "source")
+    with FlinkSavepoint.open(source, uids=["churn"]) as sp:
+        part = next(p for s in sp.operator("churn").state.subtasks for p in s.managed_keyed_state.changes
+                    if isinstance(p, ChangeSetFiles) and len(p.change_sets) == 1)
+    stream, offset = part.change_sets[0]
+    assert stream is not None and stream.kind == "file"
+    data = (source / "_metadata").read_bytes()
+    entry = i64(offset) + b"\x02" + i64(stream.size) + utf(stream.location)  # a FileStateHandle's
+    assert data.count(i32(1) + entry) == 1
+    again = i64(offset + shift) + entry[8:]
+    (source / "_metadata").write_bytes(data.replace(i32(1) + entry, i32(2) + entry + again))
+    with pytest.raises(CorruptSavepointError, match="overlaps the one at .* names each change set once") as info:
+        _read_all(source)
+    assert info.value.path is not None and stream.location.rsplit("/", 1)[-1] in info.value.path

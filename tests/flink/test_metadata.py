@@ -114,6 +114,17 @@ def test_changelog_changes_outside_a_changelog_handle_are_corrupt() -> None:
         parse_metadata(metadata([operator(OP_ID, 1, 4, [subtask(0, None, bare)])]))
 
 
+@pytest.mark.parametrize("inner", [b"\x0e" + i32(0) + i32(4) + i64(0) + i32(1), b"\x08" + i32(0) + i32(4) + i64(0) + i32(1),
+                                   b"\x0e" + i32(0) + i32(4) + i64(0) + i32(0) + i32(1)],
+                         ids=["materialized-v2", "materialized-v1", "non-materialized"])
+def test_changelog_handles_nested_in_one_another_are_corrupt_without_recursing(inner: bytes) -> None:
+    """A changelog handle holds key-group, RocksDB and changelog-change handles only: 5000 changelog
+    handles each nested in the previous (21 bytes apiece) raised RecursionError."""
+    nested = inner * 5000 + b"\x00"
+    with pytest.raises(CorruptSavepointError, match="a handle of type (14|8) among a changelog handle's"):
+        parse_metadata(metadata([operator(OP_ID, 1, 4, [subtask(0, None, nested)])]))
+
+
 def test_checkpoint_key_groups_handle_is_read_as_a_full_snapshot() -> None:
     """KeyGroupsStateHandle (a checkpoint's): read, its layout told from its bytes later."""
     handle = b"\x0c" + i32(2) + i32(2) + i64(10) + i64(0) + b"\x00" + utf("id")
@@ -204,6 +215,28 @@ def test_a_checkpoints_shared_state_beside_it_is_read_from_there(tmp_path) -> No
         store.local_path(StreamHandle("file", "file:/elsewhere/job/shared/link", 3))
     with pytest.raises(CorruptSavepointError, match="checkpoint's taskowned state.*does not exist"):
         store.local_path(StreamHandle("file", f"file:{tmp_path}/taskowned/gone", 3))
+
+
+def test_a_checkpoints_shared_directory_linked_out_of_its_parent_is_read_only_when_allowed(tmp_path) -> None:
+    """ForSt's shared/<dir>/db/<file> and RocksDB's shared/<file>: the shared directory itself a
+    link to another directory would let a handle open files there (as a pyref base may not)."""
+    from pyref.flink.handles import LocalHandleStore, StreamHandle
+
+    (tmp_path / "job" / "chk-3").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "op" / "db").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "op" / "db" / "f").write_bytes(b"abc")
+    (tmp_path / "elsewhere" / "sst").write_bytes(b"abc")
+    (tmp_path / "job" / "shared").symlink_to(tmp_path / "elsewhere")
+    for location in ("file:/old/job/shared/op/db/f", "file:/old/job/shared/sst"):
+        handle = StreamHandle("file", location, 3)
+        with pytest.raises(UnsupportedFormatError, match="shared directory is a link to .*allow_external_files"):
+            LocalHandleStore(str(tmp_path / "job" / "chk-3")).local_path(handle)
+        allowed = LocalHandleStore(str(tmp_path / "job" / "chk-3"), allow_external_files=True).local_path(handle)
+        assert allowed.startswith(str(tmp_path / "elsewhere"))
+    (tmp_path / "job" / "shared").unlink()
+    (tmp_path / "elsewhere").rename(tmp_path / "job" / "shared-copy")
+    (tmp_path / "job" / "shared").symlink_to("shared-copy")  # a link within the parent is followed
+    assert LocalHandleStore(str(tmp_path / "job" / "chk-3")).local_path(StreamHandle("file", "/old/shared/sst", 3))
 
 
 def test_state_paths_through_links_or_with_nul_stay_typed(tmp_path) -> None:

@@ -20,6 +20,7 @@ from pyref.testing.flink_bytes import (
     keyed_state_meta,
     list_snapshot,
     map_snapshot,
+    meta_info,
     pojo_snapshot,
     proxied,
     snapshot,
@@ -32,7 +33,7 @@ from pyref.testing.flink_bytes import (
 
 from pyref.errors import CorruptSavepointError
 from pyref.flink.datainput import DataInput
-from pyref.flink.meta_info import looks_like_meta_info
+from pyref.flink.meta_info import looks_like_meta_info, read_meta_info, unreadable_async_state
 from pyref.flink.serializers import (
     MAX_SNAPSHOT_DEPTH,
     at_position,
@@ -234,3 +235,38 @@ def test_random_cells_decode_or_raise_typed_errors() -> None:
                 decode_cell(codec, cell)
             except SavepointError:
                 pass
+
+
+@pytest.mark.parametrize("user_key", [True, False], ids=["flink-2.1", "flink-2.0"])
+def test_an_async_map_state_whose_values_are_maps_is_read_as_its_meta_info_says(user_key: bool) -> None:
+    """KEY_VALUE_V2 names a MAP state's user value serializer: a value that is itself a Map is a
+    MapSerializer, yet without USER_KEY_SERIALIZER (Flink 2.0) the user keys stay unreadable."""
+    value = map_snapshot(snapshot(STRING), snapshot(LONG))
+    serializers = {"NAMESPACE_SERIALIZER": snapshot(VOID_NS), "VALUE_SERIALIZER": value}
+    if user_key:
+        serializers["USER_KEY_SERIALIZER"] = snapshot(LONG)
+    info = read_meta_info(DataInput(meta_info("m", 4, {"KEYED_STATE_TYPE": "MAP"}, serializers)), lambda inp: True)
+    if user_key:
+        assert unreadable_async_state(info) is None
+        state = info.serializers["VALUE_SERIALIZER"]
+        assert state.kind == "map" and [c.kind for c in state.children] == ["int64", "map"]
+    else:
+        assert unreadable_async_state(info) is not None
+
+
+@pytest.mark.parametrize("backend_type, options, serializers, error", [
+    (3, {"KEYED_STATE_TYPE": "VALUE"}, {"VALUE_SERIALIZER": snapshot(LONG)}, "PRIORITY_QUEUE state 'm' has option"),
+    (3, {}, {"NAMESPACE_SERIALIZER": snapshot(VOID_NS), "VALUE_SERIALIZER": snapshot(LONG)}, "unexpected serializer"),
+    (0, {"OPERATOR_STATE_DISTRIBUTION_MODE": "SPLIT_DISTRIBUTE"},
+     {"NAMESPACE_SERIALIZER": snapshot(VOID_NS), "VALUE_SERIALIZER": snapshot(LONG)}, "KEY_VALUE state 'm' has option"),
+    (0, {"KEYED_STATE_TYPE": "MAP"}, {"NAMESPACE_SERIALIZER": snapshot(VOID_NS), "VALUE_SERIALIZER": snapshot(LONG),
+                                      "USER_KEY_SERIALIZER": snapshot(LONG)}, "unexpected serializer"),
+    (1, {"OPERATOR_STATE_DISTRIBUTION_MODE": "UNION"},
+     {"KEY_SERIALIZER": snapshot(LONG), "VALUE_SERIALIZER": snapshot(LONG)}, "unexpected serializer"),
+], ids=["queue-with-keyed-option", "queue-with-namespace", "keyed-with-operator-option", "classic-with-user-key",
+        "operator-with-key"])
+def test_a_meta_info_naming_what_another_backend_type_has_is_corrupt(
+        backend_type: int, options: dict[str, str], serializers: dict[str, bytes], error: str) -> None:
+    """A KEY_VALUE_V2 state whose backend type byte said PRIORITY_QUEUE read as timers (mutation found it)."""
+    with pytest.raises(CorruptSavepointError, match=error):
+        read_meta_info(DataInput(meta_info("m", backend_type, options, serializers)), lambda inp: True)
