@@ -639,8 +639,13 @@ def _confined_local_path(store: LocalHandleStore, handle) -> str:
     path = _original_local_path(store, handle)
     real = os.path.realpath(path)
     # This module patches pyref for the whole process: a caller that allowed external files keeps them.
-    # A checkpoint's own shared and task-owned directories beside it are read too (pyref.flink.handles).
-    allowed = [store.directory] + [os.path.join(os.path.dirname(store.directory), d) for d in CHECKPOINT_SIBLINGS]
+    # A checkpoint's own shared and task-owned directories beside it are read too (pyref.flink.handles),
+    # where they are links to directories beside it as well; a link out of the parent is refused there.
+    parent = os.path.dirname(store.directory)
+    siblings = [os.path.join(parent, d) for d in CHECKPOINT_SIBLINGS]
+    allowed = [store.directory, *siblings,
+               *(real_sibling for real_sibling in map(os.path.realpath, siblings)
+                 if os.path.dirname(real_sibling) == parent)]
     if not store.allow_external_files and not any(os.path.commonpath([real, d]) == d for d in allowed):
         raise PathEscape(f"state handle {handle.location!r} opened {real}, outside {store.directory}")
     return path
