@@ -23,6 +23,9 @@ name is an error naming the valid ones):
 - ``fragmentBytes``: stored bytes per Spark partition (default 64 MiB).
 - ``pushFilters`` = ``true``: take Spark's filters on ``key``, ``key_group`` and
   ``subtask`` and plan only the chunks that can hold their rows (:class:`FilteringSavepointReader`).
+- ``allowExternalFiles`` = ``true`` (a Flink savepoint or checkpoint only): read state files
+  outside its directory where its handles name them (a changelog checkpoint's DSTL files where
+  Flink wrote them), as ``read_flink_state(allow_external_files=True)`` does.
 
 A ``.schema(...)`` must be the state's own columns; it is checked where Spark plans the read.
 ``df.write.format("savepoint")`` writes one state (:mod:`pyref.spark.sink`).
@@ -68,7 +71,7 @@ def spark_schema(schema: pa.Schema) -> StructType:
 #: Options of ``format("savepoint")`` reads, as documented (Spark matches option names
 #: without regard to case); the snake_case names of pyref 1.x are accepted too.
 READ_OPTIONS = ("path", "operator", "state", "timerService", "domain", "raw", "targetParallelism", "fragmentBytes",
-                "pushFilters")
+                "pushFilters", "allowExternalFiles")
 
 
 def option_values(options, valid: Sequence[str], what: str) -> dict[str, str]:
@@ -133,11 +136,14 @@ class _Options:
         self.target_parallelism = int_option(values, "targetParallelism")
         self.fragment_bytes = int_option(values, "fragmentBytes", DEFAULT_FRAGMENT_BYTES)
         self.push_filters = bool_option(values, "pushFilters")
+        self.allow_external_files = bool_option(values, "allowExternalFiles")
         self.flink = is_flink_savepoint(path)
         pyref_only = [o for o in ("targetParallelism", "fragmentBytes", "pushFilters") if o in values]
         if self.flink and pyref_only:  # they plan a pyref savepoint's chunks
             raise InvalidArgumentError(f"option {', '.join(map(repr, pyref_only))}: for pyref savepoints; filter a "
                                        "Flink savepoint's DataFrame (.where(...)) or import it first", path=path)
+        if not self.flink and "allowExternalFiles" in values:  # a pyref savepoint's files are its own or its bases'
+            raise InvalidArgumentError("option 'allowExternalFiles': for Flink savepoints and checkpoints", path=path)
         if self.push_filters and not hasattr(DataSourceReader, "pushFilters"):  # pyspark 4.0 would ignore it
             raise InvalidArgumentError("option 'pushFilters' needs pyspark >= 4.1 (filter pushdown into Python data "
                                        "sources); read_state(keys=..., key_groups=..., subtasks=...) selects chunks "
@@ -149,7 +155,7 @@ class _Options:
         if not self.operator:
             raise InvalidArgumentError("option 'operator' is required", path=self.path)
         return FlinkStateRead.plan(self.path, self.operator, self.state, timer_service=self.timer_service,
-                                   domain=self.domain, raw=self.raw)
+                                   domain=self.domain, raw=self.raw, allow_external_files=self.allow_external_files)
 
     def plan(self, selection: Selection | None = None) -> StateScan:
         return StateScan.plan(self.path, self.operator, self.state, raw=self.raw,

@@ -16,6 +16,7 @@ from tests.spark.test_spark_flink import assert_spark_import_is_the_core_import
 from compat_tests.flink.imports import ttl_configs
 
 pytestmark = pytest.mark.spark
+GOLDEN = pathlib.Path(__file__).resolve().parents[2] / "compat_tests" / "golden" / "1.1" / "key-bounds-inline" / "savepoint"
 
 
 @pytest.mark.parametrize(("case", "skipped"), [
@@ -45,3 +46,50 @@ def test_a_read_of_a_state_no_reader_decodes_is_refused_as_a_read(spark, tmp_pat
         with pytest.raises(UnsupportedFormatError, match=f"^cannot read {operator}/{state}: .*{why}") as err:
             read_state(spark, str(source), operator, state, raw=raw)
         assert "--skip-state" not in str(err.value) and err.value.state == state
+
+
+def test_the_savepoint_data_source_reads_dstl_files_where_flink_wrote_them_only_when_allowed(
+        spark, tmp_path: pathlib.Path) -> None:
+    """A changelog checkpoint copied without its DSTL files, which lie where Flink wrote them (an
+    absolute path outside it): ``allowExternalFiles`` reads them there, as read_flink_state's
+    ``allow_external_files`` does; a pyref savepoint has no such files and refuses the option."""
+    import shutil
+    from urllib.parse import urlparse
+
+    from pyref.errors import InvalidArgumentError
+    from pyref.flink import FlinkSavepoint
+    from pyref.flink.handles import ChangelogHandle, ChangeSetFiles
+    from pyref.spark import read_flink_state
+    from pyref.spark.datasource import _Options
+    from tests.flink.test_changelog import dstl_files
+
+    source = snapshot("2.3.0-hashmap-changelog-churn-materialized-compressed", tmp_path)
+    with FlinkSavepoint.open(source) as sp:
+        (where,) = {urlparse(stream.location).path for op in sp.operators for s in op.state.subtasks
+                    if isinstance(s.managed_keyed_state, ChangelogHandle) for part in s.managed_keyed_state.changes
+                    if isinstance(part, ChangeSetFiles) for stream, _ in part.change_sets if stream is not None}
+    outside = pathlib.Path(where)
+    top = pathlib.Path("/", *outside.parts[1:3])  # /tmp/pyref-flink-ckpt-...: the run that took the checkpoint
+    if top.exists():
+        pytest.skip(f"{top} exists on this machine; this test writes there")
+    try:
+        outside.parent.mkdir(parents=True)
+        (dstl,) = dstl_files(source)
+        shutil.move(dstl, outside)
+
+        def load(**options: str):
+            reader = spark.read.format("savepoint").option("operator", "churn").option("state", "latest")
+            for key, value in options.items():
+                reader = reader.option(key, value)
+            return reader.load(str(source))
+
+        with pytest.raises(Exception, match="lies outside the savepoint directory"):
+            load().collect()
+        rows = load(allowExternalFiles="true").collect()
+        expected = read_flink_state(spark, str(source), "churn", "latest", allow_external_files=True).collect()
+        assert rows and sorted(map(tuple, rows)) == sorted(map(tuple, expected))
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    assert _Options({"path": str(source), "operator": "churn", "allowexternalfiles": "true"}).allow_external_files
+    with pytest.raises(InvalidArgumentError, match="option 'allowExternalFiles': for Flink savepoints"):
+        _Options({"path": str(GOLDEN), "operator": "x", "allowExternalFiles": "true"})
