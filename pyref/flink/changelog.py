@@ -39,9 +39,10 @@ from typing import Any, NoReturn
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import CorruptSavepointError, UnsupportedFormatError
-from .composite import LIST_DELIMITER, split_keys
+from .composite import LIST_DELIMITER, map_scopes
 from .compression import decode_framed
 from .datainput import DataInput
 from .handles import ChangelogHandle, InMemoryChanges, StreamHandle
@@ -222,8 +223,10 @@ class KeysNotRecordedError(UnsupportedFormatError):
 
 
 class _StateTable:
-    """One state's contents while changes are applied, keyed by composite key bytes (a MAP's by
-    its scope, then user key): values as their rows hold them."""
+    """One state's contents while changes are applied. Only the scopes some change touches (a
+    queue's: elements) are held in dicts, keyed by composite key bytes (a MAP's by its scope, then
+    user key), values as their rows hold them; the materialized rows of the others stay Arrow rows,
+    as read: a large materialized state costs no Python object per row."""
 
     def __init__(self, info: StateMetaInfo, key_type: FlinkType, prefix_bytes: int) -> None:
         self.info = info
@@ -233,6 +236,10 @@ class _StateTable:
         self.decoder = StateDecoder(info, codec_for(key_type), prefix_bytes, writer="a changelog")
         self.key_type = key_type
         self.prefix_bytes = prefix_bytes
+        # Gathered (touch) before the materialized rows load: the scopes whose rows load into the dicts.
+        self.touched: set[bytes] = set()
+        # The materialized rows of scopes no change touches.
+        self.kept: list[KeyedRows] = []
         # VALUE, REDUCING, AGGREGATING: [value]; LIST: its elements (or runs of them, joined), appended to
         # without copying what is there; a queue's elements: [b""]. A row's value is its parts joined by ",".
         self.values: dict[bytes, list[bytes]] = {}
@@ -242,42 +249,53 @@ class _StateTable:
         # how many values merged and the file of the MERGE_NS.
         self.unknown: dict[bytes, tuple[int, str | None]] = {}
 
+    def touch(self, operation: int, key_group: int, inp: DataInput) -> None:
+        """Note the scopes a change touches, without applying it."""
+        prefix = self._prefix(operation, key_group, inp)
+        if self.kind == "PRIORITY_QUEUE":
+            self.touched.update(self._queue_elements(operation, prefix, inp))
+            return
+        key, scope = self._scope(prefix, inp)
+        self.touched.add(scope)
+        if operation == MERGE_NS:
+            target, sources = self._merged_scopes(prefix, key, inp)
+            self.touched.update([target, *sources])
+
     def load(self, rows: KeyedRows) -> None:
-        """The materialized rows."""
+        """The materialized rows: those of touched scopes into the dicts, the others kept."""
+        if not self.touched or not len(rows.keys):
+            self.kept.append(rows)
+            return
+        scopes = rows.keys if self.kind != "MAP" else map_scopes(
+            rows.keys, self.prefix_bytes, self.key_type, self.info.serializers["NAMESPACE_SERIALIZER"], self.info.name)
+        touched = pc.is_in(scopes, value_set=pa.array(list(self.touched), pa.binary())).to_numpy(zero_copy_only=False)
+        self.kept.append(rows.select(~touched))
+        rows = rows.select(touched)
         keys, values = rows.keys.to_pylist(), rows.values.to_pylist()
         if self.kind != "MAP":
             self.values.update((key, [value]) for key, value in zip(keys, values))
             return
-        namespace = self.info.serializers["NAMESPACE_SERIALIZER"]
-        user_keys = split_keys(rows.keys, self.prefix_bytes, self.key_type, namespace, True, self.info.name)
-        for key, value, user_key in zip(keys, values, user_keys["user_key"].to_pylist()):
-            self.maps.setdefault(key[:len(key) - len(user_key)], {})[user_key] = value
+        for key, value, scope in zip(keys, values, scopes.filter(pa.array(touched)).to_pylist()):
+            self.maps.setdefault(scope, {})[key[len(scope):]] = value
 
     def apply(self, operation: int, key_group: int, inp: DataInput) -> None:
-        if operation not in _ACCEPTED[self.kind]:
-            raise inp.corrupt(f"a {_OPERATIONS[operation]} change of {self.kind} state {self.info.name!r}, which "
-                              "Flink's restore does not apply", inp.pos - 3, 1)
-        prefix = key_group.to_bytes(self.prefix_bytes, "big")
-        d = self.decoder
+        prefix = self._prefix(operation, key_group, inp)
         if self.kind == "PRIORITY_QUEUE":
-            count = inp.read_count("queue element count") if operation == ADD_ELEMENT else 1
-            for _ in range(count):
-                element = prefix + d.span(inp, d.value_codec)
+            for element in self._queue_elements(operation, prefix, inp):
                 if operation == ADD_ELEMENT:
                     self.values[element] = [b""]
                 else:
                     self.values.pop(element, None)
             self._at_end(inp)
             return
-        key = d.span(inp, d.key_codec)
-        scope = d.composite(prefix, key, d.span(inp, d.namespace_codec))
+        key, scope = self._scope(prefix, inp)
         if operation != MERGE_NS:
             self.unknown.pop(scope, None)  # SET, SET_INTERNAL or CLEAR: the scope's whole value, known again
         if operation == CLEAR:
             self.values.pop(scope, None)
             self.maps.pop(scope, None)
         elif operation == MERGE_NS:
-            self._merge(prefix, key, inp)
+            self._merge(*self._merged_scopes(prefix, key, inp), inp)
         elif self.kind == "MAP":
             self._map_change(operation, scope, inp)
         elif self.kind == "LIST":
@@ -285,6 +303,31 @@ class _StateTable:
         else:  # SET, SET_INTERNAL
             self.values[scope] = [self._last(inp, self.decoder.value_codec)]
         self._at_end(inp)
+
+    def _prefix(self, operation: int, key_group: int, inp: DataInput) -> bytes:
+        """The key-group prefix of a change's composite keys, once its operation is one this kind takes."""
+        if operation not in _ACCEPTED[self.kind]:
+            raise inp.corrupt(f"a {_OPERATIONS[operation]} change of {self.kind} state {self.info.name!r}, which "
+                              "Flink's restore does not apply", inp.pos - 3, 1)
+        return key_group.to_bytes(self.prefix_bytes, "big")
+
+    def _queue_elements(self, operation: int, prefix: bytes, inp: DataInput) -> list[bytes]:
+        """A queue change's elements as composite keys: ADD_ELEMENT's count of them, REMOVE_ELEMENT's one."""
+        count = inp.read_count("queue element count") if operation == ADD_ELEMENT else 1
+        return [prefix + self.decoder.span(inp, self.decoder.value_codec) for _ in range(count)]
+
+    def _scope(self, prefix: bytes, inp: DataInput) -> tuple[bytes, bytes]:
+        """A key/value change's key and its scope (composite key of key group, key and namespace)."""
+        d = self.decoder
+        key = d.span(inp, d.key_codec)
+        return key, d.composite(prefix, key, d.span(inp, d.namespace_codec))
+
+    def _merged_scopes(self, prefix: bytes, key: bytes, inp: DataInput) -> tuple[bytes, list[bytes]]:
+        """MERGE_NS's target scope and source scopes, in order."""
+        d = self.decoder
+        target = d.composite(prefix, key, d.span(inp, d.namespace_codec))
+        return target, [d.composite(prefix, key, d.span(inp, d.namespace_codec))
+                        for _ in range(inp.read_count("merged namespace count"))]
 
     def _list_change(self, operation: int, scope: bytes, inp: DataInput) -> None:
         d = self.decoder
@@ -313,14 +356,10 @@ class _StateTable:
         if not entries:
             del self.maps[scope]
 
-    def _merge(self, prefix: bytes, key: bytes, inp: DataInput) -> None:
+    def _merge(self, target: bytes, sources: list[bytes], inp: DataInput) -> None:
         """MERGE_NS: the sources' values taken out, in order, then merged after the target's
         (``AbstractHeapMergingState.mergeNamespaces``). Two REDUCING or AGGREGATING values merge by
         the job's function: the target's value is unknown until a change sets or clears it."""
-        d = self.decoder
-        target = d.composite(prefix, key, d.span(inp, d.namespace_codec))
-        sources = [d.composite(prefix, key, d.span(inp, d.namespace_codec))
-                   for _ in range(inp.read_count("merged namespace count"))]
         merged = [v for v in (self.values.pop(s, None) for s in [target, *sources]) if v is not None]
         unknown = [self.unknown.pop(s) for s in [target, *sources] if s in self.unknown]
         if self.kind != "LIST" and (len(merged) > 1 or unknown):
@@ -356,17 +395,38 @@ class _StateTable:
         keys = [k for k, _ in pairs]
         # Sorted composite keys run in key-group order: each begins with its key group, big-endian.
         groups = np.array([int.from_bytes(k[:self.prefix_bytes], "big") for k in keys], np.int64)
-        return KeyedRows(np.full(len(keys), subtask, np.int64), groups, pa.array(keys, pa.binary()),
-                         pa.array([v for _, v in pairs], pa.binary()))
+        changed = KeyedRows(np.full(len(keys), subtask, np.int64), groups, pa.array(keys, pa.binary()),
+                            pa.array([v for _, v in pairs], pa.binary()))
+        rows = KeyedRows.concat([*self.kept, changed])
+        # Each part runs in key-group order; a stable sort by key group interleaves them so, and the rows of a
+        # scope (a map's entries) stay together, all in one part.
+        order = np.argsort(rows.key_groups, kind="stable")
+        return KeyedRows(np.full(len(order), subtask, np.int64), rows.key_groups[order], rows.keys.take(order),
+                         rows.values.take(order))
 
 
 def apply_changelog(handle: ChangelogHandle, changes: Iterable[Change], meta: KeyedBackendMeta,
                     materialized: list[KeyedSubtask], subtask: int, prefix_bytes: int) -> KeyedSubtask:
-    """The subtask's state: its materialized rows with every change of its key groups applied."""
+    """The subtask's state: its materialized rows with every change of its key groups applied. The
+    changes are read twice: first for the scopes they touch, whose materialized rows alone load
+    into dicts, then to apply them."""
     tables = {info.name: _StateTable(info, meta.key_type, prefix_bytes) for info in meta.states}
+    changes = list(changes)
+    for table, operation, key_group, inp in _data_changes(handle, changes, tables):
+        table.touch(operation, key_group, inp)
     for part in materialized:
         for name, (_, rows) in part.states.items():
             tables[name].load(rows)
+    for table, operation, key_group, inp in _data_changes(handle, changes, tables):
+        table.apply(operation, key_group, inp)
+    return KeyedSubtask(subtask, handle.key_groups, meta.key_type,
+                        {name: (table.info, table.rows(subtask)) for name, table in tables.items()})
+
+
+def _data_changes(handle: ChangelogHandle, changes: list[Change], tables: dict[str, _StateTable]
+                  ) -> Iterator[tuple[_StateTable, int, int, DataInput]]:
+    """Per data change of the handle's key groups, in order: its state's table, operation, key group
+    and bytes after the state id. METADATA changes name the state of each id as they come."""
     by_id: dict[int, _StateTable] = {}
     for change in changes:
         inp = change.input()
@@ -385,6 +445,4 @@ def apply_changelog(handle: ChangelogHandle, changes: Iterable[Change], meta: Ke
         state_id = inp.read_short("state id")
         if state_id not in by_id:
             raise inp.corrupt(f"a change of state id {state_id}, which no METADATA change before it names", at, 2)
-        by_id[state_id].apply(operation, change.key_group, inp)
-    return KeyedSubtask(subtask, handle.key_groups, meta.key_type,
-                        {name: (table.info, table.rows(subtask)) for name, table in tables.items()})
+        yield by_id[state_id], operation, change.key_group, inp

@@ -25,7 +25,7 @@ from .columns import column_buffers, gather_spans
 from .serializers import FlinkType
 from .values import Codec, Undelimited, codec_for
 
-__all__ = ["split_keys", "split_timer_keys", "split_list_values", "split_map_values", "variable_int_size"]
+__all__ = ["split_keys", "map_scopes", "split_timer_keys", "split_list_values", "split_map_values", "variable_int_size"]
 
 LIST_DELIMITER = ord(",")
 
@@ -121,6 +121,14 @@ def split_keys(keys: pa.BinaryArray, prefix: int, key_type: FlinkType, namespace
     elif n and np.any(ns_end != lengths):
         raise CorruptSavepointError("bytes left after the namespace of a composite key", state=state)
     return result
+
+
+def map_scopes(keys: pa.BinaryArray, prefix: int, key_type: FlinkType, namespace_type: FlinkType,
+               state: str) -> pa.BinaryArray:
+    """The scope (key-group prefix, key, namespace) of each MAP state composite key: the key
+    without its user key."""
+    user_keys = split_keys(keys, prefix, key_type, namespace_type, True, state)["user_key"]
+    return _spans(keys, np.zeros(len(keys), np.int64), _lengths(keys) - _lengths(user_keys))
 
 
 def split_timer_keys(keys: pa.BinaryArray, prefix: int, key_type: FlinkType, namespace_type: FlinkType,

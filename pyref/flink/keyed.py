@@ -396,6 +396,11 @@ class KeyedRows:
         ends = np.append(starts[1:], len(self.key_groups))
         return self.key_groups[starts], starts, ends
 
+    def select(self, mask: np.ndarray) -> KeyedRows:
+        """The rows where ``mask`` (bool, one per row) is true, in order."""
+        keep = pa.array(mask)
+        return KeyedRows(self.subtasks[mask], self.key_groups[mask], self.keys.filter(keep), self.values.filter(keep))
+
     @staticmethod
     def concat(parts: list[KeyedRows]) -> KeyedRows:
         return KeyedRows(np.concatenate([p.subtasks for p in parts]), np.concatenate([p.key_groups for p in parts]),

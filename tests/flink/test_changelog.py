@@ -9,6 +9,8 @@ import pathlib
 import random
 import shutil
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 from pyref.errors import CorruptSavepointError, SavepointError, UnsupportedFormatError
@@ -17,6 +19,7 @@ from pyref.flink.changelog import (ADD, ADD_ELEMENT, CHANGELOG, CLEAR, MERGE_NS,
                                    _StateTable, iter_changes)
 from pyref.flink.datainput import DataInput
 from pyref.flink.handles import ChangelogHandle, ChangeSetFiles, InMemoryChanges
+from pyref.flink.keyed import KeyedRows
 from pyref.flink.meta_info import StateMetaInfo
 from pyref.flink.serializers import FlinkType
 from pyref.testing.flink_bytes import i32, i64, metadata, operator, subtask, utf
@@ -211,6 +214,48 @@ def test_map_put_all_and_null_values_keep_their_flag() -> None:
     assert _rows(table) == {_key("n") + _text("y"): b"\x01"}
     _apply(table, CLEAR, _text("k") + _text("n"))
     assert _rows(table) == {}
+
+
+def _replay(table: _StateTable, materialized: list[tuple[bytes, bytes]], changes: list[tuple[int, bytes]]
+            ) -> list[tuple[int, bytes, bytes]]:
+    """What apply_changelog does with one table: the scopes the changes touch, the materialized rows,
+    then the changes applied; the rows as (key group, key, value), in order."""
+    inputs = lambda: ((op, DataInput(b"\x00\x00\x00" + data, 3, path="dstl")) for op, data in changes)  # noqa: E731
+    for op, inp in inputs():
+        table.touch(op, 5, inp)
+    keys = [k for k, _ in materialized]
+    table.load(KeyedRows(np.zeros(len(keys), np.int64), np.array([k[0] for k in keys], np.int64),
+                         pa.array(keys, pa.binary()), pa.array([v for _, v in materialized], pa.binary())))
+    for op, inp in inputs():
+        table.apply(op, 5, inp)
+    rows = table.rows(0)
+    return list(zip(rows.key_groups.tolist(), rows.keys.to_pylist(), rows.values.to_pylist()))
+
+
+def test_changes_apply_to_the_materialized_scopes_they_touch_and_leave_the_others_as_read() -> None:
+    """Only the materialized rows of scopes a change touches are taken out of Arrow into dicts; the
+    others come back as read, and every row in key-group order with a map's entries together."""
+    value = lambda v: b"\x00" + v.to_bytes(8, "big")  # noqa: E731
+    at = lambda group, key: bytes([group]) + key[1:]  # noqa: E731  (a composite key moved to another key group)
+    table = _table("MAP", FlinkType("map", "", 0, b"", children=(_STRING, _LONG)))
+    materialized = [(at(3, _key("n")) + _text("a"), value(1)),
+                    (_key("m") + _text("z"), value(2)),  # key group 5, a scope no change touches
+                    (_key("n") + _text("x"), value(3)), (_key("n") + _text("y"), value(4)),
+                    (at(7, _key("n")) + _text("b"), value(5))]
+    rows = _replay(table, materialized, [(REMOVE_ELEMENT, _text("k") + _text("n") + _text("x")),
+                                         (ADD_ELEMENT, _text("k") + _text("n") + _text("w") + (6).to_bytes(8, "big"))])
+    assert [g for g, _, _ in rows] == [3, 5, 5, 5, 7]
+    assert {k: v for _, k, v in rows} == {at(3, _key("n")) + _text("a"): value(1), _key("m") + _text("z"): value(2),
+                                          _key("n") + _text("y"): value(4), _key("n") + _text("w"): value(6),
+                                          at(7, _key("n")) + _text("b"): value(5)}
+    assert [k[:len(_key("n"))] for _, k, _ in rows][2:4] == [_key("n")] * 2  # the changed map's entries together
+    assert table.kept and sum(len(part.keys) for part in table.kept) == 3  # taken out: only the touched map's 2
+
+    lists = _table("LIST", FlinkType("list", "", 0, b"", children=(_LONG,)))
+    longs = lambda *vs: b",".join(v.to_bytes(8, "big") for v in vs)  # noqa: E731
+    rows = _replay(lists, [(_key("n"), longs(1, 2)), (_key("m"), longs(3))],
+                   [(ADD_ELEMENT, _text("k") + _text("n") + (9).to_bytes(8, "big"))])
+    assert {k: v for _, k, v in rows} == {_key("n"): longs(1, 2, 9), _key("m"): longs(3)}
 
 
 def test_timers_added_and_removed() -> None:
