@@ -57,6 +57,8 @@ __all__ = [
     "EnumeratorState",
     "SourceSplits",
     "source_splits",
+    "describe_source",
+    "source_text",
     "decode_split",
     "encode_split",
     "decode_coordinator_state",
@@ -244,35 +246,50 @@ class SourceSplits:
             out["note"] = self.note
         return out
 
-    def lines(self) -> list[str]:
-        """The text ``pyref inspect`` prints."""
-        out = [f"source {self.source or 'not decoded'}" + (f" ({self.note})" if self.note else "")]
-        for subtask, reader in enumerate(self.readers):
-            out += [f"  reader {subtask}: {_split_text(s)}" for s in reader] or [f"  reader {subtask}: no splits"]
-        if self.enumerator is not None:
-            e = self.enumerator
-            said = "; ".join(f"{what} {', '.join(_split_text(s) for s in splits)}" for what, splits in (
-                ("pending", e.pending), ("assigned", e.assigned)) if splits) or "no splits"
-            extra = "".join(f"; {name.replace('_', ' ')} {value}" for name, value in (
-                ("initial_discovery_finished", e.initial_discovery_finished),
-                ("processed_paths", len(e.processed_paths) if e.processed_paths is not None else None))
-                if value is not None)
-            out.append(f"  enumerator (version {e.serializer_version}): "
-                       + (f"{len(e.data)} bytes not decoded" if e.data is not None else said) + extra)
-        return out
+
+def describe_source(op: Any, *, path: str | None = None) -> dict[str, Any] | None:
+    """``source_splits(op).to_dict()`` for ``pyref inspect --json``; damage is said
+    (``{"error": ...}``), not raised, as inspect says what it cannot read."""
+    try:
+        splits = source_splits(op, path=path)
+    except SavepointError as exc:
+        return {"error": str(exc)}
+    return splits.to_dict() if splits is not None else None
 
 
-def _split_text(split: Split) -> str:
-    if isinstance(split, NumberSequenceSplit):
-        return f"[{split.split_id}] {split.start}..{split.end}"
-    if isinstance(split, KafkaSplit):
-        stop = "" if split.stopping_offset == NO_STOPPING_OFFSET else f" to {split.stopping_offset}"
-        start = "(migrated)" if split.starting_offset == MIGRATED_OFFSET else split.starting_offset
-        return f"{split.topic}/{split.partition} offset {start}{stop}"
-    if isinstance(split, FileSplit):
-        at = f", at {split.reader_position[0]} +{split.reader_position[1]} records" if split.reader_position else ""
-        return f"[{split.split_id}] {split.path} bytes {split.offset}+{split.length}{at}"
-    return f"{len(split.data)} bytes (serializer version {split.serializer_version})"
+def source_text(info: dict[str, Any]) -> list[str]:
+    """The lines ``pyref inspect`` prints of :func:`describe_source`'s dict."""
+    if "error" in info:
+        return [f"  source splits not read: {info['error']}"]
+    out = [f"  source {info['source'] or 'not decoded'}" + (f" ({info['note']})" if "note" in info else "")]
+    for subtask, reader in enumerate(info["readers"]):
+        out += [f"    reader {subtask}: {_split_text(s)}" for s in reader] or [f"    reader {subtask}: no splits"]
+    e = info["enumerator"]
+    if e is not None:
+        said = "; ".join(f"{what} {', '.join(_split_text(s) for s in e[what])}" for what in ("pending", "assigned")
+                         if e[what]) or "no splits"
+        extra = "".join(f"; {name.replace('_', ' ')} {e[name] if name != 'processed_paths' else len(e[name])}"
+                        for name in ("initial_discovery_finished", "processed_paths") if name in e)
+        out.append(f"    enumerator (version {e['serializer_version']}): "
+                   + (f"{len(e['data']) // 2} bytes not decoded" if "data" in e else said) + extra)
+    return out
+
+
+def _split_text(split: dict[str, Any]) -> str:
+    """One split of :func:`describe_source`'s dict, in a few words."""
+    kind = split["kind"]
+    if kind == "number-sequence":
+        return f"[{split['split_id']}] {split['start']}..{split['end']}"
+    if kind == "kafka":
+        stop = "" if split["stopping_offset"] == NO_STOPPING_OFFSET else f" to {split['stopping_offset']}"
+        start = "(migrated)" if split["starting_offset"] == MIGRATED_OFFSET else split["starting_offset"]
+        return f"{split['topic']}/{split['partition']} offset {start}{stop}" + (
+            f" (reader {split['subtask']})" if "subtask" in split else "")
+    if kind == "file":
+        position = split["reader_position"]
+        at = f", at {position[0]} +{position[1]} records" if position else ""
+        return f"[{split['split_id']}] {split['path']} bytes {split['offset']}+{split['length']}{at}"
+    return f"{len(split['data']) // 2} bytes (serializer version {split['serializer_version']})"
 
 
 # -- the sources' serializers -----------------------------------------------------------------
@@ -572,8 +589,7 @@ def decode_coordinator_state(data: bytes, source: str, *, state: str = "coordina
     version the source's serializer does not write stays opaque (``data``)."""
     unwrapped = split_coordinator_state(data, state=state, path=path)
     if unwrapped is None:
-        raise CorruptSavepointError(f"coordinator state is not a SourceCoordinator's (framing version "
-                                    f"{int.from_bytes(data[:4], 'big', signed=True) if len(data) >= 4 else None})",
+        raise CorruptSavepointError("coordinator state is not a source coordinator's (framing version 0 or 1)",
                                     path=path, state=state, byte_range=(0, min(len(data), 4)))
     version, checkpoint = unwrapped
     fmt = FORMATS[source]
