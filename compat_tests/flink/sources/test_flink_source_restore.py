@@ -1,12 +1,13 @@
 """Real Flink restores a NumberSequenceSource from a savepoint whose split start pyref moved,
 and emits from the new start: the corpus's operator-state savepoint is imported, its sequence
-split (next number 13) moved to 500 with ``pyref set-source-position``, both exported with
+split (the next number the job's truth records) moved to 500 with ``pyref set-source-position``, both exported with
 ``export-flink``, and a job with the corpus job's source (same uid) restores each.
 
 Marked ``flink``: needs Java 17 and the Flink jars cached (``PYREF_FLINK_CACHE``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import subprocess
@@ -51,9 +52,11 @@ def emitted_after_restore(version: str, savepoints: list[pathlib.Path], tmp: pat
 def test_restored_source_emits_from_the_moved_start(version, tmp_path):
     case = CORPUS / version / "hashmap" / "operator-state" / "savepoint"
     imported, moved = tmp_path / "imported", tmp_path / "moved"
-    import_flink(str(case), str(imported))
+    import_flink(str(case), str(imported), uids=["sequence-source"])  # 1.x stores no uids: the job's
+    truth = json.loads((case.parent / "truth.json").read_text(encoding="utf-8"))
+    (recorded,), = truth["operators"]["sequence-source"]["operator_state"]["SourceReaderState"]["decoded"]
     held = source_splits(Savepoint.open(imported).operator("sequence-source"))
-    assert held is not None and held.splits() == [NumberSequenceSplit("1", 13, 10**12)]
+    assert held is not None and held.splits() == [NumberSequenceSplit("1", recorded["from"], recorded["to"])]
     assert main(["set-source-position", str(imported), str(moved), "sequence-source", "--sequence-start",
                  "1=500"]) == 0
     exported = {}
@@ -61,5 +64,5 @@ def test_restored_source_emits_from_the_moved_start(version, tmp_path):
         exported[name] = tmp_path / f"flink-{name}"
         export_savepoint(savepoint, exported[name], flink_version=version, operators=["sequence-source"])
     emitted = emitted_after_restore(version, list(exported.values()), tmp_path)
-    assert emitted == {exported["as-saved"].as_uri(): [13, 14, 15, 16, 17],
+    assert emitted == {exported["as-saved"].as_uri(): list(range(recorded["from"], recorded["from"] + FIRST)),
                        exported["moved"].as_uri(): [500, 501, 502, 503, 504]}
