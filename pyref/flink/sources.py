@@ -1,7 +1,7 @@
 """The positions of a FLIP-27 source in a savepoint: the splits each reader holds and the
 split enumerator's checkpoint, decoded to dataclasses and encoded back.
 
-A FLIP-27 source operator keeps two things (spec/security.md §5.2 has the byte layouts):
+A FLIP-27 source operator keeps two things (spec/security.md §5.1 has the byte layouts):
 
 * the list state ``SourceReaderState`` (SPLIT_DISTRIBUTE, ``byte[]`` elements): one element
   per split a reader held, ``SimpleVersionedSerialization.writeVersionAndSerialize``
