@@ -391,6 +391,8 @@ class _Kafka(_Format):
             splits, subtasks = [], []
             for _ in range(readers):
                 subtask = inp.read_int("subtask")
+                if subtask in subtasks:  # a map's keys: Java's reader would keep the last one's splits alone
+                    raise inp.corrupt(f"subtask {subtask} has two assignments", inp.pos - 4, 4)
                 subtasks.append(subtask)
                 for _ in range(inp.read_count("assigned splits", 4)):
                     split = self.nested_split(inp, split_version, inp.read_count("split length"), "split")
