@@ -1,6 +1,6 @@
 """The ``pyref`` command line: inspect, verify, plan, report, rescale, flatten and clean savepoints,
-import Flink savepoints (``import-flink``; inspect and verify read Flink savepoints too) and
-export to Flink (``export-flink``).
+import Flink savepoints (``import-flink``; inspect and verify read Flink savepoints too), move a
+Flink source's positions (``set-source-position``) and export to Flink (``export-flink``).
 
 Exit codes: 0 success; 2 invalid arguments; 3 corrupt savepoint (or a failed
 verify); 4 no savepoint at the path; 5 unsupported format, feature, codec or

@@ -354,3 +354,18 @@ def test_mutated_source_bytes_give_typed_errors_only():
             decoded += 1
             assert decode_coordinator_state(encode_coordinator_state(vector["source"], state), vector["source"]) == state
     assert decoded > 0  # some mutations leave valid bytes (a flipped offset bit): those round-trip
+
+
+def test_file_source_readers_and_enumerator_in_inspect(tmp_path, capsys):
+    files = {v["name"]: bytes.fromhex(v["bytes"]) for v in VECTORS["splits"] if v["source"] == "file"}
+    checkpoint = next(bytes.fromhex(v["coordinator_state"]) for v in VECTORS["enumerators"]
+                      if v["source"] == "file" and v["splits"])
+    path = source_savepoint(tmp_path / "sp", [[files["0000000002"]], []], checkpoint)
+    assert splits_of(path).source == "file"
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert ("reader 0: [0000000002] hdfs://reader@namenode:8020/logs/2026/äpfel.txt?v=2#frag bytes 1024+2048, "
+            "at 1500 +7 records") in out
+    assert "reader 1: no splits" in out
+    assert ("enumerator (version 1): pending [0000000001] file:/data/in/part-0.csv bytes 0+4096, "
+            "[0000000003] s3://bucket/x.json bytes 0+100, at -1 +3 records; processed paths 2") in out
