@@ -369,3 +369,32 @@ def test_file_source_readers_and_enumerator_in_inspect(tmp_path, capsys):
     assert "reader 1: no splits" in out
     assert ("enumerator (version 1): pending [0000000001] file:/data/in/part-0.csv bytes 0+4096, "
             "[0000000003] s3://bucket/x.json bytes 0+100, at -1 +3 records; processed paths 2") in out
+
+
+# -- a real FileSource savepoint ------------------------------------------------------------------------
+
+FILE_SOURCE = pathlib.Path(__file__).resolve().parent / "data" / "filesource-2.3.0" / "savepoint"
+FILE_SOURCE_LINES = 1633  # the lines the job had read when it was stopped (its README)
+
+
+def test_real_file_source_savepoint_reads_where_its_readers_were(tmp_path):
+    with FlinkSavepoint.open(FILE_SOURCE) as sp:
+        op = sp.operator("file-source")
+        splits = source_splits(op)
+        stored = [list(op.list_state(READER_STATE).partition(i)) for i in range(2)]
+    assert splits.source == "file" and splits.note is None
+    inputs = {f"/tmp/pyref-filesource/in/part-{x}.txt" for x in "abc"}
+    held = splits.splits()
+    assert [s.reader_position[0] for s in held] == [-1, -1]  # a stream format: records counted, no offset
+    assert sum(s.reader_position[1] for s in held) == FILE_SOURCE_LINES
+    assert all(s.path.scheme == "file" and s.path.path in inputs and (s.offset, s.length, s.file_size)
+               == (0, 260000, 260000) for s in held)
+    (pending,) = splits.enumerator.pending
+    assert {s.path.path for s in [*held, pending]} == inputs and pending.reader_position is None
+    assert sorted(splits.enumerator.processed_paths) == sorted(f"file:{p}" for p in inputs)
+    assert [[encode_split(s) for s in reader] for reader in splits.readers] == stored
+    with FlinkSavepoint.open(FILE_SOURCE) as sp:
+        coordinator = sp.operator("file-source").coordinator_state
+    assert encode_coordinator_state("file", splits.enumerator) == coordinator
+    import_flink(str(FILE_SOURCE), str(tmp_path / "imported"))
+    assert source_splits(Savepoint.open(tmp_path / "imported").operator("file-source")) == splits
