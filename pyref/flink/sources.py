@@ -530,32 +530,32 @@ _UNKNOWN_NOTE = ("not the splits of a NumberSequenceSource, KafkaSource or FileS
 # -- envelopes -----------------------------------------------------------------------------
 
 
-def _envelope(data: bytes, state: str, path: str | None) -> tuple[int, DataInput]:
-    """``SimpleVersionedSerialization.writeVersionAndSerialize``: the version and the payload."""
+def _split_version(data: bytes, state: str, path: str | None) -> int:
+    """The version of ``SimpleVersionedSerialization.writeVersionAndSerialize``'s bytes (int
+    version, int length, the split's bytes), whose length must be the bytes that follow."""
     inp = DataInput(data, path=path, state=state)
     version = inp.read_int("split serializer version")
     length = inp.read_count("split length")
     if length != inp.remaining():
         raise inp.corrupt(f"split length {length}, {inp.remaining()} bytes follow", 4, 4)
-    return version, DataInput(data, 8, path=path, state=state)
+    return version
 
 
 def decode_split(data: bytes, source: str | None = None, *, state: str = READER_STATE,
                  path: str | None = None) -> Split:
     """A split as a reader stores it (version, length, bytes); of the given ``source`` kind, or
     the first known one that reads it exactly, else an :class:`OpaqueSplit`."""
-    version, inp = _envelope(data, state, path)
-    kinds = [source] if source is not None else list(FORMATS)
     if source is not None and source not in FORMATS:
         raise unknown_names("sources", [source], list(FORMATS))
-    for kind in kinds:
-        fmt = FORMATS[kind]
+    version = _split_version(data, state, path)
+    for fmt in [FORMATS[source]] if source is not None else FORMATS.values():
+        payload = DataInput(data, 8, path=path, state=state)
         if version != fmt.split_version:
             if source is not None:
-                raise inp.corrupt(f"split serializer version {version}: {fmt.described}", 0, 4)
+                raise payload.corrupt(f"split serializer version {version}: {fmt.described}", 0, 4)
             continue
         try:
-            return _read_exactly(fmt, DataInput(data, 8, path=path, state=state))
+            return _read_exactly(fmt, payload)
         except CorruptSavepointError:
             if source is not None:
                 raise
@@ -658,13 +658,13 @@ def source_splits(op: _SourceOperator, source: str | None = None, *,
     if readers is None and unwrapped is None:
         return None
     readers = readers or []
-    envelopes = [[_envelope(e, f"{label} subtask {s} element {i}", path) for i, e in enumerate(elements)]
-                 for s, elements in enumerate(readers)]
+    versions = [[_split_version(e, f"{label} subtask {s} element {i}", path) for i, e in enumerate(elements)]
+                for s, elements in enumerate(readers)]
     if source is None:
-        source = _recognise(readers, envelopes, coordinator)
+        source = _recognise(readers, versions, coordinator)
     if source is None:
-        opaque = tuple(tuple(OpaqueSplit(v, bytes(readers[s][i][8:])) for i, (v, _) in enumerate(elements))
-                       for s, elements in enumerate(envelopes))
+        opaque = tuple(tuple(OpaqueSplit(v, bytes(e[8:])) for v, e in zip(vs, elements))
+                       for vs, elements in zip(versions, readers))
         enumerator = EnumeratorState(unwrapped[0], data=unwrapped[1]) if unwrapped is not None else None
         return SourceSplits(name, None, opaque, enumerator, _UNKNOWN_NOTE)
     decoded = tuple(tuple(decode_split(e, source, state=f"{label} subtask {s} element {i}", path=path)
@@ -678,12 +678,12 @@ def source_splits(op: _SourceOperator, source: str | None = None, *,
     return SourceSplits(name, source, decoded, enumerator, note)
 
 
-def _recognise(readers: list[list[bytes]], envelopes: list[list[tuple[int, DataInput]]],
-               coordinator: bytes | None) -> str | None:
-    """The first known source one of whose splits (else whose enumerator checkpoint) reads exactly."""
+def _recognise(readers: list[list[bytes]], versions: list[list[int]], coordinator: bytes | None) -> str | None:
+    """The first known source one of whose splits (else, when no reader holds a split, whose
+    enumerator checkpoint) reads exactly."""
     for fmt in FORMATS.values():
-        for elements, versions in zip(readers, envelopes):
-            for data, (version, _) in zip(elements, versions):
+        for elements, element_versions in zip(readers, versions):
+            for data, version in zip(elements, element_versions):
                 if version == fmt.split_version and _reads(lambda: decode_split(data, fmt.kind)):
                     return fmt.kind
     if coordinator is not None and not any(readers):
