@@ -48,6 +48,7 @@ from pyref.flink import compression as _flink_compression
 from pyref.flink import operator_state as _flink_operator_state
 from pyref.flink.handles import CHECKPOINT_SIBLINGS, LocalHandleStore
 from pyref.flink.importer import import_flink
+from pyref.flink.sources import source_splits
 from pyref.flink.inspection import describe_flink, verify_flink
 from pyref.flink.rocksdb import sst as _sst
 from pyref.flink.savepoint import FlinkSavepoint
@@ -509,6 +510,7 @@ def _read_1_2_parts(op) -> None:
             continue
         _guard(lambda: list(view.partitions()))
     _guard(lambda: op.coordinator_state)
+    _guard(source_splits, op)  # a FLIP-27 source's positions, if its states are a source's
 
 
 def read_everything(path: str) -> None:
@@ -679,6 +681,7 @@ def _names(op, attribute: str) -> list:
 def _read_flink_operator(op) -> None:
     """Every state of one operator through every view a user has."""
     _guard(op.source_coordinator_checkpoint)
+    _guard(source_splits, op)
     for name in _names(op, "list_state_names"):
         _guard(lambda: op.list_state(name).elements())
         _guard(lambda: op.list_state(name).to_arrow())

@@ -1,6 +1,6 @@
 """The ``pyref`` command line: inspect, verify, plan, report, rescale, flatten and clean savepoints,
-import Flink savepoints (``import-flink``; inspect and verify read Flink savepoints too) and
-export to Flink (``export-flink``).
+import Flink savepoints (``import-flink``; inspect and verify read Flink savepoints too), move a
+Flink source's positions (``set-source-position``) and export to Flink (``export-flink``).
 
 Exit codes: 0 success; 2 invalid arguments; 3 corrupt savepoint (or a failed
 verify); 4 no savepoint at the path; 5 unsupported format, feature, codec or
@@ -34,6 +34,7 @@ from .errors import CorruptSavepointError, InvalidArgumentError, SavepointError
 from .flink.import_cli import (add_flink_source_arguments, flink_open_options, inspect_flink, is_flink_savepoint,
                                verify_flink_command)
 from .flink.savepoint import FlinkSavepoint, flink_directory
+from .flink.sources import describe_source, source_text
 from .flink.writer.cleanup import is_export_directory, remove_abandoned_export_files
 from .inspection import describe, verify
 from .io import typed_os_error, typed_os_errors
@@ -141,6 +142,8 @@ def _print_describe(info: dict) -> None:
                   f"{ts['key_groups_with_timers']} key groups, {ts['chunks']} chunks, {ts['stored_bytes']} bytes")
         if op["coordinator_state_bytes"] is not None:
             print(f"  coordinator state: {op['coordinator_state_bytes']} bytes")
+        if op.get("source") is not None:
+            print("\n".join(source_text(op["source"])))
 
 
 def plan_summary(path: str, parallelism: int | dict[str, int], flink_options: Mapping[str, Any] | None = None,
@@ -269,6 +272,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .flink.export_cli import add_export_command
 
     add_export_command(sub)
+    from .flink.source_cli import add_source_position_command
+
+    add_source_position_command(sub)
     return parser
 
 
@@ -286,7 +292,12 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError("--allow-external-files is for a Flink savepoint or checkpoint (a pyref savepoint "
                                    "names its bases with base_paths)", path=args.path)
     if args.command == "inspect":
-        info = describe(Savepoint.open(args.path), subtasks=args.subtasks).to_dict()
+        savepoint = Savepoint.open(args.path)
+        info = describe(savepoint, subtasks=args.subtasks).to_dict()
+        for op in info["operators"]:  # a source imported from Flink: its positions (reads its source state only)
+            source = describe_source(savepoint.operator(op["operator_id"]), path=savepoint.location)
+            if source is not None:
+                op["source"] = source
         print(json.dumps(info, indent=2)) if args.json else _print_describe(info)
         return 0
     if args.command == "verify":

@@ -22,7 +22,9 @@ their bytes are), :mod:`.compression` (snappy framing), :mod:`.serializers`
 (keyed streams), :mod:`.heap` (a heap checkpoint's keyed streams), :mod:`.rocksdb` (SST files and their merge), :mod:`.composite` (composite keys, list and map values),
 :mod:`.operator_state` (operator streams), :mod:`.values` (value decoders),
 :mod:`.columns` (Arrow columns), :mod:`.state_views`, :mod:`.savepoint` and
-:mod:`.restore` (the public views).
+:mod:`.restore` (the public views); :mod:`.sources` (a FLIP-27 source's splits and
+enumerator checkpoint, decoded, encoded and rewritten; ``pyref set-source-position`` in
+:mod:`.source_cli`).
 
 The other direction, pyref -> Flink: :func:`export_savepoint` writes a canonical
 Flink savepoint (:mod:`.writer`, with :mod:`.to_flink` mapping serializers,

@@ -25,6 +25,7 @@ from .import_plan import parse_ttl
 from .importer import import_flink
 from .inspection import describe_flink, verify_flink
 from .savepoint import FlinkSavepoint, is_flink_savepoint
+from .sources import source_text
 
 __all__ = ["add_import_command", "add_flink_source_arguments", "flink_open_options", "is_flink_savepoint", "inspect_flink", "verify_flink_command",
            "import_options"]
@@ -179,6 +180,8 @@ def inspect_flink(path: str, as_json: bool, subtasks: bool = False, open_options
             print(f"  keyed state: {op['keyed_state_bytes']} bytes in {op['key_groups_with_data']} key groups")
         if op["coordinator_state_bytes"] is not None:
             print(f"  coordinator state: {op['coordinator_state_bytes']} bytes")
+        if op["source"] is not None:
+            print("\n".join(source_text(op["source"])))
         if op["in_flight"] is not None:
             print(f"  in-flight data (unaligned checkpoint): {in_flight_text(op['in_flight'])}")
     if "refused" in info["import"]:

@@ -22,6 +22,7 @@ from .handles import stored_bytes
 from .import_plan import plan_import
 from .meta_info import unreadable_async_state
 from .savepoint import FlinkOperator, FlinkSavepoint, _prefix_bytes, timer_types
+from .sources import describe_source
 from .state_views import FlinkKeyedStateView, FlinkTimerView
 from .values import decode_column
 
@@ -31,7 +32,7 @@ __all__ = ["describe_flink", "verify_flink", "FlinkVerifyReport"]
 VERIFY_BATCH_BYTES = 32 << 20
 
 
-def _operator(op: FlinkOperator) -> dict:
+def _operator(op: FlinkOperator, location: str) -> dict:
     subtasks = op.state.subtasks
     states: list[dict[str, Any]] = []
     for name in op.list_state_names:
@@ -77,6 +78,8 @@ def _operator(op: FlinkOperator) -> dict:
             sum(1 for o in getattr(h, "offsets", ()) if o) for h in keyed),
         "operator_state_bytes": sum(stored_bytes(s.managed_operator_state) for s in subtasks),
         "coordinator_state_bytes": len(op.coordinator_state) if op.coordinator_state is not None else None,
+        # A FLIP-27 source's splits and enumerator checkpoint, decoded (pyref.flink.sources).
+        "source": describe_source(op, path=location),
         # An unaligned checkpoint's buffers between operators (counted, not decoded).
         "in_flight": op.in_flight,
         "states": states, "timer_queues": timers, "keyed_state_refused": refused,
@@ -88,7 +91,7 @@ def describe_flink(sp: FlinkSavepoint) -> dict:
     ``pyref import-flink`` (with no options) would do with it."""
     info = {"location": sp.location, "format": "flink", "metadata_version": sp.version,
             "checkpoint_id": sp.checkpoint_id, "snapshot_format": sp.metadata.snapshot_format,
-            "operators": [_operator(op) for op in sp.operators], "import": {}}
+            "operators": [_operator(op, sp.location) for op in sp.operators], "import": {}}
     try:
         plans = plan_import(sp)
         info["import"] = {"operators": {p.flink.operator_id: {"operator_id": p.operator_id, "key_groups": (

@@ -64,6 +64,7 @@ from .metadata import CheckpointMetadata, OperatorState, parse_metadata
 from .operator_state import OperatorStream, read_operator_stream
 from .raw_timers import RawTimers, is_timer_stream, read_raw_timers
 from .serializers import FlinkType
+from .sources import split_coordinator_state
 from .state_views import FlinkBroadcastStateView, FlinkKeyedStateView, FlinkListStateView, FlinkTimerView
 
 __all__ = ["FlinkSavepoint", "FlinkOperator", "operator_id_of_uid"]
@@ -132,16 +133,11 @@ class FlinkOperator:
         data = self.coordinator_state
         if data is None:
             return None
-        inp = DataInput(data, path=self._savepoint.location, state=f"{self.name} coordinator")
-        framing = inp.read_int("source coordinator framing version")
-        if framing not in (0, 1):
-            raise UnsupportedFormatError(f"coordinator state framing version {framing}: not a source coordinator",
-                                         path=self._savepoint.location)
-        version = inp.read_int("enumerator serializer version")
-        checkpoint = inp.read_bytes(inp.read_count("enumerator checkpoint length"), "enumerator checkpoint")
-        if not inp.at_end():
-            raise inp.corrupt(f"{inp.remaining()} bytes after the enumerator checkpoint")
-        return version, checkpoint
+        unwrapped = split_coordinator_state(data, state=f"{self.name} coordinator", path=self._savepoint.location)
+        if unwrapped is None:
+            raise UnsupportedFormatError("coordinator state is not a source coordinator's (framing version 0 or 1)",
+                                         path=self._savepoint.location, state=f"{self.name} coordinator")
+        return unwrapped
 
     def _once(self, key: tuple[str, int], read: Callable[[], T]) -> T:
         """``read()``'s result, or the typed error it raised, kept under ``key``: every view
