@@ -102,9 +102,12 @@ class Derivation:
         return self.manifest
 
 
-def _derive(source: str | os.PathLike[str], target: str | os.PathLike[str], *, copy: bool, overwrite: bool,
-            base_paths: bool, build: Callable[[Savepoint, Derivation], list[pb.Operator]],
-            force: bool = False) -> Savepoint:
+def derive(source: str | os.PathLike[str], target: str | os.PathLike[str], *, copy: bool, overwrite: bool,
+           base_paths: bool, build: Callable[[Savepoint, Derivation], list[pb.Operator]],
+           force: bool = False) -> Savepoint:
+    """The savepoint at ``target`` whose operators ``build`` makes from ``source``'s, placing chunks
+    through the :class:`Derivation` (copied, or referenced in the source as a base), committed
+    atomically; on any failure the target keeps what it held."""
     src = Savepoint.open(source)
     target_io = open_io(target)
     check_target(src, target_io, copy, base_paths)
@@ -160,7 +163,7 @@ def check_target(source: Savepoint, target: SavepointIO, copy: bool, base_paths:
                 path=target.location)
 
 
-def _copy_states(op: pb.Operator, derivation: Derivation, skip: str | None = None) -> pb.Operator:
+def copy_states(op: pb.Operator, derivation: Derivation, skip: str | None = None) -> pb.Operator:
     """The operator with every chunk placed in the target (keyed, list and, format 1.2,
     timer, broadcast and coordinator chunks), except those of state ``skip`` (which the
     caller rewrites: copying them first would only leave dead bytes) and list and broadcast
@@ -229,9 +232,9 @@ def rescale(source: str | os.PathLike[str], target: str | os.PathLike[str], para
 
     def build(src: Savepoint, derivation: Derivation) -> list[pb.Operator]:
         wanted = resolve_parallelism(list(src.manifest.operators), parallelism)
-        return [_copy_states(rescaled_operator(op, wanted[op.operator_id]), derivation) for op in src.manifest.operators]
+        return [copy_states(rescaled_operator(op, wanted[op.operator_id]), derivation) for op in src.manifest.operators]
 
-    return _derive(source, target, copy=copy, overwrite=overwrite, base_paths=base_paths, build=build, force=force)
+    return derive(source, target, copy=copy, overwrite=overwrite, base_paths=base_paths, build=build, force=force)
 
 
 def flatten(source: str | os.PathLike[str], target: str | os.PathLike[str], *, overwrite: bool = False,
@@ -241,9 +244,9 @@ def flatten(source: str | os.PathLike[str], target: str | os.PathLike[str], *, o
     else changed; returns it, open. The copy outlives the bases (spec/format.md §8.4)."""
 
     def build(src: Savepoint, derivation: Derivation) -> list[pb.Operator]:
-        return [_copy_states(op, derivation) for op in src.manifest.operators]
+        return [copy_states(op, derivation) for op in src.manifest.operators]
 
-    return _derive(source, target, copy=True, overwrite=overwrite, base_paths=False, build=build, force=force)
+    return derive(source, target, copy=True, overwrite=overwrite, base_paths=False, build=build, force=force)
 
 
 def migrate_state(source: str | os.PathLike[str], target: str | os.PathLike[str], operator_id: str, state: str,
@@ -262,7 +265,7 @@ def migrate_state(source: str | os.PathLike[str], target: str | os.PathLike[str]
         operators = []
         found = False
         for op in src.manifest.operators:
-            new = _copy_states(op, derivation) if op.operator_id != operator_id else _migrate(op, derivation)
+            new = copy_states(op, derivation) if op.operator_id != operator_id else _migrate(op, derivation)
             found = found or op.operator_id == operator_id
             operators.append(new)
         if not found:
@@ -275,11 +278,11 @@ def migrate_state(source: str | os.PathLike[str], target: str | os.PathLike[str]
         if source_state is None:
             raise unknown_names("states", [state], [s.name for s in [*op.list_states, *op.keyed_states]], state=label)
         result, stored = resolve_migration(source_state, serializer, label)
-        new = _copy_states(op, derivation, skip=state if stored is not None else None)
+        new = copy_states(op, derivation, skip=state if stored is not None else None)
         target_state = next(s for s in [*new.list_states, *new.keyed_states] if s.name == state)
         if stored is not None:
             store, sink = derivation.source.store, derivation.sink
-            if isinstance(source_state, pb.ListState):  # the chunks ranges refer to, as _copy_states keeps (§5.3)
+            if isinstance(source_state, pb.ListState):  # the chunks ranges refer to, as copy_states keeps (§5.3)
                 migrated = [migrate_chunk(store, source_state, label, source_state.chunks[i], stored, sink, rows)
                             for i, rows in selected_rows(source_state).items()]
             else:
@@ -291,7 +294,7 @@ def migrate_state(source: str | os.PathLike[str], target: str | os.PathLike[str]
         getattr(target_state, snapshot_field).CopyFrom(result.serializer.snapshot())
         return new
 
-    return _derive(source, target, copy=copy, overwrite=overwrite, base_paths=base_paths, build=build, force=force)
+    return derive(source, target, copy=copy, overwrite=overwrite, base_paths=base_paths, build=build, force=force)
 
 
 def resolve_migration(state: pb.ListState | pb.KeyedState, serializer: Serializer, label: str

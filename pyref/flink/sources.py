@@ -40,7 +40,7 @@ from .._proto.savepoint.v1 import manifest_pb2 as pb
 from ..chunk import encode_chunk
 from ..errors import CorruptSavepointError, InvalidArgumentError, SavepointError, unknown_names
 from ..reader import OperatorView, Savepoint
-from ..rewrite import Derivation, _copy_states, _derive
+from ..rewrite import Derivation, copy_states, derive
 from .datainput import DataInput
 from .dataoutput import DataOutput, string_value
 
@@ -716,7 +716,7 @@ def rewrite_source_splits(source: str | os.PathLike[str], target: str | os.PathL
         ids = [op.operator_id for op in src.manifest.operators]
         if operator not in ids:
             raise unknown_names("operators", [operator], ids)
-        return [_rewritten(src, op, derivation) if op.operator_id == operator else _copy_states(op, derivation)
+        return [_rewritten(src, op, derivation) if op.operator_id == operator else copy_states(op, derivation)
                 for op in src.manifest.operators]
 
     def _rewritten(src: Savepoint, op: pb.Operator, derivation: Derivation) -> pb.Operator:
@@ -730,7 +730,7 @@ def rewrite_source_splits(source: str | os.PathLike[str], target: str | os.PathL
         kept.CopyFrom(op)
         if rewrite_enumerator:  # not copied: it is replaced
             kept.ClearField("coordinator_state")
-        new = _copy_states(kept, derivation, skip=READER_STATE)
+        new = copy_states(kept, derivation, skip=READER_STATE)
         sink = derivation.sink
         if READER_STATE in [s.name for s in new.list_states]:
             state = next(s for s in new.list_states if s.name == READER_STATE)
@@ -755,7 +755,7 @@ def rewrite_source_splits(source: str | os.PathLike[str], target: str | os.PathL
             new.coordinator_state.CopyFrom(derivation.own(coordinator))
         return new
 
-    return _derive(source, target, copy=copy, overwrite=overwrite, base_paths=base_paths, build=build, force=force)
+    return derive(source, target, copy=copy, overwrite=overwrite, base_paths=base_paths, build=build, force=force)
 
 
 def _updated(update: Callable[[Split], Split], split: Split, source: str) -> Split:
