@@ -48,10 +48,10 @@ from pyref.flink import compression as _flink_compression
 from pyref.flink import operator_state as _flink_operator_state
 from pyref.flink.handles import CHECKPOINT_SIBLINGS, LocalHandleStore
 from pyref.flink.importer import import_flink
-from pyref.flink.sources import source_splits
 from pyref.flink.inspection import describe_flink, verify_flink
 from pyref.flink.rocksdb import sst as _sst
 from pyref.flink.savepoint import FlinkSavepoint
+from pyref.flink.sources import source_splits
 from pyref.inspection import describe, verify
 from pyref.io import LocalIO
 from pyref.manifest import ENVELOPE_OVERHEAD, decode_manifest, encode_envelope, encode_manifest, validate_manifest
