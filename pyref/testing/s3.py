@@ -36,6 +36,10 @@ def free_port() -> int:
 class S3Server:
     """moto's S3 server on ``127.0.0.1:port`` in a subprocess; a context manager."""
 
+    #: The request that completes a multipart upload, and one that uploads a part.
+    COMPLETE_UPLOAD = ("POST", r"uploadId=")
+    PART_UPLOAD = r"partNumber=\d+"
+
     def __init__(self, port: int | None = None) -> None:
         self.port = port or free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
@@ -70,6 +74,13 @@ class S3Server:
         status, _ = request(self.endpoint, "PUT", f"/{bucket}")
         if status != 200:
             raise RuntimeError(f"cannot create bucket {bucket!r}: HTTP {status}")
+
+    def incomplete_uploads(self, bucket: str, prefix: str) -> list[str]:
+        """Keys of the multipart uploads begun under ``prefix`` and neither completed nor aborted."""
+        status, body = request(self.endpoint, "GET", f"/{bucket}?uploads&prefix={prefix}/")
+        if status != 200:
+            raise RuntimeError(f"cannot list the uploads of bucket {bucket!r}: HTTP {status}")
+        return re.findall(r"<Key>([^<]+)</Key>", body.decode())
 
     def env(self, endpoint: str | None = None) -> dict[str, str]:
         """The environment a client reads to reach this server (or a proxy at ``endpoint``)."""
@@ -230,11 +241,17 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 for k, v in response.getheaders():
                     if k.lower() not in _HOP_BY_HOP:
                         self.send_header(k, v)
-                self.send_header("Content-Length", response.getheader("Content-Length", "0"))
+                length = response.getheader("Content-Length")
+                # A chunked answer (Azurite's listings) is passed on whole, with its length.
+                whole = response.read() if length is None and self.command != "HEAD" else None
+                self.send_header("Content-Length", str(len(whole)) if whole is not None else length or "0")
                 self.end_headers()
                 sent = 0
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # a client may hang up
-                    while self.command != "HEAD" and (part := response.read(1 << 20)):
+                    if whole is not None:
+                        self.wfile.write(whole)
+                        sent = len(whole)
+                    while whole is None and self.command != "HEAD" and (part := response.read(1 << 20)):
                         self.wfile.write(part)
                         sent += len(part)
                 self._record(response.status, sent)
