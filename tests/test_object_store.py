@@ -407,6 +407,34 @@ def test_read_amplification_of_a_restoring_subtask_with_the_1_2_parts(store):
     assert fetched / share <= 1.05, (fetched, share)
 
 
+def test_a_missing_bucket_is_named_as_such(store, capsys):
+    """A savepoint in a bucket (container) that does not exist: the store's error says so, when
+    reading (not "no savepoint here", which sends the user looking for the wrong thing) and writing."""
+    location = store.prefix.replace(f"/{store.bucket}/", "/no-such-bucket/") + "/sp"
+    with pytest.raises(StorageError, match=r"bucket \(container\) does not exist") as failure:
+        Savepoint.open(location)
+    assert failure.value.path == location
+    with pytest.raises(StorageError, match=r"bucket \(container\) does not exist"):
+        write_seeds(location, inline_bytes=0)
+    assert main(["inspect", location]) == StorageError.exit_code
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_azure_credentials_that_are_wrong_or_missing_are_storage_errors(store, monkeypatch):
+    if not store.prefix.startswith("az://"):
+        pytest.skip("moto's S3 server accepts any credentials")
+    location = f"{store.prefix}/sp"
+    write_seeds(location, inline_bytes=0)
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_KEY", "d3Jvbmcga2V5")  # base64 of "wrong key"
+    with pytest.raises(StorageError, match="403") as failure:
+        Savepoint.open(location)
+    assert failure.value.path == f"{location}/_manifest"
+    for name in ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_USE_EMULATOR"):
+        monkeypatch.delenv(name)
+    with pytest.raises(StorageError, match="cannot configure the store.*Account must be specified"):
+        Savepoint.open(location)
+
+
 def test_pyarrow_filesystems_are_not_used_for_object_stores():
     """pyarrow's S3 and GCS clients cannot write conditionally: they must not commit there."""
     with pytest.raises(InvalidArgumentError, match="ObjectStoreIO"):
