@@ -241,10 +241,10 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 for k, v in response.getheaders():
                     if k.lower() not in _HOP_BY_HOP:
                         self.send_header(k, v)
-                length = response.getheader("Content-Length")
+                upstream_length = response.getheader("Content-Length")
                 # A chunked answer (Azurite's listings) is passed on whole, with its length.
-                whole = response.read() if length is None and self.command != "HEAD" else None
-                self.send_header("Content-Length", str(len(whole)) if whole is not None else length or "0")
+                whole = response.read() if upstream_length is None and self.command != "HEAD" else None
+                self.send_header("Content-Length", str(len(whole)) if whole is not None else upstream_length or "0")
                 self.end_headers()
                 sent = 0
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # a client may hang up
