@@ -16,7 +16,15 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from pyref import ConcurrentWriteError, InvalidArgumentError, Savepoint, SavepointWriter, StorageError, rescale
+from pyref import (
+    ConcurrentWriteError,
+    InvalidArgumentError,
+    Savepoint,
+    SavepointNotFoundError,
+    SavepointWriter,
+    StorageError,
+    rescale,
+)
 from pyref.cleanup import remove_unreferenced_files
 from pyref.cli import main
 from pyref.inspection import verify
@@ -408,16 +416,20 @@ def test_read_amplification_of_a_restoring_subtask_with_the_1_2_parts(store):
 
 
 def test_a_missing_bucket_is_named_as_such(store, capsys):
-    """A savepoint in a bucket (container) that does not exist: the store's error says so, when
-    reading (not "no savepoint here", which sends the user looking for the wrong thing) and writing."""
+    """A savepoint in a bucket (container) that does not exist: *not found* when reading
+    (spec/format.md §2), saying it is the bucket that is missing; a StorageError saying so
+    when writing (not "object not found")."""
     location = store.prefix.replace(f"/{store.bucket}/", "/no-such-bucket/") + "/sp"
-    with pytest.raises(StorageError, match=r"bucket \(container\) does not exist") as failure:
+    with pytest.raises(SavepointNotFoundError, match=r"no _manifest\); the bucket \(container\) does not exist \[file") \
+            as failure:
         Savepoint.open(location)
     assert failure.value.path == location
-    with pytest.raises(StorageError, match=r"bucket \(container\) does not exist"):
+    with pytest.raises(StorageError, match=r"the bucket \(container\) does not exist"):
         write_seeds(location, inline_bytes=0)
-    assert main(["inspect", location]) == StorageError.exit_code
-    assert "does not exist" in capsys.readouterr().err
+    assert main(["inspect", location]) == SavepointNotFoundError.exit_code
+    assert "bucket (container) does not exist" in capsys.readouterr().err
+    with pytest.raises(SavepointNotFoundError, match=r"no _manifest\) \[file"):  # a bucket that exists: no such hint
+        Savepoint.open(f"{store.prefix}/nothing-here")
 
 
 def test_azure_credentials_that_are_wrong_or_missing_are_storage_errors(store, monkeypatch):

@@ -165,8 +165,6 @@ class ObjectStoreIO(UrlSavepointIO):
             meta = _obstore().head(self.store, rel)
         except Exception as exc:
             if _is_not_found(exc):
-                if rel == MANIFEST_NAME:
-                    self._check_bucket()
                 return None
             raise StorageError(f"cannot stat the file: {_message(exc)}", path=self.describe(rel)) from exc
         return FileStat(meta["size"], meta["last_modified"].timestamp())
@@ -261,11 +259,14 @@ class ObjectStoreIO(UrlSavepointIO):
                                "conditionally (spec/format.md §10.5)", path=self.describe(rel))
         return version
 
-    def _check_bucket(self) -> None:
-        """A StorageError if the bucket (container) is missing: a HEAD's 404 has no body to say
-        so, and "no savepoint here" would send the user looking for the wrong thing."""
-        with _typed("cannot list the savepoint's directory", self.location):
+    def absence_hint(self) -> str:
+        # A HEAD's 404 has no body to say whether the bucket is missing; a listing's has.
+        try:
             _obstore().list_with_delimiter(self.store, None)
+        except Exception as exc:
+            if _missing_bucket(exc):
+                return "; the bucket (container) does not exist"
+        return ""
 
     def _current(self, rel: str) -> bytes | None:
         """``rel`` as it is now (None: absent), its version kept for a conditional write."""
