@@ -14,16 +14,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import http.client
 import os
-import subprocess
 import re
-import time
 from email.utils import formatdate
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
-from .s3 import free_port
+from .server_process import LocalServer, request
 
 #: The emulator's development account (public: Azurite and every Azure SDK document it).
 ACCOUNT = "devstoreaccount1"
@@ -41,46 +38,23 @@ def executable() -> Path | None:
     return path if path.is_file() else None
 
 
-class AzuriteServer:
+class AzuriteServer(LocalServer):
     """Azurite's Blob service on ``127.0.0.1:port`` in a subprocess; a context manager."""
 
+    name = "Azurite"
     #: The request that completes a block blob upload (Put Block List), and one that uploads a part (Put Block).
     COMPLETE_UPLOAD = ("PUT", r"comp=blocklist")
     PART_UPLOAD = r"comp=block&"
 
-    def __init__(self, port: int | None = None) -> None:
-        self.port = port or free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        self._process: subprocess.Popen | None = None
-
-    def start(self, timeout: float = 60.0) -> AzuriteServer:
+    def command(self) -> list[str]:
         program = executable()
         if program is None:
             raise RuntimeError("Azurite is not installed: run `bash scripts/fetch_azurite.sh` (or set PYREF_AZURITE)")
-        self._process = subprocess.Popen(
-            [str(program), "--blobHost", "127.0.0.1", "--blobPort", str(self.port), "--inMemoryPersistence",
-             "--disableTelemetry", "--silent", "--skipApiVersionCheck"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                signed_request(self.endpoint, "GET", f"/{ACCOUNT}?comp=list")
-                return self
-            except OSError:
-                if self._process.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"Azurite did not start on port {self.port}") from None
-                time.sleep(0.1)
+        return [str(program), "--blobHost", "127.0.0.1", "--blobPort", str(self.port), "--inMemoryPersistence",
+                "--disableTelemetry", "--silent", "--skipApiVersionCheck"]
 
-    def stop(self) -> None:
-        if self._process is not None:
-            self._process.terminate()
-            try:
-                self._process.wait(10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-            self._process = None
+    def ping(self) -> None:
+        signed_request(self.endpoint, "GET", f"/{ACCOUNT}?comp=list")
 
     def create_container(self, container: str) -> None:
         status, _ = signed_request(self.endpoint, "PUT", f"/{ACCOUNT}/{container}?restype=container")
@@ -89,16 +63,12 @@ class AzuriteServer:
 
     def incomplete_uploads(self, container: str, prefix: str) -> list[str]:
         """Names of the blobs under ``prefix`` with blocks uploaded and never committed."""
-        status, body = signed_request(self.endpoint, "GET", f"/{ACCOUNT}/{container}?restype=container&comp=list"
-                                      f"&include=uncommittedblobs&prefix={prefix}/")
-        if status != 200:
-            raise RuntimeError(f"cannot list container {container!r}: HTTP {status}")
-        committed = set(self.committed(container, prefix))
-        return [name for name in re.findall(r"<Name>([^<]+)</Name>", body.decode()) if name not in committed]
+        committed = set(self._names(container, prefix))
+        return [name for name in self._names(container, prefix, "&include=uncommittedblobs") if name not in committed]
 
-    def committed(self, container: str, prefix: str) -> list[str]:
-        status, body = signed_request(self.endpoint, "GET", f"/{ACCOUNT}/{container}?restype=container&comp=list"
-                                      f"&prefix={prefix}/")
+    def _names(self, container: str, prefix: str, include: str = "") -> list[str]:
+        status, body = signed_request(self.endpoint, "GET",
+                                      f"/{ACCOUNT}/{container}?restype=container&comp=list{include}&prefix={prefix}/")
         if status != 200:
             raise RuntimeError(f"cannot list container {container!r}: HTTP {status}")
         return re.findall(r"<Name>([^<]+)</Name>", body.decode())
@@ -109,12 +79,6 @@ class AzuriteServer:
         return {"AZURE_STORAGE_USE_EMULATOR": "true", "AZURITE_BLOB_STORAGE_URL": endpoint or self.endpoint,
                 "AZURE_STORAGE_ACCOUNT_NAME": ACCOUNT, "AZURE_STORAGE_ACCOUNT_KEY": ACCOUNT_KEY}
 
-    def __enter__(self) -> AzuriteServer:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
 
 def signed_request(endpoint: str, method: str, path: str, body: bytes = b"",
                    headers: dict[str, str] | None = None) -> tuple[int, bytes]:
@@ -122,14 +86,7 @@ def signed_request(endpoint: str, method: str, path: str, body: bytes = b"",
     development account's Shared Key, as an Azure SDK signs it."""
     sent = {"x-ms-date": formatdate(usegmt=True), "x-ms-version": API_VERSION, **(headers or {})}
     sent["Authorization"] = f"SharedKey {ACCOUNT}:{_signature(method, path, sent, len(body))}"
-    host, port = endpoint.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    try:
-        conn.request(method, path, body=body, headers=sent)
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
+    return request(endpoint, method, path, body, sent)
 
 
 def _signature(method: str, path: str, headers: dict[str, str], length: int) -> str:
