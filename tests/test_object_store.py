@@ -54,14 +54,18 @@ def seeds_content(location) -> tuple[list, dict]:
 SEEDS = ([list(o) for o in SEED_OFFSETS], SEED_COUNTS)
 
 
-#: Each store's other URL schemes (Hadoop's names, which obstore reads too).
-ALIASES = {"s3": ["s3a"], "az": ["abfss"]}
+#: Each store's other spellings of a bucket (Hadoop's schemes, Azure's account-qualified
+#: container), which obstore reads too.
+ALIASES = {"s3": ["s3a://{bucket}"],
+           "az": ["abfss://{bucket}", "abfss://{bucket}@devstoreaccount1.dfs.core.windows.net"]}
 
 
 def test_open_io_serves_object_store_urls_with_obstore(store):
+    small_writer(f"{store.prefix}/sp", 1).commit()
     scheme = store.prefix.split(":")[0]
-    for alias in [scheme, *ALIASES[scheme]]:
-        assert isinstance(open_io(store.prefix.replace(f"{scheme}://", f"{alias}://") + "/sp"), ObjectStoreIO)
+    for alias in [f"{scheme}://{{bucket}}", *ALIASES[scheme]]:
+        url = f"{alias.format(bucket=store.bucket)}/{store.key_prefix}/sp"
+        assert isinstance(open_io(url), ObjectStoreIO) and values(url) == {1}, url
     with pytest.raises(InvalidArgumentError, match="key prefix inside a bucket"):
         ObjectStoreIO(f"{scheme}://bucket-only")
 
