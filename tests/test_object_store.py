@@ -436,9 +436,8 @@ def test_a_missing_bucket_is_named_as_such(store, capsys):
         Savepoint.open(f"{store.prefix}/nothing-here")
 
 
+@pytest.mark.parametrize("store", ["az"], indirect=True)  # moto's S3 server accepts any credentials
 def test_azure_credentials_that_are_wrong_or_missing_are_storage_errors(store, monkeypatch):
-    if not store.prefix.startswith("az://"):
-        pytest.skip("moto's S3 server accepts any credentials")
     location = f"{store.prefix}/sp"
     write_seeds(location, inline_bytes=0)
     monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_KEY", "d3Jvbmcga2V5")  # base64 of "wrong key"
