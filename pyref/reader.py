@@ -970,14 +970,15 @@ def _holds_flink_metadata(io: SavepointIO) -> bool:
 
 
 def savepoints_below(io: SavepointIO, most: int = 3) -> str:
-    """Only for a not-found error's hint, on local disks: "; a savepoint is one level down: ..."
+    """Only for a not-found error's hint (elsewhere the store's :meth:`SavepointIO.absence_hint`),
+    on local disks: "; a savepoint is one level down: ..."
     naming subdirectories that hold one (pyref's, a Flink savepoint or a retained checkpoint),
     the highest-numbered first (a job's checkpoint directory holds chk-N, shared/, taskowned/),
     else two levels down (Flink's checkpoint directory holds a directory per job id, each its
     chk-N); or, where nothing is at the path, that it is not there (and that ``~`` was not
     expanded). A bounded look: a hint never costs a walk of a large tree."""
     if not isinstance(io, LocalIO):
-        return ""
+        return io.absence_hint()
     if not os.path.lexists(io.root):
         # A quoted "~/..." reaches pyref unexpanded (as it reaches Flink and Spark): say so.
         tilde = "; '~' is not expanded (only a shell expands it, unquoted)" if "~" in io.root.split(os.sep) else ""

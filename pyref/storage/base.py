@@ -143,6 +143,11 @@ class SavepointIO(ABC):
     def stat(self, rel: str) -> FileStat | None:
         """Length and modification time of a file, or None if it does not exist."""
 
+    def absence_hint(self) -> str:
+        """For a *not found* error where nothing is at this location: why, if the store can
+        say (``"; the bucket (container) does not exist"``), else ``""``. Never fails."""
+        return ""
+
     def size(self, rel: str) -> int | None:
         """Length of a file, or None if it does not exist."""
         found = self.stat(rel)

@@ -64,20 +64,32 @@ def _obstore():
 _METADATA_SERVICES = ("169.254.169.254", "metadata.google.internal")
 
 
+#: The error codes in a store's 404 body that say the bucket or container itself is missing
+#: (S3 and GCS's XML API, Azure), not the object.
+_MISSING_BUCKET_CODES = ("<Code>NoSuchBucket</Code>", "<Code>ContainerNotFound</Code>")
+
+
+def _missing_bucket(exc: BaseException) -> bool:
+    return any(code in str(exc) for code in _MISSING_BUCKET_CODES)
+
+
 def _message(exc: BaseException) -> str:
     """The first line of obstore's message (the rest is a debug dump of the request)."""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if any(host in first for host in _METADATA_SERVICES):
         first += (" (no credentials in the environment, so the instance metadata service was asked: set the "
                   "store's, e.g. AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for S3, GOOGLE_APPLICATION_CREDENTIALS "
-                  "for GCS)")
+                  "for GCS, AZURE_STORAGE_ACCOUNT_NAME and AZURE_STORAGE_ACCOUNT_KEY for Azure)")
+    if _missing_bucket(exc):
+        first = f"the bucket (container) does not exist: {first}"
     return first
 
 
 def _is_not_found(exc: BaseException) -> bool:
+    """The object is not there (its bucket is: a missing bucket is the store's error, not a missing file)."""
     from obstore.exceptions import NotFoundError
 
-    return isinstance(exc, (FileNotFoundError, NotFoundError))
+    return isinstance(exc, (FileNotFoundError, NotFoundError)) and not _missing_bucket(exc)
 
 
 @contextlib.contextmanager
@@ -246,6 +258,15 @@ class ObjectStoreIO(UrlSavepointIO):
             raise StorageError(f"the store gave {rel} no ETag or version, so it cannot be replaced "
                                "conditionally (spec/format.md §10.5)", path=self.describe(rel))
         return version
+
+    def absence_hint(self) -> str:
+        # A HEAD's 404 has no body to say whether the bucket is missing; a listing's has.
+        try:
+            _obstore().list_with_delimiter(self.store, None)
+        except Exception as exc:
+            if _missing_bucket(exc):
+                return "; the bucket (container) does not exist"
+        return ""
 
     def _current(self, rel: str) -> bytes | None:
         """``rel`` as it is now (None: absent), its version kept for a conditional write."""

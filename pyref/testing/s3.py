@@ -11,14 +11,15 @@ from __future__ import annotations
 import contextlib
 import http.client
 import re
-import socket
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from .server_process import LocalServer, free_port, request
+
+__all__ = ["TEST_CREDENTIALS", "Exchange", "Fault", "FaultProxy", "S3Server", "free_port", "request"]
 
 #: Credentials of the test server: moto accepts any; the clients need some to sign with.
 TEST_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "pyref-test", "AWS_SECRET_ACCESS_KEY": "pyref-test",
@@ -27,70 +28,35 @@ _HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "transf
                          "trailer", "content-length"})
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class S3Server:
+class S3Server(LocalServer):
     """moto's S3 server on ``127.0.0.1:port`` in a subprocess; a context manager."""
 
-    def __init__(self, port: int | None = None) -> None:
-        self.port = port or free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        self._process: subprocess.Popen | None = None
+    name = "moto's S3 server"
+    #: The request that completes a multipart upload, and one that uploads a part.
+    COMPLETE_UPLOAD = ("POST", r"uploadId=")
+    PART_UPLOAD = r"partNumber=\d+"
 
-    def start(self, timeout: float = 60.0) -> S3Server:
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                request(self.endpoint, "GET", "/")
-                return self
-            except OSError:
-                if self._process.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"moto's S3 server did not start on port {self.port}") from None
-                time.sleep(0.1)
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
 
-    def stop(self) -> None:
-        if self._process is not None:
-            self._process.terminate()
-            try:
-                self._process.wait(10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-            self._process = None
+    def ping(self) -> None:
+        request(self.endpoint, "GET", "/")
 
     def create_bucket(self, bucket: str) -> None:
         status, _ = request(self.endpoint, "PUT", f"/{bucket}")
         if status != 200:
             raise RuntimeError(f"cannot create bucket {bucket!r}: HTTP {status}")
 
+    def incomplete_uploads(self, bucket: str, prefix: str) -> list[str]:
+        """Keys of the multipart uploads begun under ``prefix`` and neither completed nor aborted."""
+        status, body = request(self.endpoint, "GET", f"/{bucket}?uploads&prefix={prefix}/")
+        if status != 200:
+            raise RuntimeError(f"cannot list the uploads of bucket {bucket!r}: HTTP {status}")
+        return re.findall(r"<Key>([^<]+)</Key>", body.decode())
+
     def env(self, endpoint: str | None = None) -> dict[str, str]:
         """The environment a client reads to reach this server (or a proxy at ``endpoint``)."""
         return {**TEST_CREDENTIALS, "AWS_ENDPOINT_URL": endpoint or self.endpoint}
-
-    def __enter__(self) -> S3Server:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-
-def request(endpoint: str, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
-    host, port = endpoint.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    try:
-        conn.request(method, path, body=body)
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
 
 
 @dataclass
@@ -230,11 +196,17 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 for k, v in response.getheaders():
                     if k.lower() not in _HOP_BY_HOP:
                         self.send_header(k, v)
-                self.send_header("Content-Length", response.getheader("Content-Length", "0"))
+                upstream_length = response.getheader("Content-Length")
+                # A chunked answer (Azurite's listings) is passed on whole, with its length.
+                whole = response.read() if upstream_length is None and self.command != "HEAD" else None
+                self.send_header("Content-Length", str(len(whole)) if whole is not None else upstream_length or "0")
                 self.end_headers()
                 sent = 0
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # a client may hang up
-                    while self.command != "HEAD" and (part := response.read(1 << 20)):
+                    if whole is not None:
+                        self.wfile.write(whole)
+                        sent = len(whole)
+                    while whole is None and self.command != "HEAD" and (part := response.read(1 << 20)):
                         self.wfile.write(part)
                         sent += len(part)
                 self._record(response.status, sent)

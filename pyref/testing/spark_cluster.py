@@ -17,7 +17,7 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .s3 import free_port
+from .server_process import free_port
 
 
 def spark_home() -> Path:

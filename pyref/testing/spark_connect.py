@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 
-from .s3 import free_port
+from .server_process import end_process, free_port
 
 
 class ConnectServer:
@@ -45,11 +45,7 @@ class ConnectServer:
             assert self._process.stdin is not None and self._process.stdout is not None  # both PIPE
             self._process.stdin.close()
             self._process.stdout.close()
-            try:
-                self._process.wait(60)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+            end_process(self._process, 60)
             self._process = None
 
 

@@ -1,4 +1,4 @@
-"""The Spark jobs on an object store (moto's S3 server, a real S3 API), as a data engineer
+"""The Spark jobs on an object store (moto's S3 server and Azurite, real S3 and Azure Blob APIs), as a data engineer
 runs them with savepoints in a bucket: every executor reaches the store through pyref's
 storage with the credentials of its environment (here ``sparkContext.environment``, which
 Spark hands to its Python workers; on a cluster, ``spark.executorEnv.*`` or the machine's)."""
@@ -21,11 +21,11 @@ pytestmark = pytest.mark.spark
 
 
 @pytest.fixture
-def s3_spark(spark, s3_server, s3_proxy):
-    """The session's executors reach the test's S3 proxy (set per test: the proxy is)."""
+def store_spark(spark, store):
+    """The session's executors reach the test's store through its proxy (set per test: the proxy is)."""
     environment = spark.sparkContext.environment
     saved = dict(environment)
-    environment.update(s3_server.env(s3_proxy.endpoint))
+    environment.update(store.server.env(store.proxy.endpoint))
     yield spark
     environment.clear()
     environment.update(saved)
@@ -39,11 +39,11 @@ def _upload(directory, url: str) -> None:
         out.close()
 
 
-def test_bootstrap_read_and_rescale_a_savepoint_in_a_bucket(s3_spark, s3_prefix):
+def test_bootstrap_read_and_rescale_a_savepoint_in_a_bucket(store_spark, store):
     from pyref.spark import SavepointBuilder, read_state, rescale
 
-    spark = s3_spark
-    url = f"{s3_prefix}/savepoints/counts"
+    spark = store_spark
+    url = f"{store.prefix}/savepoints/counts"
     rows = spark.createDataFrame([(f"/page/{i}", i) for i in range(500)], "key string, value long")
     with SavepointBuilder(spark, url) as builder:
         builder.add_operator("url-counter", parallelism=2, max_parallelism=128, key_serializer=String())
@@ -53,20 +53,22 @@ def test_bootstrap_read_and_rescale_a_savepoint_in_a_bucket(s3_spark, s3_prefix)
     assert verify(sp).ok
     read = read_state(spark, url, "url-counter", "count").select("key", "value").collect()
     assert sorted((r.key, r.value) for r in read) == sorted((f"/page/{i}", i) for i in range(500))
-    rescaled = rescale(url, f"{s3_prefix}/savepoints/counts-4", 4, spark=spark, copy=True, progress=False)
+    rescaled = rescale(url, f"{store.prefix}/savepoints/counts-4", 4, spark=spark, copy=True, progress=False)
     plan = rescaled.restore_plan(4)
     shares = [dict(plan.subtask("url-counter", i).keyed_state("count")) for i in range(4)]
     assert all(shares) and {k: v for share in shares for k, v in share.items()} == {f"/page/{i}": i for i in range(500)}
 
 
-def test_import_a_flink_savepoint_from_a_bucket_and_export_it_back(s3_spark, s3_prefix, tmp_path):
+# S3 only: what is store-specific here (executors reaching the store) the test above shows on each store.
+@pytest.mark.parametrize("store", ["s3"], indirect=True)
+def test_import_a_flink_savepoint_from_a_bucket_and_export_it_back(store_spark, store, tmp_path):
     from pyref.spark import export_flink, import_flink, read_state
 
-    spark = s3_spark
+    spark = store_spark
     case = CORPUS / "2.3.0/rocksdb/keyed-kinds"
-    flink_url = f"{s3_prefix}/flink/savepoint-7f"
+    flink_url = f"{store.prefix}/flink/savepoint-7f"
     _upload(case / "savepoint", flink_url)
-    imported = f"{s3_prefix}/pyref/imported"
+    imported = f"{store.prefix}/pyref/imported"
     import_flink(spark, flink_url, imported, progress=False, **import_options(case))
     core_import(case / "savepoint", tmp_path / "local", **import_options(case))
     assert dump_savepoint(imported, [1, 3], 2) == dump_savepoint(tmp_path / "local", [1, 3], 2)
@@ -76,7 +78,7 @@ def test_import_a_flink_savepoint_from_a_bucket_and_export_it_back(s3_spark, s3_
     counts = read_state(spark, flink_url, "keyed-kinds", "count").select("key", "value").collect()
     assert sorted((r.key, r.value) for r in counts) == sorted((e["key"], e["value"]) for e in truth["entries"])
 
-    exported = f"{s3_prefix}/flink/exported"
+    exported = f"{store.prefix}/flink/exported"
     result = export_flink(spark, imported, exported, flink_version="2.3.0", inline_bytes=0, progress=False)
     assert result.state_files > 0
     with FlinkSavepoint.open(exported) as back:
