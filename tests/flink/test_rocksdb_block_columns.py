@@ -35,7 +35,10 @@ def _entry_by_entry(reader: _Reader, blocks: list[bytes]) -> list[tuple[list[byt
 def _at_once(reader: _Reader, blocks: list[bytes]) -> list[tuple[list[bytes], list[int], list[bytes]]] | None:
     points = [reader.restart_points(b, 0, "data") for b in blocks]
     decoded = decode_data_blocks(blocks, [p[0] for p in points], [p[1] for p in points], 1 << 40)
-    return None if decoded is None else [(c.user_keys, c.trailers.tolist(), c.values) for c in decoded]
+    if decoded is None:
+        return None
+    return [(keys.to_pylist(), trailers.tolist(), values.to_pylist())
+            for keys, trailers, values in map(decoded.block, range(len(blocks)))]
 
 
 @pytest.mark.parametrize("case", sorted(c for c, layout in READABLE.items() if layout == ROCKSDB_NATIVE))
