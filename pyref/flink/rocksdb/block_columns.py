@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ...serializers.base import range_indices
+from ...serializers.base import range_indices, range_mask
 
 __all__ = ["BlockColumns", "decode_data_blocks"]
 
@@ -76,10 +76,10 @@ def decode_data_blocks(blocks: list[bytes], limits: list[int], restart_counts: l
         return None
     key_starts = np.cumsum(sizes) - sizes
     key_bytes = _keys(buf, shared, unshared, key_at, step, key_starts, int(sizes.sum()))
-    user_bytes = _spans(key_starts, sizes - 8, len(key_bytes))  # the rest: each key's 8-byte trailer
+    user_bytes = range_mask(key_starts, sizes - 8, len(key_bytes))  # the rest: each key's 8-byte trailer
     trailers = key_bytes[~user_bytes].view("<u8")
     user_keys = _binary(key_bytes[user_bytes], sizes - 8)
-    values = _binary(buf[_spans(key_at + unshared, lengths, len(buf))], lengths)
+    values = _binary(buf[range_mask(key_at + unshared, lengths, len(buf))], lengths)
     ends = np.cumsum(np.bincount(block_of, minlength=len(blocks)))
     return BlockColumns(user_keys, trailers, values, ends, expanded)
 
@@ -153,18 +153,6 @@ def _varints(buf: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray] |
     return None if more.any() else (value, at + size)
 
 
-def _spans(starts: np.ndarray, lengths: np.ndarray, size: int) -> np.ndarray:
-    """A mask of ``size`` bytes, True over each ``[starts[i], starts[i] + lengths[i])`` (ascending,
-    disjoint): one pass writing a byte each, where an index array would take eight."""
-    counts = np.empty(2 * len(starts) + 1, np.int64)
-    counts[1::2] = lengths
-    counts[0:-1:2] = starts - np.concatenate([[0], (starts + lengths)[:-1]])  # the gap before each span
-    counts[-1] = size - (int(starts[-1] + lengths[-1]) if len(starts) else 0)
-    pattern = np.zeros(len(counts), bool)
-    pattern[1::2] = True
-    return np.repeat(pattern, counts)
-
-
 def _binary(data: np.ndarray, lengths: np.ndarray) -> pa.BinaryArray:
     """A binary array of the values laid end to end in ``data``, of ``lengths`` bytes each."""
     offsets = np.zeros(len(lengths) + 1, np.int32)  # a batch is below 2 GiB
@@ -178,7 +166,7 @@ def _keys(buf: np.ndarray, shared: np.ndarray, unshared: np.ndarray, key_at: np.
     once, then the shared ones from the previous key's, a step of the intervals at a time (the
     previous key is whole by then)."""
     keys = np.empty(size, np.uint8)
-    keys[_spans(key_starts + shared, unshared, size)] = buf[_spans(key_at, unshared, len(buf))]
+    keys[range_mask(key_starts + shared, unshared, size)] = buf[range_mask(key_at, unshared, len(buf))]
     for k in range(1, int(step.max(initial=0)) + 1):
         entries = np.flatnonzero((step == k) & (shared > 0))
         counts = shared[entries]

@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import CorruptSavepointError
-from ...serializers.base import _I32_MAX, range_indices
+from ...serializers.base import _I32_MAX, range_mask
 from ..composite import LIST_DELIMITER
 from ..handles import IncrementalHandle, StreamHandle
 from ..keyed import KeyedBackendMeta, KeyedRows, KeyedSubtask
@@ -225,7 +225,7 @@ def _sorted(keys: pa.BinaryArray) -> tuple[np.ndarray, np.ndarray]:
     # it prefixes (b"a" + 0s, 1 < b"a\0" + 0s, 2), and numpy compares equal-width strings bytewise.
     stride = width + 1
     table = np.zeros((len(keys), stride), np.uint8)
-    table.reshape(-1)[range_indices(np.arange(len(keys), dtype=np.int64) * stride, lengths)] = (
+    table.reshape(-1)[range_mask(np.arange(len(keys), dtype=np.int64) * stride, lengths, table.size)] = (
         data[offsets[0]:offsets[-1]])
     table[:, width] = lengths
     fixed = table.view(f"S{stride}").reshape(-1)

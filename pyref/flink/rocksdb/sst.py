@@ -67,8 +67,8 @@ MAX_BLOCK_BYTES = 64 << 20
 #: MAX_BLOCK_BYTES: far above real state (Snappy, Flink's default, expands at most 22 times; long
 #: keys sharing prefixes a few times), yet still work linear in the bytes present.
 EXPANSION_RATIO = 1024
-#: Data blocks decoded at once (about 256 KiB of RocksDB's 4 KiB blocks): the work per numpy call.
-BATCH_BLOCKS = 64
+#: Data blocks decoded at once (about 1 MiB of RocksDB's 4 KiB blocks): the work per numpy call.
+BATCH_BLOCKS = 256
 
 # Value types of internal keys (db/dbformat.h).
 DELETION, VALUE, MERGE, SINGLE_DELETION, RANGE_DELETION = 0x0, 0x1, 0x2, 0x7, 0xF
