@@ -193,7 +193,7 @@ def _group_rows(parts: list[_Part]) -> tuple[pa.BinaryArray, pa.BinaryArray] | N
     keys = pa.concat_arrays([part.keys for part in newest_first])
     values = pa.concat_arrays([part.values for part in newest_first])
     kinds = np.concatenate([part.kinds for part in newest_first])
-    order, repeated = _sorted(keys)  # stable: of a key in several files, the newest file's entry first
+    order, repeated = _ranged(newest_first) or _sorted(keys)  # stable: a key's newest file's entry first
     if repeated.any():
         if oldest_first is None or (kinds != VALUE).any():
             return None
@@ -201,6 +201,18 @@ def _group_rows(parts: list[_Part]) -> tuple[pa.BinaryArray, pa.BinaryArray] | N
     else:
         chosen = order[~_deleted(kinds[order])]
     return keys.take(chosen), values.take(chosen)
+
+
+def _ranged(parts: list[_Part]) -> tuple[np.ndarray, np.ndarray] | None:
+    """What :func:`_sorted` gives for the parts' keys laid end to end, without sorting, when the
+    parts hold disjoint key ranges (as compacted files of one level do): the parts in the order
+    of their ranges, no key repeated. None when their ranges overlap."""
+    bounds = sorted((part.keys[0].as_py(), part.keys[-1].as_py(), i) for i, part in enumerate(parts))
+    if any(last >= first for (_, last, _), (first, _, _) in itertools.pairwise(bounds)):
+        return None
+    starts = np.cumsum([0] + [len(part.keys) for part in parts])
+    order = np.concatenate([np.arange(starts[i], starts[i + 1]) for _, _, i in bounds])
+    return order, np.zeros(len(order), bool)
 
 
 #: Keys up to this long are sorted as fixed-width numpy byte strings (padded, length appended);
