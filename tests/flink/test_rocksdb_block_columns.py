@@ -88,6 +88,20 @@ def test_hand_built_blocks_decode_at_once(interval: int, value_size: int) -> Non
     assert _at_once(reader, blocks) == _entry_by_entry(reader, blocks)
 
 
+def test_keys_sharing_the_previous_keys_trailer_decode_at_once() -> None:
+    """A key may share bytes of the previous key's 8-byte trailer: versions of one user key, and
+    a user key that extends the previous one by bytes equal to its trailer's (here with 8 or
+    more bytes of its own, so only the sharing tells it from the common layout)."""
+    reader = _Reader(b"", "test")
+    trailer = (5 << 8 | 1).to_bytes(8, "little")
+    entries = [(b"\x01a" + (9 << 8 | 2).to_bytes(8, "little"), b"x"),
+               (b"\x01a" + (7 << 8 | 2).to_bytes(8, "little"), b"y"),
+               (b"\x01b" + trailer, b"z"), (b"\x01b" + trailer[:3] + b"longer-key" + trailer, b"w")]
+    blocks = [_prefix_block(entries, 16), _prefix_block(entries[2:], 16)]
+    assert _at_once(reader, blocks) == _entry_by_entry(reader, blocks)
+    assert _at_once(reader, [blocks[1]])[0][0] == [b"\x01b", b"\x01b" + trailer[:3] + b"longer-key"]
+
+
 @pytest.mark.parametrize("block", [
     _prefix_block(_entries(MAX_INTERVAL_ENTRIES + 1), MAX_INTERVAL_ENTRIES + 1),  # an interval too long
     _prefix_block(_entries(40), 16, shared_at_restart=True),  # a restart entry sharing key bytes

@@ -68,17 +68,27 @@ def decode_data_blocks(blocks: list[bytes], limits: list[int], restart_counts: l
         return None
     shared, unshared, lengths, key_at, step = heads
     sizes = shared + unshared
-    if (shared[1:][step[1:] > 0] > sizes[:-1][step[1:] > 0]).any() or (sizes < 8).any():
+    later = step[1:] > 0  # entries after their interval's first: they share the previous key's bytes
+    if (shared[1:][later] > sizes[:-1][later]).any() or (sizes < 8).any():
         return None  # a key sharing more than the previous one has, or too short for its trailer
     block_of = np.searchsorted(bases, key_at, "right") - 1
     expanded = np.bincount(block_of, weights=sizes, minlength=len(blocks)).astype(np.int64)
     if int(expanded.sum()) > min(budget, _MAX_POSITION):
         return None
-    key_starts = np.cumsum(sizes) - sizes
-    key_bytes = _keys(buf, shared, unshared, key_at, step, key_starts, int(sizes.sum()))
-    user_bytes = range_mask(key_starts, sizes - 8, len(key_bytes))  # the rest: each key's 8-byte trailer
-    trailers = key_bytes[~user_bytes].view("<u8")
-    user_keys = _binary(key_bytes[user_bytes], sizes - 8)
+    user_sizes = sizes - 8
+    if (unshared >= 8).all() and not (shared[1:][later] > user_sizes[:-1][later]).any():
+        # Every trailer in its entry's own bytes, no key sharing one (no user key twice in a row):
+        # the user keys alone are laid down, the trailers read in place.
+        user_bytes = _keys(buf, shared, unshared - 8, key_at, step, np.cumsum(user_sizes) - user_sizes,
+                           int(user_sizes.sum()))
+        trailers = np.lib.stride_tricks.sliding_window_view(buf, 8)[key_at + unshared - 8].reshape(-1).view("<u8")
+    else:
+        key_starts = np.cumsum(sizes) - sizes
+        key_bytes = _keys(buf, shared, unshared, key_at, step, key_starts, int(sizes.sum()))
+        in_user_key = range_mask(key_starts, user_sizes, len(key_bytes))  # the rest: each key's trailer
+        trailers = key_bytes[~in_user_key].view("<u8")
+        user_bytes = key_bytes[in_user_key]
+    user_keys = _binary(user_bytes, user_sizes)
     values = _binary(buf[range_mask(key_at + unshared, lengths, len(buf))], lengths)
     ends = np.cumsum(np.bincount(block_of, minlength=len(blocks)))
     return BlockColumns(user_keys, trailers, values, ends, expanded)
