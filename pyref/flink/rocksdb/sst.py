@@ -292,6 +292,7 @@ class _Reader:
         self.checksum_type = 1
         self.context = 0  # base context checksum (format_version 6)
         self.budget = budget if budget is not None else ExpansionBudget(len(data))
+        self._hasher: Callable[[bytes, bytes], int] | None = None
 
     def corrupt(self, reason: str, start: int, end: int) -> CorruptSavepointError:
         return CorruptSavepointError(f"SST file: {reason}", path=self.name, byte_range=(start, end))
@@ -376,8 +377,9 @@ class _Reader:
         if kind == 1:
             crc = google_crc32c.extend(google_crc32c.value(data), last) if last else google_crc32c.value(data)
             return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
-        hasher = _xxhash(self.name, _CHECKSUMS[kind])
-        return hasher(data, last)
+        if self._hasher is None:  # the checksum type is the footer's, read before any block
+            self._hasher = _xxhash(self.name, _CHECKSUMS[kind])
+        return self._hasher(data, last)
 
     def block(self, handle: tuple[int, int], what: str, written_after: bytes | None = None) -> bytes:
         """The (checked, uncompressed) contents of the block at ``handle``; ``written_after``: the
@@ -533,13 +535,16 @@ def _xxhash(name: str, kind: str) -> Callable[[bytes, bytes], int]:
         return lambda data, last: xxhash.xxh32_intdigest(data + last)
     if kind == "xxhash64":
         return lambda data, last: xxhash.xxh64_intdigest(data + last) & 0xFFFFFFFF
-    # XXH3 of all but the last byte, which is mixed in separately (ModifyChecksumForLastByte).
+    # XXH3 of all but the last byte, which is mixed in separately (ModifyChecksumForLastByte);
+    # a block's last byte is its type byte (``last``): the block itself is hashed uncopied.
     def xxh3(data: bytes, last: bytes) -> int:
-        whole = data + last
-        if not whole:
-            return 0
-        value = xxhash.xxh3_64_intdigest(whole[:-1]) & 0xFFFFFFFF
-        return (value ^ (whole[-1] * 0x6B9083D9)) & 0xFFFFFFFF
+        if not last:
+            if not data:
+                return 0
+            data, last = data[:-1], data[-1:]
+        hasher = xxhash.xxh3_64(data)
+        hasher.update(last[:-1])
+        return ((hasher.intdigest() & 0xFFFFFFFF) ^ (last[-1] * 0x6B9083D9)) & 0xFFFFFFFF
     return xxh3
 
 
