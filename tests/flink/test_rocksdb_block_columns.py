@@ -15,6 +15,7 @@ from pyref.flink import FlinkSavepoint
 from pyref.flink.dataoutput import varint
 from pyref.flink.handles import IncrementalHandle
 from pyref.flink.rocksdb.block_columns import MAX_INTERVAL_ENTRIES, decode_data_blocks
+from pyref.flink.rocksdb import native
 from pyref.flink.rocksdb.native import live_rows, sst_files
 from pyref.flink.rocksdb.sst import _Reader, open_sst
 
@@ -147,6 +148,37 @@ def test_a_native_savepoint_of_many_blocks_per_file_reads_as_its_job_wrote_it(tm
                 rows_by_family[sst.column_family] = rows_by_family.get(sst.column_family, 0) + sum(
                     len(keys) for _, keys, _ in rows)
     assert rows_by_family == {"value": 3000, "log": 3000}
+
+
+def test_batches_of_any_size_read_the_same_and_many_files_share_one_allowance(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/flink/data/rocksdb-bulk: batches of 1 or 4 of a file's 9 data blocks (key groups
+    spanning batches) give the rows one batch gives; a subtask's files share
+    SUBTASK_BATCH_BLOCKS, so each of its files decodes its share of them at a time."""
+    source = committed_snapshot(DATA.parent / "rocksdb-bulk" / "2.3.0-native-savepoint-bulk-3000", tmp_path)
+    with FlinkSavepoint.open(source, uids=["bulk"]) as sp:
+        op = sp.operator("bulk")
+        for sub in op.state.subtasks:
+            handle = sub.managed_keyed_state
+            assert isinstance(handle, IncrementalHandle)
+            for name, stream in sst_files(handle):
+                buffer, start, end, _ = sp.store.open(stream)
+                sst = open_sst(memoryview(buffer)[start:end], name)
+                rows = list(live_rows([sst], handle.key_groups, 1, name))
+                batched = [list(live_rows([sst], handle.key_groups, 1, name, batch_blocks=b)) for b in (1, 4)]
+                assert batched == [rows] * 2
+        files = {len(sst_files(sub.managed_keyed_state)) for sub in op.state.subtasks}
+        expected = [(n, rows) for sub in op.keyed_subtasks() for n, (_, rows) in sorted(sub.states.items())]
+    assert files == {2}
+    batches: set[int] = set()
+    blocks = native.SstFile.blocks
+    monkeypatch.setattr(native.SstFile, "blocks", lambda self, b: batches.add(b) or blocks(self, b))
+    monkeypatch.setattr(native, "SUBTASK_BATCH_BLOCKS", 6)
+    monkeypatch.setattr(native, "MIN_BATCH_BLOCKS", 1)
+    with FlinkSavepoint.open(source, uids=["bulk"]) as sp:
+        read = [(n, rows) for sub in sp.operator("bulk").keyed_subtasks()
+                for n, (_, rows) in sorted(sub.states.items())]
+    assert batches == {3} and [(n, r.keys, r.values) for n, r in read] == [(n, r.keys, r.values) for n, r in expected]
 
 
 def test_damaged_blocks_decode_at_once_as_entry_by_entry_or_not_at_all(tmp_path: pathlib.Path) -> None:

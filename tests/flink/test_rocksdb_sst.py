@@ -161,7 +161,7 @@ class Entries:
     def entries(self):
         return iter(self.rows)
 
-    def blocks(self):
+    def blocks(self, batch_blocks: int = 1):
         """The rows as one data block, as SstFile.blocks gives them."""
         keys = [k for k, _, _, _ in self.rows]
         yield DataBlock(pa.array(keys, pa.binary()), np.array([s for _, s, _, _ in self.rows], np.int64),

@@ -67,7 +67,8 @@ MAX_BLOCK_BYTES = 64 << 20
 #: MAX_BLOCK_BYTES: far above real state (Snappy, Flink's default, expands at most 22 times; long
 #: keys sharing prefixes a few times), yet still work linear in the bytes present.
 EXPANSION_RATIO = 1024
-#: Data blocks decoded at once (about 1 MiB of RocksDB's 4 KiB blocks): the work per numpy call.
+#: Data blocks a file decodes at once (about 1 MiB of RocksDB's 4 KiB blocks): the work per numpy
+#: call; a subtask of many files gives each fewer (:mod:`.native`).
 BATCH_BLOCKS = 256
 
 # Value types of internal keys (db/dbformat.h).
@@ -141,16 +142,16 @@ class SstFile:
         for block in self.blocks():
             yield from block.entries()
 
-    def blocks(self) -> Iterator[DataBlock]:
+    def blocks(self, batch_blocks: int = BATCH_BLOCKS) -> Iterator[DataBlock]:
         """The data blocks' entries as columns, in the file's order, checked as :meth:`entries` says
-        (a batch of blocks at once when every check passes, else block by block); after the last,
-        their count against the properties'."""
+        (``batch_blocks`` blocks at once when every check passes, else block by block); after the
+        last, their count against the properties'."""
         reader = self._reader
         assert reader is not None
         previous: tuple[bytes, int] | None = None  # the last entry's (user key, -sequence)
         count = 0
-        for first in range(0, len(self._blocks), BATCH_BLOCKS):
-            batch = self._blocks[first:first + BATCH_BLOCKS]
+        for first in range(0, len(self._blocks), batch_blocks):
+            batch = self._blocks[first:first + batch_blocks]
             decoded = self._decoded(batch)
             whole = None if decoded is None else self._vector_checked(
                 decoded[1].user_keys, decoded[1].trailers, decoded[1].values, previous)
