@@ -129,7 +129,8 @@ def test_restart_points_out_of_order_or_an_overrun_are_left_to_the_entry_by_entr
 
 
 def test_a_native_savepoint_of_many_blocks_per_file_reads_as_its_job_wrote_it(tmp_path: pathlib.Path) -> None:
-    """tests/flink/data/rocksdb-bulk: 9 data blocks a file; read as columns and merged entry by entry alike."""
+    """tests/flink/data/rocksdb-bulk: 9 data blocks a file; read as columns and merged entry by entry
+    alike, and in batches of 1 or 4 blocks (key groups spanning batches) as in one."""
     source = committed_snapshot(DATA.parent / "rocksdb-bulk" / "2.3.0-native-savepoint-bulk-3000", tmp_path)
     with FlinkSavepoint.open(source, uids=["bulk"]) as sp:
         op = sp.operator("bulk")
@@ -145,28 +146,20 @@ def test_a_native_savepoint_of_many_blocks_per_file_reads_as_its_job_wrote_it(tm
                 assert len(sst._blocks) == 9
                 rows = list(live_rows([sst], handle.key_groups, 1, name))
                 assert rows == list(live_rows([sst], handle.key_groups, 1, name, by_group=False))
+                batched = [list(live_rows([sst], handle.key_groups, 1, name, batch_blocks=b)) for b in (1, 4)]
+                assert batched == [rows] * 2
                 rows_by_family[sst.column_family] = rows_by_family.get(sst.column_family, 0) + sum(
                     len(keys) for _, keys, _ in rows)
     assert rows_by_family == {"value": 3000, "log": 3000}
 
 
-def test_batches_of_any_size_read_the_same_and_many_files_share_one_allowance(
+def test_a_subtasks_files_share_one_allowance_of_blocks_decoded_at_once(
         tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """tests/flink/data/rocksdb-bulk: batches of 1 or 4 of a file's 9 data blocks (key groups
-    spanning batches) give the rows one batch gives; a subtask's files share
-    SUBTASK_BATCH_BLOCKS, so each of its files decodes its share of them at a time."""
+    """A subtask's files share SUBTASK_BATCH_BLOCKS: each of its files decodes its share of them
+    at a time (every file's stream holds its batch at once), and reads the same rows."""
     source = committed_snapshot(DATA.parent / "rocksdb-bulk" / "2.3.0-native-savepoint-bulk-3000", tmp_path)
     with FlinkSavepoint.open(source, uids=["bulk"]) as sp:
         op = sp.operator("bulk")
-        for sub in op.state.subtasks:
-            handle = sub.managed_keyed_state
-            assert isinstance(handle, IncrementalHandle)
-            for name, stream in sst_files(handle):
-                buffer, start, end, _ = sp.store.open(stream)
-                sst = open_sst(memoryview(buffer)[start:end], name)
-                rows = list(live_rows([sst], handle.key_groups, 1, name))
-                batched = [list(live_rows([sst], handle.key_groups, 1, name, batch_blocks=b)) for b in (1, 4)]
-                assert batched == [rows] * 2
         files = {len(sst_files(sub.managed_keyed_state)) for sub in op.state.subtasks}
         expected = [(n, rows) for sub in op.keyed_subtasks() for n, (_, rows) in sorted(sub.states.items())]
     assert files == {2}
