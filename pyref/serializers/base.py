@@ -253,6 +253,19 @@ def range_indices(starts: np.ndarray, counts: np.ndarray, dtype: type = np.int64
     return np.repeat((starts - offsets).astype(dtype), counts) + np.arange(int(counts.sum()), dtype=dtype)
 
 
+def range_mask(starts: np.ndarray, counts: np.ndarray, size: int) -> np.ndarray:
+    """A mask of ``size`` True over each ``[starts[i], starts[i] + counts[i])`` (ascending,
+    disjoint): what ``range_indices`` selects, in one pass writing a byte each where an index
+    array takes eight."""
+    lengths = np.empty(2 * len(starts) + 1, np.int64)
+    lengths[1::2] = counts
+    lengths[0:-1:2] = starts - np.concatenate([[0], (starts + counts)[:-1]])  # the gap before each range
+    lengths[-1] = size - (int(starts[-1] + counts[-1]) if len(starts) else 0)
+    pattern = np.zeros(len(lengths), bool)
+    pattern[1::2] = True
+    return np.repeat(pattern, lengths)
+
+
 def byte_ranges(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The bytes ``data[starts[i]:starts[i] + lengths[i]]`` of every i, concatenated, and
     the offsets (n + 1, int64) of each range in the result: one gather, no Python loop."""

@@ -15,6 +15,7 @@ from pyref.flink import FlinkSavepoint
 from pyref.flink.dataoutput import varint
 from pyref.flink.handles import IncrementalHandle
 from pyref.flink.rocksdb.block_columns import MAX_INTERVAL_ENTRIES, decode_data_blocks
+from pyref.flink.rocksdb import native
 from pyref.flink.rocksdb.native import live_rows, sst_files
 from pyref.flink.rocksdb.sst import _Reader, open_sst
 
@@ -35,7 +36,10 @@ def _entry_by_entry(reader: _Reader, blocks: list[bytes]) -> list[tuple[list[byt
 def _at_once(reader: _Reader, blocks: list[bytes]) -> list[tuple[list[bytes], list[int], list[bytes]]] | None:
     points = [reader.restart_points(b, 0, "data") for b in blocks]
     decoded = decode_data_blocks(blocks, [p[0] for p in points], [p[1] for p in points], 1 << 40)
-    return None if decoded is None else [(c.user_keys, c.trailers.tolist(), c.values) for c in decoded]
+    if decoded is None:
+        return None
+    return [(keys.to_pylist(), trailers.tolist(), values.to_pylist())
+            for keys, trailers, values in map(decoded.block, range(len(blocks)))]
 
 
 @pytest.mark.parametrize("case", sorted(c for c, layout in READABLE.items() if layout == ROCKSDB_NATIVE))
@@ -85,6 +89,20 @@ def test_hand_built_blocks_decode_at_once(interval: int, value_size: int) -> Non
     assert _at_once(reader, blocks) == _entry_by_entry(reader, blocks)
 
 
+def test_keys_sharing_the_previous_keys_trailer_decode_at_once() -> None:
+    """A key may share bytes of the previous key's 8-byte trailer: versions of one user key, and
+    a user key that extends the previous one by bytes equal to its trailer's (here with 8 or
+    more bytes of its own, so only the sharing tells it from the common layout)."""
+    reader = _Reader(b"", "test")
+    trailer = (5 << 8 | 1).to_bytes(8, "little")
+    entries = [(b"\x01a" + (9 << 8 | 2).to_bytes(8, "little"), b"x"),
+               (b"\x01a" + (7 << 8 | 2).to_bytes(8, "little"), b"y"),
+               (b"\x01b" + trailer, b"z"), (b"\x01b" + trailer[:3] + b"longer-key" + trailer, b"w")]
+    blocks = [_prefix_block(entries, 16), _prefix_block(entries[2:], 16)]
+    assert _at_once(reader, blocks) == _entry_by_entry(reader, blocks)
+    assert _at_once(reader, [blocks[1]])[0][0] == [b"\x01b", b"\x01b" + trailer[:3] + b"longer-key"]
+
+
 @pytest.mark.parametrize("block", [
     _prefix_block(_entries(MAX_INTERVAL_ENTRIES + 1), MAX_INTERVAL_ENTRIES + 1),  # an interval too long
     _prefix_block(_entries(40), 16, shared_at_restart=True),  # a restart entry sharing key bytes
@@ -111,7 +129,8 @@ def test_restart_points_out_of_order_or_an_overrun_are_left_to_the_entry_by_entr
 
 
 def test_a_native_savepoint_of_many_blocks_per_file_reads_as_its_job_wrote_it(tmp_path: pathlib.Path) -> None:
-    """tests/flink/data/rocksdb-bulk: 9 data blocks a file; read as columns and merged entry by entry alike."""
+    """tests/flink/data/rocksdb-bulk: 9 data blocks a file; read as columns and merged entry by entry
+    alike, and in batches of 1 or 4 blocks (key groups spanning batches) as in one."""
     source = committed_snapshot(DATA.parent / "rocksdb-bulk" / "2.3.0-native-savepoint-bulk-3000", tmp_path)
     with FlinkSavepoint.open(source, uids=["bulk"]) as sp:
         op = sp.operator("bulk")
@@ -127,9 +146,32 @@ def test_a_native_savepoint_of_many_blocks_per_file_reads_as_its_job_wrote_it(tm
                 assert len(sst._blocks) == 9
                 rows = list(live_rows([sst], handle.key_groups, 1, name))
                 assert rows == list(live_rows([sst], handle.key_groups, 1, name, by_group=False))
+                batched = [list(live_rows([sst], handle.key_groups, 1, name, batch_blocks=b)) for b in (1, 4)]
+                assert batched == [rows] * 2
                 rows_by_family[sst.column_family] = rows_by_family.get(sst.column_family, 0) + sum(
                     len(keys) for _, keys, _ in rows)
     assert rows_by_family == {"value": 3000, "log": 3000}
+
+
+def test_a_subtasks_files_share_one_allowance_of_blocks_decoded_at_once(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A subtask's files share SUBTASK_BATCH_BLOCKS: each of its files decodes its share of them
+    at a time (every file's stream holds its batch at once), and reads the same rows."""
+    source = committed_snapshot(DATA.parent / "rocksdb-bulk" / "2.3.0-native-savepoint-bulk-3000", tmp_path)
+    with FlinkSavepoint.open(source, uids=["bulk"]) as sp:
+        op = sp.operator("bulk")
+        files = {len(sst_files(sub.managed_keyed_state)) for sub in op.state.subtasks}
+        expected = [(n, rows) for sub in op.keyed_subtasks() for n, (_, rows) in sorted(sub.states.items())]
+    assert files == {2}
+    batches: set[int] = set()
+    blocks = native.SstFile.blocks
+    monkeypatch.setattr(native.SstFile, "blocks", lambda self, b: batches.add(b) or blocks(self, b))
+    monkeypatch.setattr(native, "SUBTASK_BATCH_BLOCKS", 6)
+    monkeypatch.setattr(native, "MIN_BATCH_BLOCKS", 1)
+    with FlinkSavepoint.open(source, uids=["bulk"]) as sp:
+        read = [(n, rows) for sub in sp.operator("bulk").keyed_subtasks()
+                for n, (_, rows) in sorted(sub.states.items())]
+    assert batches == {3} and [(n, r.keys, r.values) for n, r in read] == [(n, r.keys, r.values) for n, r in expected]
 
 
 def test_damaged_blocks_decode_at_once_as_entry_by_entry_or_not_at_all(tmp_path: pathlib.Path) -> None:

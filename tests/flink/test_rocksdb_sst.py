@@ -14,6 +14,7 @@ from collections.abc import Callable
 import cramjam
 import google_crc32c
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from pyref.errors import CorruptSavepointError, UnsupportedFormatError
@@ -160,12 +161,17 @@ class Entries:
     def entries(self):
         return iter(self.rows)
 
-    def blocks(self):
+    def blocks(self, batch_blocks: int = 1):
         """The rows as one data block, as SstFile.blocks gives them."""
         keys = [k for k, _, _, _ in self.rows]
-        yield DataBlock(keys, np.array([s for _, s, _, _ in self.rows], np.int64),
-                        np.array([t for _, _, t, _ in self.rows], np.uint8), [v for _, _, _, v in self.rows],
-                        len(set(keys)) == len(keys))
+        yield DataBlock(pa.array(keys, pa.binary()), np.array([s for _, s, _, _ in self.rows], np.int64),
+                        np.array([t for _, _, t, _ in self.rows], np.uint8),
+                        pa.array([v for _, _, _, v in self.rows], pa.binary()), len(set(keys)) == len(keys))
+
+
+def _listed(rows):
+    """live_rows' (key group, keys, values) with the arrays as lists of bytes."""
+    return [(group, keys.to_pylist(), values.to_pylist()) for group, keys, values in rows]
 
 
 @pytest.mark.parametrize("by_group", [True, False])
@@ -178,7 +184,7 @@ def test_merge_follows_rocksdbs_rules(by_group: bool) -> None:
     newer = Entries([(b"\x01a", 11, MERGE, b"a3"), (b"\x01a", 10, MERGE, b"a2"), (b"\x01b", 12, DELETION, b""),
                      (b"\x01c", 13, VALUE, b"c2"), (b"\x01e", 15, MERGE, b"e2"), (b"\x01e", 14, MERGE, b"e1")],
                     [(b"\x01d", b"\x01e", 9)])
-    (group, keys, values), = live_rows([older, newer], range(0, 4), 1, "test", by_group)  # key group 5's x is dropped
+    (group, keys, values), = _listed(live_rows([older, newer], range(0, 4), 1, "test", by_group))  # 5's x is dropped
     assert dict(zip(keys, values)) == {b"\x01a": b"a1,a2,a3", b"\x01c": b"c2", b"\x01e": b"e1,e2"} and group == 1
 
 
@@ -191,7 +197,7 @@ def test_key_groups_resolved_as_columns_read_as_the_merge(by_group: bool) -> Non
                      (b"\x02b", 4, VALUE, b"2b1"), (b"\x03a", 5, VALUE, b"3a1"), (b"\x04a", 20, VALUE, b"4a1")])
     newer = Entries([(b"\x01b", 11, VALUE, b"b2"), (b"\x01d", 12, DELETION, b""), (b"\x02b", 13, VALUE, b"2b2"),
                      (b"\x02c", 14, VALUE, b"2c2"), (b"\x03a", 15, MERGE, b"3a2"), (b"\x04a", 16, VALUE, b"4a2")])
-    rows = [(g, list(zip(k, v))) for g, k, v in live_rows([older, newer], range(0, 8), 1, "test", by_group)]
+    rows = [(g, list(zip(k, v))) for g, k, v in _listed(live_rows([older, newer], range(0, 8), 1, "test", by_group))]
     assert rows == [(1, [(b"\x01a", b"a1"), (b"\x01b", b"b2"), (b"\x01c", b"c1")]),
                     (2, [(b"\x02a", b"2a1"), (b"\x02b", b"2b2"), (b"\x02c", b"2c2")]),
                     (3, [(b"\x03a", b"3a1,3a2")]), (4, [(b"\x04a", b"4a1")])]
@@ -203,7 +209,7 @@ def test_a_live_key_shorter_than_the_key_group_prefix_is_corrupt_either_way() ->
         with pytest.raises(CorruptSavepointError, match="key of 1 bytes, shorter than its 2-byte"):
             list(live_rows([short], range(0, 1 << 16), 2, "test", by_group))
     deleted = Entries([(b"\x01", 1, DELETION, b""), (b"\x01\x00a", 2, VALUE, b"w")])
-    assert [list(live_rows([deleted], range(0, 1 << 16), 2, "test", by_group)) for by_group in (True, False)] == [
+    assert [_listed(live_rows([deleted], range(0, 1 << 16), 2, "test", by_group)) for by_group in (True, False)] == [
         [(256, [b"\x01\x00a"], [b"w"])]] * 2
 
 
@@ -289,7 +295,7 @@ def test_an_ingested_files_entries_take_its_global_sequence_number_as_rocksdb_re
     assert ingested.global_sequence == 4 and {seq for _, seq, _, _ in ingested.entries()} == {4}
     files = [open_sst((EXTERNAL / "written" / n).read_bytes(), n) for n in ("000009.sst", "000012.sst")]
     assert [f.column_family for f in files] == ["default", "default"]
-    (_, keys, values), = live_rows([files[0], ingested, files[1]], range(256), 1, "test")
+    (_, keys, values), = _listed(live_rows([files[0], ingested, files[1]], range(256), 1, "test"))
     truth = [line.split("\t") for line in (EXTERNAL / "written/truth.txt").read_text().splitlines()]
     assert [(k.hex(), v.hex()) for k, v in zip(keys, values)] == [(k, v) for k, v in truth]
 
@@ -407,6 +413,26 @@ def test_random_files_read_the_same_a_key_group_at_a_time_as_merged() -> None:
             files.append(Entries(rows, deletions))
         assert list(live_rows(files, range(1, 4), 1, "test")) == list(live_rows(files, range(1, 4), 1, "test", False))
 
+
+
+@pytest.mark.parametrize("long", [False, True])
+def test_keys_of_several_files_sort_bytewise_as_merged(long: bool) -> None:
+    """Keys of one key group in several files, resolved as columns, come out in the merge's
+    bytewise order: keys that are prefixes of others, trailing zero bytes, bytes above 0x7f, and
+    (``long``) keys past the width sorted as fixed-width strings; a key in two files takes the
+    newest file's value."""
+    rng = np.random.default_rng(11)
+    alphabet = [b"\x00", b"\x01", b"a", b"\x7f", b"\x80", b"\xff"]
+    for _ in range(200):
+        sequence = 0
+        files = []
+        for _ in range(int(rng.integers(2, 4))):
+            keys = sorted({b"\x01" + b"".join(alphabet[int(i)] for i in rng.integers(len(alphabet), size=n))
+                           * (40 if long else 1) for n in rng.integers(0, 4, size=int(rng.integers(1, 10)))})
+            sequence += len(keys)
+            files.append(Entries([(key, sequence - i, VALUE, b"v%d" % (sequence - i)) for i, key in enumerate(keys)]))
+        by_group = live_rows(files, range(0, 4), 1, "test")
+        assert _listed(by_group) == _listed(live_rows(files, range(0, 4), 1, "test", False))
 
 # -- hostile tables built around a real file's properties ----------------------------------------
 

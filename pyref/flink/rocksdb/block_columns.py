@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
-from ...serializers.base import range_indices
+from ...serializers.base import range_indices, range_mask
 
 __all__ = ["BlockColumns", "decode_data_blocks"]
 
@@ -30,17 +31,27 @@ _MAX_POSITION = 1 << 31  # positions in a batch and its keys are int32
 
 @dataclass
 class BlockColumns:
-    """One data block's entries: user keys, internal-key trailers, values."""
+    """The entries of a batch of data blocks, in their order: user keys, internal-key trailers,
+    values, as whole columns (the blocks' bytes gathered, no Python object per entry)."""
 
-    user_keys: list[bytes]
+    user_keys: pa.BinaryArray
     trailers: np.ndarray  # uint64: sequence << 8 | type
-    values: list[bytes]
-    #: Key bytes the entries expand to (what the entry-by-entry read charges the file's budget).
-    expanded: int
+    values: pa.BinaryArray
+    #: Where each block's entries end (cumulative entry counts).
+    ends: np.ndarray
+    #: Key bytes each block's entries expand to (what the entry-by-entry read charges the file's budget).
+    expanded: np.ndarray
+
+    def block(self, i: int) -> tuple[pa.BinaryArray, np.ndarray, pa.BinaryArray]:
+        """(user keys, trailers, values) of the batch's ``i``-th block."""
+        start = int(self.ends[i - 1]) if i else 0
+        stop = int(self.ends[i])
+        return (self.user_keys.slice(start, stop - start), self.trailers[start:stop],
+                self.values.slice(start, stop - start))
 
 
 def decode_data_blocks(blocks: list[bytes], limits: list[int], restart_counts: list[int],
-                       budget: int) -> list[BlockColumns] | None:
+                       budget: int) -> BlockColumns | None:
     """The entries of ``blocks`` (each's entries end at its ``limits``, followed by
     ``restart_counts`` uint32 restart offsets), or None: not the plain layout, or keys that expand
     beyond ``budget`` bytes in all."""
@@ -57,27 +68,30 @@ def decode_data_blocks(blocks: list[bytes], limits: list[int], restart_counts: l
         return None
     shared, unshared, lengths, key_at, step = heads
     sizes = shared + unshared
-    if (shared[1:][step[1:] > 0] > sizes[:-1][step[1:] > 0]).any() or (sizes < 8).any():
+    later = step[1:] > 0  # entries after their interval's first: they share the previous key's bytes
+    if (shared[1:][later] > sizes[:-1][later]).any() or (sizes < 8).any():
         return None  # a key sharing more than the previous one has, or too short for its trailer
     block_of = np.searchsorted(bases, key_at, "right") - 1
     expanded = np.bincount(block_of, weights=sizes, minlength=len(blocks)).astype(np.int64)
     if int(expanded.sum()) > min(budget, _MAX_POSITION):
         return None
-    key_bytes = buf[_key_sources(shared, unshared, key_at, step, sizes)]
-    key_starts = np.cumsum(sizes) - sizes
-    trailer_at = key_starts + sizes - 8
-    trailers = key_bytes[trailer_at[:, None] + np.arange(8)].reshape(-1).view("<u8")
-    keys = key_bytes.tobytes()
-    user_keys = [keys[a:b] for a, b in zip(key_starts.tolist(), trailer_at.tolist())]
-    value_at = key_at + unshared
-    values = [joined[a:b] for a, b in zip(value_at.tolist(), (value_at + lengths).tolist())]
-    ends = np.cumsum(np.bincount(block_of, minlength=len(blocks))).tolist()
-    out = []
-    start = 0
-    for end, block_expanded in zip(ends, expanded.tolist()):
-        out.append(BlockColumns(user_keys[start:end], trailers[start:end], values[start:end], block_expanded))
-        start = end
-    return out
+    user_sizes = sizes - 8
+    if (unshared >= 8).all() and not (shared[1:][later] > user_sizes[:-1][later]).any():
+        # Every trailer in its entry's own bytes, no key sharing one (no user key twice in a row):
+        # the user keys alone are laid down, the trailers read in place.
+        user_bytes = _keys(buf, shared, unshared - 8, key_at, step, np.cumsum(user_sizes) - user_sizes,
+                           int(user_sizes.sum()))
+        trailers = np.lib.stride_tricks.sliding_window_view(buf, 8)[key_at + unshared - 8].reshape(-1).view("<u8")
+    else:
+        key_starts = np.cumsum(sizes) - sizes
+        key_bytes = _keys(buf, shared, unshared, key_at, step, key_starts, int(sizes.sum()))
+        in_user_key = range_mask(key_starts, user_sizes, len(key_bytes))  # the rest: each key's trailer
+        trailers = key_bytes[~in_user_key].view("<u8")
+        user_bytes = key_bytes[in_user_key]
+    user_keys = _binary(user_bytes, user_sizes)
+    values = _binary(buf[range_mask(key_at + unshared, lengths, len(buf))], lengths)
+    ends = np.cumsum(np.bincount(block_of, minlength=len(blocks)))
+    return BlockColumns(user_keys, trailers, values, ends, expanded)
 
 
 def _intervals(buf: np.ndarray, bases: np.ndarray, limits: np.ndarray,
@@ -149,17 +163,23 @@ def _varints(buf: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray] |
     return None if more.any() else (value, at + size)
 
 
-def _key_sources(shared: np.ndarray, unshared: np.ndarray, key_at: np.ndarray, step: np.ndarray,
-                 sizes: np.ndarray) -> np.ndarray:
-    """Where in the blocks each byte of the keys laid end to end comes from: the unshared bytes
-    from the entry, the shared ones from the previous key's (already placed: a step earlier)."""
-    key_starts = np.cumsum(sizes) - sizes
-    sources = np.empty(int(sizes.sum()), np.int32)  # a batch of blocks is far below 2 GiB
-    sources[range_indices(key_starts + shared, unshared, np.int32)] = range_indices(key_at, unshared, np.int32)
-    for k in range(1, int(step.max(initial=0)) + 1):
-        entries = np.flatnonzero(step == k)
-        counts = shared[entries]
-        copied_from = range_indices(key_starts[entries - 1], counts, np.int32)
-        sources[range_indices(key_starts[entries], counts, np.int32)] = sources[copied_from]
-    return sources
+def _binary(data: np.ndarray, lengths: np.ndarray) -> pa.BinaryArray:
+    """A binary array of the values laid end to end in ``data``, of ``lengths`` bytes each."""
+    offsets = np.zeros(len(lengths) + 1, np.int32)  # a batch is below 2 GiB
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.Array.from_buffers(pa.binary(), len(lengths), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
+
+def _keys(buf: np.ndarray, shared: np.ndarray, unshared: np.ndarray, key_at: np.ndarray, step: np.ndarray,
+          key_starts: np.ndarray, size: int) -> np.ndarray:
+    """The keys laid end to end (``size`` bytes): the unshared bytes copied from the blocks at
+    once, then the shared ones from the previous key's, a step of the intervals at a time (the
+    previous key is whole by then)."""
+    keys = np.empty(size, np.uint8)
+    keys[range_mask(key_starts + shared, unshared, size)] = buf[range_mask(key_at, unshared, len(buf))]
+    for k in range(1, int(step.max(initial=0)) + 1):
+        entries = np.flatnonzero((step == k) & (shared > 0))
+        counts = shared[entries]
+        keys[range_indices(key_starts[entries], counts, np.int32)] = keys[
+            range_indices(key_starts[entries - 1], counts, np.int32)]
+    return keys

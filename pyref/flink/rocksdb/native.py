@@ -25,7 +25,6 @@ its streams: memory holds a run, not the subtask's state.
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import itertools
 from collections.abc import Callable, Iterable, Iterator
@@ -34,18 +33,25 @@ from operator import itemgetter
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ...errors import CorruptSavepointError
+from ...serializers.base import _I32_MAX, range_mask
 from ..composite import LIST_DELIMITER
 from ..handles import IncrementalHandle, StreamHandle
 from ..keyed import KeyedBackendMeta, KeyedRows, KeyedSubtask
-from .sst import DELETION, MERGE, SINGLE_DELETION, VALUE, DataBlock, ExpansionBudget, SstFile, open_sst
+from .sst import (BATCH_BLOCKS, DELETION, MERGE, SINGLE_DELETION, VALUE, DataBlock, ExpansionBudget, SstFile,
+                  open_sst)
 
 __all__ = ["ROCKSDB_NATIVE", "sst_files", "live_rows", "iter_native_subtask"]
 
 ROCKSDB_NATIVE = "rocksdb-native"
 #: RocksDB's column family that Flink never writes to.
 DEFAULT_COLUMN_FAMILY = "default"
+#: Data blocks a subtask's files decode at once in all (about 16 MiB of 4 KiB blocks), each file
+#: its share of them, at least MIN_BATCH_BLOCKS (every file's stream holds its batch at once).
+SUBTASK_BATCH_BLOCKS = 4096
+MIN_BATCH_BLOCKS = 16
 
 Opener = Callable[[StreamHandle], tuple[bytes | memoryview, str]]
 
@@ -62,20 +68,21 @@ def sst_files(handle: IncrementalHandle) -> list[tuple[str, StreamHandle]]:
     return files
 
 
-def live_rows(files: list[SstFile], key_groups: range, prefix_bytes: int, where: str,
-              by_group: bool = True) -> Iterator[tuple[int, list[bytes], list[bytes]]]:
+def live_rows(files: list[SstFile], key_groups: range, prefix_bytes: int, where: str, by_group: bool = True,
+              batch_blocks: int = BATCH_BLOCKS) -> Iterator[tuple[int, pa.BinaryArray, pa.BinaryArray]]:
     """(key group, user keys, values) of the live keys of one column family's ``files`` within
     ``key_groups``, a key group at a time, ascending by key. Each file is cut into key groups; a
     key group no range deletion touches whose keys are one entry each (or, in several files,
     values only, from files of disjoint sequence ranges) is resolved as columns
     (:func:`_group_rows`); any other, and every one with ``by_group`` False, by merging the
-    files' entries as streams (:func:`_merged_rows`)."""
+    files' entries as streams (:func:`_merged_rows`). Each file decodes ``batch_blocks`` data
+    blocks at a time."""
     family = files[0].column_family if files else DEFAULT_COLUMN_FAMILY
     ranges = sorted(r for f in files for r in f.range_deletions)
     if not by_group:
         yield from _merged_rows([f.entries() for f in files], ranges, key_groups, prefix_bytes, family, where)
         return
-    streams = [_key_group_parts(f, prefix_bytes) for f in files]
+    streams = [_key_group_parts(f, prefix_bytes, batch_blocks) for f in files]
     heads = [next(stream, None) for stream in streams]
     while True:
         present = [head.group for head in heads if head is not None]
@@ -95,7 +102,7 @@ def live_rows(files: list[SstFile], key_groups: range, prefix_bytes: int, where:
         if rows is None:  # entry by entry, as the streams' merge does (which also names a short key)
             yield from _merged_rows([part.entries() for part in parts], ranges, key_groups, prefix_bytes, family,
                                     where)
-        elif rows[0]:
+        elif len(rows[0]):
             yield group, rows[0], rows[1]
 
 
@@ -111,74 +118,74 @@ class _Part:
     """One file's entries of one key group, as columns."""
 
     group: int
-    keys: list[bytes]
+    keys: pa.BinaryArray
     sequences: np.ndarray
     kinds: np.ndarray
-    values: list[bytes]
+    values: pa.BinaryArray
     unique: bool  # every key one entry
     short_keys: bool  # a key shorter than the key-group prefix (its group is its zero-padded prefix)
 
     def entries(self) -> Iterator[tuple[bytes, int, int, bytes]]:
-        return zip(self.keys, self.sequences.tolist(), self.kinds.tolist(), self.values)
+        return zip(self.keys.to_pylist(), self.sequences.tolist(), self.kinds.tolist(), self.values.to_pylist())
 
 
-def _key_group_parts(sst: SstFile, prefix_bytes: int) -> Iterator[_Part]:
+def _key_group_parts(sst: SstFile, prefix_bytes: int, batch_blocks: int) -> Iterator[_Part]:
     """The file's entries cut into key groups (keys ascend, so each key group's are contiguous)."""
-    pieces: list[tuple[DataBlock, int, int]] = []  # (block, start, stop) of the key group being gathered
+    pieces: list[tuple[DataBlock, int, int, bool]] = []  # (block, start, stop, short) of the key group gathered
     group = -1
-    short = False
-    for block in sst.blocks():
-        keys = block.keys
-        if not keys:
+    for block in sst.blocks(batch_blocks):
+        if not len(block.keys):
             continue
-        block_short = min(map(len, keys)) < prefix_bytes
-        for piece_group, start, stop in _group_spans(keys, prefix_bytes, block_short):
+        for piece_group, start, stop, short in _group_spans(block.keys, prefix_bytes):
             if piece_group != group and pieces:
-                yield _joined(group, pieces, short)
-                pieces, short = [], False
+                yield _joined(group, pieces)
+                pieces = []
             group = piece_group
-            short = short or block_short
-            pieces.append((block, start, stop))
+            pieces.append((block, start, stop, short))
     if pieces:
-        yield _joined(group, pieces, short)
+        yield _joined(group, pieces)
 
 
-def _group_spans(keys: list[bytes], prefix_bytes: int, short: bool) -> Iterator[tuple[int, int, int]]:
-    """(key group, start, stop) of each key group's run of the sorted ``keys``."""
-    if short:  # hostile or damaged bytes: a key's own group, its prefix padded with zero bytes
-        groups = [int.from_bytes(key[:prefix_bytes].ljust(prefix_bytes, b"\0"), "big") for key in keys]
-        start = 0
-        for stop in range(1, len(keys) + 1):
-            if stop == len(keys) or groups[stop] != groups[start]:
-                yield groups[start], start, stop
-                start = stop
-        return
-    start = 0
-    while start < len(keys):
-        group = int.from_bytes(keys[start][:prefix_bytes], "big")
-        after = group + 1
-        stop = len(keys) if after >> (8 * prefix_bytes) else bisect.bisect_left(
-            keys, after.to_bytes(prefix_bytes, "big"), start)
-        yield group, start, stop
-        start = stop
+def _binary_buffers(array: pa.BinaryArray) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, data) of a binary array without nulls, as numpy views: the i-th value is
+    ``data[offsets[i]:offsets[i + 1]]``."""
+    _, offsets, data = array.buffers()
+    assert offsets is not None
+    return (np.frombuffer(offsets, np.int32)[array.offset:array.offset + len(array) + 1],
+            np.zeros(0, np.uint8) if data is None else np.frombuffer(data, np.uint8))
 
 
-def _joined(group: int, pieces: list[tuple[DataBlock, int, int]], short: bool) -> _Part:
+def _group_spans(keys: pa.BinaryArray, prefix_bytes: int) -> Iterator[tuple[int, int, int, bool]]:
+    """(key group, start, stop, whether a key is shorter than the prefix) of each key group's run
+    of the sorted ``keys``; a key shorter than the prefix (hostile or damaged bytes) is of the
+    group of its prefix padded with zero bytes."""
+    offsets, data = _binary_buffers(keys)
+    starts = offsets[:-1].astype(np.int64)
+    lengths = np.diff(offsets)
+    padded = np.append(data, np.zeros(prefix_bytes, np.uint8))  # a short key's missing bytes read as zero
+    groups = np.zeros(len(keys), np.int64)
+    for k in range(prefix_bytes):
+        groups = (groups << 8) | np.where(lengths > k, padded[np.minimum(starts + k, len(data))], 0)
+    bounds = np.concatenate([[0], np.flatnonzero(groups[1:] != groups[:-1]) + 1, [len(keys)]]).tolist()
+    short = np.concatenate([[0], np.cumsum(lengths < prefix_bytes)])[bounds]  # short keys before each bound
+    for i, (start, stop) in enumerate(itertools.pairwise(bounds)):
+        yield int(groups[start]), start, stop, bool(short[i + 1] > short[i])
+
+
+def _joined(group: int, pieces: list[tuple[DataBlock, int, int, bool]]) -> _Part:
+    short = any(piece[3] for piece in pieces)
     if len(pieces) == 1:
-        block, start, stop = pieces[0]
-        return _Part(group, block.keys[start:stop], block.sequences[start:stop], block.kinds[start:stop],
-                     block.values[start:stop], block.unique, short)
-    keys: list[bytes] = []
-    values: list[bytes] = []
-    for block, start, stop in pieces:
-        keys += block.keys[start:stop]
-        values += block.values[start:stop]
-    return _Part(group, keys, np.concatenate([b.sequences[s:e] for b, s, e in pieces]),
-                 np.concatenate([b.kinds[s:e] for b, s, e in pieces]), values,
-                 all(b.unique for b, _, _ in pieces), short)
+        block, start, stop, _ = pieces[0]
+        return _Part(group, block.keys.slice(start, stop - start), block.sequences[start:stop],
+                     block.kinds[start:stop], block.values.slice(start, stop - start), block.unique, short)
+    return _Part(group, pa.concat_arrays([b.keys.slice(s, e - s) for b, s, e, _ in pieces]),
+                 np.concatenate([b.sequences[s:e] for b, s, e, _ in pieces]),
+                 np.concatenate([b.kinds[s:e] for b, s, e, _ in pieces]),
+                 pa.concat_arrays([b.values.slice(s, e - s) for b, s, e, _ in pieces]),
+                 all(b.unique for b, _, _, _ in pieces), short)
 
 
-def _group_rows(parts: list[_Part]) -> tuple[list[bytes], list[bytes]] | None:
+def _group_rows(parts: list[_Part]) -> tuple[pa.BinaryArray, pa.BinaryArray] | None:
     """The live (keys, values) of one key group's ``parts`` when no entry hides or joins another
     (None: merge them entry by entry): a key of one entry is live unless a deletion, its value a
     value's or a LIST state's one append; a key in several files with values only takes the newest
@@ -187,19 +194,63 @@ def _group_rows(parts: list[_Part]) -> tuple[list[bytes], list[bytes]] | None:
         return None
     if len(parts) == 1:
         return _live_alone(parts[0])
-    if len(set().union(*(part.keys for part in parts))) == sum(len(part.keys) for part in parts):
-        live = [_live_alone(part) for part in parts]
-        pairs = sorted(zip(itertools.chain.from_iterable(k for k, _ in live),
-                           itertools.chain.from_iterable(v for _, v in live)))
-        return [k for k, _ in pairs], [v for _, v in pairs]
     oldest_first = _oldest_first(parts)
-    if oldest_first is None or any((part.kinds != VALUE).any() for part in parts):
+    newest_first = parts if oldest_first is None else oldest_first[::-1]
+    keys = pa.concat_arrays([part.keys for part in newest_first])
+    values = pa.concat_arrays([part.values for part in newest_first])
+    kinds = np.concatenate([part.kinds for part in newest_first])
+    order, repeated = _ranged(newest_first) or _sorted(keys)  # stable: a key's newest file's entry first
+    if repeated.any():
+        if oldest_first is None or (kinds != VALUE).any():
+            return None
+        chosen = order[~repeated]  # each key's newest value
+    else:
+        chosen = order[~_deleted(kinds[order])]
+    return keys.take(chosen), values.take(chosen)
+
+
+def _ranged(parts: list[_Part]) -> tuple[np.ndarray, np.ndarray] | None:
+    """What :func:`_sorted` gives for the parts' keys laid end to end, without sorting, when the
+    parts hold disjoint key ranges (as compacted files of one level do): the parts in the order
+    of their ranges, no key repeated. None when their ranges overlap."""
+    bounds = sorted((part.keys[0].as_py(), part.keys[-1].as_py(), i) for i, part in enumerate(parts))
+    if any(last >= first for (_, last, _), (first, _, _) in itertools.pairwise(bounds)):
         return None
-    newest: dict[bytes, bytes] = {}
-    for part in oldest_first:
-        newest.update(zip(part.keys, part.values))
-    keys = sorted(newest)
-    return keys, list(map(newest.__getitem__, keys))
+    starts = np.cumsum([0] + [len(part.keys) for part in parts])
+    order = np.concatenate([np.arange(starts[i], starts[i + 1]) for _, _, i in bounds])
+    return order, np.zeros(len(order), bool)
+
+
+#: Keys up to this long are sorted as fixed-width numpy byte strings (padded, length appended);
+#: longer ones by Arrow, which compares them in place but sorts a few times slower.
+_MAX_FIXED_SORT_WIDTH = 64
+
+
+def _sorted(keys: pa.BinaryArray) -> tuple[np.ndarray, np.ndarray]:
+    """The stable order of ``keys`` bytewise ascending (equal keys keep their places), and for
+    each key in that order whether it equals the one before it."""
+    offsets, data = _binary_buffers(keys)
+    lengths = np.diff(offsets)
+    width = int(lengths.max(initial=0))
+    repeated = np.zeros(len(keys), bool)
+    if width > _MAX_FIXED_SORT_WIDTH:
+        order = np.asarray(pc.sort_indices(keys), np.int64)
+        if len(keys) > 1:
+            ordered = keys.take(order)
+            repeated[1:] = np.asarray(pc.equal(ordered.slice(1), ordered.slice(0, len(keys) - 1)))
+        return order, repeated
+    # Zero-padded to one width with the length after: padding never ties a key with a longer one
+    # it prefixes (b"a" + 0s, 1 < b"a\0" + 0s, 2), and numpy compares equal-width strings bytewise.
+    stride = width + 1
+    table = np.zeros((len(keys), stride), np.uint8)
+    table.reshape(-1)[range_mask(np.arange(len(keys), dtype=np.int64) * stride, lengths, table.size)] = (
+        data[offsets[0]:offsets[-1]])
+    table[:, width] = lengths
+    fixed = table.view(f"S{stride}").reshape(-1)
+    order = np.argsort(fixed, kind="stable")
+    ordered = fixed[order]
+    repeated[1:] = ordered[1:] == ordered[:-1]
+    return order, repeated
 
 
 def _oldest_first(parts: list[_Part]) -> list[_Part] | None:
@@ -210,18 +261,22 @@ def _oldest_first(parts: list[_Part]) -> list[_Part] | None:
     return ordered
 
 
-def _live_alone(part: _Part) -> tuple[list[bytes], list[bytes]]:
+def _deleted(kinds: np.ndarray) -> np.ndarray:
+    return (kinds == DELETION) | (kinds == SINGLE_DELETION)
+
+
+def _live_alone(part: _Part) -> tuple[pa.BinaryArray, pa.BinaryArray]:
     """The live keys and values of a part whose keys are one entry each (no other file's)."""
-    deleted = (part.kinds == DELETION) | (part.kinds == SINGLE_DELETION)
+    deleted = _deleted(part.kinds)
     if not deleted.any():
         return part.keys, part.values
-    live = (~deleted).tolist()
-    return list(itertools.compress(part.keys, live)), list(itertools.compress(part.values, live))
+    live = np.flatnonzero(~deleted)
+    return part.keys.take(live), part.values.take(live)
 
 
 def _merged_rows(streams: list[Iterator[tuple[bytes, int, int, bytes]]], ranges: list[tuple[bytes, bytes, int]],
                  key_groups: range, prefix_bytes: int, family: str,
-                 where: str) -> Iterator[tuple[int, list[bytes], list[bytes]]]:
+                 where: str) -> Iterator[tuple[int, pa.BinaryArray, pa.BinaryArray]]:
     """(key group, user keys, values) of the live keys within ``key_groups`` of entry streams,
     each in internal-key order (ascending key, newest first), merged; ``ranges``: the range
     deletions, sorted."""
@@ -259,14 +314,14 @@ def _merged_rows(streams: list[Iterator[tuple[bytes, int, int, bytes]]], ranges:
         key_group = int.from_bytes(key[:prefix_bytes], "big")
         if key_group != group:
             if keys:
-                yield group, keys, values
+                yield group, pa.array(keys, pa.binary()), pa.array(values, pa.binary())
             group, keys, values = key_group, [], []
         if group not in key_groups:
             continue
         keys.append(key)
         values.append(value)
     if keys:
-        yield group, keys, values
+        yield group, pa.array(keys, pa.binary()), pa.array(values, pa.binary())
 
 
 def _twice(family: str, key: bytes, sequence: int, where: str) -> CorruptSavepointError:
@@ -308,12 +363,12 @@ _NO_ROWS = KeyedRows(np.zeros(0, np.int64), np.zeros(0, np.int64), pa.nulls(0, p
 class _State:
     """One state's live rows as a stream, taken a key group at a time."""
 
-    def __init__(self, rows: Iterator[tuple[int, list[bytes], list[bytes]]]) -> None:
+    def __init__(self, rows: Iterator[tuple[int, pa.BinaryArray, pa.BinaryArray]]) -> None:
         self._rows = rows
         self.head = next(rows, None)
         self.groups: list[np.ndarray] = []
-        self.keys: list[bytes] = []
-        self.values: list[bytes] = []
+        self.keys: list[pa.BinaryArray] = []
+        self.values: list[pa.BinaryArray] = []
 
     def take(self, group: int) -> int:
         """Move the rows of key group ``group`` into the run; the bytes they hold."""
@@ -321,19 +376,30 @@ class _State:
             return 0
         _, keys, values = self.head
         self.groups.append(np.full(len(keys), group, np.int64))
-        self.keys += keys
-        self.values += values
+        self.keys.append(keys)
+        self.values.append(values)
         self.head = next(self._rows, None)
-        return sum(map(len, keys)) + sum(map(len, values))
+        return _data_bytes(keys) + _data_bytes(values)
 
     def run(self, subtask: int) -> KeyedRows:
         if not self.keys:  # most states of most runs: one shared empty table
             return _NO_ROWS
         groups = np.concatenate(self.groups)
-        rows = KeyedRows(np.full(len(self.keys), subtask, np.int64), groups,
-                         pa.array(self.keys, pa.binary()), pa.array(self.values, pa.binary()))
+        rows = KeyedRows(np.full(len(groups), subtask, np.int64), groups, _concat(self.keys), _concat(self.values))
         self.groups, self.keys, self.values = [], [], []
         return rows
+
+
+def _data_bytes(array: pa.BinaryArray) -> int:
+    offsets, _ = _binary_buffers(array)
+    return int(offsets[-1] - offsets[0])
+
+
+def _concat(arrays: list[pa.BinaryArray]) -> pa.Array:
+    """The arrays as one, large_binary when its bytes pass binary's 2 GiB offsets."""
+    if sum(map(_data_bytes, arrays)) > _I32_MAX:
+        arrays = [array.cast(pa.large_binary()) for array in arrays]
+    return pa.concat_arrays(arrays)
 
 
 def iter_native_subtask(open_stream: Opener, handle: IncrementalHandle, subtask: int, prefix_bytes: int,
@@ -347,8 +413,11 @@ def iter_native_subtask(open_stream: Opener, handle: IncrementalHandle, subtask:
         sst = open_sst(data, name, budget)
         by_family.setdefault(sst.column_family, []).append(sst)
 
-    def rows(family: str) -> Iterator[tuple[int, list[bytes], list[bytes]]]:
-        return live_rows(by_family.get(family, []), handle.key_groups, prefix_bytes, where)
+    # Every file's stream holds a batch of blocks at once: many files share SUBTASK_BATCH_BLOCKS.
+    batch_blocks = max(MIN_BATCH_BLOCKS, min(BATCH_BLOCKS, SUBTASK_BATCH_BLOCKS // max(len(opened), 1)))
+
+    def rows(family: str) -> Iterator[tuple[int, pa.BinaryArray, pa.BinaryArray]]:
+        return live_rows(by_family.get(family, []), handle.key_groups, prefix_bytes, where, batch_blocks=batch_blocks)
 
     names = {info.name for info in meta.states}
     unknown = sorted(f for f in by_family if f not in names and f != DEFAULT_COLUMN_FAMILY

@@ -36,14 +36,15 @@ into the file, in the property ``rocksdb.external_sst_file.global_seqno`` (see
 
 from __future__ import annotations
 
-import operator
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import cramjam
-import numpy as np
 import google_crc32c
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ...codecs import MAX_ZSTD_RATIO
 from ...errors import CorruptSavepointError, SavepointError, UnsupportedFormatError
@@ -66,8 +67,9 @@ MAX_BLOCK_BYTES = 64 << 20
 #: MAX_BLOCK_BYTES: far above real state (Snappy, Flink's default, expands at most 22 times; long
 #: keys sharing prefixes a few times), yet still work linear in the bytes present.
 EXPANSION_RATIO = 1024
-#: Data blocks decoded at once (about 256 KiB of RocksDB's 4 KiB blocks): the work per numpy call.
-BATCH_BLOCKS = 64
+#: Data blocks a file decodes at once (about 1 MiB of RocksDB's 4 KiB blocks): the work per numpy
+#: call; a subtask of many files gives each fewer (:mod:`.native`).
+BATCH_BLOCKS = 256
 
 # Value types of internal keys (db/dbformat.h).
 DELETION, VALUE, MERGE, SINGLE_DELETION, RANGE_DELETION = 0x0, 0x1, 0x2, 0x7, 0xF
@@ -140,31 +142,39 @@ class SstFile:
         for block in self.blocks():
             yield from block.entries()
 
-    def blocks(self) -> Iterator[DataBlock]:
-        """The data blocks' entries as columns, in the file's order, checked as :meth:`entries` says;
-        after the last, their count against the properties'."""
+    def blocks(self, batch_blocks: int = BATCH_BLOCKS) -> Iterator[DataBlock]:
+        """The data blocks' entries as columns, in the file's order, checked as :meth:`entries` says
+        (``batch_blocks`` blocks at once when every check passes, else block by block); after the
+        last, their count against the properties'."""
         reader = self._reader
         assert reader is not None
         previous: tuple[bytes, int] | None = None  # the last entry's (user key, -sequence)
         count = 0
-        for first in range(0, len(self._blocks), BATCH_BLOCKS):
-            batch = self._blocks[first:first + BATCH_BLOCKS]
+        for first in range(0, len(self._blocks), batch_blocks):
+            batch = self._blocks[first:first + batch_blocks]
             decoded = self._decoded(batch)
+            whole = None if decoded is None else self._vector_checked(
+                decoded[1].user_keys, decoded[1].trailers, decoded[1].values, previous)
+            if whole is not None:  # the common case: the batch's entries at once
+                previous = (whole.keys[-1].as_py(), -int(whole.sequences[-1]))
+                count += len(whole.keys)
+                yield whole
+                continue
             for i, handle in enumerate(batch):
                 block = None
                 if decoded is None:
                     contents = reader.block(handle, "data")
                 else:
-                    contents, columns = decoded[0][i], decoded[1][i]
-                    block = self._vector_checked(columns, previous)
-                    if block is None:
-                        reader.budget.left += columns.expanded  # read again entry by entry, charged again
+                    contents, columns = decoded[0][i], decoded[1]
+                    block = self._vector_checked(*columns.block(i), previous)
+                    if block is None:  # read again entry by entry, charged again
+                        reader.budget.left += int(columns.expanded[i])
                 failure = None
                 if block is None:
                     keys, values = reader.columns(contents, handle[0], "data")
                     block, failure = self._entry_checked(keys, values, previous, handle)
-                if block.keys:
-                    previous = (block.keys[-1], -int(block.sequences[-1]))
+                if len(block.keys):
+                    previous = (block.keys[-1].as_py(), -int(block.sequences[-1]))
                 count += len(block.keys)
                 yield block
                 if failure is not None:
@@ -174,7 +184,7 @@ class SstFile:
             raise reader.corrupt(f"data blocks hold {count} entries, the properties count {self._entries}",
                                  *(self._blocks[-1] if self._blocks else (0, 0)))
 
-    def _decoded(self, batch: list[tuple[int, int]]) -> tuple[list[bytes], list[BlockColumns]] | None:
+    def _decoded(self, batch: list[tuple[int, int]]) -> tuple[list[bytes], BlockColumns] | None:
         """The contents of the data blocks at ``batch`` and their entries, decoded at once; None
         (nothing charged to the budget) when a block is unreadable or not of the plain layout, or
         the entry-by-entry read would have run out of budget (which it then names)."""
@@ -196,19 +206,19 @@ class SstFile:
         decoded = decode_data_blocks(contents, limits, counts, budget)
         # The entry-by-entry read charges each block's decompressed size, then its keys, in turn.
         remaining = budget
-        for size, columns in zip(charged, decoded or []):
-            if size > remaining or columns.expanded > remaining - size:
+        for size, expanded in zip(charged, [] if decoded is None else decoded.expanded.tolist()):
+            if size > remaining or expanded > remaining - size:
                 decoded = None
                 break
-            remaining -= size + columns.expanded
+            remaining -= size + expanded
         reader.budget.left = budget if decoded is None else remaining
         return None if decoded is None else (contents, decoded)
 
-    def _vector_checked(self, columns: BlockColumns, previous: tuple[bytes, int] | None) -> DataBlock | None:
-        """The block, if its entries pass every check at once and no user key repeats (the common
-        case); None sends it to :meth:`_entry_checked`, which finds the first failure."""
-        user_keys, trailers = columns.user_keys, columns.trailers
-        if not user_keys:
+    def _vector_checked(self, user_keys: pa.BinaryArray, trailers: np.ndarray, values: pa.BinaryArray,
+                        previous: tuple[bytes, int] | None) -> DataBlock | None:
+        """The entries, if they pass every check at once and no user key repeats (the common
+        case); None sends their blocks to :meth:`_entry_checked`, which finds the first failure."""
+        if not len(user_keys):
             return None
         kinds = (trailers & 0xFF).astype(np.uint8)
         if self.global_sequence is None:
@@ -217,11 +227,11 @@ class SstFile:
             return None
         else:
             sequences = np.full(len(user_keys), self.global_sequence, np.int64)
-        if not _DATA_KINDS[kinds].all() or not all(map(operator.lt, user_keys, user_keys[1:])):
+        if not _DATA_KINDS[kinds].all() or not _strictly_ascending(user_keys):
             return None  # a kind not read, or keys not strictly ascending (a repeated key among them)
-        if previous is not None and user_keys[0] <= previous[0]:
+        if previous is not None and user_keys[0].as_py() <= previous[0]:
             return None
-        return DataBlock(user_keys, sequences, kinds, columns.values, True)
+        return DataBlock(user_keys, sequences, kinds, values, True)
 
     def _entry_checked(self, keys: list[bytes], values: list[bytes], previous: tuple[bytes, int] | None,
                        handle: tuple[int, int]) -> tuple[DataBlock, SavepointError | None]:
@@ -251,24 +261,29 @@ class SstFile:
             user_keys.append(user_key)
             sequences.append(sequence)
             kinds.append(kind)
-        block = DataBlock(user_keys, np.array(sequences, np.int64), np.array(kinds, np.uint8),
-                          values[:len(user_keys)], unique)
+        block = DataBlock(pa.array(user_keys, pa.binary()), np.array(sequences, np.int64), np.array(kinds, np.uint8),
+                          pa.array(values[:len(user_keys)], pa.binary()), unique)
         return block, failure
+
+
+def _strictly_ascending(keys: pa.BinaryArray) -> bool:
+    """Whether every key is bytewise greater than the one before it."""
+    return len(keys) < 2 or bool(pc.all(pc.less(keys.slice(0, len(keys) - 1), keys.slice(1))).as_py())
 
 
 @dataclass
 class DataBlock:
-    """One data block's entries as columns, in the file's order."""
+    """The entries of one data block, or of a batch of them read at once, as columns, in the file's order."""
 
-    keys: list[bytes]  # user keys
+    keys: pa.BinaryArray  # user keys
     sequences: np.ndarray
     kinds: np.ndarray
-    values: list[bytes]
-    #: No user key repeats within the block nor the previous block's last one: every key is one entry.
+    values: pa.BinaryArray
+    #: No user key repeats within the entries nor the previous block's last one: every key is one entry.
     unique: bool
 
     def entries(self) -> Iterator[tuple[bytes, int, int, bytes]]:
-        return zip(self.keys, self.sequences.tolist(), self.kinds.tolist(), self.values)
+        return zip(self.keys.to_pylist(), self.sequences.tolist(), self.kinds.tolist(), self.values.to_pylist())
 
 
 class _Reader:
@@ -278,6 +293,7 @@ class _Reader:
         self.checksum_type = 1
         self.context = 0  # base context checksum (format_version 6)
         self.budget = budget if budget is not None else ExpansionBudget(len(data))
+        self._hasher: Callable[[bytes, bytes], int] | None = None
 
     def corrupt(self, reason: str, start: int, end: int) -> CorruptSavepointError:
         return CorruptSavepointError(f"SST file: {reason}", path=self.name, byte_range=(start, end))
@@ -362,8 +378,9 @@ class _Reader:
         if kind == 1:
             crc = google_crc32c.extend(google_crc32c.value(data), last) if last else google_crc32c.value(data)
             return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
-        hasher = _xxhash(self.name, _CHECKSUMS[kind])
-        return hasher(data, last)
+        if self._hasher is None:  # the checksum type is the footer's, read before any block
+            self._hasher = _xxhash(self.name, _CHECKSUMS[kind])
+        return self._hasher(data, last)
 
     def block(self, handle: tuple[int, int], what: str, written_after: bytes | None = None) -> bytes:
         """The (checked, uncompressed) contents of the block at ``handle``; ``written_after``: the
@@ -519,13 +536,16 @@ def _xxhash(name: str, kind: str) -> Callable[[bytes, bytes], int]:
         return lambda data, last: xxhash.xxh32_intdigest(data + last)
     if kind == "xxhash64":
         return lambda data, last: xxhash.xxh64_intdigest(data + last) & 0xFFFFFFFF
-    # XXH3 of all but the last byte, which is mixed in separately (ModifyChecksumForLastByte).
+    # XXH3 of all but the last byte, which is mixed in separately (ModifyChecksumForLastByte);
+    # a block's last byte is its type byte (``last``): the block itself is hashed uncopied.
     def xxh3(data: bytes, last: bytes) -> int:
-        whole = data + last
-        if not whole:
-            return 0
-        value = xxhash.xxh3_64_intdigest(whole[:-1]) & 0xFFFFFFFF
-        return (value ^ (whole[-1] * 0x6B9083D9)) & 0xFFFFFFFF
+        if not last:
+            if not data:
+                return 0
+            data, last = data[:-1], data[-1:]
+        hasher = xxhash.xxh3_64(data)
+        hasher.update(last[:-1])
+        return ((hasher.intdigest() & 0xFFFFFFFF) ^ (last[-1] * 0x6B9083D9)) & 0xFFFFFFFF
     return xxh3
 
 
