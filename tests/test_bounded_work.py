@@ -154,6 +154,31 @@ def test_two_data_file_entries_that_are_one_file_are_refused_before_reading_the_
     assert (tmp_path / "sp" / "data" / "again.svd").read_bytes()[:8] == DATA_FILE_MAGIC
 
 
+def test_a_second_name_of_a_base_is_refused_only_where_a_read_goes_through_it(tmp_path):
+    """spec/format.md §6.2: two bases that resolve to one directory (here a link beside them) are
+    no error by themselves; a read refuses chunk bytes taken through two entries that are one file.
+    A reader that refused the second name when it resolved the bases read this differently."""
+    with SavepointWriter(str(tmp_path / "base"), inline_bytes=0) as w:
+        w.add_operator("op", parallelism=1, key_serializer=String()).keyed_state("k", Int64()).add(
+            ["a", "b", "c"], [1, 2, 3])
+    rescale(tmp_path / "base", tmp_path / "sp", 2)
+    os.symlink(tmp_path / "base", tmp_path / "alias")
+    m = _manifest(tmp_path / "sp")
+    m.bases.add(directory="alias", savepoint_id=m.bases[0].savepoint_id)
+    first = len(m.data_files)
+    m.data_files.extend([pb.DataFile(path=f.path, size=f.size, base=2) for f in m.data_files])
+    _put(tmp_path / "sp", m)
+    view = Savepoint.open(tmp_path / "sp").operator("op").keyed_state("k")
+    assert dict(view.items()) == {"a": 1, "b": 2, "c": 3}  # nothing read through "alias"
+    chunks = m.operators[0].keyed_states[0].chunks
+    assert len(chunks) > 1
+    chunks[-1].range.file += first  # the last chunk's bytes through the second name
+    _put(tmp_path / "sp", m)
+    view = Savepoint.open(tmp_path / "sp").operator("op").keyed_state("k")
+    with pytest.raises(CorruptSavepointError, match="are the same file"):
+        list(view.items())
+
+
 def _every_1_2_part(path) -> None:
     """An operator with keyed state, timers, a broadcast state and coordinator state, all in a data file."""
     with SavepointWriter(str(path), inline_bytes=0) as w:

@@ -36,6 +36,7 @@ from .base import (
     corrupt,
     different_ids,
     is_builtin_id,
+    is_text,
     migrate_array,
     min_framed_size,
     read_framed,
@@ -230,8 +231,9 @@ class Tuple(Serializer):
             if len(names) != len(fields):
                 raise InvalidArgumentError(f"Tuple has {len(fields)} fields but {len(names)} names")
             for n in names:
-                if not isinstance(n, str) or not n:
-                    raise InvalidArgumentError(f"Tuple field names must be non-empty strings, got {n!r}")
+                if not isinstance(n, str) or not n or not is_text(n):
+                    raise InvalidArgumentError(
+                        f"Tuple field names must be non-empty strings of valid Unicode text, got {n!r}")
             if len(set(names)) != len(names):
                 raise InvalidArgumentError(f"Tuple field names must be unique, got {names!r}")
             self.names = names

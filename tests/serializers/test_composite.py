@@ -206,6 +206,10 @@ def test_construction_rules():
         Tuple(Int32(), names=("a", "b"))
     with pytest.raises(InvalidArgumentError):
         Tuple(Int32(), names=("",))
+    # a name UTF-8 cannot encode (a lone surrogate) is no protobuf string: refused here, by name,
+    # not as a UnicodeEncodeError when the snapshot is written (format.md §4.5 E1)
+    with pytest.raises(InvalidArgumentError, match="valid Unicode text"):
+        Tuple(Int32(), names=("\ud800",))
     with pytest.raises(InvalidArgumentError):
         Tuple(Int32(), "not a serializer")
     with pytest.raises(InvalidArgumentError):
