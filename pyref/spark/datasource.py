@@ -288,7 +288,7 @@ def _values(f) -> tuple | None:
 def _narrowed(selection: Selection, f, names: set[str], keys_pushable: bool, max_parallelism: int
               ) -> Selection | None:
     """``selection`` narrowed by filter ``f``, or None when the read cannot apply ``f`` itself."""
-    attribute = getattr(f, "attribute", ())  # Not has a child filter instead
+    attribute: tuple[str, ...] = getattr(f, "attribute", ())  # Not has a child filter instead
     column = attribute[0] if len(attribute) == 1 else None
     values = _values(f)
     if column == "key" and keys_pushable and values is not None and None not in values:
