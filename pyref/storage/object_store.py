@@ -16,6 +16,7 @@ Credentials and endpoints come from each store's usual environment (``AWS_*``,
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -71,6 +72,8 @@ def _message(exc: BaseException) -> str:
         first += (" (no credentials in the environment, so the instance metadata service was asked: set the "
                   "store's, e.g. AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for S3, GOOGLE_APPLICATION_CREDENTIALS "
                   "for GCS)")
+    elif "builder error" in first and re.search(r"Error performing \w+ http://", first):
+        first += " (the client refuses plain HTTP unless allowed: AWS_ALLOW_HTTP=true for an http:// S3 endpoint)"
     return first
 
 
