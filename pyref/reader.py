@@ -975,9 +975,10 @@ def savepoints_below(io: SavepointIO, most: int = 3) -> str:
     the highest-numbered first (a job's checkpoint directory holds chk-N, shared/, taskowned/),
     else two levels down (Flink's checkpoint directory holds a directory per job id, each its
     chk-N); or, where nothing is at the path, that it is not there (and that ``~`` was not
-    expanded). A bounded look: a hint never costs a walk of a large tree."""
+    expanded). A bounded look: a hint never costs a walk of a large tree. Elsewhere, what the
+    store says of the absence (a bucket that does not exist)."""
     if not isinstance(io, LocalIO):
-        return ""
+        return io.absence_hint()
     if not os.path.lexists(io.root):
         # A quoted "~/..." reaches pyref unexpanded (as it reaches Flink and Spark): say so.
         tilde = "; '~' is not expanded (only a shell expands it, unquoted)" if "~" in io.root.split(os.sep) else ""

@@ -15,7 +15,8 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from pyref import ConcurrentWriteError, InvalidArgumentError, Savepoint, SavepointWriter, StorageError, rescale
+from pyref import (ConcurrentWriteError, InvalidArgumentError, Savepoint, SavepointNotFoundError, SavepointWriter,
+                   StorageError, rescale)
 from pyref.cleanup import remove_unreferenced_files
 from pyref.cli import main
 from pyref.inspection import verify
@@ -418,6 +419,14 @@ def test_a_store_without_credentials_is_named_as_such():
                        "Server returned non-2xx status code: 403 Forbidden\nDebug dump ...")
     assert "no credentials in the environment" in _message(exc) and "Debug dump" not in _message(exc)
     assert _message(RuntimeError("Generic S3 error: 404 Not Found")) == "Generic S3 error: 404 Not Found"
+
+
+def test_a_bucket_that_does_not_exist_is_named_as_such(s3_prefix):
+    """A HEAD of _manifest in a missing bucket is a plain 404: "no savepoint here" hid the mistyped bucket."""
+    with pytest.raises(SavepointNotFoundError, match=r"no _manifest\); the bucket 'no-such-bucket' does not exist"):
+        Savepoint.open("s3://no-such-bucket/savepoints/sp")
+    with pytest.raises(SavepointNotFoundError, match=r"no _manifest\) \[file="):  # the bucket exists
+        Savepoint.open(s3_prefix + "/nothing-here")
 
 
 def test_a_plain_http_endpoint_not_allowed_is_named_as_such(s3_prefix, monkeypatch):

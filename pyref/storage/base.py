@@ -246,6 +246,11 @@ class SavepointIO(ABC):
         records as its base (spec/format.md §8.1)."""
         return self.location.rstrip("/").rsplit("/", 1)[-1]
 
+    def absence_hint(self) -> str:
+        """Only for a not-found error's hint: why nothing is here, where the store says more
+        than "not found" ("; the bucket does not exist"), else ""."""
+        return ""
+
     def describe(self, rel: str) -> str:
         return f"{self.location.rstrip('/')}/{rel}"
 

@@ -215,6 +215,15 @@ class ObjectStoreIO(UrlSavepointIO):
             listed = _obstore().list_with_delimiter(self.store, rel_dir or None)
         return sorted(o["path"] for o in listed["objects"] if not rel_dir or o["path"].startswith(f"{rel_dir}/"))
 
+    def absence_hint(self) -> str:
+        # A missing bucket is "404 Not Found" to a HEAD, and named only in a listing's error body.
+        try:
+            next(iter(_obstore().list(self.store, None, chunk_size=1)), None)
+        except Exception as exc:
+            if re.search(r"NoSuchBucket|ContainerNotFound|bucket does not exist", str(exc)):
+                return f"; the bucket {self.location.split('/')[2]!r} does not exist"
+        return ""
+
     def replace_file(self, rel: str, data: bytes) -> None:
         check_relative_path(rel)
         with _typed("cannot write the file", self.describe(rel)):  # one PUT: the object appears whole
