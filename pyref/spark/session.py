@@ -10,6 +10,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Union
 
+from pyspark.errors import IllegalArgumentException
 from pyspark.sql import SparkSession
 
 from ..errors import InvalidArgumentError
@@ -50,8 +51,11 @@ def spark_session(master: str | None = "local[*]", app_name: str = "pyref", *, r
     builder = builder.appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    register(spark)
+    try:
+        spark = builder.getOrCreate()
+        register(spark)  # sets a property: where Spark checks the ones given
+    except IllegalArgumentException as exc:  # a property Spark refuses (a --conf value, say)
+        raise InvalidArgumentError(f"Spark refused the session's configuration: {str(exc).splitlines()[0]}") from None
     return spark
 
 
