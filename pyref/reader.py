@@ -26,7 +26,7 @@ from ._proto.savepoint.v1.serializer_pb2 import SerializerSnapshot
 from .checksum import crc32c
 from .chunk import decode_chunk
 from .codecs import decompress
-from .descriptions import KIND_NAMES, KeyedStateInfo, ListStateInfo, OperatorInfo, SavepointInfo
+from .descriptions import KIND_NAMES, KeyedStateInfo, ListStateInfo, OperatorInfo, SavepointInfo, serializer_label
 from .errors import (
     ConcurrentWriteError,
     CorruptSavepointError,
@@ -335,8 +335,8 @@ def _resolve(label: str, snapshot: SerializerSnapshot, new: Serializer | None) -
     result = resolve_compatibility(snapshot, new)
     if result.kind is Compatibility.INCOMPATIBLE:
         raise IncompatibleSerializerError(
-            f"serializer {new.serializer_id!r} cannot read state written with {snapshot.serializer_id!r} "
-            f"(version {snapshot.version}): {result.reason}", state=label)
+            f"serializer {serializer_label(new.snapshot())!r} cannot read state written with "
+            f"{serializer_label(snapshot)!r}: {result.reason}", state=label)
     if result.kind is Compatibility.COMPATIBLE_AFTER_MIGRATION:
         # Stored bytes are in the old layout: decode them with the old serializer, unless the
         # values themselves change (tuple fields added, removed or reordered): those the old
