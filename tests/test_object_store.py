@@ -427,6 +427,9 @@ def test_a_bucket_that_does_not_exist_is_named_as_such(s3_prefix):
         Savepoint.open("s3://no-such-bucket/savepoints/sp")
     with pytest.raises(SavepointNotFoundError, match=r"no _manifest\) \[file="):  # the bucket exists
         Savepoint.open(s3_prefix + "/nothing-here")
+    with pytest.raises(StorageError, match=r"\(the bucket does not exist\) \[file=s3://no-such-bucket/sp/data/"):
+        with SavepointWriter("s3://no-such-bucket/sp", inline_bytes=0) as w:
+            w.add_operator("op", 1).list_state("s", Int64()).add(0, [1])
 
 
 def test_a_plain_http_endpoint_not_allowed_is_named_as_such(s3_prefix, monkeypatch):

@@ -65,6 +65,10 @@ def _obstore():
 _METADATA_SERVICES = ("169.254.169.254", "metadata.google.internal")
 
 
+#: A store's word for a bucket (container) that does not exist, in an error's body.
+_NO_BUCKET = re.compile(r"NoSuchBucket|ContainerNotFound|bucket does not exist")
+
+
 def _message(exc: BaseException) -> str:
     """The first line of obstore's message (the rest is a debug dump of the request)."""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -72,6 +76,8 @@ def _message(exc: BaseException) -> str:
         first += (" (no credentials in the environment, so the instance metadata service was asked: set the "
                   "store's, e.g. AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for S3, GOOGLE_APPLICATION_CREDENTIALS "
                   "for GCS)")
+    elif _NO_BUCKET.search(str(exc)):  # named in the error body, below the first line
+        first += " (the bucket does not exist)"
     elif "builder error" in first and re.search(r"Error performing \w+ http://", first):
         first += " (the client refuses plain HTTP unless allowed: AWS_ALLOW_HTTP=true for an http:// S3 endpoint)"
     return first
@@ -220,7 +226,7 @@ class ObjectStoreIO(UrlSavepointIO):
         try:
             next(iter(_obstore().list(self.store, None, chunk_size=1)), None)
         except Exception as exc:
-            if re.search(r"NoSuchBucket|ContainerNotFound|bucket does not exist", str(exc)):
+            if _NO_BUCKET.search(str(exc)):
                 return f"; the bucket {self.location.split('/')[2]!r} does not exist"
         return ""
 
