@@ -443,6 +443,9 @@ class StateScan:
                      for op in sp.operators}
             raise InvalidArgumentError(f"options 'operator' and 'state' (or 'timer_service') are required; this "
                                        f"savepoint has {names}", path=sp.location)
+        if state and timer_service or domain is not None and not timer_service:  # one would be ignored
+            raise InvalidArgumentError("give the state, or a timer service (and its domain), not both",
+                                       path=sp.location)
         op = sp.operator(operator).proto
         found = find_timer_service(op, timer_service, domain) if timer_service else find_state(op, str(state))
         if found is None:

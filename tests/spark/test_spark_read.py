@@ -176,6 +176,20 @@ def test_char_keys_and_values_read_as_their_code_units(read, tmp_path):
     assert [r.key for r in read_state(spark, tmp_path / "sp", "op", "letters", keys=[66]).collect()] == [66]
 
 
+def test_a_state_with_a_timer_service_or_a_domain_is_refused(tmp_path):
+    """The timer service was read and the state ignored; a domain without a timer service was ignored."""
+    from pyref import InvalidArgumentError
+
+    with SavepointWriter(str(tmp_path / "sp")) as w:
+        op = w.add_operator("op", 2, key_serializer=String())
+        op.keyed_state("count", Int64()).add(["a"], [1])
+        op.timer_service("t", "event_time").add(["a"], [5])
+    for options in ({"timer_service": "t"}, {"domain": "event_time"}):
+        with pytest.raises(InvalidArgumentError, match="give the state, or a timer service .*not both"):
+            StateScan.plan(str(tmp_path / "sp"), "op", "count", **options)
+    assert StateScan.plan(str(tmp_path / "sp"), "op", None, timer_service="t", domain="event_time").fragments
+
+
 def test_an_empty_state_reads_as_no_rows_with_its_columns(read, tmp_path):
     with SavepointWriter(str(tmp_path / "sp")) as w:
         op = w.add_operator("op", 2, key_serializer=String())
