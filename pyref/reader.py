@@ -745,9 +745,10 @@ class KeyedStateView(KeyGroupedView):
         if (namespace is VOID_NAMESPACE) == self.namespaced:
             raise InvalidArgumentError("a namespaced state needs namespace=..., and only it takes one",
                                        state=self.label)
-        wanted = self.key_serializer.encode(key)
-        wanted_namespace = (self.namespace_serializer.encode(namespace) if self.namespace_serializer is not None
-                            else None)
+        with locating(state=self.label):  # a key or namespace of another type than the state's
+            wanted = self.key_serializer.encode(key)
+            wanted_namespace = (self.namespace_serializer.encode(namespace) if self.namespace_serializer is not None
+                                else None)
         # Rows of the key, in stored order; the last row of a (user) key wins (spec/format.md §7.1).
         # Keys, namespaces and user keys are told apart by their bytes, the same in every language.
         latest: dict[bytes, tuple[Any, int | None]] = {}

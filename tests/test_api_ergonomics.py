@@ -138,3 +138,18 @@ def test_writes_return_the_new_savepoint_open(sp_path, tmp_path):
     committed = w.commit()
     assert isinstance(committed, Savepoint) and committed.info == Savepoint.open(tmp_path / "w").info
     assert committed.operator("counter").keyed_state("count").get("a") == 3
+
+
+def test_a_lookup_key_of_another_type_names_the_state(tmp_path):
+    """The int32 serializer's refusal of a str key named no state."""
+    from pyref.serializers import Int32, TimeWindow, Window
+
+    with SavepointWriter(str(tmp_path / "sp")) as w:
+        op = w.add_operator("op", 2, key_serializer=Int32())
+        op.keyed_state("count", Int64()).add([5], [1])
+        op.keyed_state("windowed", Int64(), namespace_serializer=TimeWindow()).add([5], [1], namespaces=[Window(0, 9)])
+    op = Savepoint.open(tmp_path / "sp").operator("op")
+    with pytest.raises(InvalidArgumentError, match=r"int32 .* str \[state=op/count\]"):
+        op.keyed_state("count").get("5")
+    with pytest.raises(InvalidArgumentError, match=r"\[state=op/windowed\]"):
+        op.keyed_state("windowed").get(5, namespace="not a window")
