@@ -153,3 +153,14 @@ def test_a_lookup_key_of_another_type_names_the_state(tmp_path):
         op.keyed_state("count").get("5")
     with pytest.raises(InvalidArgumentError, match=r"\[state=op/windowed\]"):
         op.keyed_state("windowed").get(5, namespace="not a window")
+
+
+@pytest.mark.parametrize("parallelism", ["3", None, 2.0, {"op": "3"}])
+def test_a_parallelism_that_is_not_a_whole_number_is_refused(tmp_path, parallelism):
+    """A str parallelism raised TypeError ('>' between str and int) in rescale and restore_plan."""
+    with SavepointWriter(str(tmp_path / "sp")) as w:
+        w.add_operator("op", 2).list_state("s", Int64()).add(0, [1])
+    with pytest.raises(InvalidArgumentError, match="parallelism must be an integer"):
+        rescale(tmp_path / "sp", tmp_path / "sp3", parallelism)
+    with pytest.raises(InvalidArgumentError, match="parallelism must be an integer"):
+        Savepoint.open(tmp_path / "sp").restore_plan(parallelism)
