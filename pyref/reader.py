@@ -984,6 +984,9 @@ def savepoints_below(io: SavepointIO, most: int = 3) -> str:
         # A quoted "~/..." reaches pyref unexpanded (as it reaches Flink and Spark): say so.
         tilde = "; '~' is not expanded (only a shell expands it, unquoted)" if "~" in io.root.split(os.sep) else ""
         return f"; the path does not exist{tilde}"
+    if os.path.isfile(io.root):  # a savepoint's _manifest (or Flink's _metadata) given for the savepoint
+        return f"; the path is a file: give the savepoint's directory ({os.path.dirname(io.location) or '.'})" \
+            if os.path.basename(io.root) in (MANIFEST_NAME, FLINK_METADATA_NAME) else "; the path is a file"
     children = _subdirectories(io.root, 10_000)
     found = [name for name in children if _holds_savepoint(os.path.join(io.root, name))]
     levels = "one level"
