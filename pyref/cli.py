@@ -365,7 +365,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not as_json:
             raise  # a bug: the traceback is the report
         traceback.print_exc()
-        print(json.dumps({"error": f"internal error: {exc!r}", "type": type(exc).__name__, "exit_code": 1}))
+        # The message, not repr: pyspark's exceptions keep theirs out of args (repr "IllegalArgumentException()")
+        print(json.dumps({"error": f"internal error: {type(exc).__name__}: {exc}", "type": type(exc).__name__,
+                          "exit_code": 1}))
         return 1
 
 

@@ -26,7 +26,7 @@ from ._proto.savepoint.v1.serializer_pb2 import SerializerSnapshot
 from .checksum import crc32c
 from .chunk import decode_chunk
 from .codecs import decompress
-from .descriptions import KIND_NAMES, KeyedStateInfo, ListStateInfo, OperatorInfo, SavepointInfo
+from .descriptions import KIND_NAMES, KeyedStateInfo, ListStateInfo, OperatorInfo, SavepointInfo, serializer_label
 from .errors import (
     ConcurrentWriteError,
     CorruptSavepointError,
@@ -335,8 +335,8 @@ def _resolve(label: str, snapshot: SerializerSnapshot, new: Serializer | None) -
     result = resolve_compatibility(snapshot, new)
     if result.kind is Compatibility.INCOMPATIBLE:
         raise IncompatibleSerializerError(
-            f"serializer {new.serializer_id!r} cannot read state written with {snapshot.serializer_id!r} "
-            f"(version {snapshot.version}): {result.reason}", state=label)
+            f"serializer {serializer_label(new.snapshot())!r} cannot read state written with "
+            f"{serializer_label(snapshot)!r}: {result.reason}", state=label)
     if result.kind is Compatibility.COMPATIBLE_AFTER_MIGRATION:
         # Stored bytes are in the old layout: decode them with the old serializer, unless the
         # values themselves change (tuple fields added, removed or reordered): those the old
@@ -745,9 +745,10 @@ class KeyedStateView(KeyGroupedView):
         if (namespace is VOID_NAMESPACE) == self.namespaced:
             raise InvalidArgumentError("a namespaced state needs namespace=..., and only it takes one",
                                        state=self.label)
-        wanted = self.key_serializer.encode(key)
-        wanted_namespace = (self.namespace_serializer.encode(namespace) if self.namespace_serializer is not None
-                            else None)
+        with locating(state=self.label):  # a key or namespace of another type than the state's
+            wanted = self.key_serializer.encode(key)
+            wanted_namespace = (self.namespace_serializer.encode(namespace) if self.namespace_serializer is not None
+                                else None)
         # Rows of the key, in stored order; the last row of a (user) key wins (spec/format.md §7.1).
         # Keys, namespaces and user keys are told apart by their bytes, the same in every language.
         latest: dict[bytes, tuple[Any, int | None]] = {}
@@ -983,6 +984,9 @@ def savepoints_below(io: SavepointIO, most: int = 3) -> str:
         # A quoted "~/..." reaches pyref unexpanded (as it reaches Flink and Spark): say so.
         tilde = "; '~' is not expanded (only a shell expands it, unquoted)" if "~" in io.root.split(os.sep) else ""
         return f"; the path does not exist{tilde}"
+    if os.path.isfile(io.root):  # a savepoint's _manifest (or Flink's _metadata) given for the savepoint
+        return f"; the path is a file: give the savepoint's directory ({os.path.dirname(io.location) or '.'})" \
+            if os.path.basename(io.root) in (MANIFEST_NAME, FLINK_METADATA_NAME) else "; the path is a file"
     children = _subdirectories(io.root, 10_000)
     found = [name for name in children if _holds_savepoint(os.path.join(io.root, name))]
     levels = "one level"

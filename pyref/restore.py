@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from functools import cached_property
+from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -56,7 +57,7 @@ def plan_list_state(operator: pb.Operator, new_parallelism: int) -> dict[str, li
 
 
 def check_new_parallelism(operator: pb.Operator, parallelism: int) -> None:
-    if parallelism > operator.max_parallelism:
+    if isinstance(parallelism, Integral) and parallelism > operator.max_parallelism:  # else refused below
         raise InvalidArgumentError(
             f"operator {operator.operator_id!r} has max parallelism {operator.max_parallelism}, so it cannot run at "
             f"parallelism {parallelism}; change the max parallelism first (a rewrite of its keyed state)")

@@ -21,6 +21,7 @@ from . import __version__
 from ._proto.savepoint.v1 import manifest_pb2 as pb
 from .chunk import encode_chunk
 from .derived import register_derived
+from .descriptions import serializer_label
 from .errors import IncompatibleSerializerError, InvalidArgumentError, unknown_names
 from .io import SavepointIO, is_directory_name, is_safe_relative_path, open_io
 from .manifest import KNOWN_OPTIONAL_FEATURES, LIST_COLUMNS, keyed_column_count, selected_rows, state_label
@@ -308,8 +309,8 @@ def resolve_migration(state: pb.ListState | pb.KeyedState, serializer: Serialize
     result = resolve_compatibility(old_snapshot, serializer)
     if result.kind is Compatibility.INCOMPATIBLE:
         raise IncompatibleSerializerError(
-            f"serializer {serializer.serializer_id!r} cannot read state written with "
-            f"{old_snapshot.serializer_id!r}: {result.reason}", state=label)
+            f"serializer {serializer_label(serializer.snapshot())!r} cannot read state written with "
+            f"{serializer_label(old_snapshot)!r}: {result.reason}", state=label)
     if result.kind is not Compatibility.COMPATIBLE_AFTER_MIGRATION:
         return result, None
     old, new = serializer_from_snapshot(old_snapshot), result.serializer

@@ -64,11 +64,18 @@ class TimerServiceWriter(_KeyGroupedState):
             raise InvalidArgumentError("namespaces are required for a timer service with a namespace serializer "
                                        "and only for it", state=self.label)
         key_array = as_key_array(keys, op.keys())
-        stamps = timestamps if isinstance(timestamps, (pa.Array, pa.ChunkedArray)) else np.asarray(timestamps, np.int64)
+        if not isinstance(timestamps, (pa.Array, pa.ChunkedArray)):
+            # Whole buffers, as given: int64 refuses what it cannot hold (a str, a fraction of a ms)
+            try:
+                stamps = np.asarray(timestamps)
+                timestamps = pa.array(stamps if stamps.size else stamps.astype(np.int64))
+            except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
+                raise InvalidArgumentError(f"timestamps must be whole ms that int64 holds: {exc}",
+                                           state=self.label) from None
         columns = [op.keys().encode_array(key_array)]
         if self.namespace_serializer is not None and namespaces is not None:
             columns.append(self.namespace_serializer.encode_array(_values(namespaces)))
-        columns.append(_TIMESTAMP.encode_array(pa.array(stamps, pa.int64())))
+        columns.append(_TIMESTAMP.encode_array(timestamps))
         self.add_encoded(columns, self._key_groups(key_array, key_groups, subtask))
 
     def to_proto(self) -> pb.TimerService:

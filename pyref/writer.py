@@ -45,7 +45,7 @@ from .checksum import crc32c
 from .chunk import encode_chunk
 from .codecs import MAX_RAW_LENGTH, Codec, compress, may_pay, pays
 from .derived import check_not_a_base
-from .errors import ConcurrentWriteError, CorruptSavepointError, InvalidArgumentError, SavepointError
+from .errors import ConcurrentWriteError, CorruptSavepointError, InvalidArgumentError, SavepointError, locating
 from .io import MANIFEST_NAME, UNLOCKED_WRITE_DEADLINE_S, SavepointIO, is_data_file_path, open_io
 from .key_groups import check_parallelism, compute_key_groups, default_max_parallelism, key_group_range
 from .keys import as_key_array, engine_key_groups, key_type_of
@@ -205,12 +205,14 @@ _Method = TypeVar("_Method", bound=Callable[..., Any])
 def _fails_writer(method: _Method) -> _Method:
     """Make the writer failed when ``method`` raises after it may have changed buffers or
     files. An :class:`InvalidArgumentError` comes from the argument checks, which run
-    before anything changes, and leaves the writer open."""
+    before anything changes, and leaves the writer open. Errors of a state's method name
+    the state (a serializer refusing a value knows neither)."""
 
     @functools.wraps(method)
     def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            return method(self, *args, **kwargs)
+            with locating(state=getattr(self, "label", None)):
+                return method(self, *args, **kwargs)
         except InvalidArgumentError:
             raise
         except BaseException as exc:

@@ -138,3 +138,29 @@ def test_writes_return_the_new_savepoint_open(sp_path, tmp_path):
     committed = w.commit()
     assert isinstance(committed, Savepoint) and committed.info == Savepoint.open(tmp_path / "w").info
     assert committed.operator("counter").keyed_state("count").get("a") == 3
+
+
+def test_a_lookup_key_of_another_type_names_the_state(tmp_path):
+    """The int32 serializer's refusal of a str key named no state."""
+    from pyref.serializers import Int32, TimeWindow, Window
+
+    with SavepointWriter(str(tmp_path / "sp")) as w:
+        op = w.add_operator("op", 2, key_serializer=Int32())
+        op.keyed_state("count", Int64()).add([5], [1])
+        op.keyed_state("windowed", Int64(), namespace_serializer=TimeWindow()).add([5], [1], namespaces=[Window(0, 9)])
+    op = Savepoint.open(tmp_path / "sp").operator("op")
+    with pytest.raises(InvalidArgumentError, match=r"int32 .* str \[state=op/count\]"):
+        op.keyed_state("count").get("5")
+    with pytest.raises(InvalidArgumentError, match=r"\[state=op/windowed\]"):
+        op.keyed_state("windowed").get(5, namespace="not a window")
+
+
+@pytest.mark.parametrize("parallelism", ["3", None, 2.0, {"op": "3"}])
+def test_a_parallelism_that_is_not_a_whole_number_is_refused(tmp_path, parallelism):
+    """A str parallelism raised TypeError ('>' between str and int) in rescale and restore_plan."""
+    with SavepointWriter(str(tmp_path / "sp")) as w:
+        w.add_operator("op", 2).list_state("s", Int64()).add(0, [1])
+    with pytest.raises(InvalidArgumentError, match="parallelism must be an integer"):
+        rescale(tmp_path / "sp", tmp_path / "sp3", parallelism)
+    with pytest.raises(InvalidArgumentError, match="parallelism must be an integer"):
+        Savepoint.open(tmp_path / "sp").restore_plan(parallelism)

@@ -286,6 +286,13 @@ def test_a_directory_above_savepoints_names_them(tmp_path, capsys):
     assert f"two levels down: {job / 'chk-12'}, {job / 'chk-7'}, {job / 'pyref-copy'}" in capsys.readouterr().err
 
 
+def test_a_savepoints_manifest_given_for_it_names_its_directory(tmp_path, capsys):
+    """The not-found error said only "no committed savepoint here (no _manifest)" of the _manifest itself."""
+    write_seeds(tmp_path / "sp")
+    assert main(["verify", str(tmp_path / "sp" / "_manifest")]) == 4
+    assert f"the path is a file: give the savepoint's directory ({tmp_path / 'sp'})" in capsys.readouterr().err
+
+
 FLINK_SEEDS = os.path.join(os.path.dirname(__file__), "..", "compat_tests", "flink", "corpus", "2.3.0", "rocksdb",
                            "seeds", "savepoint")
 

@@ -165,6 +165,28 @@ def test_a_timer_stored_twice_is_one_timer(tmp_path):
     assert service.to_arrow().column_names == ["key_group", "key", "timestamp"]
 
 
+@pytest.mark.parametrize("timestamps", [[1.5], ["5"], [None], [2**64]])
+def test_a_timestamp_int64_cannot_hold_is_refused_naming_the_service(tmp_path, timestamps):
+    """A fraction of a ms was truncated (1.5 stored as 1), a str raised ValueError, 2**64 OverflowError."""
+    with SavepointWriter(str(tmp_path / "sp")) as w:
+        timers = w.add_operator("op", 1, key_serializer=Int64()).timer_service("t", "event_time")
+        with pytest.raises(InvalidArgumentError, match=r"state=op/t \(event_time timers\)"):
+            timers.add([1], timestamps)
+        timers.add([1, 2], pa.array([5, 6], pa.int32()))
+    assert sorted(Savepoint.open(tmp_path / "sp").operator("op").timer_service("t").timers()) == [(1, 5), (2, 6)]
+
+
+def test_a_value_the_serializer_refuses_names_the_state(tmp_path):
+    with SavepointWriter(str(tmp_path / "sp")) as w:
+        op = w.add_operator("op", 1, key_serializer=String())
+        with pytest.raises(InvalidArgumentError, match=r"int64 .*string \[state=op/count\]"):
+            op.keyed_state("count", Int64()).add(["a"], ["three"])
+        with pytest.raises(InvalidArgumentError, match=r"int32 .*\[state=op/offsets\]"):
+            op.list_state("offsets", Int32()).add(0, [2**40])
+        with pytest.raises(InvalidArgumentError, match=r"\[state=op/rules\]"):
+            op.broadcast_state("rules", String(), Int32()).add_all(["r"], ["x"])
+
+
 def test_a_timestamp_of_other_than_8_bytes_is_corrupt(tmp_path):
     with SavepointWriter(str(tmp_path / "sp")) as w:
         w.add_operator("op", 1, key_serializer=Int64()).timer_service("t", "event_time").add([1], [5])

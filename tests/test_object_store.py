@@ -464,3 +464,10 @@ def test_a_store_without_credentials_is_named_as_such():
                        "Server returned non-2xx status code: 403 Forbidden\nDebug dump ...")
     assert "no credentials in the environment" in _message(exc) and "Debug dump" not in _message(exc)
     assert _message(RuntimeError("Generic S3 error: 404 Not Found")) == "Generic S3 error: 404 Not Found"
+
+
+def test_a_plain_http_endpoint_not_allowed_is_named_as_such(s3_prefix, monkeypatch):
+    """obstore refuses http:// unless AWS_ALLOW_HTTP is set, and says only "builder error"."""
+    monkeypatch.delenv("AWS_ALLOW_HTTP")
+    with pytest.raises(StorageError, match=r"builder error \(.*AWS_ALLOW_HTTP=true for an http:// S3 endpoint\)"):
+        Savepoint.open(s3_prefix + "/sp")

@@ -137,12 +137,25 @@ def test_migrate_int32_to_int64_rewrites_the_state(tmp_path):
 def test_incompatible_serializer_names_state_and_both_serializers(tmp_path):
     with SavepointWriter(str(tmp_path / "sp")) as w:
         w.add_operator("op", parallelism=1, key_serializer=String()).keyed_state("count", Int64()).add(["a"], [1])
-    with pytest.raises(IncompatibleSerializerError, match="'string'.*'int64'") as info:
+    with pytest.raises(IncompatibleSerializerError, match="'string@v1'.*'int64@v1'") as info:
         migrate_state(tmp_path / "sp", tmp_path / "sp2", "op", "count", String())
     assert info.value.state == "op/count"
     assert not (tmp_path / "sp2" / "_manifest").exists()
-    with pytest.raises(IncompatibleSerializerError):
+    with pytest.raises(IncompatibleSerializerError, match="'string@v1'.*'int64@v1'"):
         Savepoint.open(tmp_path / "sp").operator("op").keyed_state("count", String())
+
+
+def test_incompatible_tuples_are_named_by_their_labels(tmp_path):
+    """Both were named 'tuple' (serializer ids): the labels show the fields that differ."""
+    visit = Tuple(String(), Int32(), names=("url", "n"))
+    with SavepointWriter(str(tmp_path / "sp")) as w:
+        w.add_operator("op", parallelism=1, key_serializer=String()).keyed_state("last", visit).add(["a"], [("/", 1)])
+    wrong = Tuple(String(), String(), names=("url", "n"))
+    labels = r"'tuple<url:string@v1,n:string@v1>@v2' cannot read state written with 'tuple<url:string@v1,n:int32@v1>@v2'"
+    with pytest.raises(IncompatibleSerializerError, match=labels):
+        migrate_state(tmp_path / "sp", tmp_path / "sp2", "op", "last", wrong)
+    with pytest.raises(IncompatibleSerializerError, match=labels):
+        Savepoint.open(tmp_path / "sp").operator("op").keyed_state("last", wrong)
 
 
 def test_opening_with_a_migratable_serializer_reads_old_bytes(tmp_path):

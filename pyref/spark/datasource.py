@@ -65,7 +65,21 @@ if TYPE_CHECKING:
 
 def spark_schema(schema: pa.Schema) -> StructType:
     """The Spark schema of an Arrow schema (every column nullable, as Spark's Arrow reads expect)."""
-    return StructType([StructField(f.name, from_arrow_type(f.type), True) for f in schema])
+    return StructType([StructField(f.name, from_arrow_type(_signed(f.type)), True) for f in schema])
+
+
+def _signed(t: pa.DataType) -> pa.DataType:
+    """``t`` with a ``char``'s UTF-16 code unit (uint16, which Spark has no type for) as int32,
+    nested ones included; :func:`as_spark_batches` casts the values, losslessly."""
+    if pa.types.is_uint16(t):
+        return pa.int32()
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(_signed(t.value_type))
+    if pa.types.is_map(t):
+        return pa.map_(_signed(t.key_type), _signed(t.item_type))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_signed(f.type)) for f in t])
+    return t
 
 
 #: Options of ``format("savepoint")`` reads, as documented (Spark matches option names
@@ -274,7 +288,8 @@ def _values(f) -> tuple | None:
 def _narrowed(selection: Selection, f, names: set[str], keys_pushable: bool, max_parallelism: int
               ) -> Selection | None:
     """``selection`` narrowed by filter ``f``, or None when the read cannot apply ``f`` itself."""
-    column = f.attribute[0] if len(f.attribute) == 1 else None
+    attribute: tuple[str, ...] = getattr(f, "attribute", ())  # Not has a child filter instead
+    column = attribute[0] if len(attribute) == 1 else None
     values = _values(f)
     if column == "key" and keys_pushable and values is not None and None not in values:
         keys = set(values) if selection.keys is None else set(selection.keys) & set(values)

@@ -243,8 +243,8 @@ def _target(sp: FlinkSavepoint, operator: str, state: str | None, timer_service:
             domain: str | None) -> tuple[str, str]:
     """(hex operator id, Flink's name of the state or timer queue), from metadata alone."""
     op = sp.operator(operator)
-    if (state is None) == (timer_service is None):
-        raise InvalidArgumentError("give the state, or a timer_service (and its domain)")
+    if (state is None) == (timer_service is None) or domain is not None and timer_service is None:
+        raise InvalidArgumentError("give the state, or a timer_service (and its domain), not both")
     if state is not None:
         return op.operator_id, state
     _, infos = op.keyed_meta()

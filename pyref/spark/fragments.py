@@ -186,10 +186,11 @@ class Selection:
             keep &= np.isin(owner, np.fromiter(self.subtasks, dtype=np.int64))
         if self.keys is not None:
             key_serializer = serializer_from_snapshot(op.key_serializer)
-            wanted = compute_key_groups(as_key_array(list(self.keys), key_serializer), op.max_parallelism,
-                                        key_type_of(op.key_serializer))
+            # As an array: Spark's filters give a char key as its code unit, an int (spark_schema)
+            key_array = as_key_array(list(self.keys), key_serializer)
+            wanted = compute_key_groups(key_array, op.max_parallelism, key_type_of(op.key_serializer))
             keep &= np.isin(groups, wanted)
-            encoded = [key_serializer.encode(k) for k in self.keys]
+            encoded = key_serializer.encode_array(key_array).to_pylist()
             for i in np.flatnonzero(keep):  # format 1.1 key bounds skip chunks that cannot hold a key
                 bounds = state.chunks[i].key_bounds if state.chunks[i].HasField("key_bounds") else None
                 if bounds is not None and not any(bounds.min <= e <= bounds.max for e in encoded):
@@ -206,7 +207,10 @@ class Selection:
         if self.keys is None or not batch.num_rows:
             return batch
         column = batch.column("key")
-        return batch.filter(pc.is_in(column, value_set=pa.array(list(self.keys), column.type)))
+        keys = list(self.keys)
+        if pa.types.is_uint16(column.type):  # a char's code unit: given as a str, or an int by Spark's filters
+            keys = [ord(k) if isinstance(k, str) else k for k in keys]
+        return batch.filter(pc.is_in(column, value_set=pa.array(keys, column.type)))
 
 
 def residue_fragments(sp: Savepoint, op: pb.Operator, state: pb.KeyedState, modulus: int,
@@ -439,6 +443,9 @@ class StateScan:
                      for op in sp.operators}
             raise InvalidArgumentError(f"options 'operator' and 'state' (or 'timer_service') are required; this "
                                        f"savepoint has {names}", path=sp.location)
+        if state and timer_service or domain is not None and not timer_service:  # one would be ignored
+            raise InvalidArgumentError("give the state, or a timer service (and its domain), not both",
+                                       path=sp.location)
         op = sp.operator(operator).proto
         found = find_timer_service(op, timer_service, domain) if timer_service else find_state(op, str(state))
         if found is None:

@@ -7,9 +7,12 @@ Every job of :mod:`pyref.spark` runs on either kind of session: it uses DataFram
 from __future__ import annotations
 
 import os
+import socket
 import sys
+import urllib.parse
 from typing import TYPE_CHECKING, Union
 
+from pyspark.errors import IllegalArgumentException
 from pyspark.sql import SparkSession
 
 from ..errors import InvalidArgumentError
@@ -20,6 +23,8 @@ if TYPE_CHECKING:
 
 #: A classic or a Spark Connect session: pyspark types them as unrelated classes.
 AnySparkSession = Union[SparkSession, "ConnectSession"]
+#: The port of an sc:// URL that names none (Spark Connect's default).
+CONNECT_PORT = 15002
 
 
 def spark_session(master: str | None = "local[*]", app_name: str = "pyref", *, remote: str | None = None,
@@ -39,6 +44,7 @@ def spark_session(master: str | None = "local[*]", app_name: str = "pyref", *, r
         # Connect's own builder: pyspark's generic one refuses a client beside a classic session.
         from pyspark.sql.connect.session import SparkSession as ConnectSession
 
+        _check_reachable(remote)
         builder = ConnectSession.builder.remote(remote)
     elif remote:
         builder = SparkSession.builder.remote(remote)
@@ -50,9 +56,27 @@ def spark_session(master: str | None = "local[*]", app_name: str = "pyref", *, r
     builder = builder.appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    register(spark)
+    try:
+        spark = builder.getOrCreate()
+        register(spark)  # sets a property: where Spark checks the ones given
+    except IllegalArgumentException as exc:  # a property Spark refuses (a --conf value, say)
+        raise InvalidArgumentError(f"Spark refused the session's configuration: {str(exc).splitlines()[0]}") from None
     return spark
+
+
+def _check_reachable(remote: str) -> None:
+    """A Connect client retries a server that does not answer for over ten minutes, saying
+    nothing: refuse at once an address where nothing accepts a connection."""
+    url = urllib.parse.urlsplit(remote)
+    try:
+        host, port = url.hostname or "localhost", url.port or CONNECT_PORT
+    except ValueError as exc:  # a port that is not a number
+        raise InvalidArgumentError(f"not a Spark Connect URL (sc://host:port): {exc}", path=remote) from None
+    try:
+        socket.create_connection((host, port), timeout=30).close()
+    except OSError as exc:
+        raise InvalidArgumentError(f"no Spark Connect server answers at {host}:{port}: {exc.strerror or exc}",
+                                   path=remote) from None
 
 
 def is_connect(spark: AnySparkSession) -> bool:

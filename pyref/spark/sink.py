@@ -39,7 +39,7 @@ from .. import __version__
 from .._proto.savepoint.v1 import manifest_pb2 as pb
 from ..derived import check_not_a_base
 from ..descriptions import KIND_NAMES
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, locating
 from ..io import MANIFEST_NAME, SavepointIO, open_io
 from ..key_groups import check_parallelism, default_max_parallelism
 from ..keys import key_type_of
@@ -228,7 +228,9 @@ class SavepointSink(_Writer):
             assert t.shape.key_serializer is not None  # plan_write refuses keyed state without one
             batches = _with_key_groups(t.shape.key_serializer, t.shape.max_parallelism, batches)
         feed = _feed_keyed if t.keyed else _feed_list
-        return _Written(write_partial(t.job, self.open_state, feed, batches))
+        name = (pb.KeyedState if t.keyed else pb.ListState).FromString(t.state).name
+        with locating(state=f"{t.shape.operator_id}/{name}"):  # a key the key serializer refuses, say
+            return _Written(write_partial(t.job, self.open_state, feed, batches))
 
     def commit(self, messages: list) -> None:
         t = self.target

@@ -83,11 +83,28 @@ _KINDS = {name: kind for kind, name in KIND_NAMES.items()}
 
 
 def _key_column(column: pa.Array, key_serializer: Serializer) -> pa.Array:
-    """Keys as the key serializer's Arrow type (a Spark LongType column for int32 keys, say)."""
+    """Keys as the key serializer's Arrow type (a Spark LongType column for int32 keys, say).
+    Only within a kind of type: a number cast to a string key would be another key than meant."""
     wanted = key_serializer.arrow_type()
     if column.type != wanted and not pa.types.is_struct(wanted):  # tuple keys hash by position
-        column = column.cast(wanted)
+        if _type_kind(column.type) != _type_kind(wanted):
+            raise InvalidArgumentError(f"the key column is of type {column.type}; keys of "
+                                       f"{key_serializer.serializer_id} are {wanted}")
+        try:
+            column = column.cast(wanted)  # a safe cast: a key beyond the key type's range is refused
+        except pa.ArrowInvalid as exc:
+            raise InvalidArgumentError(f"a key does not fit the {key_serializer.serializer_id} key serializer: "
+                                       f"{exc}") from None
     return as_key_array(column, key_serializer)
+
+
+def _type_kind(t: pa.DataType) -> str:
+    for kind, test in (("integer", pa.types.is_integer), ("floating", pa.types.is_floating),
+                       ("string", pa.types.is_string), ("string", pa.types.is_large_string),
+                       ("binary", pa.types.is_binary), ("binary", pa.types.is_large_binary)):
+        if test(t):
+            return kind
+    return str(t)
 
 
 def _key_groups_of(key_serializer: Serializer, max_parallelism: int, keys: pa.Array) -> pa.Array:

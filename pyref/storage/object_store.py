@@ -16,6 +16,7 @@ Credentials and endpoints come from each store's usual environment (``AWS_*``,
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -82,6 +83,8 @@ def _message(exc: BaseException) -> str:
                   "for GCS, AZURE_STORAGE_ACCOUNT_NAME and AZURE_STORAGE_ACCOUNT_KEY for Azure)")
     if _missing_bucket(exc):
         first = f"the bucket (container) does not exist: {first}"
+    elif "builder error" in first and re.search(r"Error performing \w+ http://", first):
+        first += " (the client refuses plain HTTP unless allowed: AWS_ALLOW_HTTP=true for an http:// S3 endpoint)"
     return first
 
 

@@ -35,6 +35,18 @@ def source(tmp_path_factory):
     return path
 
 
+def test_a_server_that_does_not_answer_is_refused_at_once():
+    """pyspark's client retried such a server for over ten minutes, printing nothing."""
+    pytest.importorskip("grpc", reason="Spark Connect needs pyspark[connect]")
+    from pyref import InvalidArgumentError
+    from pyref.spark import spark_session
+    from pyref.testing.s3 import free_port
+
+    url = f"sc://127.0.0.1:{free_port()}"  # nothing listens there
+    with pytest.raises(InvalidArgumentError, match=r"no Spark Connect server answers at 127.0.0.1:\d+"):
+        spark_session(remote=url)
+
+
 def test_session_has_no_spark_context(connect):
     from pyref.spark.session import is_connect
 

@@ -168,6 +168,17 @@ def test_cli_runs_the_jobs(spark, seeds, capsys):
     assert spark.range(1).count() == 1  # the CLI left the shared session running
 
 
+def test_a_spark_property_spark_refuses_is_an_argument_error(spark, seeds, capsys):
+    """Spark's IllegalArgumentException keeps its message out of args: --json printed "internal
+    error: IllegalArgumentException()", exit code 1, naming neither the property nor the value."""
+    code = main(["spark-rescale", str(seeds), str(seeds.parent / "bad-conf"), "-p", "2", "--json",
+                 "--conf", "spark.sql.shuffle.partitions=abc"])
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 2 and report["type"] == "InvalidArgumentError", report
+    assert "Spark refused the session's configuration" in report["error"]
+    assert "'abc'" in report["error"] and "spark.sql.shuffle.partitions" in report["error"]
+
+
 def test_parse_serializer():
     from pyref.spark.cli import parse_serializer
 

@@ -9,7 +9,8 @@ import pytest
 from pyref import Savepoint, SavepointWriter
 from pyref.inspection import describe
 from pyref.redistribution import DistributionMode
-from pyref.serializers import Int32, Int64, ListOf, Serializer, String, register_serializer, unregister_serializer
+from pyref.serializers import (Char, Int32, Int64, ListOf, MapOf, Serializer, String, Tuple, register_serializer,
+                               unregister_serializer)
 from pyref.spark.fragments import StateScan
 
 pytestmark = pytest.mark.spark
@@ -155,6 +156,38 @@ def test_list_of_list_serializer_types(read, tmp_path):
         w.add_operator("op", 2).list_state("batches", ListOf(String())).add(1, [["a"], [], ["b", "c"]])
     rows = read(tmp_path / "sp", "op", "batches").collect()
     assert [(r.subtask, r["index"], r.value) for r in rows] == [(1, 0, ["a"]), (1, 1, []), (1, 2, ["b", "c"])]
+
+
+def test_char_keys_and_values_read_as_their_code_units(read, tmp_path):
+    """Spark has no type for a char's Arrow uint16: its UTF-16 code unit reads as an int
+    (the schema could not be built before), and a key selection takes the char or its code unit."""
+    with SavepointWriter(str(tmp_path / "sp")) as w:
+        op = w.add_operator("op", 2, key_serializer=Char())
+        op.keyed_state("letters", ListOf(Char())).add(["A", "B", "\ud800"], [["x"], ["y", "z"], []])
+        op.keyed_state("pairs", Tuple(Char(), MapOf(Char(), Char()))).add(["A"], [("q", {"k": "v"})])
+    df = read(tmp_path / "sp", "op", "letters")
+    assert df.schema.simpleString() == "struct<key_group:int,key:int,value:array<int>>"
+    assert sorted((r.key, r.value) for r in df.collect()) == [(65, [120]), (66, [121, 122]), (0xD800, [])]
+    assert [tuple(r.value) for r in read(tmp_path / "sp", "op", "pairs").collect()] == [(113, {107: 118})]
+    from pyref.spark import read_state
+
+    spark = df.sparkSession
+    assert [r.key for r in read_state(spark, tmp_path / "sp", "op", "letters", keys=["B"]).collect()] == [66]
+    assert [r.key for r in read_state(spark, tmp_path / "sp", "op", "letters", keys=[66]).collect()] == [66]
+
+
+def test_a_state_with_a_timer_service_or_a_domain_is_refused(tmp_path):
+    """The timer service was read and the state ignored; a domain without a timer service was ignored."""
+    from pyref import InvalidArgumentError
+
+    with SavepointWriter(str(tmp_path / "sp")) as w:
+        op = w.add_operator("op", 2, key_serializer=String())
+        op.keyed_state("count", Int64()).add(["a"], [1])
+        op.timer_service("t", "event_time").add(["a"], [5])
+    for options in ({"timer_service": "t"}, {"domain": "event_time"}):
+        with pytest.raises(InvalidArgumentError, match="give the state, or a timer service .*not both"):
+            StateScan.plan(str(tmp_path / "sp"), "op", "count", **options)
+    assert StateScan.plan(str(tmp_path / "sp"), "op", None, timer_service="t", domain="event_time").fragments
 
 
 def test_an_empty_state_reads_as_no_rows_with_its_columns(read, tmp_path):

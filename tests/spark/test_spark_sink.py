@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from pyref import Savepoint, rescale
+from pyref import InvalidArgumentError, Savepoint, rescale
 from pyref.inspection import verify
 from pyref.testing import SEED_COUNTS, write_seeds
 
@@ -76,6 +76,31 @@ def test_refusals_leave_the_savepoint_as_it_was(spark, tmp_path):
     with pytest.raises(Exception):
         _write(big, state="count", valueSerializer="int32", chunkBytes="64").mode("overwrite").save(path)
     assert Savepoint.open(path).manifest.savepoint_id == before and _files(path) == files
+
+
+def test_a_key_column_of_another_kind_of_type_is_refused(spark, tmp_path):
+    """A key column is cast to the key serializer's type only within a kind (Spark's long to
+    int32): long keys written to a string-keyed operator were stored as "1", "2"... and a key
+    beyond the key type's range raised pyarrow's ArrowInvalid, naming no state."""
+    from pyref.spark import typed_errors
+
+    path = str(tmp_path / "sp")
+    counts = spark.createDataFrame([("/a", 1)], "key string, value long")
+    _write(counts, state="count", keySerializer="string", valueSerializer="int64", parallelism="2").mode(
+        "append").save(path)
+    before = Savepoint.open(path).manifest.savepoint_id
+    numbers = spark.createDataFrame([(1, 5)], "key long, value long")
+    with pytest.raises(InvalidArgumentError, match=r"key column is of type int64; keys of string .*state=counter/count"), \
+            typed_errors():
+        _write(numbers, state="count", valueSerializer="int64").mode("overwrite").save(path)
+    assert Savepoint.open(path).manifest.savepoint_id == before
+    big = spark.createDataFrame([(5_000_000_000, 5)], "key long, value long")
+    with pytest.raises(InvalidArgumentError, match=r"does not fit the int32 key serializer"), typed_errors():
+        _write(big, operator="ints", state="n", keySerializer="int32", valueSerializer="int64",
+               parallelism="2").mode("append").save(path)
+    _write(numbers, operator="ints", state="n", keySerializer="int32", valueSerializer="int64",
+           parallelism="2").mode("append").save(path)  # long to int32: within a kind
+    assert dict(Savepoint.open(path).operator("ints").keyed_state("n").items()) == {1: 5}
 
 
 def test_readme_overwrite_example_runs(spark, tmp_path):
