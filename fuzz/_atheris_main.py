@@ -12,7 +12,7 @@ import tracemalloc
 import atheris
 
 with atheris.instrument_imports(include=["pyref", "fuzz.targets", "fuzz.operations"]):
-    from fuzz.targets import FUNCTIONS, run_one
+    from fuzz.targets import FUNCTIONS, run_one, warm_up
 
 
 def main() -> None:
@@ -23,6 +23,7 @@ def main() -> None:
     def test_one_input(data: bytes) -> None:
         run_one(target, data)
 
+    warm_up(target)  # before libFuzzer starts timing inputs
     # Trace for the whole run: starting and stopping per input leaks in tracemalloc itself.
     tracemalloc.start()
     atheris.Setup(sys.argv, test_one_input)

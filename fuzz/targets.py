@@ -762,9 +762,11 @@ def allowed_peak(size: int, expanded: int) -> int:
 _WARM: set[str] = set()
 
 
-def _warm_up(target: str) -> None:
+def warm_up(target: str) -> None:
     """Run the seeds once, unchecked: first calls import modules lazily (pyarrow imports
-    pandas on first use, ~24 MB) and fill caches; that is not any input's doing."""
+    pandas on first use, ~24 MB) and fill caches; that is not any input's doing. The libFuzzer
+    entry point calls it before fuzzing, so that it does not count against the first input's
+    time limit (under instrumentation the flink target's seeds take tens of seconds)."""
     _WARM.add(target)
     directory = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", target)
     for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
@@ -782,7 +784,7 @@ def run_one(target: str, data: bytes, *, check_bounds: bool = True) -> None:
         fn(data)
         return
     if target not in _WARM:
-        _warm_up(target)
+        warm_up(target)
     started = not tracemalloc.is_tracing()
     if started:
         tracemalloc.start()
