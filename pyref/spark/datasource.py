@@ -47,6 +47,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, overload
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter, InputPartition
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
@@ -318,7 +319,35 @@ def as_spark_batches(batches: Iterator[pa.RecordBatch], schema: StructType) -> I
     every field nullable), cast where they differ."""
     target = to_arrow_schema(schema)
     for batch in batches:
-        yield batch if batch.schema.equals(target) else pa.Table.from_batches([batch]).cast(target).to_batches()[0]
+        if batch.schema.equals(target):
+            yield batch
+        else:
+            yield pa.RecordBatch.from_arrays([_cast(c, f.type) for c, f in zip(batch.columns, target)], schema=target)
+
+
+def _cast(array: pa.Array, target: pa.DataType) -> pa.Array:
+    """``array`` as ``target``. A map is rebuilt from its cast keys and items (and a struct or
+    list holding one from its cast children): pyarrow before 15 aborts the process casting a map."""
+    if array.type.equals(target) or not _holds_map(target):
+        return array.cast(target)
+    mask = array.is_null() if array.null_count else None
+    if pa.types.is_struct(target):
+        return pa.StructArray.from_arrays([_cast(array.field(i), f.type) for i, f in enumerate(target)],
+                                          fields=list(target), mask=mask)
+    offsets = array.offsets
+    if mask is not None:  # a null offset marks a null list or map
+        offsets = pa.array(offsets.to_numpy(), mask=np.append(mask.to_numpy(zero_copy_only=False), False))
+    if pa.types.is_map(target):
+        return pa.MapArray.from_arrays(offsets, _cast(array.keys, target.key_type), _cast(array.items, target.item_type))
+    return pa.ListArray.from_arrays(offsets.cast(pa.int32()), _cast(array.values, target.value_type))
+
+
+def _holds_map(t: pa.DataType) -> bool:
+    if pa.types.is_map(t):
+        return True
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _holds_map(t.value_type)
+    return pa.types.is_struct(t) and any(_holds_map(f.type) for f in t)
 
 
 _METADATA_SCHEMA = pa.schema([

@@ -176,7 +176,7 @@ def test_a_spark_property_spark_refuses_is_an_argument_error(spark, seeds, capsy
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 2 and report["type"] == "InvalidArgumentError", report
     assert "Spark refused the session's configuration" in report["error"]
-    assert "'abc'" in report["error"] and "spark.sql.shuffle.partitions" in report["error"]
+    assert "abc" in report["error"] and "spark.sql.shuffle.partitions" in report["error"]  # quoted by Spark 4.1+ only
 
 
 def test_parse_serializer():

@@ -176,6 +176,26 @@ def test_char_keys_and_values_read_as_their_code_units(read, tmp_path):
     assert [r.key for r in read_state(spark, tmp_path / "sp", "op", "letters", keys=[66]).collect()] == [66]
 
 
+def test_char_code_units_in_nested_maps_cast_with_nulls_and_slices():
+    """pyarrow 14 aborts the process casting a map (map<uint16,uint16> to Spark's map<int,int>):
+    maps, and structs and lists holding them, are rebuilt from their cast children instead."""
+    import pyarrow as pa
+
+    from pyref.spark.datasource import _cast
+
+    maps = pa.array([[(1, 2)], None, [(3, 4), (5, 6)], [(7, 8)]], type=pa.map_(pa.uint16(), pa.uint16()))
+    structs = pa.StructArray.from_arrays([pa.array([1, 2, None, 4], pa.uint16()), maps], names=["c", "m"],
+                                         mask=pa.array([False, False, False, True]))
+    lists = pa.ListArray.from_arrays(pa.array([0, 1, None, 4]), structs)
+    as_int = pa.map_(pa.int32(), pa.int32())
+    struct_type = pa.struct([("c", pa.int32()), ("m", as_int)])
+    for array, target in [(maps, as_int), (structs, struct_type), (lists, pa.list_(struct_type))]:
+        for part in (array, array.slice(1), array.slice(1, 2)):
+            cast = _cast(part, target)
+            cast.validate(full=True)
+            assert cast.type == target and cast.to_pylist() == part.to_pylist()
+
+
 def test_a_state_with_a_timer_service_or_a_domain_is_refused(tmp_path):
     """The timer service was read and the state ignored; a domain without a timer service was ignored."""
     from pyref import InvalidArgumentError
