@@ -652,24 +652,15 @@ def _read_pojo(inp: DataInput, version: int, depth: int) -> dict | None:
 
 
 def _read_kryo(inp: DataInput, version: int) -> dict | None:
-    """``KryoSerializerSnapshotData`` when it holds no Java-serialized objects
-    (registrations by class only, no default serializer instances)."""
+    """``KryoSerializerSnapshotData`` (version 2): the type class, then the Kryo registrations,
+    the default serializer instances and the default serializer classes, each a
+    ``LinkedOptionalMap`` whose entries are framed, so that Java-serialized serializer
+    instances among them are stepped over whole."""
     if version != 2:
         return None
     type_class = inp.read_utf("Kryo type class")
-    for _ in range(inp.read_count("Kryo registration count", 6)):
-        inp.read_utf("Kryo registration name")
-        inp.read_utf("Kryo registered class")
-        definition = inp.read_int("Kryo serializer definition type")
-        if definition == 1:  # CLASS
-            inp.read_utf("Kryo serializer class")
-        elif definition != 0:  # INSTANCE is Java-serialized: resynchronise instead
-            raise inp.corrupt("Kryo registration with a serializer instance")
-    if inp.read_int("Kryo default serializer count") != 0:
-        raise inp.corrupt("Kryo default serializer instances")
-    for _ in range(inp.read_count("Kryo default serializer class count", 4)):
-        inp.read_utf("Kryo default class")
-        inp.read_utf("Kryo default serializer class")
+    for what in ("Kryo registrations", "Kryo default serializers", "Kryo default serializer classes"):
+        _read_optional_map(inp, what)
     return dict(kind="kryo", type_name=type_class)
 
 

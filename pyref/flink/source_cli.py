@@ -1,5 +1,6 @@
-"""``pyref set-source-position``: move a FLIP-27 source's positions in a pyref savepoint
-(one imported from Flink) and write a new savepoint, which ``export-flink`` hands to Flink.
+"""``pyref set-source-position``: move a source's positions (a FLIP-27 source's, a legacy
+``FlinkKafkaConsumer``'s) in a pyref savepoint (one imported from Flink) and write a new
+savepoint, which ``export-flink`` hands to Flink.
 
 ::
 
@@ -17,8 +18,8 @@ from ..cli import BASE_PATHS_HELP, print_written
 from ..derived import FORCE_HELP
 from ..errors import InvalidArgumentError
 from ..reader import Savepoint
-from .sources import KafkaSplit, NumberSequenceSplit, Split, kafka_offsets, rewrite_source_splits, \
-    sequence_starts, source_splits
+from .sources import KafkaConsumerPartition, KafkaSplit, NumberSequenceSplit, Split, kafka_offsets, \
+    rewrite_source_splits, sequence_starts, source_splits
 
 __all__ = ["add_source_position_command"]
 
@@ -27,13 +28,13 @@ _SEQUENCE = re.compile(r"(?P<split>[^=]+)=(?P<start>-?[0-9]{1,19})")
 
 
 def add_source_position_command(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("set-source-position", help="write the savepoint with a FLIP-27 source's positions moved "
-                       "(Kafka offsets, a number sequence's next number)")
+    p = sub.add_parser("set-source-position", help="write the savepoint with a source's positions moved "
+                       "(Kafka offsets of a KafkaSource or a legacy FlinkKafkaConsumer, a number sequence's next number)")
     p.add_argument("path", help="pyref savepoint (e.g. imported from Flink)")
     p.add_argument("target")
     p.add_argument("source_operator", metavar="OPERATOR", help="the source operator, by id (its uid when imported)")
     p.add_argument("--kafka-offset", action="append", default=[], metavar="TOPIC:PARTITION=OFFSET",
-                   help="read the partition from this offset (-2 earliest, -3 committed); repeatable")
+                   help="read the partition from this offset on (-2 earliest, -1 latest, -3 committed); repeatable")
     p.add_argument("--sequence-start", action="append", default=[], metavar="SPLIT=START",
                    help="a NumberSequenceSource split emits from START on (its end stays); repeatable")
     p.add_argument("--copy", action="store_true", help="self-contained copy instead of referring to the source")
@@ -63,7 +64,7 @@ def _update(args: argparse.Namespace) -> Callable[[Split], Split]:
     held = source_splits(Savepoint.open(args.path).operator(args.source_operator))
     splits = [] if held is None else held.splits() + [s.split for s in (held.enumerator.splits if held.enumerator
                                                                          else ())]
-    partitions = {(s.topic, s.partition) for s in splits if isinstance(s, KafkaSplit)}
+    partitions = {(s.topic, s.partition) for s in splits if isinstance(s, (KafkaSplit, KafkaConsumerPartition))}
     ids = {s.split_id for s in splits if isinstance(s, NumberSequenceSplit)}
     missing = [f"{t}:{p}" for t, p in offsets if (t, p) not in partitions] + [i for i in starts if i not in ids]
     if missing:

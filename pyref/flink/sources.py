@@ -20,6 +20,12 @@ Known: ``NumberSequenceSource`` (``env.fromSequence``, ``DataGeneratorSource``),
 and file size that Flink 1.15+ writes). Bytes of any other source stay opaque
 (:class:`OpaqueSplit`, with a note of what would read them).
 
+The legacy ``FlinkKafkaConsumer`` (Flink 1.x) is no FLIP-27 source: it keeps its partitions'
+offsets in the union list state ``topic-partition-offset-states``
+(:mod:`pyref.flink.kafka_consumer`), read here as its readers' "splits"
+(:class:`~pyref.flink.kafka_consumer.KafkaConsumerPartition`, source ``"kafka-consumer"``,
+no enumerator) and moved alike.
+
 :func:`source_splits` reads them from an operator of a pyref savepoint or of a Flink
 savepoint; :func:`rewrite_source_splits` writes a pyref savepoint with positions moved
 (``pyref set-source-position``), which ``export-flink`` turns back into a Flink savepoint.
@@ -43,6 +49,8 @@ from ..reader import OperatorView, Savepoint
 from ..rewrite import Derivation, copy_states, derive
 from .datainput import DataInput
 from .dataoutput import DataOutput, string_value
+from .kafka_consumer import (CONSUMER_STATE, KAFKA_TOPIC_PARTITION, SENTINELS, KafkaConsumerPartition,
+                             decode_consumer_partition, encode_consumer_partition, stored_offset)
 
 __all__ = [
     "READER_STATE",
@@ -53,6 +61,7 @@ __all__ = [
     "FileSplit",
     "FileUri",
     "OpaqueSplit",
+    "KafkaConsumerPartition",
     "EnumeratorSplit",
     "EnumeratorState",
     "SourceSplits",
@@ -159,7 +168,7 @@ class OpaqueSplit:
         return None
 
 
-Split = NumberSequenceSplit | KafkaSplit | FileSplit | OpaqueSplit
+Split = NumberSequenceSplit | KafkaSplit | FileSplit | OpaqueSplit | KafkaConsumerPartition
 
 
 def _split_dict(split: Split) -> dict[str, Any]:
@@ -223,10 +232,10 @@ class EnumeratorState:
 
 @dataclass(frozen=True)
 class SourceSplits:
-    """A FLIP-27 source operator's positions: ``source`` (``"number-sequence"``, ``"kafka"``,
-    ``"file"``, or None when no known serializer reads them), the splits each reader
-    (subtask) held, the enumerator's checkpoint (None without coordinator state) and, for
-    bytes left opaque, a note saying why."""
+    """A source operator's positions: ``source`` (``"number-sequence"``, ``"kafka"``,
+    ``"file"``, ``"kafka-consumer"`` for a legacy ``FlinkKafkaConsumer``, or None when no known
+    serializer reads them), the splits each reader (subtask) held, the enumerator's checkpoint
+    (None without coordinator state) and, for bytes left opaque, a note saying why."""
 
     operator: str
     source: str | None
@@ -285,6 +294,10 @@ def _split_text(split: dict[str, Any]) -> str:
         start = "(migrated)" if split["starting_offset"] == MIGRATED_OFFSET else split["starting_offset"]
         return f"{split['topic']}/{split['partition']} offset {start}{stop}" + (
             f" (reader {split['subtask']})" if "subtask" in split else "")
+    if kind == "kafka-consumer":
+        offset = split["offset"]
+        at = f"{SENTINELS[offset]} offset" if offset in SENTINELS else f"offset {offset} (resumes at {offset + 1})"
+        return f"{split['topic']}/{split['partition']} {at}"
     if kind == "file":
         position = split["reader_position"]
         at = f", at {position[0]} +{position[1]} records" if position else ""
@@ -563,7 +576,10 @@ def decode_split(data: bytes, source: str | None = None, *, state: str = READER_
 
 
 def encode_split(split: Split) -> bytes:
-    """The bytes a reader stores for ``split`` (version, length, the split serializer's bytes)."""
+    """The bytes a reader stores for ``split`` (version, length, the split serializer's bytes; a
+    legacy ``FlinkKafkaConsumer``'s element)."""
+    if isinstance(split, KafkaConsumerPartition):
+        return encode_consumer_partition(split)
     if isinstance(split, OpaqueSplit):
         return struct.pack(">ii", split.serializer_version, len(split.data)) + split.data
     fmt = FORMATS[split.kind]
@@ -636,6 +652,30 @@ def _reader_elements(op: Any) -> list[list[bytes]] | None:
     return [list(view.partition(i)) for i in range(len(view.partitions))]
 
 
+def _consumer_elements(op: Any) -> list[list[bytes]] | None:
+    """A legacy ``FlinkKafkaConsumer``'s offsets state, its elements per subtask, of a pyref
+    or a Flink operator; None when the operator has none (by its name and element type)."""
+    if CONSUMER_STATE not in op.list_state_names:
+        return None
+    view = op.list_state(CONSUMER_STATE)
+    if isinstance(op, OperatorView):  # imported: Flink's tuple serializer kept, its elements as stored
+        if view.serializer.serializer_id != "opaque":
+            return None
+        return [list(view.partition(i)) for i in range(view.partition_count)]
+    element = view.element_type
+    if not (element.kind == "tuple" and [c.kind for c in element.children] == ["kryo", "int64"]
+            and element.children[0].type_name == KAFKA_TOPIC_PARTITION):
+        return None
+    return [list(view.partition(i)) for i in range(len(view.partitions))]
+
+
+def _consumer_offsets(name: str, elements: list[list[bytes]], path: str | None) -> SourceSplits:
+    label = f"{name}/{CONSUMER_STATE}"
+    return SourceSplits(name, KafkaConsumerPartition.kind, tuple(
+        tuple(decode_consumer_partition(e, state=f"{label} subtask {s} element {i}", path=path)
+              for i, e in enumerate(subtask)) for s, subtask in enumerate(elements)), None)
+
+
 def _operator_name(op: Any) -> str:
     return str(op.operator_id if isinstance(op, OperatorView) else op.name)
 
@@ -646,10 +686,16 @@ def source_splits(op: _SourceOperator, source: str | None = None, *,
     or a :class:`~pyref.flink.FlinkOperator`): its readers' splits and its enumerator's
     checkpoint, decoded; None when the operator has neither a ``SourceReaderState`` of
     ``byte[]`` nor a ``SourceCoordinator``'s state. ``source`` (``"kafka"``...) skips the
-    recognition: bytes it does not read are then damage, not another source's."""
-    if source is not None and source not in FORMATS:
-        raise unknown_names("sources", [source], list(FORMATS))
+    recognition: bytes it does not read are then damage, not another source's. A legacy
+    ``FlinkKafkaConsumer``'s offsets come as its readers' splits (source ``"kafka-consumer"``)."""
+    if source is not None and source not in (*FORMATS, KafkaConsumerPartition.kind):
+        raise unknown_names("sources", [source], [*FORMATS, KafkaConsumerPartition.kind])
     name = _operator_name(op)
+    consumer = _consumer_elements(op) if source in (None, KafkaConsumerPartition.kind) else None
+    if consumer is not None:
+        return _consumer_offsets(name, consumer, path)
+    if source == KafkaConsumerPartition.kind:
+        return None
     readers = _reader_elements(op)
     coordinator = op.coordinator_state
     label = f"{name}/{READER_STATE}"
@@ -730,10 +776,11 @@ def rewrite_source_splits(source: str | os.PathLike[str], target: str | os.PathL
         kept.CopyFrom(op)
         if rewrite_enumerator:  # not copied: it is replaced
             kept.ClearField("coordinator_state")
-        new = copy_states(kept, derivation, skip=READER_STATE)
+        held = CONSUMER_STATE if splits.source == KafkaConsumerPartition.kind else READER_STATE
+        new = copy_states(kept, derivation, skip=held)
         sink = derivation.sink
-        if READER_STATE in [s.name for s in new.list_states]:
-            state = next(s for s in new.list_states if s.name == READER_STATE)
+        if held in [s.name for s in new.list_states]:
+            state = next(s for s in new.list_states if s.name == held)
             chunks = [sink.put(encode_chunk([pa.array([encode_split(s) for s in reader], pa.binary())]), len(reader))
                       for reader in readers if reader]
             del state.partitions[:]
@@ -768,11 +815,16 @@ def _updated(update: Callable[[Split], Split], split: Split, source: str) -> Spl
 
 def kafka_offsets(offsets: Mapping[tuple[str, int], int]) -> Callable[[Split], Split]:
     """An ``update`` for :func:`rewrite_source_splits`: the Kafka splits of the given
-    ``(topic, partition)`` start from the given offset; every other split stays."""
+    ``(topic, partition)`` start from the given offset (-2 earliest, -1 latest, -3 the
+    committed one); every other split stays. A legacy ``FlinkKafkaConsumer`` stores the
+    offset before the one it resumes at, or its sentinel for -2, -1, -3."""
 
     def update(split: Split) -> Split:
         if isinstance(split, KafkaSplit) and (split.topic, split.partition) in offsets:
             return dataclasses.replace(split, starting_offset=offsets[split.topic, split.partition])
+        if isinstance(split, KafkaConsumerPartition) and (split.topic, split.partition) in offsets:
+            return dataclasses.replace(split, offset=stored_offset(offsets[split.topic, split.partition],
+                                                                   f"{split.topic}:{split.partition}"))
         return split
 
     return update

@@ -1,0 +1,60 @@
+"""Real Flink 1.20.3 restores a legacy ``FlinkKafkaConsumer``'s offsets that pyref moved: the
+committed savepoint (``tests/flink/data/kafka-consumer-1.20.3``) is imported, two partitions moved
+with ``pyref set-source-position``, exported with ``export-flink`` and restored at parallelism 3 by
+the job that wrote it (``KafkaConsumerSavepoint restore``), whose every subtask prints the union
+state it got.
+
+Marked ``flink``: needs Java 17 and the Flink jars cached (``PYREF_FLINK_CACHE``)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+from compat_tests.flink import harness, jars
+from pyref.cli import main
+from pyref.flink import export_savepoint, import_flink
+
+pytestmark = pytest.mark.flink
+
+HERE = pathlib.Path(__file__).resolve().parent
+SAVEPOINT = HERE.parents[3] / "tests" / "flink" / "data" / "kafka-consumer-1.20.3" / "savepoint"
+OPERATOR = "61252f73469d3ffba207c548d29a0267"
+VERSION = "1.20.3"
+EARLIEST = -915623761775
+
+
+def restored(savepoint: pathlib.Path, parallelism: int, tmp: pathlib.Path) -> list[tuple[int, str, int, int]]:
+    reason = harness.flink_available(VERSION)
+    if reason:
+        pytest.skip(reason)
+    lib = jars.cached_lib(VERSION)
+    classes = tmp / "classes"
+    subprocess.run([harness.java_home_bin("javac"), "--release", "11", "-nowarn", "-encoding", "UTF-8", "-cp",
+                    str(lib / "*"), "-d", str(classes), *map(str, sorted((HERE / "src").rglob("*.java")))],
+                   check=True, timeout=300, capture_output=True)
+    (tmp / "log4j2.properties").write_text(harness.LOG4J.format(path=tmp / "flink.log"), encoding="utf-8")
+    proc = subprocess.run([harness.java_home_bin("java"), *harness.JVM_OPTIONS,
+                           f"-Dlog4j.configurationFile={tmp / 'log4j2.properties'}", "-cp",
+                           f"{classes}{os.pathsep}{lib / '*'}", "org.pyref.flink.sources.KafkaConsumerSavepoint",
+                           "restore", savepoint.as_uri(), str(parallelism)],
+                          capture_output=True, timeout=600)
+    out = proc.stdout.decode("utf-8")
+    lines = [line.split(" ")[1:] for line in out.splitlines() if line.startswith("PYREF-RESTORED ")]
+    assert proc.returncode == 0 and lines, proc.stderr.decode("utf-8", "replace")[-4000:]
+    return sorted((int(s), topic, int(p), int(o)) for s, topic, p, o in lines)
+
+
+def test_flink_restores_the_moved_offsets_in_every_subtask(tmp_path):
+    imported, moved, exported = tmp_path / "imported", tmp_path / "moved", tmp_path / "flink"
+    import_flink(str(SAVEPOINT), str(imported))
+    assert main(["set-source-position", str(imported), str(moved), OPERATOR, "--kafka-offset", "orders:3=5000",
+                 "--kafka-offset", "ünï-çødé:0=-2"]) == 0
+    export_savepoint(moved, exported, flink_version=VERSION)
+    offsets = {("orders", p): 1000 + 10 * p for p in range(5)} | {("ünï-çødé", p): 7 + p for p in range(2)}
+    offsets |= {("orders", 3): 4999, ("ünï-çødé", 0): EARLIEST}
+    union = sorted((topic, p, o) for (topic, p), o in offsets.items())
+    assert restored(exported, 3, tmp_path) == [(s, *entry) for s in range(3) for entry in union]

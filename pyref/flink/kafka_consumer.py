@@ -1,0 +1,251 @@
+"""The offsets a legacy ``FlinkKafkaConsumer`` keeps, decoded and encoded back.
+
+The consumer of flink-connector-kafka before 4.0 (Flink 1.x; FLIP-27's ``KafkaSource``
+replaced it, :mod:`pyref.flink.sources`) keeps one union list state,
+``topic-partition-offset-states``, of ``Tuple2<KafkaTopicPartition, Long>``: an element
+per partition a subtask read, the partition written by Flink's ``KryoSerializer`` (Kryo
+2.24, references on, the class registered) and the offset as a big-endian long. The
+offset is that of the last record the consumer emitted from the partition (it resumes
+at the next one) or one of the connector's sentinels (:data:`SENTINELS`).
+
+An element (spec/security.md §5.1 has the byte layout)::
+
+    varint   the class: Kryo registration id + 2 (1: by name, then a name id and the name)
+    varint   1, a new object (Kryo's reference marker)
+    varint   cachedHash, zigzag: 31 * topic.hashCode() + partition
+    varint   partition, zigzag
+    varint   1, a new object (the topic string)
+    string   topic, Kryo's: 2..63 ASCII characters with the last byte's high bit set, else
+             a length (characters + 1; 0x80 flag, 0x40 "more") and each UTF-16 unit in
+             1 to 3 bytes, as UTF-8 writes code points up to U+FFFF
+    int64    offset, big-endian
+
+A Kryo varint is 7 bits a byte, least significant first, the high bit saying "more";
+zigzag maps 0, -1, 1, -2... to 0, 1, 2, 3....
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..errors import CorruptSavepointError, InvalidArgumentError
+
+__all__ = ["CONSUMER_STATE", "KAFKA_TOPIC_PARTITION", "SENTINELS", "KafkaConsumerPartition", "stored_offset",
+           "decode_consumer_partition", "encode_consumer_partition"]
+
+#: ``FlinkKafkaConsumerBase.OFFSETS_STATE_NAME``.
+CONSUMER_STATE = "topic-partition-offset-states"
+#: The Kryo-serialized class of the tuple's first field.
+KAFKA_TOPIC_PARTITION = "org.apache.flink.streaming.connectors.kafka.internals.KafkaTopicPartition"
+#: ``KafkaTopicPartitionStateSentinel``: offsets that say where to start instead of where the consumer is.
+SENTINELS = {-915623761776: "not set", -915623761775: "earliest", -915623761774: "latest",
+             -915623761773: "committed"}
+#: The sentinels of the starting positions a ``KafkaSplit`` writes as -2, -1 and -3.
+_STARTING = {-2: -915623761775, -1: -915623761774, -3: -915623761773}
+_BY_NAME = 1  # Kryo's NAME + 2: the class follows by name
+_NEW_OBJECT = 1  # Kryo's NOT_NULL reference marker: an object written in full
+_LONG = struct.Struct(">q")
+_INT32 = 1 << 32
+_ASCII_MAX = 63  # Kryo writes 2..63 ASCII characters in its ASCII form
+
+
+@dataclass(frozen=True)
+class KafkaConsumerPartition:
+    """A partition a legacy ``FlinkKafkaConsumer`` subtask read: ``offset`` is the last
+    record's it emitted (it resumes at ``offset + 1``) or a sentinel (:data:`SENTINELS`);
+    ``kryo_registration`` is how the bytes named the class (its Kryo registration id + 2,
+    None: by name), kept to write them back alike."""
+
+    kind: ClassVar[str] = "kafka-consumer"
+    topic: str
+    partition: int
+    offset: int
+    kryo_registration: int | None = None
+
+    @property
+    def split_id(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+def stored_offset(next_offset: int, what: str) -> int:
+    """What the consumer stores to resume ``what`` at ``next_offset``: the offset before it,
+    or for -2 (earliest), -1 (latest) and -3 (committed, KafkaSource's) the sentinel."""
+    if next_offset >= 0:
+        return next_offset - 1
+    if next_offset not in _STARTING:
+        raise InvalidArgumentError(f"Kafka offset {next_offset} for {what}: an offset is >= 0, or -2 (earliest), "
+                                   "-1 (latest), -3 (committed)")
+    return _STARTING[next_offset]
+
+
+class _Reader:
+    def __init__(self, data: bytes, state: str, path: str | None) -> None:
+        self.data, self.pos, self.state, self.path = data, 0, state, path
+
+    def corrupt(self, what: str, start: int) -> CorruptSavepointError:
+        return CorruptSavepointError(f"Kafka consumer offset element: {what}", path=self.path, state=self.state,
+                                     byte_range=(start, max(self.pos, start + 1)))
+
+    def byte(self, what: str) -> int:
+        if self.pos >= len(self.data):
+            raise self.corrupt(f"ends in the {what}", self.pos)
+        self.pos += 1
+        return self.data[self.pos - 1]
+
+    def varint(self, what: str) -> int:
+        start, value = self.pos, 0
+        for shift in range(0, 35, 7):
+            b = self.byte(what)
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                if value >= _INT32:
+                    raise self.corrupt(f"{what} does not fit 32 bits", start)
+                return value
+        raise self.corrupt(f"{what} is longer than 5 bytes", start)
+
+    def new_object(self, what: str) -> None:
+        at = self.pos
+        if self.varint(f"{what} reference") != _NEW_OBJECT:
+            raise self.corrupt(f"the {what} is not written in full (a null or a back reference)", at)
+
+    def zigzag(self, what: str) -> int:
+        value = self.varint(what)
+        return (value >> 1) ^ -(value & 1)
+
+    def string(self, what: str) -> str:
+        start = self.pos
+        first = self.byte(what)
+        if not first & 0x80:  # ASCII: up to the byte with the high bit set
+            end = self.pos - 1
+            while end < len(self.data) and self.data[end] < 0x80:
+                end += 1
+            if end == len(self.data):
+                raise self.corrupt(f"the {what} has no last character", start)
+            text = self.data[self.pos - 1:end].decode("ascii") + chr(self.data[end] & 0x7F)
+            self.pos = end + 1
+            return text
+        length, shift, b = first & 0x3F, 6, first
+        while b & (0x40 if shift == 6 else 0x80):
+            if shift > 27:
+                raise self.corrupt(f"the {what}'s length is longer than 5 bytes", start)
+            b = self.byte(f"{what} length")
+            length |= (b & 0x7F) << shift
+            shift += 7
+        if length == 0:
+            raise self.corrupt(f"the {what} is null", start)
+        if length - 1 > len(self.data) - self.pos:  # at least a byte a character
+            raise self.corrupt(f"the {what} claims {length - 1} characters, more than the bytes left", start)
+        units = []
+        for _ in range(length - 1):
+            at = self.pos
+            b = self.byte(what)
+            if b < 0x80:
+                units.append(b)
+            elif 0xC0 <= b < 0xE0:
+                units.append((b & 0x1F) << 6 | self._continuation(what, at))
+            elif 0xE0 <= b < 0xF0:
+                units.append((b & 0x0F) << 12 | self._continuation(what, at) << 6 | self._continuation(what, at))
+            else:
+                raise self.corrupt(f"the {what} has a byte 0x{b:02x} that starts no character", at)
+        return b"".join(u.to_bytes(2, "little") for u in units).decode("utf-16-le", "surrogatepass")
+
+    def _continuation(self, what: str, start: int) -> int:
+        b = self.byte(what)
+        if b & 0xC0 != 0x80:
+            raise self.corrupt(f"the {what} has a character cut short", start)
+        return b & 0x3F
+
+
+def _java_hash(text: str) -> int:
+    """``String.hashCode``: over UTF-16 units, 32-bit."""
+    h = 0
+    for unit in memoryview(text.encode("utf-16-le", "surrogatepass")).cast("H"):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - _INT32 if h >= 1 << 31 else h
+
+
+def _cached_hash(topic: str, partition: int) -> int:
+    h = (31 * _java_hash(topic) + partition) & 0xFFFFFFFF
+    return h - _INT32 if h >= 1 << 31 else h
+
+
+def decode_consumer_partition(data: bytes, *, state: str = CONSUMER_STATE,
+                              path: str | None = None) -> KafkaConsumerPartition:
+    """One element of the consumer's state, read to its last byte; anything else (another
+    class by name, a back reference, a ``cachedHash`` that is not the topic's and
+    partition's, bytes left over) is a :class:`~pyref.errors.CorruptSavepointError` naming
+    the byte range within the element."""
+    r = _Reader(bytes(data), state, path)
+    registration = r.varint("class")
+    if registration == _BY_NAME:
+        r.varint("class name id")
+        at = r.pos
+        name = r.string("class name")
+        if name != KAFKA_TOPIC_PARTITION:
+            raise r.corrupt(f"the class is {name!r}, not {KAFKA_TOPIC_PARTITION}", at)
+    elif registration < 2:
+        raise r.corrupt("a null KafkaTopicPartition", 0)
+    r.new_object("KafkaTopicPartition")
+    cached_hash, partition = r.zigzag("cachedHash"), r.zigzag("partition")
+    r.new_object("topic")
+    topic = r.string("topic")
+    if cached_hash != _cached_hash(topic, partition):
+        raise CorruptSavepointError(f"Kafka consumer offset element: cachedHash {cached_hash} is not that of topic "
+                                    f"{topic!r} partition {partition} ({_cached_hash(topic, partition)})",
+                                    path=path, state=state)
+    at = r.pos
+    if len(r.data) - at != _LONG.size:
+        raise r.corrupt(f"{len(r.data) - at} bytes after the partition, not the offset's 8", at)
+    return KafkaConsumerPartition(topic, partition, _LONG.unpack_from(r.data, at)[0],
+                                  registration if registration != _BY_NAME else None)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        if value < 0x80:
+            out.append(value)
+            return bytes(out)
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+
+
+def _zigzag(value: int) -> bytes:
+    return _varint(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
+
+
+def _string(text: str) -> bytes:
+    units = memoryview(text.encode("utf-16-le", "surrogatepass")).cast("H")
+    if 1 < len(units) <= _ASCII_MAX and all(u < 0x80 for u in units):
+        raw = bytearray(text.encode("ascii"))
+        raw[-1] |= 0x80
+        return bytes(raw)
+    length = len(units) + 1
+    head = bytearray([length & 0x3F | 0x80 | (0x40 if length >> 6 else 0)])
+    rest = length >> 6
+    while rest:
+        head.append(rest & 0x7F | (0x80 if rest >> 7 else 0))
+        rest >>= 7
+    body = bytearray()
+    for u in units:
+        if u < 0x80:
+            body.append(u)
+        elif u < 0x800:
+            body += bytes([0xC0 | u >> 6, 0x80 | u & 0x3F])
+        else:
+            body += bytes([0xE0 | u >> 12, 0x80 | u >> 6 & 0x3F, 0x80 | u & 0x3F])
+    return bytes(head + body)
+
+
+def encode_consumer_partition(entry: KafkaConsumerPartition) -> bytes:
+    """The bytes the consumer's serializer writes for ``entry``: under the Kryo registration id it
+    was read with (else by name)."""
+    if not -(1 << 31) <= entry.partition < 1 << 31 or not -(1 << 63) <= entry.offset < 1 << 63:
+        raise InvalidArgumentError(f"Kafka partition {entry.partition} (an int) or offset {entry.offset} (a long) "
+                                   "out of range")
+    head = (_varint(entry.kryo_registration) if entry.kryo_registration is not None
+            else _varint(_BY_NAME) + _varint(0) + _string(KAFKA_TOPIC_PARTITION))
+    return b"".join([head, _varint(_NEW_OBJECT), _zigzag(_cached_hash(entry.topic, entry.partition)),
+                     _zigzag(entry.partition), _varint(_NEW_OBJECT), _string(entry.topic), _LONG.pack(entry.offset)])
