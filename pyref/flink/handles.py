@@ -253,9 +253,12 @@ def read_stream_handle(inp: DataInput) -> StreamHandle | None:
     if kind == SEGMENT_FILE:
         at = inp.pos
         begin = inp.read_long("segment start")
+        if begin < 0:  # a position in its merged file: negative would index from the file's end
+            raise inp.corrupt(f"negative segment start {begin}", at, 8)
+        at = inp.pos
         size = inp.read_long("segment size")
-        if begin < 0 or size < 0:  # a range of its merged file: negative would index from the file's end
-            raise inp.corrupt(f"segment of {size} bytes at {begin}", at, 16)
+        if size < 0:
+            raise inp.corrupt(f"negative segment size {size}", at, 8)
         at = inp.pos
         scope = inp.read_int("segment scope")
         if scope not in SEGMENT_SCOPES:
