@@ -26,6 +26,9 @@ taken with ``python -m compat_tests.flink.checkpoints``) read without a JVM.
   last materialized snapshot (heap layout, RocksDB SST files; none before the first) and the changes
   made since, in DSTL files (Snappy-compressed too) or in ``_metadata``, applied as Flink's restore does
   (session windows' merged namespaces too);
+* checkpoints taken with file merging (1.20.3 and 2.3.0: HashMap of list, union, broadcast and every
+  keyed kind; incremental RocksDB) hold every stream as a segment of a merged file in ``taskowned/``
+  or ``shared/``;
 
 all read exactly as the truth the job wrote at that checkpoint, verify, import and export as a
 canonical savepoint that reads as the same truth.
