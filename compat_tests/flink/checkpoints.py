@@ -63,6 +63,9 @@ class CheckpointCase:
     materialize_interval: str = "1h"
     #: The DSTL files Snappy-compressed (state.changelog.dstl.dfs.compression.enabled).
     changelog_compression: bool = False
+    #: Checkpoint file merging (FLIP-306, Flink 1.20+: execution.checkpointing.file-merging.enabled): state handles
+    #: are segments of files shared by subtasks and checkpoints, in ``shared/`` and ``taskowned/`` beside chk-N.
+    file_merging: bool = False
 
 
 CASES = (
@@ -123,6 +126,12 @@ CASES = (
     # The async state API (KeyedStream.enableAsyncState(), state v2 descriptors): ForSt's asynchronous keyed backend.
     CheckpointCase("forst-incremental-async-state", "async-state", "forst", True, "0"),
     CheckpointCase("forst-native-savepoint-async-state", "async-state", "forst", False, "0", savepoint_format="native"),
+    # File merging (Flink 1.20+): every handle a segment of a merged file (operator handles type 17, streams type 15).
+    CheckpointCase("hashmap-file-merging-seeds", "seeds", "hashmap", False, "0", file_merging=True),
+    CheckpointCase("hashmap-file-merging-heap-kinds", "heap-kinds", "hashmap", False, "0", max_parallelism=1000,
+                   file_merging=True),
+    CheckpointCase("hashmap-file-merging-operator-state", "operator-state", "hashmap", False, "0", file_merging=True),
+    CheckpointCase("rocksdb-incremental-file-merging-churn", "churn", "rocksdb", True, "0", file_merging=True),
 )
 #: Unaligned checkpoints from the start (no alignment timeout), of small network buffers (4 KiB segments, few per
 #: channel) so that the in-flight data a checkpoint keeps stays small.
@@ -131,6 +140,10 @@ UNALIGNED_CONFIG = {"execution.checkpointing.unaligned.enabled": "true", "execut
                     "taskmanager.network.memory.buffers-per-channel": "1",
                     "taskmanager.network.memory.floating-buffers-per-gate": "1",
                     "taskmanager.network.memory.max-buffers-per-channel": "2"}
+
+
+#: The option of checkpoint file merging, of the same name in 1.20 and 2.x (1.20's CheckpointingOptions).
+FILE_MERGING = "execution.checkpointing.file-merging.enabled"
 
 
 def checkpoint_config(version: str, case: CheckpointCase, directory: pathlib.Path) -> dict[str, str]:
@@ -149,6 +162,8 @@ def checkpoint_config(version: str, case: CheckpointCase, directory: pathlib.Pat
         config[f"{options}.timer-service.factory"] = "HEAP"
     if case.ingest_db_restore:
         config[f"{options}.use-ingest-db-restore-mode"] = "true"
+    if case.file_merging:
+        config[FILE_MERGING] = "true"
     if case.changelog_storage:
         config.update({f"{keys.changelog}.enabled": "true", f"{keys.changelog}.storage": case.changelog_storage,
                        f"{keys.dstl}.base-path": changelog_dir(directory).resolve().as_uri(),
@@ -232,20 +247,21 @@ def _run_cases(version: str, cases: list[CheckpointCase], tmp: pathlib.Path,
 
 def _keep_checkpoint(case: CheckpointCase, chk: pathlib.Path, target: pathlib.Path) -> None:
     """``target/checkpoint`` (the retained chk-N) and, incremental, ``target/shared`` (the files of it it names,
-    ForSt's DB files in their directories below it)."""
+    ForSt's DB files in their directories below it); with file merging ``target/taskowned`` too (the merged
+    files of both it names)."""
     shutil.copytree(chk, target / "checkpoint")
-    shared = chk.parent / "shared"
-    if case.incremental and shared.is_dir():
-        metadata = (chk / "_metadata").read_bytes()
-        (target / "shared").mkdir()
-        for f in shared.rglob("*"):  # the files of subsumed checkpoints Flink has not deleted yet are left out
-            if f.is_file() and f.relative_to(shared).as_posix().encode() in metadata:
-                (target / "shared" / f.relative_to(shared)).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(f, target / "shared" / f.relative_to(shared))
+    # File merging writes every handle's bytes into merged files of both directories beside chk-N.
+    siblings = ("shared", "taskowned") if case.file_merging else ("shared",) if case.incremental else ()
+    metadata = (chk / "_metadata").read_bytes()
+    for beside in siblings:
+        for f in (chk.parent / beside).rglob("*"):  # files of subsumed checkpoints not deleted yet are left out
+            below = f.relative_to(chk.parent / beside)
+            if f.is_file() and below.as_posix().encode() in metadata:
+                (target / beside / below).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(f, target / beside / below)
     if case.changelog_storage:
         # The DSTL files and a materialization's files of an earlier checkpoint (chk-M, taskowned) it names:
         # copied beside _metadata, where a moved checkpoint's file handles resolve by name.
-        metadata = (chk / "_metadata").read_bytes()
         for f in [*changelog_dir(chk.parent.parent).rglob("*"), *chk.parent.rglob("*")]:
             kept = target / "checkpoint" / f.name
             if f.is_file() and f.name.encode() in metadata and not kept.exists() and f.parent.name != "shared":

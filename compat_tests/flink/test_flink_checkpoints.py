@@ -10,7 +10,8 @@ timers firing after the restore); the heap checkpoints of tests/flink/data/check
 restored the same way, and the windows one of RocksDB keeping its timers on the heap (written as
 raw keyed state), two of ForSt's (the churn job's, and the async state API's, restored into
 classic states), the unaligned ones imported without their in-flight records, and those of the
-changelog state backend (its materialized snapshot with the changes since applied). What pyref cannot read is refused by name: the Kryo states of a heap
+changelog state backend (its materialized snapshot with the changes since applied), and two taken with file
+merging (their state in segments of merged files). What pyref cannot read is refused by name: the Kryo states of a heap
 checkpoint (the other operators read).
 
 Marked ``flink`` (Java 17 and the Flink jars: cached, or PYREF_FLINK_DOWNLOAD=1); 25 to 50 s.
@@ -41,10 +42,12 @@ FRESH = ("hashmap-heap-kinds", "hashmap-keyed-kinds", "rocksdb-incremental-churn
 #: Committed checkpoints restored too (their versions' Flink is not run to take them).
 COMMITTED = pathlib.Path(__file__).resolve().parents[2] / "tests" / "flink" / "data" / "checkpoints"
 COMMITTED_RESTORES = {"1.20.3": ("1.20.3-hashmap-heap-kinds", "1.20.3-hashmap-seeds-compressed",
-                                 "1.20.3-hashmap-unaligned-backpressure", "1.20.3-hashmap-changelog-memory-heap-kinds"),
+                                 "1.20.3-hashmap-unaligned-backpressure", "1.20.3-hashmap-changelog-memory-heap-kinds",
+                                 "1.20.3-hashmap-file-merging-heap-kinds"),
                       "2.3.0": ("2.3.0-hashmap-windows", "2.3.0-hashmap-unaligned-backpressure",
                                 "2.3.0-rocksdb-incremental-windows-heap-timers", "2.3.0-forst-incremental-churn",
-                                "2.3.0-forst-incremental-async-state", "2.3.0-hashmap-changelog-heap-kinds-materialized")}
+                                "2.3.0-forst-incremental-async-state", "2.3.0-hashmap-changelog-heap-kinds-materialized",
+                                "2.3.0-rocksdb-incremental-file-merging-churn")}
 #: Case -> whether its checkpoints are unaligned (in-flight data).
 UNALIGNED = {c.name: c.unaligned for c in CASES}
 #: keyed-kinds on the heap backend: the operators with a Kryo state, and that state.

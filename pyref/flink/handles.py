@@ -12,8 +12,13 @@ An incremental handle (RocksDB native format: every RocksDB checkpoint since Fli
 full or incremental, and native-format savepoints) names the stream of the backend's
 serialization proxy and RocksDB's files (:mod:`pyref.flink.rocksdb`). A changelog handle
 names the inner backend's materialized handles and the changes since, in ``_metadata`` or in
-DSTL files (:mod:`pyref.flink.changelog`). A file-merging operator handle is refused with
-:class:`~pyref.errors.UnsupportedFormatError` saying what it is, a canonical savepoint the remedy.
+DSTL files (:mod:`pyref.flink.changelog`).
+
+A checkpoint taken with file merging (FLIP-306, Flink 1.20+) writes every stream as a segment of a
+file merged with others (``SegmentFileStateHandle``: start, size, scope, file, logical file id), in a
+directory per subtask below the checkpoint's ``shared/`` or per task manager below its ``taskowned/``;
+its operator handles (``FileMergingOperatorStreamStateHandle``) add those two directories and whether the
+handle is empty (``EmptyFileMergingOperatorStreamStateHandle``, of the empty segment).
 """
 
 from __future__ import annotations
@@ -72,29 +77,35 @@ CHANGELOG_V2 = 14
 SEGMENT_FILE = 15
 EMPTY_SEGMENT_FILE = 16
 SEGMENT_PARTITIONABLE_OPERATOR = 17
+#: CheckpointedStateScope ordinals of a segment: SHARED (in ``shared/``), EXCLUSIVE (in ``taskowned/``).
+SEGMENT_SCOPES = (0, 1)
 
 TAKE_CANONICAL = ("take a canonical savepoint (flink stop --savepointPath ... or "
-                  "savepoint --type canonical, the default) and read that instead, or a checkpoint of the "
-                  "HashMap backend without file merging")
+                  "savepoint --type canonical, the default) and read that instead")
 #: The directories of a checkpoint's shared and task-owned state (CheckpointStorageLocation), beside chk-N.
 CHECKPOINT_SIBLINGS = ("shared", "taskowned")
 #: The directory a ForSt database keeps its files in, below its operator's directory.
 FORST_DB = "db"
 
 
-def checkpoint_sibling(path: str) -> tuple[str, str] | None:
+def checkpoint_sibling(path: str, *, merged: bool = False) -> tuple[str, str] | None:
     """(``shared`` or ``taskowned``, the file's path below it) when the posix ``path`` of a state file
-    lies in such a directory (RocksDB's files: ``shared/<file>``) or in a ForSt database's directory
+    lies in such a directory (RocksDB's files: ``shared/<file>``), in a ForSt database's directory
     below it (``shared/<operator's directory>/db/<file>``: Flink 2.x's ForSt, its primary directory the
     checkpoint directory, the default, where the async state API's database keeps its files and its
-    checkpoints name them without copying); else None. Nothing else below those directories, so that
-    a checkpoint's own file under a directory that happens to be named so is never sought there."""
+    checkpoints name them without copying) or, the file of a segment (``merged``), in a directory just
+    below it (file merging's ``shared/<subtask's directory>/<file>``, ``taskowned/<task manager's>/<file>``);
+    else None. Nothing else below those directories, so that a checkpoint's own file under a directory
+    that happens to be named so is never sought there."""
     parts = path.split("/")
     if len(parts) >= 2 and parts[-2] in CHECKPOINT_SIBLINGS:
         return parts[-2], parts[-1]
     if len(parts) >= 4 and parts[-2] == FORST_DB and parts[-4] in CHECKPOINT_SIBLINGS:
         below = "/".join(parts[-3:])
         return (parts[-4], below) if is_safe_relative_path(below) else None
+    if merged and len(parts) >= 3 and parts[-3] in CHECKPOINT_SIBLINGS:
+        below = "/".join(parts[-2:])
+        return (parts[-3], below) if is_safe_relative_path(below) else None
     return None
 
 
@@ -244,8 +255,14 @@ def read_stream_handle(inp: DataInput) -> StreamHandle | None:
         begin = inp.read_long("segment start")
         if begin < 0:  # a position in its merged file: negative would index from the file's end
             raise inp.corrupt(f"negative segment start {begin}", at, 8)
+        at = inp.pos
         size = inp.read_long("segment size")
-        inp.read_int("segment scope")
+        if size < 0:
+            raise inp.corrupt(f"negative segment size {size}", at, 8)
+        at = inp.pos
+        scope = inp.read_int("segment scope")
+        if scope not in SEGMENT_SCOPES:
+            raise inp.corrupt(f"unknown segment scope {scope} (CheckpointedStateScope: 0 shared, 1 exclusive)", at, 4)
         path = inp.read_utf("segment file path")
         inp.read_utf("segment logical file id")
         return StreamHandle("segment", path, size, start=begin)
@@ -370,11 +387,7 @@ def read_operator_handle(inp: DataInput) -> OperatorStateHandle | None:
     kind = inp.read_ubyte("operator handle type")
     if kind == NULL_HANDLE:
         return None
-    if kind == SEGMENT_PARTITIONABLE_OPERATOR:
-        raise UnsupportedFormatError(
-            f"file-merging operator state handle (a checkpoint with file merging); {TAKE_CANONICAL}",
-            path=inp.path, byte_range=(inp.base + start, inp.base + start + 1))
-    if kind != PARTITIONABLE_OPERATOR:
+    if kind not in (PARTITIONABLE_OPERATOR, SEGMENT_PARTITIONABLE_OPERATOR):
         raise inp.corrupt(f"unknown operator state handle type {kind}", start, 1)
     states: dict[str, OperatorStateInfo] = {}
     for _ in range(inp.read_count("operator state count", 7)):
@@ -388,6 +401,24 @@ def read_operator_handle(inp: DataInput) -> OperatorStateHandle | None:
         if name in states:
             raise inp.corrupt(f"operator state {name!r} appears twice in one handle", start)
         states[name] = OperatorStateInfo(DistributionMode(mode), offsets)
+    if kind == SEGMENT_PARTITIONABLE_OPERATOR:
+        # The subtask's task-owned and shared directories: where its segments' files are, named by each
+        # segment's own path too; what is read is the segment's.
+        inp.read_utf("file-merging task-owned directory")
+        inp.read_utf("file-merging shared directory")
+        empty = inp.read_bool("file-merging handle empty")
+        at = inp.pos
+        expected = EMPTY_SEGMENT_FILE if empty else SEGMENT_FILE
+        found = inp.data[inp.need(1, "operator state stream handle type")]
+        if found != expected:
+            raise inp.corrupt(f"a file-merging operator handle{' (empty)' if empty else ''} of a stream handle of type "
+                              f"{found}, not a segment (type {expected})", at, 1)
+        if empty:  # a subtask without operator state keeps its directories in such a handle: no stream to read
+            if states:
+                raise inp.corrupt(f"an empty file-merging operator handle names states {sorted(states)}", start,
+                                  inp.pos - start)
+            read_stream_handle(inp)
+            return None
     return OperatorStateHandle(states, read_stream_handle(inp))
 
 
@@ -491,7 +522,8 @@ class LocalHandleStore(HandleStore):
         if moved is not None:
             return moved
         # A checkpoint keeps shared and task-owned state beside its chk-N directory.
-        beside, below = checkpoint_sibling(path) or (os.path.basename(os.path.dirname(path)), "")
+        beside, below = (checkpoint_sibling(path, merged=handle.kind == "segment")
+                         or (os.path.basename(os.path.dirname(path)), ""))
         sibling = self._sibling(handle.location, beside, below)
         if sibling is not None:
             return sibling
@@ -609,7 +641,7 @@ class RemoteHandleStore(HandleStore):
             if not is_safe_relative_path(name):
                 raise CorruptSavepointError(f"state file {handle.location!r} names no file",
                                             path=self.io.describe(""))
-            sibling = checkpoint_sibling(path)
+            sibling = checkpoint_sibling(path, merged=handle.kind == "segment")
             if sibling is not None and sibling[0] != self.io.name:
                 return f"../{sibling[0]}/{sibling[1]}"  # never a name in the directory: those are safe relative paths
         return name

@@ -189,6 +189,22 @@ def operator_handle(states: dict[str, tuple[int, list[int]]], stream: bytes) -> 
     return out + stream
 
 
+def segment_handle(start: int, size: int, path: str, scope: int = 1, file_id: str = "logical-file") -> bytes:
+    """A ``SegmentFileStateHandle`` (file merging): ``size`` bytes at ``start`` of the merged file ``path``."""
+    return b"\x0f" + i64(start) + i64(size) + i32(scope) + utf(path) + utf(file_id)
+
+
+#: ``EmptySegmentFileStateHandle``: the stream of an empty file-merging operator handle.
+EMPTY_SEGMENT = b"\x10"
+
+
+def merging_operator_handle(states: dict[str, tuple[int, list[int]]], stream: bytes, *, empty: bool = False,
+                            taskowned: str = "file:/cp/taskowned/tm", shared: str = "file:/cp/shared/op_0_1") -> bytes:
+    """A ``FileMergingOperatorStreamStateHandle`` (type 17), or an empty one: an operator handle's states, the
+    subtask's task-owned and shared directories, whether it is empty, and its segment."""
+    return b"\x11" + operator_handle(states, b"")[1:] + utf(taskowned) + utf(shared) + bytes([empty]) + stream
+
+
 def subtask(index: int, managed_operator: bytes | None = None, keyed: bytes | None = None,
             raw_keyed: bytes | None = None) -> bytes:
     out = i32(index)

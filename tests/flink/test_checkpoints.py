@@ -26,6 +26,9 @@ taken with ``python -m compat_tests.flink.checkpoints``) read without a JVM.
   last materialized snapshot (heap layout, RocksDB SST files; none before the first) and the changes
   made since, in DSTL files (Snappy-compressed too) or in ``_metadata``, applied as Flink's restore does
   (session windows' merged namespaces too);
+* checkpoints taken with file merging (1.20.3 and 2.3.0: HashMap of list, union, broadcast and every
+  keyed kind; incremental RocksDB) hold every stream as a segment of a merged file in ``taskowned/``
+  or ``shared/``;
 
 all read exactly as the truth the job wrote at that checkpoint, verify, import and export as a
 canonical savepoint that reads as the same truth.
@@ -93,7 +96,12 @@ READABLE = {"2.3.0-hashmap-windows": HEAP, "1.20.3-hashmap-heap-kinds": HEAP, "1
             # shared/<operator's directory>/db/ and its KEY_VALUE_V2 meta info.
             "2.3.0-forst-native-savepoint-keyed-kinds": ROCKSDB_NATIVE,
             "2.3.0-forst-incremental-churn": ROCKSDB_NATIVE,
-            "2.3.0-forst-incremental-async-state": ROCKSDB_NATIVE}
+            "2.3.0-forst-incremental-async-state": ROCKSDB_NATIVE,
+            # File merging: every stream a segment of a merged file in taskowned/ or (RocksDB's files) shared/.
+            **{f"{version}-{case}": layout for version in ("1.20.3", "2.3.0") for case, layout in (
+                ("hashmap-file-merging-seeds", HEAP), ("hashmap-file-merging-heap-kinds", HEAP),
+                ("hashmap-file-merging-operator-state", HEAP),
+                ("rocksdb-incremental-file-merging-churn", ROCKSDB_NATIVE))}}
 # Key groups 0..42, 43..85, 86..127 from 0..63 and 64..127: each clipped with range deletions of the key
 # groups it holds files of but not in its range.
 _COPIED = [set(range(43, 64)), set(range(86, 128)), set(range(64, 86))]

@@ -200,6 +200,27 @@ def test_forst_async_state_checkpoint_on_s3_reads_its_db_files_below_shared(s3_p
     with pytest.raises(CorruptSavepointError, match="names no file|not in the savepoint directory"):
         store.open(StreamHandle("file", f"file:/x/shared/{below.split('/')[0]}/..%2F..%2F..%2Fsecret", 4))
 
+def test_file_merging_checkpoint_on_s3_reads_its_segments_below_shared_and_taskowned(s3_prefix, tmp_path):
+    """File merging (Flink 1.20+) writes segments into files one directory below the job's ``shared``
+    (a subtask's) and ``taskowned`` (a task manager's): uploaded as Flink lays them out, each segment is
+    read from that path below the directory of that name beside the checkpoint."""
+    case = "2.3.0-rocksdb-incremental-file-merging-churn"
+    local, expected = snapshot(case, tmp_path), truth(case)
+    job = f"{s3_prefix}/checkpoints/89abcdef"
+    url = f"{job}/chk-{expected['checkpoint_id']}"
+    upload(local, url)
+    for beside in ("shared", "taskowned"):
+        upload(local.parent / beside, f"{job}/{beside}")
+    assert_reads_as_truth(url, expected)
+    merged = next(p for p in (local.parent / "taskowned").rglob("*") if p.is_file())
+    below = merged.relative_to(local.parent / "taskowned").as_posix()
+    store = RemoteHandleStore(open_io(url))
+    data, start, end, read = store.open(StreamHandle("segment", f"file:/x/taskowned/{below}", 3, start=1))
+    assert read == f"../taskowned/{below}" and bytes(data[start:end]) == merged.read_bytes()[1:4]
+    with pytest.raises(CorruptSavepointError, match="names no file|not in the savepoint directory"):
+        store.open(StreamHandle("segment", f"file:/x/taskowned/{below.split('/')[0]}/..%2F..%2Fsecret", 3))
+
+
 # -- pyref -> Flink, onto an object store ---------------------------------------------------
 
 
