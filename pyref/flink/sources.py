@@ -388,11 +388,12 @@ class _Kafka(_Format):
         if version == 0:  # SerdeUtils.serializeSplitAssignments: per reader, its splits
             readers = inp.read_count("readers", 8)
             split_version = inp.read_int("split serializer version")
-            splits, subtasks = [], []
+            splits, subtasks, seen = [], [], set()
             for _ in range(readers):
                 subtask = inp.read_int("subtask")
-                if subtask in subtasks:  # a map's keys: Java's reader would keep the last one's splits alone
+                if subtask in seen:  # a map's keys: Java's reader would keep the last one's splits alone
                     raise inp.corrupt(f"subtask {subtask} has two assignments", inp.pos - 4, 4)
+                seen.add(subtask)
                 subtasks.append(subtask)
                 for _ in range(inp.read_count("assigned splits", 4)):
                     split = self.nested_split(inp, split_version, inp.read_count("split length"), "split")
