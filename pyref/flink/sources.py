@@ -747,8 +747,9 @@ def rewrite_source_splits(source: str | os.PathLike[str], target: str | os.PathL
             state.chunks.extend(derivation.own(c) for c in chunks)
         if rewrite_enumerator:
             assert splits.enumerator is not None
+            held = {(s.topic, s.partition) for reader in readers for s in reader if isinstance(s, KafkaSplit)}
             enumerator = dataclasses.replace(splits.enumerator, splits=tuple(
-                dataclasses.replace(s, split=_updated(update, s.split, splits.source))
+                _enumerator_split(update, s, splits.source, splits.enumerator.serializer_version, held)
                 for s in splits.enumerator.splits))
             cell = encode_coordinator_state(splits.source, enumerator)
             coordinator = sink.put(encode_chunk([pa.array([cell], pa.binary())]), 1)
@@ -765,6 +766,23 @@ def _updated(update: Callable[[Split], Split], split: Split, source: str) -> Spl
         raise InvalidArgumentError(f"update turned a {type(split).__name__} into a {type(new).__name__}; a "
                                    f"{source} source's splits stay {type(split).__name__}s")
     return new
+
+
+def _enumerator_split(update: Callable[[Split], Split], split: EnumeratorSplit, source: str, version: int,
+                      held: set[tuple[str, int]]) -> EnumeratorSplit:
+    """An enumerator checkpoint's split updated. KafkaSource's versions 1 and 2 store topic and
+    partition only (the connector looks the offset up on restore): a position for a partition a
+    reader holds is the reader's split's; for one no reader holds it cannot be stored (it was
+    dropped, silently)."""
+    new = _updated(update, split.split, source)
+    if new == split.split or source != "kafka" or version not in (1, 2):
+        return dataclasses.replace(split, split=new)
+    assert isinstance(new, KafkaSplit)
+    if (new.topic, new.partition) not in held:
+        raise InvalidArgumentError(f"the KafkaSource enumerator checkpoint (version {version}) stores topic and "
+                                   f"partition only, so the position of {new.topic}:{new.partition}, which no reader "
+                                   "holds, cannot be set: the connector looks it up with its offsets initializer")
+    return split
 
 
 def kafka_offsets(offsets: Mapping[tuple[str, int], int]) -> Callable[[Split], Split]:

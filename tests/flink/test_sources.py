@@ -426,3 +426,21 @@ def test_cli_refuses_a_position_beyond_a_java_long(tmp_path, capsys, flag, value
     with pytest.raises(InvalidArgumentError, match="does not fit a Java int"):
         rewrite_source_splits(source, tmp_path / "k", "src",
                               lambda split: KafkaSplit(split.topic, 2**31, split.starting_offset))
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_rewrite_refuses_a_position_an_enumerator_of_topics_and_partitions_cannot_store(tmp_path, version):
+    """KafkaSource's enumerator versions 1 and 2 store topic and partition only: setting the offset
+    of a partition only the enumerator holds wrote the savepoint without it (exit 0, offset dropped)."""
+    pending = KafkaSplit("clicks", 3, MIGRATED_OFFSET)
+    enumerator = EnumeratorState(version, (EnumeratorSplit(KafkaSplit("orders", 0, MIGRATED_OFFSET), "assigned"),
+                                           EnumeratorSplit(pending, "assigned" if version == 1 else "pending")),
+                                 initial_discovery_finished=True if version == 2 else None)
+    source = source_savepoint(tmp_path / "sp", [[ORDERS_0]], encode_coordinator_state("kafka", enumerator))
+    with pytest.raises(InvalidArgumentError, match="position of clicks:3, which no reader holds, cannot be set"):
+        rewrite_source_splits(source, tmp_path / "a", "src", kafka_offsets({("clicks", 3): 5}))
+    assert not (tmp_path / "a" / "_manifest").exists()
+    # A partition a reader holds: the reader's split carries the position, the enumerator's stays.
+    rewrite_source_splits(source, tmp_path / "b", "src", kafka_offsets({("orders", 0): 5}))
+    moved = splits_of(tmp_path / "b")
+    assert moved.readers == ((KafkaSplit("orders", 0, 5),),) and moved.enumerator == enumerator
