@@ -21,17 +21,7 @@ import tempfile
 
 from pyref import SavepointWriter, rescale
 from pyref._proto.savepoint.v1 import manifest_pb2 as pb
-from pyref.flink.sources import (
-    READER_STATE,
-    EnumeratorSplit,
-    EnumeratorState,
-    FileSplit,
-    FileUri,
-    KafkaSplit,
-    NumberSequenceSplit,
-    encode_coordinator_state,
-    encode_split,
-)
+from pyref.flink import sources
 from pyref.codecs import Codec, compress, decompress
 from pyref.manifest import decode_manifest
 from pyref.redistribution import DistributionMode
@@ -164,27 +154,29 @@ def _write_savepoints(root: str) -> dict[str, str]:
 def _write_sources(path: str) -> None:
     """FLIP-27 sources' positions (pyref.flink.sources): Kafka readers with enumerators of versions 3 and
     0, a FileSource's readers and pending-splits checkpoint, a number sequence's readers."""
-    kafka = [KafkaSplit("orders", 0, 17), KafkaSplit("orders", 1, -2, 99), KafkaSplit("clicks-\u00e9", 7, -3)]
-    file_split = FileSplit("0", FileUri("file", None, None, -1, "/in/a b.csv"), 0, 100, 1700000000000, 100,
-                           ("h1",), (10, 2))
-    cases = {
-        "kafka": ([kafka[:2], kafka[2:]], encode_coordinator_state("kafka", EnumeratorState(
-            3, (EnumeratorSplit(kafka[0], "assigned"), EnumeratorSplit(kafka[2])), initial_discovery_finished=True))),
-        "kafka-v0": ([kafka[:1], []], encode_coordinator_state("kafka", EnumeratorState(
-            0, tuple(EnumeratorSplit(s, "assigned", i) for i, s in enumerate(kafka[:2])), subtasks=(0, 1)))),
-        "file": ([[file_split]], encode_coordinator_state("file", EnumeratorState(
-            1, (EnumeratorSplit(dataclasses.replace(file_split, split_id="1", reader_position=None)),),
-            processed_paths=("/in/a b.csv",)))),
-        "sequence": ([[NumberSequenceSplit("0", 5, 9)], [NumberSequenceSplit("1", 10, 19)]], None),
+    s = sources
+    kafka = [s.KafkaSplit("orders", 0, 17), s.KafkaSplit("orders", 1, -2, 99), s.KafkaSplit("clicks-\u00e9", 7, -3)]
+    file_split = s.FileSplit("0", s.FileUri("file", None, None, -1, "/in/a b.csv"), 0, 100, 1700000000000, 100,
+                             ("h1",), (10, 2))
+    pending_file = s.EnumeratorSplit(dataclasses.replace(file_split, split_id="1", reader_position=None))
+    enumerators = {
+        "kafka": s.EnumeratorState(3, (s.EnumeratorSplit(kafka[0], "assigned"), s.EnumeratorSplit(kafka[2])),
+                                   initial_discovery_finished=True),
+        "kafka-v0": s.EnumeratorState(0, tuple(s.EnumeratorSplit(split, "assigned", i)
+                                               for i, split in enumerate(kafka[:2])), subtasks=(0, 1)),
+        "file": s.EnumeratorState(1, (pending_file,), processed_paths=("/in/a b.csv",)),
     }
+    readers = {"kafka": [kafka[:2], kafka[2:]], "kafka-v0": [kafka[:1], []], "file": [[file_split]],
+               "sequence": [[s.NumberSequenceSplit("0", 5, 9)], [s.NumberSequenceSplit("1", 10, 19)]]}
     with SavepointWriter(path, inline_bytes=128) as w:
-        for name, (readers, coordinator) in cases.items():
-            op = w.add_operator(name, parallelism=len(readers))
-            state = op.list_state(READER_STATE, Bytes(), DistributionMode.SPLIT_DISTRIBUTE)
-            for subtask, splits in enumerate(readers):
+        for name, held in readers.items():
+            op = w.add_operator(name, parallelism=len(held))
+            state = op.list_state(s.READER_STATE, Bytes(), DistributionMode.SPLIT_DISTRIBUTE)
+            for subtask, splits in enumerate(held):
                 if splits:
-                    state.add(subtask, [encode_split(s) for s in splits])
-            op.coordinator_state = coordinator
+                    state.add(subtask, [s.encode_split(split) for split in splits])
+            if name in enumerators:
+                op.coordinator_state = s.encode_coordinator_state(name.split("-")[0], enumerators[name])
 
 
 def _files(root: str, name: str) -> dict[str, bytes]:

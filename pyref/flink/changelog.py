@@ -394,8 +394,11 @@ class _StateTable:
                 f"after ({len(self.unknown)} such): the merged value takes the job's own function; take a canonical "
                 "savepoint (Flink applies it there)", path=path, state=self.info.name)
         delimiter = bytes([LIST_DELIMITER])
-        pairs = sorted((k, delimiter.join(_flattened(v))) for k, v in self.values.items()) if self.kind != "MAP" else sorted(
-            (scope + user_key, value) for scope, entries in self.maps.items() for user_key, value in entries.items())
+        if self.kind != "MAP":
+            pairs = sorted((k, delimiter.join(_flattened(v))) for k, v in self.values.items())
+        else:
+            pairs = sorted((scope + user_key, value) for scope, entries in self.maps.items()
+                           for user_key, value in entries.items())
         keys = [k for k, _ in pairs]
         # Sorted composite keys run in key-group order: each begins with its key group, big-endian.
         groups = np.array([int.from_bytes(k[:self.prefix_bytes], "big") for k in keys], np.int64)

@@ -15,7 +15,9 @@ from ..errors import InvalidArgumentError
 __all__ = ["DataOutput", "modified_utf8", "utf", "string_value", "varint"]
 
 _MAX_UTF = 0xFFFF
-_SHORT, _INT, _LONG = ((struct.Struct(f">{code}"), java) for code, java in (("h", "short"), ("i", "int"), ("q", "long")))
+#: Each Java integer type: its big-endian packer and its name.
+_SHORT, _INT, _LONG = ((struct.Struct(f">{code}"), java) for code, java in (("h", "short"), ("i", "int"),
+                                                                           ("q", "long")))
 
 
 def modified_utf8(text: str) -> bytes:
