@@ -444,3 +444,11 @@ def test_rewrite_refuses_a_position_an_enumerator_of_topics_and_partitions_canno
     rewrite_source_splits(source, tmp_path / "b", "src", kafka_offsets({("orders", 0): 5}))
     moved = splits_of(tmp_path / "b")
     assert moved.readers == ((KafkaSplit("orders", 0, 5),),) and moved.enumerator == enumerator
+
+
+def test_kafka_assignment_of_many_readers_writes_in_linear_work():
+    """Writing a version-0 enumerator checkpoint (what a rewrite of its positions does) scanned every
+    split once per reader: 100,000 readers and 40,000 splits (2 MB) took over a minute."""
+    splits = tuple(EnumeratorSplit(KafkaSplit("t", i, 5), "assigned", 2 * i) for i in range(40_000))
+    state = EnumeratorState(0, splits, subtasks=tuple(range(100_000)))
+    assert decode_coordinator_state(encode_coordinator_state("kafka", state), "kafka") == state
