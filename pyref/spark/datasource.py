@@ -296,7 +296,8 @@ def _narrowed(selection: Selection, f, names: set[str], key_type: pa.DataType | 
     if column == "key" and key_type is not None and values is not None and None not in values:
         keys = {repr(k): k for k in _spark_equal_keys(values, key_type)}  # repr: tells -0.0 from 0.0
         if selection.keys is not None:
-            keys = {r: k for r, k in keys.items() if r in {repr(s) for s in selection.keys}}
+            kept = {repr(k) for k in selection.keys}
+            keys = {r: k for r, k in keys.items() if r in kept}
         return replace(selection, keys=tuple(sorted(keys.values(), key=repr)))
     if column == "subtask" and "subtask" in names and values is not None:
         subtasks = frozenset(int(v) for v in values if v is not None)
