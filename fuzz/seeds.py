@@ -11,6 +11,7 @@ corpus (:data:`FLINK_CASES`, ``--target flink`` writes only those).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import hashlib
 import os
@@ -20,6 +21,7 @@ import tempfile
 
 from pyref import SavepointWriter, rescale
 from pyref._proto.savepoint.v1 import manifest_pb2 as pb
+from pyref.flink import sources
 from pyref.codecs import Codec, compress, decompress
 from pyref.manifest import decode_manifest
 from pyref.redistribution import DistributionMode
@@ -85,9 +87,9 @@ FLINK_CHECKPOINT_CASES = ("1.20.3-hashmap-seeds", "1.20.3-hashmap-seeds-compress
                           "2.3.0-hashmap-changelog-churn-materialized-compressed")
 #: Flink SQL, CEP and Scala API savepoints of the tests (``_metadata`` only; ``.gz`` ones are unpacked):
 #: their table-runtime snapshots hold Java serialization streams, their CEP state flink-cep's own, the
-#: Scala job's flink-scala's snapshots (a collection's cbfCode).
+#: Scala job's flink-scala's snapshots (a collection's cbfCode), a FileSource's readers and enumerator.
 FLINK_TEST_SAVEPOINTS = ("sql/2.3.0-hashmap", "sql/1.20.3-rocksdb", "cep/2.3.0-hashmap", "cep/1.20.3-rocksdb",
-                         "scala/1.14.6-rocksdb/savepoint")
+                         "scala/1.14.6-rocksdb/savepoint", "filesource-2.3.0/savepoint")
 #: Savepoint seeds per savepoint: as written; repaired (7); with shared ranges and rows
 #: (15); with a sparse 64 GiB manifest (17); with sparse 8 GiB data files declared so (39).
 SAVEPOINT_FLAGS = (0, 7, 15, 17, 39)
@@ -145,7 +147,36 @@ def _write_savepoints(root: str) -> dict[str, str]:
         pojo.keyed_state("v", Int16(), kind="reducing").add([b"a", b"b"], [1, 2], key_groups=[1, 6])
     # A shallow rescale: the target refers to the source's files as a base.
     rescale(out["kinds"], path("rescaled"), 2)
+    _write_sources(path("sources"))
     return out
+
+
+def _write_sources(path: str) -> None:
+    """FLIP-27 sources' positions (pyref.flink.sources): Kafka readers with enumerators of versions 3 and
+    0, a FileSource's readers and pending-splits checkpoint, a number sequence's readers."""
+    s = sources
+    kafka = [s.KafkaSplit("orders", 0, 17), s.KafkaSplit("orders", 1, -2, 99), s.KafkaSplit("clicks-\u00e9", 7, -3)]
+    file_split = s.FileSplit("0", s.FileUri("file", None, None, -1, "/in/a b.csv"), 0, 100, 1700000000000, 100,
+                             ("h1",), (10, 2))
+    pending_file = s.EnumeratorSplit(dataclasses.replace(file_split, split_id="1", reader_position=None))
+    enumerators = {
+        "kafka": s.EnumeratorState(3, (s.EnumeratorSplit(kafka[0], "assigned"), s.EnumeratorSplit(kafka[2])),
+                                   initial_discovery_finished=True),
+        "kafka-v0": s.EnumeratorState(0, tuple(s.EnumeratorSplit(split, "assigned", i)
+                                               for i, split in enumerate(kafka[:2])), subtasks=(0, 1)),
+        "file": s.EnumeratorState(1, (pending_file,), processed_paths=("/in/a b.csv",)),
+    }
+    readers = {"kafka": [kafka[:2], kafka[2:]], "kafka-v0": [kafka[:1], []], "file": [[file_split]],
+               "sequence": [[s.NumberSequenceSplit("0", 5, 9)], [s.NumberSequenceSplit("1", 10, 19)]]}
+    with SavepointWriter(path, inline_bytes=128) as w:
+        for name, held in readers.items():
+            op = w.add_operator(name, parallelism=len(held))
+            state = op.list_state(s.READER_STATE, Bytes(), DistributionMode.SPLIT_DISTRIBUTE)
+            for subtask, splits in enumerate(held):
+                if splits:
+                    state.add(subtask, [s.encode_split(split) for split in splits])
+            if name in enumerators:
+                op.coordinator_state = s.encode_coordinator_state(name.split("-")[0], enumerators[name])
 
 
 def _files(root: str, name: str) -> dict[str, bytes]:

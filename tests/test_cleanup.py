@@ -128,6 +128,16 @@ def test_only_files_directly_in_data_are_candidates(savepoint, tmp_path):
     assert (nested / "inside").exists() and outside.exists()
 
 
+def test_names_no_savepoint_may_list_are_left_not_refused(savepoint):
+    """A file another tool copied into data/ under a name no manifest may list ('x:y', 'a\\b') made
+    every clean fail as if the savepoint were corrupt, deleting nothing."""
+    for name in ("x:y", "a\\b", "old.svd"):
+        (savepoint / "data" / name).write_bytes(b"x")
+    age(savepoint, ["x:y", "a\\b", "old.svd"], 3600)
+    assert remove_unreferenced_files(savepoint, older_than=0).deleted == [str(savepoint / "data" / "old.svd")]
+    assert (savepoint / "data" / "x:y").exists() and (savepoint / "data" / "a\\b").exists()
+
+
 def test_files_of_a_base_are_never_deleted(savepoint, tmp_path):
     shallow = tmp_path / "sp4"
     rescale(savepoint, shallow, 4)  # refers to the files of `savepoint`

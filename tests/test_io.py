@@ -40,14 +40,29 @@ def test_arrow_filesystem_round_trip_and_shallow_rescale(tmp_path):
     assert not os.path.exists(tmp_path / "sp4" / "data")
 
 
-def test_symlink_out_of_the_savepoint_is_refused(tmp_path):
+@pytest.mark.parametrize("make_io", [lambda p: LocalIO(str(p)), lambda p: ArrowIO(f"file://{p}")], ids=["local", "arrow"])
+def test_symlink_out_of_the_savepoint_is_refused(tmp_path, make_io):
+    """ArrowIO on file:// (the HDFS code path on local files) followed the link, reading outside."""
     write_seeds(tmp_path / "sp", inline_bytes=0)
     data_file = next((tmp_path / "sp" / "data").iterdir())
     outside = tmp_path / "outside.svd"
     os.replace(data_file, outside)
     os.symlink(outside, data_file)
     with pytest.raises(CorruptSavepointError, match="outside the savepoint directory"):
-        list(Savepoint.open(tmp_path / "sp").operator("kafka-source").list_state("offsets").partition(0))
+        list(Savepoint.open(make_io(tmp_path / "sp")).operator("kafka-source").list_state("offsets").partition(0))
+
+
+@pytest.mark.parametrize("make_io", [lambda p: LocalIO(str(p)), lambda p: ArrowIO(f"file://{p}")], ids=["local", "arrow"])
+def test_a_base_name_linked_out_of_the_parent_is_refused(tmp_path, make_io):
+    """ArrowIO on file:// read a base whose name in the parent was a link to another directory."""
+    write_seeds(tmp_path / "elsewhere" / "base", inline_bytes=0)
+    os.makedirs(tmp_path / "parent")
+    os.symlink(tmp_path / "elsewhere" / "base", tmp_path / "parent" / "base")
+    rescale(LocalIO(str(tmp_path / "elsewhere" / "base")), LocalIO(str(tmp_path / "elsewhere" / "derived")), 1)
+    os.replace(tmp_path / "elsewhere" / "derived", tmp_path / "parent" / "derived")  # names its base 'base'
+    with pytest.raises(CorruptSavepointError, match="leads out of the parent directory"):
+        list(Savepoint.open(make_io(tmp_path / "parent" / "derived")).operator("kafka-source").list_state(
+            "offsets").partition(0))
 
 
 @pytest.mark.parametrize(("target", "error"), [("real/x", CorruptSavepointError), ("_manifest", CorruptSavepointError),

@@ -241,8 +241,9 @@ class _StateTable:
         # The materialized rows of scopes no change touches.
         self.kept: list[KeyedRows] = []
         # VALUE, REDUCING, AGGREGATING: [value]; LIST: its elements (or runs of them, joined), appended to
-        # without copying what is there; a queue's elements: [b""]. A row's value is its parts joined by ",".
-        self.values: dict[bytes, list[bytes]] = {}
+        # without copying what is there, and the part lists of the scopes MERGE_NS moved in, nested (see
+        # _merge); a queue's elements: [b""]. A row's value is its parts, flattened, joined by ",".
+        self.values: dict[bytes, _Parts] = {}
         self.maps: dict[bytes, dict[bytes, bytes]] = {}
         # REDUCING, AGGREGATING: the scopes whose value is a merge of values by the job's function, until a
         # change sets it (a window operator logs the merged value with the element it adds right after):
@@ -365,7 +366,10 @@ class _StateTable:
         if self.kind != "LIST" and (len(merged) > 1 or unknown):
             self.unknown[target] = unknown[0] if unknown else (len(merged), inp.path)
         elif merged:
-            self.values[target] = [part for value in merged for part in value]
+            # The sources' part lists nest in the target's, not copied: a MERGE_NS costs its sources, not the
+            # parts they hold (merging a long list back and forth was quadratic in the changes).
+            merged[0].extend(merged[1:])
+            self.values[target] = merged[0]
 
     def _last(self, inp: DataInput, codec: Codec) -> bytes:
         """The value that ends a change: stepped over, so that a damaged one is an error here and
@@ -390,8 +394,11 @@ class _StateTable:
                 f"after ({len(self.unknown)} such): the merged value takes the job's own function; take a canonical "
                 "savepoint (Flink applies it there)", path=path, state=self.info.name)
         delimiter = bytes([LIST_DELIMITER])
-        pairs = sorted((k, delimiter.join(v)) for k, v in self.values.items()) if self.kind != "MAP" else sorted(
-            (scope + user_key, value) for scope, entries in self.maps.items() for user_key, value in entries.items())
+        if self.kind != "MAP":
+            pairs = sorted((k, delimiter.join(_flattened(v))) for k, v in self.values.items())
+        else:
+            pairs = sorted((scope + user_key, value) for scope, entries in self.maps.items()
+                           for user_key, value in entries.items())
         keys = [k for k, _ in pairs]
         # Sorted composite keys run in key-group order: each begins with its key group, big-endian.
         groups = np.array([int.from_bytes(k[:self.prefix_bytes], "big") for k in keys], np.int64)
@@ -403,6 +410,26 @@ class _StateTable:
         order = np.argsort(rows.key_groups, kind="stable")
         return KeyedRows(np.full(len(order), subtask, np.int64), rows.key_groups[order], rows.keys.take(order),
                          rows.values.take(order))
+
+
+#: A scope's value: its parts (bytes) in order, and part lists a MERGE_NS moved in, each where it came.
+_Parts = list[Any]
+
+
+def _flattened(parts: _Parts) -> list[bytes]:
+    """The bytes parts of ``parts`` in order, nested lists opened where they stand (iteratively: a
+    chain of merges nests as deep as it is long)."""
+    out: list[bytes] = []
+    stack = [iter(parts)]
+    while stack:
+        for part in stack[-1]:
+            if isinstance(part, list):
+                stack.append(iter(part))
+                break
+            out.append(part)
+        else:
+            stack.pop()
+    return out
 
 
 def apply_changelog(handle: ChangelogHandle, changes: Iterable[Change], meta: KeyedBackendMeta,

@@ -113,7 +113,8 @@ def split_keys(keys: pa.BinaryArray, prefix: int, key_type: FlinkType, namespace
         if user_key:
             result["user_key"] = _spans(keys, uk_begin, lengths)
         return result
-    if n and (np.any(ns_end > lengths) or np.any(key_end > lengths)):
+    # A fixed-width namespace taken from the end of a key shorter than it would end the key before its prefix.
+    if n and (np.any(ns_end > lengths) or np.any(key_end > lengths) or np.any(key_end < begin)):
         raise CorruptSavepointError("a composite key shorter than its fixed-width parts", state=state)
     result = {"key": _spans(keys, begin, key_end), "namespace": _spans(keys, ns_begin, ns_end)}
     if user_key:
@@ -151,8 +152,8 @@ def split_timer_keys(keys: pa.BinaryArray, prefix: int, key_type: FlinkType, nam
         key_end = lengths - nc.width
     else:
         key_end = _walk_parts(keys, begin, [kc], ambiguous=False, state=state)[0][0]
-    if n and np.any(key_end > lengths):
-        raise CorruptSavepointError("a timer shorter than its key", state=state)
+    if n and (np.any(key_end > lengths) or np.any(key_end < begin)):  # (a fixed namespace taken from the end)
+        raise CorruptSavepointError("a timer shorter than its key and namespace", state=state)
     return {"timestamp": timestamps, "key": _spans(keys, begin, key_end), "namespace": _spans(keys, key_end, lengths)}
 
 

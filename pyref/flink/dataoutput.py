@@ -15,6 +15,9 @@ from ..errors import InvalidArgumentError
 __all__ = ["DataOutput", "modified_utf8", "utf", "string_value", "varint"]
 
 _MAX_UTF = 0xFFFF
+#: Each Java integer type: its big-endian packer and its name.
+_SHORT, _INT, _LONG = ((struct.Struct(f">{code}"), java) for code, java in (("h", "short"), ("i", "int"),
+                                                                           ("q", "long")))
 
 
 def modified_utf8(text: str) -> bytes:
@@ -90,16 +93,25 @@ class DataOutput:
         return self.byte(1 if value else 0)
 
     def short(self, value: int) -> DataOutput:
-        self.buffer += struct.pack(">h", value)
-        return self
+        return self._fixed(_SHORT, value)
 
     def int(self, value: int) -> DataOutput:
-        self.buffer += struct.pack(">i", value)
-        return self
+        return self._fixed(_INT, value)
 
     # ``int`` below is the method above, so the builtin is spelled out from here on.
     def long(self, value: builtins.int) -> DataOutput:
-        self.buffer += struct.pack(">q", value)
+        return self._fixed(_LONG, value)
+
+    def _fixed(self, fmt: tuple[struct.Struct, str], value: builtins.int) -> DataOutput:
+        """A Java ``short``/``int``/``long``: a value out of its range is the caller's, refused
+        by name (a position a user gave, say), not a ``struct.error``."""
+        packer, java = fmt
+        try:
+            self.buffer += packer.pack(value)
+        except struct.error:
+            bits = 8 * packer.size
+            raise InvalidArgumentError(f"{value!r} does not fit a Java {java} ({-(1 << (bits - 1))} to "
+                                       f"{(1 << (bits - 1)) - 1})") from None
         return self
 
     def utf(self, text: str, what: str = "string") -> DataOutput:

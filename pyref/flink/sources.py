@@ -401,11 +401,12 @@ class _Kafka(_Format):
         if version == 0:  # SerdeUtils.serializeSplitAssignments: per reader, its splits
             readers = inp.read_count("readers", 8)
             split_version = inp.read_int("split serializer version")
-            splits, subtasks = [], []
+            splits, subtasks, seen = [], [], set()
             for _ in range(readers):
                 subtask = inp.read_int("subtask")
-                if subtask in subtasks:  # a map's keys: Java's reader would keep the last one's splits alone
+                if subtask in seen:  # a map's keys: Java's reader would keep the last one's splits alone
                     raise inp.corrupt(f"subtask {subtask} has two assignments", inp.pos - 4, 4)
+                seen.add(subtask)
                 subtasks.append(subtask)
                 for _ in range(inp.read_count("assigned splits", 4)):
                     split = self.nested_split(inp, split_version, inp.read_count("split length"), "split")
@@ -428,9 +429,12 @@ class _Kafka(_Format):
         codes = {status: code for code, status in self._STATUS.items()}
         if version == 0:
             subtasks = state.subtasks or ()
+            by_subtask: dict[int | None, list[bytes]] = {}  # one pass: a scan per subtask was quadratic
+            for s in state.splits:
+                by_subtask.setdefault(s.subtask, []).append(self.split_bytes(s.split))
             out.int(len(subtasks)).int(self.split_version)
             for subtask in subtasks:
-                mine = [self.split_bytes(s.split) for s in state.splits if s.subtask == subtask]
+                mine = by_subtask.get(subtask, [])
                 out.int(subtask).int(len(mine))
                 for data in mine:
                     out.int(len(data)).raw(data)
@@ -793,8 +797,9 @@ def rewrite_source_splits(source: str | os.PathLike[str], target: str | os.PathL
             state.chunks.extend(derivation.own(c) for c in chunks)
         if rewrite_enumerator:
             assert splits.enumerator is not None
+            held = {(s.topic, s.partition) for reader in readers for s in reader if isinstance(s, KafkaSplit)}
             enumerator = dataclasses.replace(splits.enumerator, splits=tuple(
-                dataclasses.replace(s, split=_updated(update, s.split, splits.source))
+                _enumerator_split(update, s, splits.source, splits.enumerator.serializer_version, held)
                 for s in splits.enumerator.splits))
             cell = encode_coordinator_state(splits.source, enumerator)
             coordinator = sink.put(encode_chunk([pa.array([cell], pa.binary())]), 1)
@@ -811,6 +816,23 @@ def _updated(update: Callable[[Split], Split], split: Split, source: str) -> Spl
         raise InvalidArgumentError(f"update turned a {type(split).__name__} into a {type(new).__name__}; a "
                                    f"{source} source's splits stay {type(split).__name__}s")
     return new
+
+
+def _enumerator_split(update: Callable[[Split], Split], split: EnumeratorSplit, source: str, version: int,
+                      held: set[tuple[str, int]]) -> EnumeratorSplit:
+    """An enumerator checkpoint's split updated. KafkaSource's versions 1 and 2 store topic and
+    partition only (the connector looks the offset up on restore): a position for a partition a
+    reader holds is the reader's split's; for one no reader holds it cannot be stored (it was
+    dropped, silently)."""
+    new = _updated(update, split.split, source)
+    if new == split.split or source != "kafka" or version not in (1, 2):
+        return dataclasses.replace(split, split=new)
+    assert isinstance(new, KafkaSplit)
+    if (new.topic, new.partition) not in held:
+        raise InvalidArgumentError(f"the KafkaSource enumerator checkpoint (version {version}) stores topic and "
+                                   f"partition only, so the position of {new.topic}:{new.partition}, which no reader "
+                                   "holds, cannot be set: the connector looks it up with its offsets initializer")
+    return split
 
 
 def kafka_offsets(offsets: Mapping[tuple[str, int], int]) -> Callable[[Split], Split]:

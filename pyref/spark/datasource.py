@@ -267,9 +267,9 @@ class FilteringSavepointReader(SavepointReader):
         names = set(scan.schema.names)
         key_type = scan.schema.field("key").type if "key" in names else None
         keyed = "key_group" in names and not self.options.raw and not scan.writer_assigned_key_groups
+        pushable = key_type if keyed and key_type is not None and not pa.types.is_struct(key_type) else None
         for f in filters:
-            narrowed = _narrowed(self.selection, f, names, keyed and key_type is not None
-                                 and not pa.types.is_struct(key_type), scan.max_parallelism)
+            narrowed = _narrowed(self.selection, f, names, pushable, scan.max_parallelism)
             if narrowed is None:
                 yield f  # Spark evaluates it
             else:
@@ -286,15 +286,19 @@ def _values(f) -> tuple | None:
     return None
 
 
-def _narrowed(selection: Selection, f, names: set[str], keys_pushable: bool, max_parallelism: int
+def _narrowed(selection: Selection, f, names: set[str], key_type: pa.DataType | None, max_parallelism: int
               ) -> Selection | None:
-    """``selection`` narrowed by filter ``f``, or None when the read cannot apply ``f`` itself."""
+    """``selection`` narrowed by filter ``f``, or None when the read cannot apply ``f`` itself;
+    ``key_type``: the Arrow type of keys a filter on ``key`` selects (None: it cannot)."""
     attribute: tuple[str, ...] = getattr(f, "attribute", ())  # Not has a child filter instead
     column = attribute[0] if len(attribute) == 1 else None
     values = _values(f)
-    if column == "key" and keys_pushable and values is not None and None not in values:
-        keys = set(values) if selection.keys is None else set(selection.keys) & set(values)
-        return replace(selection, keys=tuple(sorted(keys, key=repr)))
+    if column == "key" and key_type is not None and values is not None and None not in values:
+        keys = {repr(k): k for k in _spark_equal_keys(values, key_type)}  # repr: tells -0.0 from 0.0
+        if selection.keys is not None:
+            kept = {repr(k) for k in selection.keys}
+            keys = {r: k for r, k in keys.items() if r in kept}
+        return replace(selection, keys=tuple(sorted(keys.values(), key=repr)))
     if column == "subtask" and "subtask" in names and values is not None:
         subtasks = frozenset(int(v) for v in values if v is not None)
         return replace(selection, subtasks=subtasks if selection.subtasks is None else selection.subtasks & subtasks)
@@ -304,6 +308,17 @@ def _narrowed(selection: Selection, f, names: set[str], keys_pushable: bool, max
             return None
         return replace(selection, key_groups=groups if selection.key_groups is None else selection.key_groups & groups)
     return None
+
+
+def _spark_equal_keys(values: tuple, key_type: pa.DataType) -> list:
+    """The stored keys Spark's = or IN of ``values`` matches. A char's column is Spark's int:
+    a number beyond a code unit (0..65535) matches no key. Spark's float equality holds
+    -0.0 = 0.0, where Flink's keys (and their key groups) differ: both are looked up."""
+    if pa.types.is_uint16(key_type):
+        return [v for v in values if not isinstance(v, int) or 0 <= v <= 0xFFFF]
+    if pa.types.is_floating(key_type):
+        return [*values, *(-v for v in values if v == 0)]
+    return list(values)
 
 
 def _key_groups(f, values: tuple | None, max_parallelism: int) -> frozenset[int] | None:

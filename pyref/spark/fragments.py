@@ -12,6 +12,7 @@ tasks, RDD tasks) share this module.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -190,11 +191,12 @@ class Selection:
             key_array = as_key_array(list(self.keys), key_serializer)
             wanted = compute_key_groups(key_array, op.max_parallelism, key_type_of(op.key_serializer))
             keep &= np.isin(groups, wanted)
-            encoded = key_serializer.encode_array(key_array).to_pylist()
+            encoded = sorted(key_serializer.encode_array(key_array).to_pylist())
             for i in np.flatnonzero(keep):  # format 1.1 key bounds skip chunks that cannot hold a key
                 bounds = state.chunks[i].key_bounds if state.chunks[i].HasField("key_bounds") else None
-                if bounds is not None and not any(bounds.min <= e <= bounds.max for e in encoded):
-                    keep[i] = False
+                if bounds is not None:  # the first key from the lower bound on (not every key: chunks x keys)
+                    first = bisect.bisect_left(encoded, bounds.min)
+                    keep[i] = first < len(encoded) and encoded[first] <= bounds.max
         return np.flatnonzero(keep)
 
     def assignment(self, assignment: Sequence[Sequence[pb.ElementRange]]) -> list[list[pb.ElementRange]]:

@@ -20,6 +20,7 @@ from .base import (
     MANIFEST_NAME,
     FileStat,
     OutputFile,
+    SavepointIO,
     UrlSavepointIO,
     changed_since_start,
     check_relative_path,
@@ -27,6 +28,7 @@ from .base import (
     typed_os_error,
     typed_os_errors,
 )
+from .local import confined_path, confined_sibling
 
 
 class _ArrowOutput(OutputFile):
@@ -55,6 +57,7 @@ class ArrowIO(UrlSavepointIO):
         if parsed.scheme not in ("", *ARROW_SCHEMES):
             raise InvalidArgumentError(f"{parsed.scheme}:// is served by ObjectStoreIO (conditional writes), not "
                                        "pyarrow.fs; use open_io", path=uri)
+        self._local = parsed.is_local
         if parsed.is_local:  # a file:// URL: pyarrow's local filesystem, at the resolved path
             self.fs, self.root, self.location = pafs.LocalFileSystem(), parsed.path, f"file://{quote(parsed.path)}"
         else:
@@ -62,8 +65,15 @@ class ArrowIO(UrlSavepointIO):
                 self.fs, root = pafs.FileSystem.from_uri(parsed.path)
             self.root, self.location = root.rstrip("/"), parsed.path
 
+    def sibling(self, name: str) -> SavepointIO:
+        if self._local:  # a base name that is a link leads nowhere else, as LocalIO
+            confined_sibling(self.root, name)
+        return super().sibling(name)
+
     def _full(self, rel: str) -> str:
         check_relative_path(rel)
+        if self._local:  # no link out of the directory, as LocalIO (pyarrow follows them)
+            confined_path(self.root, rel, self.describe(rel))
         return f"{self.root}/{rel}"
 
     def stat(self, rel: str) -> FileStat | None:

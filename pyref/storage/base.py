@@ -63,9 +63,10 @@ def typed_os_errors(what: str, path: str) -> Iterator[None]:
 def is_data_file_path(rel: str) -> bool:
     """Whether ``rel`` names a file directly in ``data/``: the only files a writer or a
     cleanup may ever delete (spec/format.md §10.3). ``_manifest``, ``.lock`` and
-    temporary manifests are never such a file."""
+    temporary manifests are never such a file, nor a name no savepoint may list (``x:y``,
+    ``a\\b`` copied in by another tool: a cleanup leaves them, rather than failing on them)."""
     directory, _, name = rel.partition("/")
-    return directory == DATA_DIR and bool(name) and "/" not in name
+    return directory == DATA_DIR and bool(name) and "/" not in name and is_safe_relative_path(rel)
 
 
 def is_safe_relative_path(path: str) -> bool:

@@ -75,6 +75,26 @@ def _is_inside(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
 
 
+def confined_path(root: str, rel: str, where: str) -> str:
+    """The local path of ``rel`` (a safe relative path) in the directory ``root``; a symlink on the
+    way that leads outside the directory is refused (spec/security.md §4), ``where`` named."""
+    full = os.path.join(root, *rel.split("/"))
+    if not _is_inside(os.path.realpath(full), os.path.realpath(root)):
+        raise CorruptSavepointError("path leads outside the savepoint directory through a symlink", path=where)
+    return full
+
+
+def confined_sibling(root: str, name: str) -> str:
+    """The local path of base directory ``name`` beside the directory ``root`` (its real path): a
+    base is a sibling directory, so a symlink in its place must not lead elsewhere."""
+    check_directory_name(name)
+    full = os.path.join(os.path.dirname(root), name)
+    if os.path.dirname(os.path.realpath(full)) != os.path.dirname(root):
+        raise CorruptSavepointError(f"base directory {name!r} leads out of the parent directory through a symlink",
+                                    path=full)
+    return full
+
+
 class LocalIO(SavepointIO):
     """A local savepoint directory, named by its real path (resolved once, here).
 
@@ -100,14 +120,7 @@ class LocalIO(SavepointIO):
 
     def _full(self, rel: str) -> str:
         check_relative_path(rel)
-        full = os.path.join(self.root, *rel.split("/"))
-        # A symlink inside the savepoint must not lead outside it.
-        real_root = os.path.realpath(self.root)
-        real = os.path.realpath(full)
-        if real != real_root and not real.startswith(real_root + os.sep):
-            raise CorruptSavepointError("path leads outside the savepoint directory through a symlink",
-                                        path=self.describe(rel))
-        return full
+        return confined_path(self.root, rel, self.describe(rel))
 
     def stat(self, rel: str) -> FileStat | None:
         full = self._full(rel)
@@ -295,13 +308,7 @@ class LocalIO(SavepointIO):
             _fsync_dir(os.path.dirname(target))
 
     def sibling(self, name: str) -> SavepointIO:
-        check_directory_name(name)
-        full = os.path.join(os.path.dirname(self.root), name)
-        # A base is a sibling directory: a symlink in its place must not lead elsewhere.
-        if os.path.dirname(os.path.realpath(full)) != os.path.dirname(self.root):
-            raise CorruptSavepointError(f"base directory {name!r} leads out of the parent directory through a symlink",
-                                        path=full)
-        return self._in_store(full, f"base directory {name!r}")
+        return self._in_store(confined_sibling(self.root, name), f"base directory {name!r}")
 
     def parent_key(self) -> str:
         return os.path.dirname(self.root)

@@ -300,3 +300,16 @@ def test_a_change_set_a_handle_names_twice_or_overlapping_is_corrupt(tmp_path: p
     with pytest.raises(CorruptSavepointError, match="overlaps the one at .* names each change set once") as info:
         _read_all(source)
     assert info.value.path is not None and stream.location.rsplit("/", 1)[-1] in info.value.path
+
+
+def test_merging_a_long_list_back_and_forth_keeps_flinks_order_in_linear_work() -> None:
+    """A changelog moving one long list between two windows, an element added before each move, copied
+    the whole list at every MERGE_NS: quadratic, minutes for a few MB of hostile changes. The moves
+    nest the source's elements in the target's; the rows keep Flink's order (target's, then sources')."""
+    table = _table("LIST", FlinkType("list", "", 0, b"", children=(_LONG,)))
+    moves = 40_000
+    for i in range(moves):  # the target, emptied by the move before, gets i, then everything before it
+        target, source = ("a", "b") if i % 2 else ("b", "a")
+        _apply(table, ADD_ELEMENT, _text("k") + _text(target) + i.to_bytes(8, "big"))
+        _apply(table, MERGE_NS, _text("k") + _text(target) + _text(target) + (1).to_bytes(4, "big") + _text(source))
+    assert _rows(table) == {_key("a"): b",".join(v.to_bytes(8, "big") for v in reversed(range(moves)))}

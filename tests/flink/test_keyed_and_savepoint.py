@@ -41,7 +41,7 @@ from pyref.testing.flink_bytes import (
 
 from pyref.errors import CorruptSavepointError, UnsupportedFormatError
 from pyref.flink import FlinkSavepoint, TimeWindow, operator_id_of_uid
-from pyref.flink.composite import split_keys
+from pyref.flink.composite import split_keys, split_timer_keys
 from pyref.flink.keyed import KeyGroupSection, walk_key_groups
 from pyref.flink.serializers import FlinkType
 from pyref.key_groups import assign_to_key_group
@@ -229,6 +229,21 @@ def test_ambiguous_composite_keys_carry_part_lengths() -> None:
     bad = b"\x02" + key + bytes([len(key) + 1]) + ns + bytes([len(ns)])
     with pytest.raises(CorruptSavepointError, match="does not match"):
         split_keys(pa.array([bad], pa.binary()), 1, string_type, string_type, False, "s")
+
+
+def test_a_key_shorter_than_its_fixed_width_namespace_is_corrupt() -> None:
+    """A variable-width key ends where a fixed-width namespace, taken from the end, begins: a cell
+    shorter than prefix and namespace put that end before the prefix and numpy raised ValueError
+    (negative span lengths), for keyed state and timers alike."""
+    string_type = FlinkType("string", "s", 3, b"", length=-1)
+    window = FlinkType("time-window", "w", 3, b"", length=16)
+    short = pa.array([b"\x02" + string_value("k") + bytes(16), b"\x02" + bytes(15)], pa.binary())
+    with pytest.raises(CorruptSavepointError, match="shorter than its fixed-width parts"):
+        split_keys(short, 1, string_type, window, False, "s")
+    timers = pa.array([b"\x02" + bytes(8) + string_value("k") + bytes(16), b"\x02" + bytes(8 + 15)], pa.binary())
+    with pytest.raises(CorruptSavepointError, match="timer shorter than its key and namespace"):
+        split_timer_keys(timers, 1, string_type, window, "s")
+    assert split_timer_keys(timers[:1], 1, string_type, window, "s")["key"].to_pylist() == [string_value("k")]
 
 
 def test_opaque_key_before_a_user_key_is_refused() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from pyref import InvalidArgumentError, Savepoint, SavepointWriter
 from pyref.key_groups import assign_to_key_group, operator_index_for_key_group
-from pyref.serializers import Char, Int32, String
+from pyref.serializers import Char, Float32, Int32, String
 
 pytestmark = pytest.mark.spark
 
@@ -154,6 +154,28 @@ def test_a_char_key_filter_selects_by_its_code_unit(spark, tmp_path):
     df = (spark.read.format("savepoint").option("operator", "op").option("state", "n")
           .option("pushFilters", "true").load(str(tmp_path / "sp")))
     assert sorted(r.value for r in df.where("key IN (66, 67)").collect()) == [2, 3]
+    # A number no code unit is matches no key (the read refused it: "keys do not fit char").
+    assert sorted(r.value for r in df.where("key IN (66, 70000, -1)").collect()) == [2]
+    assert df.where("key = 65536").collect() == []
+
+
+def test_a_float_key_filter_on_zero_matches_both_zeros_as_spark_does(spark, tmp_path):
+    """Spark's = holds -0.0 = 0.0; Flink's keys 0.0f and -0.0f differ (and so do their key groups):
+    a pushed filter on one of them read only that one's rows."""
+    if not _pushdown():
+        return  # pushFilters is refused there (test_point_lookup_reads_only_the_key_chunks)
+    with SavepointWriter(str(tmp_path / "sp"), key_bounds=True) as w:
+        w.add_operator("op", 2, key_serializer=Float32()).keyed_state("n", Int32()).add(
+            [0.0, -0.0, 1.5, float("nan")], [1, 2, 3, 4])
+    df = (spark.read.format("savepoint").option("operator", "op").option("state", "n")
+          .option("pushFilters", "true").load(str(tmp_path / "sp")))
+    for condition in ("key = CAST(0.0 AS FLOAT)", "key = CAST(-0.0 AS FLOAT)", "key IN (CAST(-0.0 AS FLOAT))"):
+        assert sorted(r.value for r in df.where(condition).collect()) == [1, 2], condition
+        shown = io.StringIO()
+        with contextlib.redirect_stdout(shown):
+            df.where(condition).explain("formatted")
+        assert re.search(r"PushedFilters: \[(EqualTo|In)\(key", shown.getvalue()), shown.getvalue()
+    assert [r.value for r in df.where("key = CAST('NaN' AS FLOAT)").collect()] == [4]
 
 
 def test_unknown_options_and_wrong_schemas_are_refused_on_the_driver(spark, lookup):
