@@ -780,11 +780,11 @@ def rewrite_source_splits(source: str | os.PathLike[str], target: str | os.PathL
         kept.CopyFrom(op)
         if rewrite_enumerator:  # not copied: it is replaced
             kept.ClearField("coordinator_state")
-        held = CONSUMER_STATE if splits.source == KafkaConsumerPartition.kind else READER_STATE
-        new = copy_states(kept, derivation, skip=held)
+        splits_state = CONSUMER_STATE if splits.source == KafkaConsumerPartition.kind else READER_STATE
+        new = copy_states(kept, derivation, skip=splits_state)
         sink = derivation.sink
-        if held in [s.name for s in new.list_states]:
-            state = next(s for s in new.list_states if s.name == held)
+        if splits_state in [s.name for s in new.list_states]:
+            state = next(s for s in new.list_states if s.name == splits_state)
             chunks = [sink.put(encode_chunk([pa.array([encode_split(s) for s in reader], pa.binary())]), len(reader))
                       for reader in readers if reader]
             del state.partitions[:]
