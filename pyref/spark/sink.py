@@ -45,7 +45,8 @@ from ..key_groups import check_parallelism, default_max_parallelism
 from ..keys import key_type_of
 from ..manifest import decode_manifest, state_label
 from ..redistribution import DistributionMode
-from ..serializers import Serializer
+from ..serializers import Serializer, serializer_from_snapshot
+from ..ttl import TtlConfig
 from ..writer import delete_replaced, publish
 from .cli import parse_serializer, parse_size
 from .commit import Job, WriteOptions, merge_keyed, merge_list, write_partial
@@ -115,7 +116,8 @@ def plan_write(options, schema: StructType, overwrite: bool) -> SavepointSink:
         raise InvalidArgumentError(f"option 'stateType' is 'keyed' or 'list', got {values['stateType']!r}")
     value_serializer = _required_serializer(values, "valueSerializer")
     if keyed:
-        state, columns, open_state = _keyed_state(values, op, name, value_serializer)
+        replaced = existing if isinstance(existing, pb.KeyedState) else None
+        state, columns, open_state = _keyed_state(values, op, name, value_serializer, replaced)
     else:
         mode = DistributionMode.parse(values.get("distribution", "split_distribute"))
         state = pb.ListState(name=name, mode=cast(pb.DistributionMode, int(mode)),
@@ -187,25 +189,39 @@ def _operator(values: dict[str, str], operator_id: str) -> pb.Operator:
     return op
 
 
-def _keyed_state(values: dict[str, str], op: pb.Operator, name: str, value_serializer: Serializer):
+def _keyed_state(values: dict[str, str], op: pb.Operator, name: str, value_serializer: Serializer,
+                 replaced: pb.KeyedState | None):
+    """The keyed state to write, its columns and how a task opens it. A keyed state it replaces
+    keeps its kind (unless 'kind' says otherwise), namespace and TTL: the DataFrame then has
+    the ``namespace`` and ``ttl_timestamp`` columns its read gives (a state that silently lost
+    its TTL or windows would no longer be the job's: Flink refuses to restore it)."""
     if not op.HasField("key_serializer"):
         raise InvalidArgumentError(f"keyed state needs a key serializer: give option 'keySerializer' for the new "
                                    f"operator {op.operator_id!r}")
     if op.key_groups == pb.KEY_GROUPS_FROM_WRITER:
         raise InvalidArgumentError(f"operator {op.operator_id!r} has writer-assigned key groups; write it with "
                                    "SavepointBuilder, which takes a key_group column")
-    kind = values.get("kind", "value")
+    kind = values.get("kind", KIND_NAMES[replaced.kind] if replaced is not None else "value")
     if kind not in _KINDS:
         raise InvalidArgumentError(f"unknown keyed state kind {kind!r}; choose one of {sorted(_KINDS)}")
     user_key_serializer = (_required_serializer(values, "userKeySerializer") if kind == "map"
                            else _serializer(values, "userKeySerializer"))
     if user_key_serializer is not None and kind != "map":
         raise InvalidArgumentError("option 'userKeySerializer' is for kind 'map' only")
+    namespace_serializer = (serializer_from_snapshot(replaced.namespace_serializer)
+                            if replaced is not None and replaced.HasField("namespace_serializer") else None)
+    ttl = TtlConfig.from_proto(replaced.ttl) if replaced is not None and replaced.HasField("ttl") else None
     state = pb.KeyedState(name=name, kind=_KINDS[kind], value_serializer=value_serializer.snapshot())
     if user_key_serializer is not None:
         state.user_key_serializer.CopyFrom(user_key_serializer.snapshot())
-    columns = ("key", *(["user_key"] if kind == "map" else []), "value")
-    open_state = partial(_open_keyed, _Shape.of(op), name, kind, value_serializer, user_key_serializer, None, None)
+    if namespace_serializer is not None:
+        state.namespace_serializer.CopyFrom(namespace_serializer.snapshot())
+    if ttl is not None:
+        state.ttl.CopyFrom(ttl.to_proto())
+    columns = ("key", *(["namespace"] if namespace_serializer is not None else []),
+               *(["user_key"] if kind == "map" else []), "value", *(["ttl_timestamp"] if ttl is not None else []))
+    open_state = partial(_open_keyed, _Shape.of(op), name, kind, value_serializer, user_key_serializer,
+                         namespace_serializer, ttl)
     return state, columns, open_state
 
 
