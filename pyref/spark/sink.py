@@ -37,6 +37,7 @@ from pyspark.sql.types import StructType
 
 from .. import __version__
 from .._proto.savepoint.v1 import manifest_pb2 as pb
+from .._proto.savepoint.v1 import serializer_pb2
 from ..derived import check_not_a_base
 from ..descriptions import KIND_NAMES
 from ..errors import InvalidArgumentError, locating
@@ -114,14 +115,19 @@ def plan_write(options, schema: StructType, overwrite: bool) -> SavepointSink:
     keyed = values.get("stateType", "keyed") == "keyed"
     if values.get("stateType", "keyed") not in ("keyed", "list"):
         raise InvalidArgumentError(f"option 'stateType' is 'keyed' or 'list', got {values['stateType']!r}")
-    value_serializer = _required_serializer(values, "valueSerializer")
     if keyed:
         replaced = existing if isinstance(existing, pb.KeyedState) else None
-        state, columns, open_state = _keyed_state(values, op, name, value_serializer, replaced)
+        value_serializer, value_snapshot = _value_serializer(
+            values, replaced.value_serializer if replaced is not None else None)
+        state, columns, open_state = _keyed_state(values, op, name, value_serializer, value_snapshot, replaced)
     else:
-        mode = DistributionMode.parse(values.get("distribution", "split_distribute"))
-        state = pb.ListState(name=name, mode=cast(pb.DistributionMode, int(mode)),
-                             element_serializer=value_serializer.snapshot())
+        replaced_list = existing if isinstance(existing, pb.ListState) else None
+        value_serializer, value_snapshot = _value_serializer(
+            values, replaced_list.element_serializer if replaced_list is not None else None)
+        mode = (DistributionMode.parse(values["distribution"]) if "distribution" in values
+                else DistributionMode(replaced_list.mode) if replaced_list is not None
+                else DistributionMode.SPLIT_DISTRIBUTE)
+        state = pb.ListState(name=name, mode=cast(pb.DistributionMode, int(mode)), element_serializer=value_snapshot)
         columns, open_state = ("subtask", "value"), partial(_open_list, _Shape.of(op), name, value_serializer, mode)
     _check_columns(schema, columns)
     options = WriteOptions(codec=values.get("codec", "zstd"),
@@ -170,6 +176,22 @@ def _required_serializer(values: dict[str, str], option: str) -> Serializer:
     return serializer
 
 
+def _value_serializer(values: dict[str, str], replaced: serializer_pb2.SerializerSnapshot | None
+                      ) -> tuple[Serializer, serializer_pb2.SerializerSnapshot]:
+    """The values' serializer and the snapshot to store: option 'valueSerializer', else the
+    replaced state's. Where it is the replaced state's, that state's snapshot is kept as it is,
+    with the engine's own snapshot (spec/serializers.md §2.4: a Flink import's POJO, say, which
+    an export writes back as Flink's POJO, not as the tuple a job never declared)."""
+    given = _serializer(values, "valueSerializer")
+    if replaced is None:
+        given = _required_serializer(values, "valueSerializer")
+        return given, given.snapshot()
+    kept = serializer_from_snapshot(replaced)
+    if given is None or given == kept:
+        return kept, replaced
+    return given, given.snapshot()
+
+
 def _serializer(values: dict[str, str], option: str) -> Serializer | None:
     text = values.get(option)
     return None if text is None else parse_serializer(text)
@@ -190,7 +212,7 @@ def _operator(values: dict[str, str], operator_id: str) -> pb.Operator:
 
 
 def _keyed_state(values: dict[str, str], op: pb.Operator, name: str, value_serializer: Serializer,
-                 replaced: pb.KeyedState | None):
+                 value_snapshot: serializer_pb2.SerializerSnapshot, replaced: pb.KeyedState | None):
     """The keyed state to write, its columns and how a task opens it. A keyed state it replaces
     keeps its kind (unless 'kind' says otherwise), namespace and TTL: the DataFrame then has
     the ``namespace`` and ``ttl_timestamp`` columns its read gives (a state that silently lost
@@ -211,7 +233,7 @@ def _keyed_state(values: dict[str, str], op: pb.Operator, name: str, value_seria
     namespace_serializer = (serializer_from_snapshot(replaced.namespace_serializer)
                             if replaced is not None and replaced.HasField("namespace_serializer") else None)
     ttl = TtlConfig.from_proto(replaced.ttl) if replaced is not None and replaced.HasField("ttl") else None
-    state = pb.KeyedState(name=name, kind=_KINDS[kind], value_serializer=value_serializer.snapshot())
+    state = pb.KeyedState(name=name, kind=_KINDS[kind], value_serializer=value_snapshot)
     if user_key_serializer is not None:
         state.user_key_serializer.CopyFrom(user_key_serializer.snapshot())
     if namespace_serializer is not None:

@@ -164,3 +164,34 @@ def test_overwrite_keeps_the_replaced_states_ttl_namespace_and_kind(spark, tmp_p
                                         "\\['key', 'value', 'ttl_timestamp'\\]"):
         _write(seen.select("key", F.lit(1).alias("value")), state="last-seen", valueSerializer="int64").mode(
             "overwrite").save(path)
+
+
+def test_overwrite_keeps_the_replaced_states_serializer_snapshot_and_distribution(spark, tmp_path):
+    """Replacing a state keeps its serializer's snapshot with the engine's own (a Flink import's
+    POJO, which an export writes back as Flink's POJO, not as a Tuple the job never declared),
+    when valueSerializer is left out or the same, and a list state's distribution mode."""
+    from pyref import SavepointWriter
+    from pyref.redistribution import DistributionMode
+    from pyref.serializers import Int64, Nullable, String, Tuple
+
+    path = str(tmp_path / "sp")
+    pojo = Nullable(Tuple(Nullable(Int64()), Nullable(String()), names=("amount", "item"))).with_engine(
+        "flink", "org.apache.flink.api.java.typeutils.runtime.PojoSerializer$PojoSerializerSnapshot", b"pojo")
+    with SavepointWriter(path) as w:
+        op = w.add_operator("counter", parallelism=2, key_serializer=String())
+        op.keyed_state("last", pojo).add(["a", "b"], [(1, "x"), (2, "y")])
+        op.list_state("offsets", Int64(), DistributionMode.UNION).add(0, [5])
+
+    def read(state):
+        return spark.read.format("savepoint").option("operator", "counter").option("state", state).load(path)
+
+    label = "nullable<tuple<amount:nullable<int64@v1>@v1,item:nullable<string@v1>@v1>@v2>@v1"
+    for options in ({}, {"valueSerializer": label}):
+        last = read("last").drop("key_group")
+        _write(last.where("key = 'b'"), state="last", **options).mode("overwrite").save(path)
+        state = Savepoint.open(path).operator("counter").keyed_state("last")
+        assert state.proto.value_serializer.engine.snapshot == b"pojo", options
+        assert dict(state.items()) == {"b": (2, "y")}
+    _write(read("offsets").select("subtask", "value"), state="offsets", stateType="list").mode("overwrite").save(path)
+    offsets = Savepoint.open(path).operator("counter").list_state("offsets")
+    assert offsets.mode == DistributionMode.UNION and offsets.proto.element_serializer.serializer_id == "int64"
