@@ -117,13 +117,13 @@ def plan_write(options, schema: StructType, overwrite: bool) -> SavepointSink:
         raise InvalidArgumentError(f"option 'stateType' is 'keyed' or 'list', got {values['stateType']!r}")
     if keyed:
         replaced = existing if isinstance(existing, pb.KeyedState) else None
-        value_serializer, value_snapshot = _value_serializer(
-            values, replaced.value_serializer if replaced is not None else None)
+        value_serializer, value_snapshot = _kept_serializer(
+            values, "valueSerializer", replaced.value_serializer if replaced is not None else None)
         state, columns, open_state = _keyed_state(values, op, name, value_serializer, value_snapshot, replaced)
     else:
         replaced_list = existing if isinstance(existing, pb.ListState) else None
-        value_serializer, value_snapshot = _value_serializer(
-            values, replaced_list.element_serializer if replaced_list is not None else None)
+        value_serializer, value_snapshot = _kept_serializer(
+            values, "valueSerializer", replaced_list.element_serializer if replaced_list is not None else None)
         mode = (DistributionMode.parse(values["distribution"]) if "distribution" in values
                 else DistributionMode(replaced_list.mode) if replaced_list is not None
                 else DistributionMode.SPLIT_DISTRIBUTE)
@@ -176,15 +176,15 @@ def _required_serializer(values: dict[str, str], option: str) -> Serializer:
     return serializer
 
 
-def _value_serializer(values: dict[str, str], replaced: serializer_pb2.SerializerSnapshot | None
-                      ) -> tuple[Serializer, serializer_pb2.SerializerSnapshot]:
-    """The values' serializer and the snapshot to store: option 'valueSerializer', else the
-    replaced state's. Where it is the replaced state's, that state's snapshot is kept as it is,
+def _kept_serializer(values: dict[str, str], option: str, replaced: serializer_pb2.SerializerSnapshot | None
+                     ) -> tuple[Serializer, serializer_pb2.SerializerSnapshot]:
+    """A serializer and the snapshot to store: ``option`` ('valueSerializer', 'userKeySerializer'),
+    else the replaced state's. Where it is the replaced state's, that state's snapshot is kept as it is,
     with the engine's own snapshot (spec/serializers.md §2.4: a Flink import's POJO, say, which
     an export writes back as Flink's POJO, not as the tuple a job never declared)."""
-    given = _serializer(values, "valueSerializer")
+    given = _serializer(values, option)
     if replaced is None:
-        given = _required_serializer(values, "valueSerializer")
+        given = _required_serializer(values, option)
         return given, given.snapshot()
     kept = serializer_from_snapshot(replaced)
     if given is None or given == kept:
@@ -226,18 +226,20 @@ def _keyed_state(values: dict[str, str], op: pb.Operator, name: str, value_seria
     kind = values.get("kind", KIND_NAMES[replaced.kind] if replaced is not None else "value")
     if kind not in _KINDS:
         raise InvalidArgumentError(f"unknown keyed state kind {kind!r}; choose one of {sorted(_KINDS)}")
-    user_key_serializer = (_required_serializer(values, "userKeySerializer") if kind == "map"
-                           else _serializer(values, "userKeySerializer"))
-    if user_key_serializer is not None and kind != "map":
+    if kind != "map" and "userKeySerializer" in values:
         raise InvalidArgumentError("option 'userKeySerializer' is for kind 'map' only")
-    namespace_serializer = (serializer_from_snapshot(replaced.namespace_serializer)
-                            if replaced is not None and replaced.HasField("namespace_serializer") else None)
+    user_key_serializer, user_key_snapshot = (None, None) if kind != "map" else _kept_serializer(
+        values, "userKeySerializer",
+        replaced.user_key_serializer if replaced is not None and replaced.HasField("user_key_serializer") else None)
+    namespace_snapshot = (replaced.namespace_serializer
+                          if replaced is not None and replaced.HasField("namespace_serializer") else None)
+    namespace_serializer = serializer_from_snapshot(namespace_snapshot) if namespace_snapshot is not None else None
     ttl = TtlConfig.from_proto(replaced.ttl) if replaced is not None and replaced.HasField("ttl") else None
     state = pb.KeyedState(name=name, kind=_KINDS[kind], value_serializer=value_snapshot)
-    if user_key_serializer is not None:
-        state.user_key_serializer.CopyFrom(user_key_serializer.snapshot())
-    if namespace_serializer is not None:
-        state.namespace_serializer.CopyFrom(namespace_serializer.snapshot())
+    if user_key_snapshot is not None:
+        state.user_key_serializer.CopyFrom(user_key_snapshot)
+    if namespace_snapshot is not None:
+        state.namespace_serializer.CopyFrom(namespace_snapshot)
     if ttl is not None:
         state.ttl.CopyFrom(ttl.to_proto())
     columns = ("key", *(["namespace"] if namespace_serializer is not None else []),

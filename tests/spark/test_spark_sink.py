@@ -181,6 +181,9 @@ def test_overwrite_keeps_the_replaced_states_serializer_snapshot_and_distributio
         op = w.add_operator("counter", parallelism=2, key_serializer=String())
         op.keyed_state("last", pojo).add(["a", "b"], [(1, "x"), (2, "y")])
         op.list_state("offsets", Int64(), DistributionMode.UNION).add(0, [5])
+        op.keyed_state("tags", Int64(), kind="map", user_key_serializer=String().with_engine(
+            "flink", "org.apache.flink.api.common.typeutils.base.StringSerializer$StringSerializerSnapshot",
+            b"string")).add(["a"], [1], ["x"])
 
     def read(state):
         return spark.read.format("savepoint").option("operator", "counter").option("state", state).load(path)
@@ -193,5 +196,9 @@ def test_overwrite_keeps_the_replaced_states_serializer_snapshot_and_distributio
         assert state.proto.value_serializer.engine.snapshot == b"pojo", options
         assert dict(state.items()) == {"b": (2, "y")}
     _write(read("offsets").select("subtask", "value"), state="offsets", stateType="list").mode("overwrite").save(path)
+    tags = read("tags").drop("key_group")
+    _write(tags.withColumn("value", tags.value + 1), state="tags").mode("overwrite").save(path)  # its kind, serializers
+    tags = Savepoint.open(path).operator("counter").keyed_state("tags")
+    assert tags.get("a") == {"x": 2} and tags.proto.user_key_serializer.engine.snapshot == b"string"
     offsets = Savepoint.open(path).operator("counter").list_state("offsets")
     assert offsets.mode == DistributionMode.UNION and offsets.proto.element_serializer.serializer_id == "int64"
