@@ -11,7 +11,8 @@ Per Flink version, one JVM restores (harness.restore_and_dump_many):
 * the round trip (pyref.flink.import_flink): every corpus case of that version (HashMap
   backend) imported and exported, restored at its own parallelism; the seeds and keyed-kinds
   cases also after a pyref rescale (to 3 and 2), and keyed-kinds after a max-parallelism change
-  of its hashed operators (1000 -> 256, on Spark); the windows case also into Flink's own
+  of its hashed operators (1000 -> 256, on Spark) and after its POJO and TTL states were replaced
+  with df.write.format("savepoint") (on Spark); the windows case also into Flink's own
   window operators (WindowsJob.restore: same assigners, functions and state), whose pending
   windows fire after the restore. The default tier does all of it for 2.3.0; for 1.20.3 the
   seeds, keyed-kinds and windows cases with their variants. 1.13.6 also restores 1.14.6's types
@@ -27,6 +28,7 @@ without them. Flink 1.20.3 and 2.3.0 run in the default tier; the other releases
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections import Counter
@@ -145,7 +147,35 @@ def round_trips(version: str, work, spark) -> list[tuple[str, dict, harness.Rest
             out.append((f"round trip {case.name} at max parallelism 256", moved,
                         harness.RestoreRequest(export(changed, f"{case.name}-m256"),
                                                harness.job_spec_from_truth(moved), 1)))
+            fixed, expected = replaced_on_spark(spark, case, options, work / f"{case.name}-fixed", truth)
+            out.append((f"round trip {case.name} with a POJO and a TTL state replaced on Spark", expected,
+                        harness.RestoreRequest(export(fixed, f"{case.name}-fixed"),
+                                               harness.job_spec_from_truth(expected), 1)))
     return out
+
+
+def replaced_on_spark(spark, case, options: dict, target, truth: dict) -> tuple[str, dict]:
+    """keyed-kinds imported again, its POJO state (stats: views + 1) and TTL state (ttl-last:
+    value + "!", the same TTL timestamps) df.write.format("savepoint") replaced, giving no
+    serializer: Flink restores them as its POJO and TTL states, with the new values."""
+    from pyspark.sql import functions as F
+
+    import_flink(case / "savepoint", target, **options)
+
+    def replace(state, change):
+        df = spark.read.format("savepoint").option("operator", "keyed-kinds").option("state", state).load(str(target))
+        (change(df.drop("key_group")).write.format("savepoint").mode("overwrite").option("operator", "keyed-kinds")
+         .option("state", state).save(str(target)))
+
+    replace("stats", lambda df: df.withColumn("value", df.value.withField("views", df.value.views + 1)))
+    replace("ttl-last", lambda df: df.withColumn("value", F.concat(df.value, F.lit("!"))))
+    expected = copy.deepcopy(truth)
+    states = expected["operators"]["keyed-kinds"]["keyed_state"]
+    for entry in states["stats"]["entries"]:
+        entry["value"]["views"] += 1
+    for entry in states["ttl-last"]["entries"]:
+        entry["value"] += "!"
+    return target, expected
 
 
 @pytest.fixture(scope="module", params=VERSIONS)
@@ -201,6 +231,7 @@ def test_the_corpus_round_trip_restores_the_same_values(restored):
             "round trip keyed-kinds rescaled to 2"} <= set(trips)
     if "Spark seeds restored at 1" in restored:  # pyspark is here: the max-parallelism change ran too
         assert "round trip keyed-kinds at max parallelism 256" in trips
+        assert "round trip keyed-kinds with a POJO and a TTL state replaced on Spark" in trips
     problems = {name: restore_differences(truth, dump) for name, (truth, dump) in trips.items()}
     assert not any(problems.values()), json.dumps(problems, indent=1, ensure_ascii=False)
 

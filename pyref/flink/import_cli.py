@@ -152,7 +152,9 @@ def inspect_flink(path: str, as_json: bool, subtasks: bool = False, open_options
     print(f"  _metadata version {info['metadata_version']}, checkpoint {info['checkpoint_id']}, {said}")
     planned = info["import"].get("operators", {})
     for op in info["operators"]:
-        name = f" uid {op['uid']}" if op["uid"] else ""
+        # A name --uid gave (Flink 1.x stores no uids) is said too: else only an import plan would show it.
+        name = (f" uid {op['uid']}" if op["uid"] else
+                f" named {op['name']}" if op["name"] != op["operator_id"] else "")
         name += f" ({op['flink_name']})" if op["flink_name"] else ""
         target = planned.get(op["operator_id"])
         imported = f"; imports as {target['operator_id']}" if target else ""

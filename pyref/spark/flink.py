@@ -57,7 +57,7 @@ from ..flink.importer import (
     map_value_serializer,
 )
 from ..flink.keyed import TIMER_DOMAINS, TIMER_PREFIX
-from ..flink.savepoint import FlinkSavepoint, flink_directory, timer_domain
+from ..flink.savepoint import FlinkOperator, FlinkSavepoint, flink_directory, timer_domain
 from ..io import open_io
 from ..serializers import Int64, ListOf
 from ..ttl import TtlConfig, TtlValue, split_timestamps
@@ -253,9 +253,20 @@ def _target(sp: FlinkSavepoint, operator: str, state: str | None, timer_service:
     queues = [TIMER_PREFIX + prefix + timer_service for prefix, name in TIMER_DOMAINS.items()
               if wanted in (None, name) and TIMER_PREFIX + prefix + timer_service in infos]
     if len(queues) != 1:
+        services = sorted({name[len(TIMER_PREFIX) + len(prefix):] for name in infos for prefix in TIMER_DOMAINS
+                           if name.startswith(TIMER_PREFIX + prefix)})
         raise InvalidArgumentError(f"{'no' if not queues else 'more than one (give domain)'} timer service "
-                                   f"{timer_service!r} in operator {op.name}")
+                                   f"{timer_service!r} in operator {op.name} (its timer services: "
+                                   f"{', '.join(map(repr, services)) or 'none'})")
     return op.operator_id, queues[0]
+
+
+def _state_names(op: FlinkOperator) -> list[str]:
+    """The names of an operator's list, broadcast and keyed states (not its timer queues), from
+    metadata alone: what an error lists when a name matches none."""
+    _, infos = op.keyed_meta()
+    keyed = (name for name, info in infos.items() if info.backend_type != "PRIORITY_QUEUE")
+    return sorted({*op.list_state_names, *op.broadcast_state_names, *keyed})
 
 
 def _plan_one(source: str, uids, operator_id: str, name: str, allow_external_files: bool) -> OperatorPlan:
@@ -382,7 +393,9 @@ class FlinkStateRead:
             operator_id, name = _target(sp, operator, state, timer_service, domain)
             plan = _plan_one(source, uids, operator_id, name, allow_external_files)
             if not (plan.lists or plan.broadcasts or plan.keyed or plan.timers):
-                raise InvalidArgumentError(f"operator {operator} has no state {name!r}", path=source)
+                names = _state_names(sp.operator(operator_id))
+                raise InvalidArgumentError(f"operator {operator} has no state {name!r} (its states: "
+                                           f"{', '.join(map(repr, names)) or 'none'})", path=source)
             subtasks = tuple(s.index for s in plan.flink.state.subtasks)
             return cls(source, uids, operator_id, name, raw, subtasks, spark_schema(_empty_schema(plan, name, raw)),
                        allow_external_files)

@@ -37,6 +37,7 @@ from pyspark.sql.types import StructType
 
 from .. import __version__
 from .._proto.savepoint.v1 import manifest_pb2 as pb
+from .._proto.savepoint.v1 import serializer_pb2
 from ..derived import check_not_a_base
 from ..descriptions import KIND_NAMES
 from ..errors import InvalidArgumentError, locating
@@ -45,7 +46,8 @@ from ..key_groups import check_parallelism, default_max_parallelism
 from ..keys import key_type_of
 from ..manifest import decode_manifest, state_label
 from ..redistribution import DistributionMode
-from ..serializers import Serializer
+from ..serializers import Serializer, serializer_from_snapshot
+from ..ttl import TtlConfig
 from ..writer import delete_replaced, publish
 from .cli import parse_serializer, parse_size
 from .commit import Job, WriteOptions, merge_keyed, merge_list, write_partial
@@ -113,13 +115,19 @@ def plan_write(options, schema: StructType, overwrite: bool) -> SavepointSink:
     keyed = values.get("stateType", "keyed") == "keyed"
     if values.get("stateType", "keyed") not in ("keyed", "list"):
         raise InvalidArgumentError(f"option 'stateType' is 'keyed' or 'list', got {values['stateType']!r}")
-    value_serializer = _required_serializer(values, "valueSerializer")
     if keyed:
-        state, columns, open_state = _keyed_state(values, op, name, value_serializer)
+        replaced = existing if isinstance(existing, pb.KeyedState) else None
+        value_serializer, value_snapshot = _kept_serializer(
+            values, "valueSerializer", replaced.value_serializer if replaced is not None else None)
+        state, columns, open_state = _keyed_state(values, op, name, value_serializer, value_snapshot, replaced)
     else:
-        mode = DistributionMode.parse(values.get("distribution", "split_distribute"))
-        state = pb.ListState(name=name, mode=cast(pb.DistributionMode, int(mode)),
-                             element_serializer=value_serializer.snapshot())
+        replaced_list = existing if isinstance(existing, pb.ListState) else None
+        value_serializer, value_snapshot = _kept_serializer(
+            values, "valueSerializer", replaced_list.element_serializer if replaced_list is not None else None)
+        mode = (DistributionMode.parse(values["distribution"]) if "distribution" in values
+                else DistributionMode(replaced_list.mode) if replaced_list is not None
+                else DistributionMode.SPLIT_DISTRIBUTE)
+        state = pb.ListState(name=name, mode=cast(pb.DistributionMode, int(mode)), element_serializer=value_snapshot)
         columns, open_state = ("subtask", "value"), partial(_open_list, _Shape.of(op), name, value_serializer, mode)
     _check_columns(schema, columns)
     options = WriteOptions(codec=values.get("codec", "zstd"),
@@ -168,6 +176,22 @@ def _required_serializer(values: dict[str, str], option: str) -> Serializer:
     return serializer
 
 
+def _kept_serializer(values: dict[str, str], option: str, replaced: serializer_pb2.SerializerSnapshot | None
+                     ) -> tuple[Serializer, serializer_pb2.SerializerSnapshot]:
+    """A serializer and the snapshot to store: ``option`` ('valueSerializer', 'userKeySerializer'),
+    else the replaced state's. Where it is the replaced state's, that state's snapshot is kept as it is,
+    with the engine's own snapshot (spec/serializers.md §2.4: a Flink import's POJO, say, which
+    an export writes back as Flink's POJO, not as the tuple a job never declared)."""
+    given = _serializer(values, option)
+    if replaced is None:
+        given = _required_serializer(values, option)
+        return given, given.snapshot()
+    kept = serializer_from_snapshot(replaced)
+    if given is None or given == kept:
+        return kept, replaced
+    return given, given.snapshot()
+
+
 def _serializer(values: dict[str, str], option: str) -> Serializer | None:
     text = values.get(option)
     return None if text is None else parse_serializer(text)
@@ -187,25 +211,41 @@ def _operator(values: dict[str, str], operator_id: str) -> pb.Operator:
     return op
 
 
-def _keyed_state(values: dict[str, str], op: pb.Operator, name: str, value_serializer: Serializer):
+def _keyed_state(values: dict[str, str], op: pb.Operator, name: str, value_serializer: Serializer,
+                 value_snapshot: serializer_pb2.SerializerSnapshot, replaced: pb.KeyedState | None):
+    """The keyed state to write, its columns and how a task opens it. A keyed state it replaces
+    keeps its kind (unless 'kind' says otherwise), namespace and TTL: the DataFrame then has
+    the ``namespace`` and ``ttl_timestamp`` columns its read gives (a state that silently lost
+    its TTL or windows would no longer be the job's: Flink refuses to restore it)."""
     if not op.HasField("key_serializer"):
         raise InvalidArgumentError(f"keyed state needs a key serializer: give option 'keySerializer' for the new "
                                    f"operator {op.operator_id!r}")
     if op.key_groups == pb.KEY_GROUPS_FROM_WRITER:
         raise InvalidArgumentError(f"operator {op.operator_id!r} has writer-assigned key groups; write it with "
                                    "SavepointBuilder, which takes a key_group column")
-    kind = values.get("kind", "value")
+    kind = values.get("kind", KIND_NAMES[replaced.kind] if replaced is not None else "value")
     if kind not in _KINDS:
         raise InvalidArgumentError(f"unknown keyed state kind {kind!r}; choose one of {sorted(_KINDS)}")
-    user_key_serializer = (_required_serializer(values, "userKeySerializer") if kind == "map"
-                           else _serializer(values, "userKeySerializer"))
-    if user_key_serializer is not None and kind != "map":
+    if kind != "map" and "userKeySerializer" in values:
         raise InvalidArgumentError("option 'userKeySerializer' is for kind 'map' only")
-    state = pb.KeyedState(name=name, kind=_KINDS[kind], value_serializer=value_serializer.snapshot())
-    if user_key_serializer is not None:
-        state.user_key_serializer.CopyFrom(user_key_serializer.snapshot())
-    columns = ("key", *(["user_key"] if kind == "map" else []), "value")
-    open_state = partial(_open_keyed, _Shape.of(op), name, kind, value_serializer, user_key_serializer, None, None)
+    user_key_serializer, user_key_snapshot = (None, None) if kind != "map" else _kept_serializer(
+        values, "userKeySerializer",
+        replaced.user_key_serializer if replaced is not None and replaced.HasField("user_key_serializer") else None)
+    namespace_snapshot = (replaced.namespace_serializer
+                          if replaced is not None and replaced.HasField("namespace_serializer") else None)
+    namespace_serializer = serializer_from_snapshot(namespace_snapshot) if namespace_snapshot is not None else None
+    ttl = TtlConfig.from_proto(replaced.ttl) if replaced is not None and replaced.HasField("ttl") else None
+    state = pb.KeyedState(name=name, kind=_KINDS[kind], value_serializer=value_snapshot)
+    if user_key_snapshot is not None:
+        state.user_key_serializer.CopyFrom(user_key_snapshot)
+    if namespace_snapshot is not None:
+        state.namespace_serializer.CopyFrom(namespace_snapshot)
+    if ttl is not None:
+        state.ttl.CopyFrom(ttl.to_proto())
+    columns = ("key", *(["namespace"] if namespace_serializer is not None else []),
+               *(["user_key"] if kind == "map" else []), "value", *(["ttl_timestamp"] if ttl is not None else []))
+    open_state = partial(_open_keyed, _Shape.of(op), name, kind, value_serializer, user_key_serializer,
+                         namespace_serializer, ttl)
     return state, columns, open_state
 
 

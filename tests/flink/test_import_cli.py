@@ -231,6 +231,16 @@ OLD_KEYED = CORPUS / "1.13.6/rocksdb/keyed-kinds/savepoint"  # the job of KEYED,
 KEYED_KINDS_ID = "98579dcfc6bf805e03cf6694974d3f70"  # the hex id of its operator with uid keyed-kinds
 
 
+def test_inspect_text_says_the_names_uid_gave_though_the_import_would_be_refused(capsys) -> None:
+    """The text names an operator --uid named (by the job's uid or HEXID=NAME), not only an
+    import plan's "imports as", which a refused import (here a Kryo LIST state) does not show."""
+    assert main(["inspect", str(OLD_KEYED), "--uid", "keyed-kinds", "--uid", "4801EDA71632001A39F6730227C58E58=pk"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith(f"operator {KEYED_KINDS_ID} named keyed-kinds:") for line in lines)
+    assert any(line.startswith("operator 4801eda71632001a39f6730227c58e58 named pk:") for line in lines)
+    assert any(line.startswith("import-flink would refuse") for line in lines)
+
+
 def test_an_operator_is_named_by_uid_or_hex_id_in_either_case_on_every_release(tmp_path, capsys) -> None:
     """Flink 2.x stores uids, 1.x does not: a uid, a hex id and an uppercase hex id name the
     same operator of both in plan, the Python API, --skip-state and --ttl."""

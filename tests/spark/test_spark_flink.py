@@ -210,3 +210,16 @@ def test_the_savepoint_data_source_reads_a_flink_savepoint(spark) -> None:
                                               domain="event_time").count() > 0
     with pytest.raises(Exception, match="option 'targetParallelism': for pyref savepoints"):
         load(operator="keyed-kinds", state="count", targetParallelism="2")
+
+
+def test_a_name_that_matches_no_state_or_timer_service_is_refused_listing_those_there_are() -> None:
+    from pyref.spark.flink import FlinkStateRead
+
+    path = CORPUS / "2.3.0/hashmap/keyed-kinds/savepoint"
+    with pytest.raises(InvalidArgumentError, match="no state 'cnt' \\(its states: 'blob', 'buckets', 'count',"):
+        FlinkStateRead.plan(path, "keyed-kinds", "cnt")
+    with pytest.raises(InvalidArgumentError, match="no state 'cnt' \\(its states: 'SourceReaderState'\\)"):
+        FlinkStateRead.plan(path, "events-source", "cnt")
+    with pytest.raises(InvalidArgumentError, match="timer service 'user-timer' in operator keyed-kinds \\(its timer "
+                                                   "services: 'user-timers'\\)"):
+        FlinkStateRead.plan(path, "keyed-kinds", timer_service="user-timer")

@@ -127,3 +127,78 @@ def test_replacing_a_state_of_a_base_is_refused_before_any_task(spark, tmp_path)
     with pytest.raises(AnalysisException, match=r"is the base of .*sp3.*SavepointBuilder\(\.\.\., force=True\)") as refused:
         _write(counts, state="count", valueSerializer="int64").mode("overwrite").save(path)
     assert "--force" not in str(refused.value)  # df.write has no such option
+
+
+def test_overwrite_keeps_the_replaced_states_ttl_namespace_and_kind(spark, tmp_path):
+    """Replacing a TTL or windowed state (a Flink import's, say) keeps its TTL, namespace and
+    kind: it was written without them, and the export was a state Flink refuses to restore."""
+    from pyspark.sql import functions as F
+
+    from pyref import SavepointWriter, TtlConfig
+    from pyref.serializers import Int64, String, TimeWindow
+    from pyref.serializers.window import Window
+
+    path = str(tmp_path / "sp")
+    ttl = TtlConfig(7 * 86_400_000, "on_read_and_write")
+    with SavepointWriter(path) as w:
+        op = w.add_operator("counter", parallelism=2, key_serializer=String())
+        op.keyed_state("last-seen", Int64(), ttl=ttl).add(["a", "b"], [1, 2], ttl_timestamps=[100, 200])
+        op.keyed_state("per-window", Int64(), kind="reducing", namespace_serializer=TimeWindow()).add(
+            ["a", "b"], [3, 4], namespaces=[Window(0, 10), Window(10, 20)])
+
+    def read(state):
+        return spark.read.format("savepoint").option("operator", "counter").option("state", state).load(path)
+
+    seen = read("last-seen").drop("key_group")
+    _write(seen.withColumn("value", seen.value + 10), state="last-seen", valueSerializer="int64").mode(
+        "overwrite").save(path)
+    windows = read("per-window").drop("key_group")
+    _write(windows.withColumn("value", windows.value * 2), state="per-window", valueSerializer="int64").mode(
+        "overwrite").save(path)
+    op = Savepoint.open(path).operator("counter")
+    assert op.keyed_state("last-seen").ttl == ttl
+    assert op.keyed_state("last-seen").get("b", with_ttl=True) == (12, 200)
+    windowed = op.keyed_state("per-window")
+    assert windowed.info.kind == "reducing" and windowed.get("b", namespace=Window(10, 20)) == 8
+    with pytest.raises(Exception, match="columns \\['key', 'value'\\] are not this state's "
+                                        "\\['key', 'value', 'ttl_timestamp'\\]"):
+        _write(seen.select("key", F.lit(1).alias("value")), state="last-seen", valueSerializer="int64").mode(
+            "overwrite").save(path)
+
+
+def test_overwrite_keeps_the_replaced_states_serializer_snapshot_and_distribution(spark, tmp_path):
+    """Replacing a state keeps its serializer's snapshot with the engine's own (a Flink import's
+    POJO, which an export writes back as Flink's POJO, not as a Tuple the job never declared),
+    when valueSerializer is left out or the same, and a list state's distribution mode."""
+    from pyref import SavepointWriter
+    from pyref.redistribution import DistributionMode
+    from pyref.serializers import Int64, Nullable, String, Tuple
+
+    path = str(tmp_path / "sp")
+    pojo = Nullable(Tuple(Nullable(Int64()), Nullable(String()), names=("amount", "item"))).with_engine(
+        "flink", "org.apache.flink.api.java.typeutils.runtime.PojoSerializer$PojoSerializerSnapshot", b"pojo")
+    with SavepointWriter(path) as w:
+        op = w.add_operator("counter", parallelism=2, key_serializer=String())
+        op.keyed_state("last", pojo).add(["a", "b"], [(1, "x"), (2, "y")])
+        op.list_state("offsets", Int64(), DistributionMode.UNION).add(0, [5])
+        op.keyed_state("tags", Int64(), kind="map", user_key_serializer=String().with_engine(
+            "flink", "org.apache.flink.api.common.typeutils.base.StringSerializer$StringSerializerSnapshot",
+            b"string")).add(["a"], [1], ["x"])
+
+    def read(state):
+        return spark.read.format("savepoint").option("operator", "counter").option("state", state).load(path)
+
+    label = "nullable<tuple<amount:nullable<int64@v1>@v1,item:nullable<string@v1>@v1>@v2>@v1"
+    for options in ({}, {"valueSerializer": label}):
+        last = read("last").drop("key_group")
+        _write(last.where("key = 'b'"), state="last", **options).mode("overwrite").save(path)
+        state = Savepoint.open(path).operator("counter").keyed_state("last")
+        assert state.proto.value_serializer.engine.snapshot == b"pojo", options
+        assert dict(state.items()) == {"b": (2, "y")}
+    _write(read("offsets").select("subtask", "value"), state="offsets", stateType="list").mode("overwrite").save(path)
+    tags = read("tags").drop("key_group")
+    _write(tags.withColumn("value", tags.value + 1), state="tags").mode("overwrite").save(path)  # its kind, serializers
+    tags = Savepoint.open(path).operator("counter").keyed_state("tags")
+    assert tags.get("a") == {"x": 2} and tags.proto.user_key_serializer.engine.snapshot == b"string"
+    offsets = Savepoint.open(path).operator("counter").list_state("offsets")
+    assert offsets.mode == DistributionMode.UNION and offsets.proto.element_serializer.serializer_id == "int64"
