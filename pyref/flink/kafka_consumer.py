@@ -158,10 +158,16 @@ class _Reader:
         return b & 0x3F
 
 
+def _utf16_units(text: str) -> tuple[int, ...]:
+    """``text`` as Java holds it: UTF-16 code units (little-endian bytes read as such on any machine)."""
+    data = text.encode("utf-16-le", "surrogatepass")
+    return struct.unpack(f"<{len(data) // 2}H", data)
+
+
 def _java_hash(text: str) -> int:
     """``String.hashCode``: over UTF-16 units, 32-bit."""
     h = 0
-    for unit in memoryview(text.encode("utf-16-le", "surrogatepass")).cast("H"):
+    for unit in _utf16_units(text):
         h = (31 * h + unit) & 0xFFFFFFFF
     return h - _INT32 if h >= 1 << 31 else h
 
@@ -217,7 +223,7 @@ def _zigzag(value: int) -> bytes:
 
 
 def _string(text: str) -> bytes:
-    units = memoryview(text.encode("utf-16-le", "surrogatepass")).cast("H")
+    units = _utf16_units(text)
     if 1 < len(units) <= _ASCII_MAX and all(u < 0x80 for u in units):
         raw = bytearray(text.encode("ascii"))
         raw[-1] |= 0x80
