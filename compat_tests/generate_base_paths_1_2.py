@@ -71,11 +71,35 @@ def _chain(case_dir: pathlib.Path):
     return rescale_model(rescale_model(model, 2), 4)
 
 
+def _second_name_unread(case_dir: pathlib.Path):
+    """The windowed job rescaled 3 -> 2, its base moved beside ``savepoint/`` and named as its
+    sibling ``sp``, then named again by the path ``sp`` with its data files listed a second
+    time under that name; no chunk refers to them, so nothing is read through the second name
+    (§6.2: a second name is refused only where a read goes through it)."""
+    model = windowed_job_ops()
+    write_model(case_dir / BASE_PATH, model, inline_bytes=0, chunk_bytes=2048)
+    _rescale(case_dir, BASE_PATH, "savepoint", 2, base_paths=True)
+    (case_dir / BASE_PATH).rename(case_dir / "sp")
+    shutil.rmtree(case_dir / "jobs")
+    sp = Savepoint(case_dir / "savepoint")
+    base = _base(sp)
+    base.ClearField("path")
+    sp.manifest.bases.add(directory="sp", savepoint_id=base.savepoint_id, path="sp")
+    sp.manifest.data_files.extend([type(f)(path=f.path, size=f.size, base=2) for f in sp.manifest.data_files])
+    sp.save()
+    return rescale_model(model, 2)
+
+
 def golden_cases() -> list[Case]:
     return [Case("base-paths", "a shallow savepoint whose bases are in another directory of its store, named by "
                  f"path (`{BASE_PATH}-rescaled`, and `{BASE_PATH}`, the sibling base of that one, flattened): the "
                  "windowed job rescaled 3 -> 2 -> 4; the case directory is the store's root (`store.json`)",
-                 _chain, PARALLELISMS, {"inline_bytes": 0, "chunk_bytes": 2048}, "1.2")]
+                 _chain, PARALLELISMS, {"inline_bytes": 0, "chunk_bytes": 2048}, "1.2"),
+            Case("base-paths-second-name-unread", "one base named twice, as the sibling `sp` and by the path `sp`, "
+                 "its data files listed under both names but read through the first only: no error, since a second "
+                 "name is refused only where a read takes chunk bytes through it (§6.2; "
+                 "`reject/1.2/base-path-and-sibling-name-one-directory` reads through both)",
+                 _second_name_unread, PARALLELISMS, {"inline_bytes": 0, "chunk_bytes": 2048}, "1.2")]
 
 
 def generate_golden(case: Case, target: pathlib.Path, command: str) -> None:
