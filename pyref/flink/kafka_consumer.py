@@ -30,7 +30,9 @@ import struct
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..errors import CorruptSavepointError, InvalidArgumentError
+from ..errors import InvalidArgumentError
+from .datainput import DataInput, decode_utf16_units
+from .dataoutput import varint
 
 __all__ = ["CONSUMER_STATE", "KAFKA_TOPIC_PARTITION", "SENTINELS", "KafkaConsumerPartition", "stored_offset",
            "decode_consumer_partition", "encode_consumer_partition"]
@@ -48,6 +50,7 @@ _BY_NAME = 1  # Kryo's NAME + 2: the class follows by name
 _NEW_OBJECT = 1  # Kryo's NOT_NULL reference marker: an object written in full
 _LONG = struct.Struct(">q")
 _INT32 = 1 << 32
+_ELEMENT = "Kafka consumer offset element"
 _ASCII_MAX = 63  # Kryo writes 2..63 ASCII characters in its ASCII form
 
 
@@ -80,82 +83,71 @@ def stored_offset(next_offset: int, what: str) -> int:
     return _STARTING[next_offset]
 
 
-class _Reader:
-    def __init__(self, data: bytes, state: str, path: str | None) -> None:
-        self.data, self.pos, self.state, self.path = data, 0, state, path
+def _varint32(inp: DataInput, what: str) -> int:
+    """A Kryo varint (the project's 7-bit groups, at most 5 bytes) that must fit 32 bits."""
+    start = inp.pos
+    value = inp.read_varint(f"{_ELEMENT}'s {what}")
+    if value >= _INT32:
+        raise inp.corrupt(f"{_ELEMENT}: {what} does not fit 32 bits", start, inp.pos - start)
+    return value
 
-    def corrupt(self, what: str, start: int) -> CorruptSavepointError:
-        return CorruptSavepointError(f"Kafka consumer offset element: {what}", path=self.path, state=self.state,
-                                     byte_range=(start, max(self.pos, start + 1)))
 
-    def byte(self, what: str) -> int:
-        if self.pos >= len(self.data):
-            raise self.corrupt(f"ends in the {what}", self.pos)
-        self.pos += 1
-        return self.data[self.pos - 1]
+def _zigzag_int(inp: DataInput, what: str) -> int:
+    value = _varint32(inp, what)
+    return (value >> 1) ^ -(value & 1)
 
-    def varint(self, what: str) -> int:
-        start, value = self.pos, 0
-        for shift in range(0, 35, 7):
-            b = self.byte(what)
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                if value >= _INT32:
-                    raise self.corrupt(f"{what} does not fit 32 bits", start)
-                return value
-        raise self.corrupt(f"{what} is longer than 5 bytes", start)
 
-    def new_object(self, what: str) -> None:
-        at = self.pos
-        if self.varint(f"{what} reference") != _NEW_OBJECT:
-            raise self.corrupt(f"the {what} is not written in full (a null or a back reference)", at)
+def _new_object(inp: DataInput, what: str) -> None:
+    start = inp.pos
+    if _varint32(inp, f"{what} reference") != _NEW_OBJECT:
+        raise inp.corrupt(f"{_ELEMENT}: the {what} is not written in full (a null or a back reference)", start,
+                          inp.pos - start)
 
-    def zigzag(self, what: str) -> int:
-        value = self.varint(what)
-        return (value >> 1) ^ -(value & 1)
 
-    def string(self, what: str) -> str:
-        start = self.pos
-        first = self.byte(what)
-        if not first & 0x80:  # ASCII: up to the byte with the high bit set
-            end = self.pos - 1
-            while end < len(self.data) and self.data[end] < 0x80:
-                end += 1
-            if end == len(self.data):
-                raise self.corrupt(f"the {what} has no last character", start)
-            text = self.data[self.pos - 1:end].decode("ascii") + chr(self.data[end] & 0x7F)
-            self.pos = end + 1
-            return text
-        length, shift, b = first & 0x3F, 6, first
-        while b & (0x40 if shift == 6 else 0x80):
-            if shift > 27:
-                raise self.corrupt(f"the {what}'s length is longer than 5 bytes", start)
-            b = self.byte(f"{what} length")
-            length |= (b & 0x7F) << shift
-            shift += 7
-        if length == 0:
-            raise self.corrupt(f"the {what} is null", start)
-        if length - 1 > len(self.data) - self.pos:  # at least a byte a character
-            raise self.corrupt(f"the {what} claims {length - 1} characters, more than the bytes left", start)
-        units = []
-        for _ in range(length - 1):
-            at = self.pos
-            b = self.byte(what)
-            if b < 0x80:
-                units.append(b)
-            elif 0xC0 <= b < 0xE0:
-                units.append((b & 0x1F) << 6 | self._continuation(what, at))
-            elif 0xE0 <= b < 0xF0:
-                units.append((b & 0x0F) << 12 | self._continuation(what, at) << 6 | self._continuation(what, at))
-            else:
-                raise self.corrupt(f"the {what} has a byte 0x{b:02x} that starts no character", at)
-        return b"".join(u.to_bytes(2, "little") for u in units).decode("utf-16-le", "surrogatepass")
+def _kryo_string(inp: DataInput, what: str) -> str:
+    """``Output.writeString`` of Kryo 2.24: its ASCII form or a length and UTF-16 units."""
+    start = inp.pos
+    first = inp.read_ubyte(f"{_ELEMENT}'s {what}")
+    if not first & 0x80:  # ASCII: up to the byte with the high bit set
+        end = start
+        while end < inp.end and inp.data[end] < 0x80:
+            end += 1
+        if end == inp.end:
+            raise inp.corrupt(f"{_ELEMENT}: the {what} has no last character", start, end - start)
+        inp.pos = end + 1
+        return bytes(inp.data[start:end]).decode("ascii") + chr(inp.data[end] & 0x7F)
+    length, shift, b = first & 0x3F, 6, first
+    while b & (0x40 if shift == 6 else 0x80):
+        if shift > 27:
+            raise inp.corrupt(f"{_ELEMENT}: the {what}'s length is longer than 5 bytes", start, inp.pos - start)
+        b = inp.read_ubyte(f"{_ELEMENT}'s {what} length")
+        length |= (b & 0x7F) << shift
+        shift += 7
+    if length == 0:
+        raise inp.corrupt(f"{_ELEMENT}: the {what} is null", start, inp.pos - start)
+    if length - 1 > inp.remaining():  # at least a byte a character
+        raise inp.corrupt(f"{_ELEMENT}: the {what} claims {length - 1} characters, more than the bytes left",
+                          start, inp.pos - start)
+    units = []
+    for _ in range(length - 1):
+        at = inp.pos
+        b = inp.read_ubyte(f"{_ELEMENT}'s {what}")
+        if b < 0x80:
+            units.append(b)
+        elif 0xC0 <= b < 0xE0:
+            units.append((b & 0x1F) << 6 | _continuation(inp, what, at))
+        elif 0xE0 <= b < 0xF0:
+            units.append((b & 0x0F) << 12 | _continuation(inp, what, at) << 6 | _continuation(inp, what, at))
+        else:
+            raise inp.corrupt(f"{_ELEMENT}: the {what} has a byte 0x{b:02x} that starts no character", at, 1)
+    return decode_utf16_units(units)
 
-    def _continuation(self, what: str, start: int) -> int:
-        b = self.byte(what)
-        if b & 0xC0 != 0x80:
-            raise self.corrupt(f"the {what} has a character cut short", start)
-        return b & 0x3F
+
+def _continuation(inp: DataInput, what: str, start: int) -> int:
+    b = inp.read_ubyte(f"{_ELEMENT}'s {what}")
+    if b & 0xC0 != 0x80:
+        raise inp.corrupt(f"{_ELEMENT}: the {what} has a character cut short", start, inp.pos - start)
+    return b & 0x3F
 
 
 def _utf16_units(text: str) -> tuple[int, ...]:
@@ -183,43 +175,32 @@ def decode_consumer_partition(data: bytes, *, state: str = CONSUMER_STATE,
     class by name, a back reference, a ``cachedHash`` that is not the topic's and
     partition's, bytes left over) is a :class:`~pyref.errors.CorruptSavepointError` naming
     the byte range within the element."""
-    r = _Reader(bytes(data), state, path)
-    registration = r.varint("class")
+    inp = DataInput(bytes(data), state=state, path=path)
+    registration = _varint32(inp, "class")
     if registration == _BY_NAME:
-        r.varint("class name id")
-        at = r.pos
-        name = r.string("class name")
+        _varint32(inp, "class name id")
+        at = inp.pos
+        name = _kryo_string(inp, "class name")
         if name != KAFKA_TOPIC_PARTITION:
-            raise r.corrupt(f"the class is {name!r}, not {KAFKA_TOPIC_PARTITION}", at)
+            raise inp.corrupt(f"{_ELEMENT}: the class is {name!r}, not {KAFKA_TOPIC_PARTITION}", at, inp.pos - at)
     elif registration < 2:
-        raise r.corrupt("a null KafkaTopicPartition", 0)
-    r.new_object("KafkaTopicPartition")
-    cached_hash, partition = r.zigzag("cachedHash"), r.zigzag("partition")
-    r.new_object("topic")
-    topic = r.string("topic")
+        raise inp.corrupt(f"{_ELEMENT}: a null KafkaTopicPartition", 0, inp.pos)
+    _new_object(inp, "KafkaTopicPartition")
+    cached_hash, partition = _zigzag_int(inp, "cachedHash"), _zigzag_int(inp, "partition")
+    _new_object(inp, "topic")
+    topic = _kryo_string(inp, "topic")
     if cached_hash != _cached_hash(topic, partition):
-        raise CorruptSavepointError(f"Kafka consumer offset element: cachedHash {cached_hash} is not that of topic "
-                                    f"{topic!r} partition {partition} ({_cached_hash(topic, partition)})",
-                                    path=path, state=state)
-    at = r.pos
-    if len(r.data) - at != _LONG.size:
-        raise r.corrupt(f"{len(r.data) - at} bytes after the partition, not the offset's 8", at)
-    return KafkaConsumerPartition(topic, partition, _LONG.unpack_from(r.data, at)[0],
+        raise inp.corrupt(f"{_ELEMENT}: cachedHash {cached_hash} is not that of topic {topic!r} partition "
+                          f"{partition} ({_cached_hash(topic, partition)})", 0, inp.pos)
+    if inp.remaining() != 8:
+        raise inp.corrupt(f"{_ELEMENT}: {inp.remaining()} bytes after the partition, not the offset's 8", inp.pos,
+                          inp.remaining())
+    return KafkaConsumerPartition(topic, partition, inp.read_long(f"{_ELEMENT}'s offset"),
                                   registration if registration != _BY_NAME else None)
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        if value < 0x80:
-            out.append(value)
-            return bytes(out)
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-
-
 def _zigzag(value: int) -> bytes:
-    return _varint(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
+    return varint(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
 
 
 def _string(text: str) -> bytes:
@@ -251,7 +232,7 @@ def encode_consumer_partition(entry: KafkaConsumerPartition) -> bytes:
     if not -(1 << 31) <= entry.partition < 1 << 31 or not -(1 << 63) <= entry.offset < 1 << 63:
         raise InvalidArgumentError(f"Kafka partition {entry.partition} (an int) or offset {entry.offset} (a long) "
                                    "out of range")
-    head = (_varint(entry.kryo_registration) if entry.kryo_registration is not None
-            else _varint(_BY_NAME) + _varint(0) + _string(KAFKA_TOPIC_PARTITION))
-    return b"".join([head, _varint(_NEW_OBJECT), _zigzag(_cached_hash(entry.topic, entry.partition)),
-                     _zigzag(entry.partition), _varint(_NEW_OBJECT), _string(entry.topic), _LONG.pack(entry.offset)])
+    head = (varint(entry.kryo_registration) if entry.kryo_registration is not None
+            else varint(_BY_NAME) + varint(0) + _string(KAFKA_TOPIC_PARTITION))
+    return b"".join([head, varint(_NEW_OBJECT), _zigzag(_cached_hash(entry.topic, entry.partition)),
+                     _zigzag(entry.partition), varint(_NEW_OBJECT), _string(entry.topic), _LONG.pack(entry.offset)])
