@@ -642,35 +642,32 @@ class _SourceOperator(Protocol):
     def coordinator_state(self) -> bytes | None: ...
 
 
-def _reader_elements(op: Any) -> list[list[bytes]] | None:
-    """The reader state's elements per subtask, of a pyref or a Flink operator; None when it has none."""
-    if READER_STATE not in op.list_state_names:
+def _stored_elements(op: Any, name: str, serializer_id: str, flink_type: Callable[[Any], bool]
+                     ) -> list[list[bytes]] | None:
+    """The elements per subtask of list state ``name`` as stored bytes, of a pyref operator
+    (whose serializer is ``serializer_id``) or a Flink one (whose element type ``flink_type``
+    accepts); None when the operator has no such state."""
+    if name not in op.list_state_names:
         return None
-    view = op.list_state(READER_STATE)
+    view = op.list_state(name)
     if isinstance(op, OperatorView):
-        if view.serializer.serializer_id != "bytes":
-            return None
-        return [list(view.partition(i)) for i in range(view.partition_count)]
-    if view.element_type.kind != "bytes":
-        return None
-    return [list(view.partition(i)) for i in range(len(view.partitions))]
+        held, count = view.serializer.serializer_id == serializer_id, view.partition_count
+    else:
+        held, count = flink_type(view.element_type), len(view.partitions)
+    return [list(view.partition(i)) for i in range(count)] if held else None
+
+
+def _reader_elements(op: Any) -> list[list[bytes]] | None:
+    """The reader state's elements (``byte[]``) per subtask; None when it has none."""
+    return _stored_elements(op, READER_STATE, "bytes", lambda t: t.kind == "bytes")
 
 
 def _consumer_elements(op: Any) -> list[list[bytes]] | None:
-    """A legacy ``FlinkKafkaConsumer``'s offsets state, its elements per subtask, of a pyref
-    or a Flink operator; None when the operator has none (by its name and element type)."""
-    if CONSUMER_STATE not in op.list_state_names:
-        return None
-    view = op.list_state(CONSUMER_STATE)
-    if isinstance(op, OperatorView):  # imported: Flink's tuple serializer kept, its elements as stored
-        if view.serializer.serializer_id != "opaque":
-            return None
-        return [list(view.partition(i)) for i in range(view.partition_count)]
-    element = view.element_type
-    if not (element.kind == "tuple" and [c.kind for c in element.children] == ["kryo", "int64"]
-            and element.children[0].type_name == KAFKA_TOPIC_PARTITION):
-        return None
-    return [list(view.partition(i)) for i in range(len(view.partitions))]
+    """A legacy ``FlinkKafkaConsumer``'s offsets state, its elements per subtask; None when the
+    operator has none. Imported, Flink's tuple serializer is kept and its elements are opaque."""
+    return _stored_elements(op, CONSUMER_STATE, "opaque", lambda t: (
+        t.kind == "tuple" and [c.kind for c in t.children] == ["kryo", "int64"]
+        and t.children[0].type_name == KAFKA_TOPIC_PARTITION))
 
 
 def _consumer_offsets(name: str, elements: list[list[bytes]], path: str | None) -> SourceSplits:
