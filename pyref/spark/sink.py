@@ -182,10 +182,10 @@ def _kept_serializer(values: dict[str, str], option: str, replaced: serializer_p
     else the replaced state's. Where it is the replaced state's, that state's snapshot is kept as it is,
     with the engine's own snapshot (spec/serializers.md §2.4: a Flink import's POJO, say, which
     an export writes back as Flink's POJO, not as the tuple a job never declared)."""
-    given = _serializer(values, option)
     if replaced is None:
-        given = _required_serializer(values, option)
-        return given, given.snapshot()
+        required = _required_serializer(values, option)
+        return required, required.snapshot()
+    given = _serializer(values, option)
     kept = serializer_from_snapshot(replaced)
     if given is None or given == kept:
         return kept, replaced
