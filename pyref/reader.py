@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 import numpy as np
 import pyarrow as pa
@@ -78,6 +78,11 @@ T = TypeVar("T")
 #: up to this many bytes, and keeps this many requests in flight.
 SCAN_SPAN_BYTES = 16 << 20
 SCAN_SPANS_IN_FLIGHT = 4
+
+
+def _columns(chunk: pb.Chunk, columns: list[pa.BinaryArray]) -> list[pa.BinaryArray]:
+    """A chunk's columns as read: what :meth:`ChunkStore.read_many` gives without a ``finish``."""
+    return columns
 
 
 class ChunkStore:
@@ -246,8 +251,18 @@ class ChunkStore:
                                         path=where, state=state, byte_range=byte_range)
         return stored
 
+    @overload
     def scan(self, chunks: Sequence[pb.Chunk], columns: int, state: str) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
-        """``(i, read_columns(chunks[i]))`` for every chunk, in storage order (inline chunks,
+        ...
+
+    @overload
+    def scan(self, chunks: Sequence[pb.Chunk], columns: int, state: str,
+             finish: Callable[[pb.Chunk, list[pa.BinaryArray]], T]) -> Iterator[tuple[int, T]]:
+        ...
+
+    def scan(self, chunks: Sequence[pb.Chunk], columns: int, state: str,
+             finish: Callable[[pb.Chunk, list[pa.BinaryArray]], Any] = _columns) -> Iterator[tuple[int, Any]]:
+        """``(i, finish(chunks[i], read_columns(chunks[i])))`` for every chunk, in storage order (inline chunks,
         then each data file by offset): chunks that follow each other in a file are fetched
         by one request of up to :data:`SCAN_SPAN_BYTES`, which is what a full read wants on
         an object store, where each request costs a round trip. Every chunk is CRC-checked
@@ -278,8 +293,9 @@ class ChunkStore:
             for span, data in zip(spans, fetched):
                 yield from zip(span, data)
 
-        return ordered_map(lambda item: (item[0], self._decode(chunks[item[0]], item[1], columns, state)), stored(),
-                           workers=DECODE_WORKERS)
+        return ordered_map(lambda item: (item[0], finish(chunks[item[0]], self._decode(chunks[item[0]], item[1], columns,
+                                                                                         state))),
+                           stored(), workers=DECODE_WORKERS)
 
     def _read_span(self, span: list[pb.Chunk], state: str) -> list[bytes]:
         first, last = span[0].range, span[-1].range
@@ -298,12 +314,24 @@ class ChunkStore:
         payload = decompress(chunk.codec, stored, chunk.raw_length, path=where, state=state)
         return decode_chunk(payload, expected_rows=chunk.row_count, expected_columns=columns, path=where, state=state)
 
+    @overload
     def read_many(self, chunks: Sequence[pb.Chunk], columns: int, state: str) -> Iterator[list[pa.BinaryArray]]:
-        """``read_columns`` of each chunk, in order: as many fetches in flight as the
-        storage serves well (object stores: many), several chunks decoding at once."""
+        ...
+
+    @overload
+    def read_many(self, chunks: Sequence[pb.Chunk], columns: int, state: str,
+                  finish: Callable[[pb.Chunk, list[pa.BinaryArray]], T]) -> Iterator[T]:
+        ...
+
+    def read_many(self, chunks: Sequence[pb.Chunk], columns: int, state: str,
+                  finish: Callable[[pb.Chunk, list[pa.BinaryArray]], Any] = _columns) -> Iterator[Any]:
+        """``finish(chunk, read_columns(chunk))`` of each chunk, in order: as many fetches in
+        flight as the storage serves well (object stores: many), several chunks decoding (and
+        finishing: checking their keys, say) at once."""
         fetched = ordered_map(lambda chunk: (chunk, self.read_stored(chunk, state)), chunks,
                               workers=self.io.read_concurrency)
-        return ordered_map(lambda item: self._decode(*item, columns, state), fetched, workers=DECODE_WORKERS)
+        return ordered_map(lambda item: finish(item[0], self._decode(*item, columns, state)), fetched,
+                           workers=DECODE_WORKERS)
 
     def read_indexed(self, chunks: Sequence[pb.Chunk], indexes: Sequence[int], columns: int,
                      state: str) -> Iterator[list[pa.BinaryArray]]:
@@ -575,14 +603,15 @@ class KeyGroupedView(StateView):
 
     def _read_checked(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple[int, list[pa.BinaryArray], CheckedKeys | None]]:
         """``(key group, columns, the keys the check decoded)`` of each chunk, in order."""
-        chunks = list(chunks)
-        for chunk, columns in zip(chunks, self._store.read_many(chunks, self._columns, self.label)):
-            yield chunk.key_group, columns, self._check_keys(chunk, columns[0])
+        return self._store.read_many(chunks, self._columns, self.label, self._checked)
 
     def _scan_checked(self) -> Iterator[tuple[int, list[pa.BinaryArray], CheckedKeys | None]]:
-        chunks = self.proto.chunks
-        for i, columns in self._store.scan(chunks, self._columns, self.label):
-            yield chunks[i].key_group, columns, self._check_keys(chunks[i], columns[0])
+        return (checked for _, checked in self._store.scan(self.proto.chunks, self._columns, self.label, self._checked))
+
+    def _checked(self, chunk: pb.Chunk, columns: list[pa.BinaryArray]
+                 ) -> tuple[int, list[pa.BinaryArray], CheckedKeys | None]:
+        """A chunk's key group, columns and checked keys; run by the threads that decode chunks."""
+        return chunk.key_group, columns, self._check_keys(chunk, columns[0])
 
     def _check_keys(self, chunk: pb.Chunk, keys: pa.BinaryArray) -> CheckedKeys | None:
         """Every key of a chunk lies within its key bounds (spec/format.md §7.6) and, unless the
@@ -791,22 +820,23 @@ class KeyedStateView(KeyGroupedView):
     def arrow_batches(self, chunks: Sequence[pb.Chunk]) -> Iterator[pa.RecordBatch]:
         """Entries decoded to Arrow, one record batch per chunk, as they are read:
         key_group, key[, namespace][, user_key], value[, ttl_timestamp]."""
-        return self._batches(self._read_checked(chunks))
+        return self._store.read_many(chunks, self._columns, self.label, self._checked_batch)
 
     def scan_batches(self) -> Iterator[pa.RecordBatch]:
         """Every entry, as :meth:`arrow_batches` decodes them, read in storage order
         (:meth:`KeyGroupedView.scan_encoded`): a full read in few large requests, for
         analytics on object stores. Batches come in storage order, not key-group order;
         where the order of a key's rows matters, :meth:`to_arrow` gives state order."""
-        return self._batches(self._scan_checked())
+        return (batch for _, batch in self._store.scan(self.proto.chunks, self._columns, self.label,
+                                                        self._checked_batch))
 
-    def _batches(self, encoded: Iterable[tuple[int, list[pa.BinaryArray], CheckedKeys | None]]
-                 ) -> Iterator[pa.RecordBatch]:
+    def _checked_batch(self, chunk: pb.Chunk, columns: list[pa.BinaryArray]) -> pa.RecordBatch:
+        """A chunk's rows, keys checked, decoded to a record batch; run by the threads that
+        decode chunks, so that checking and decoding overlap with reading the next chunks."""
         names, types = self._arrow_columns()
-        for group, columns, checked in encoded:
-            with locating(state=self.label):
-                batch = self._batch(names, types, group, columns, checked)
-            yield batch
+        checked = self._check_keys(chunk, columns[0])
+        with locating(state=self.label):
+            return self._batch(names, types, chunk.key_group, columns, checked)
 
     def _batch(self, names: list[str], types: list[pa.DataType], group: int, columns: list[pa.BinaryArray],
                checked: CheckedKeys | None) -> pa.RecordBatch:
