@@ -90,19 +90,25 @@ def flink_available(flink_version: str, *, download: bool = False) -> str | None
     return None
 
 
+def release(flink_version: str) -> tuple[int, int]:
+    """The (major, minor) release of a Flink version, e.g. (1, 20) of "1.20.3"."""
+    major, minor = (int(x) for x in flink_version.split(".")[:2])
+    return major, minor
+
+
 def api_families(flink_version: str) -> dict[str, str]:
     """Which compat/<concern>/<family> shims compile against the version, by concern: stop-with-savepoint (1.13 and
     1.14 have no SavepointFormatType; 1.15+), the end-of-input hook (1.13 has no finish(); 1.14+) and the windowing /
     TTL / runtime-context calls (1.18 and older lack the Duration-based API of 1.19+), CEP (1.14 and older ship no
     flink-cep jar in lib/: a stub refuses the CEP job), the Scala API's serializers (2.0 removed flink-scala: a stub
     refuses the Scala types and job) and the async state API (2.0 added it; before, a stub refuses the async-state job)."""
-    release = tuple(int(x) for x in flink_version.split(".")[:2])
-    return {"savepoints": "1.14" if release <= (1, 14) else "1.15",
-            "lifecycle": "1.13" if release <= (1, 13) else "1.14",
-            "durations": "1.18" if release <= (1, 18) else "1.19",
-            "cep": "1.14" if release <= (1, 14) else "1.15",
-            "scala": "1.13" if release < (2, 0) else "2.0",
-            "async": "1.13" if release < (2, 0) else "2.0"}
+    of = release(flink_version)
+    return {"savepoints": "1.14" if of <= (1, 14) else "1.15",
+            "lifecycle": "1.13" if of <= (1, 13) else "1.14",
+            "durations": "1.18" if of <= (1, 18) else "1.19",
+            "cep": "1.14" if of <= (1, 14) else "1.15",
+            "scala": "1.13" if of < (2, 0) else "2.0",
+            "async": "1.13" if of < (2, 0) else "2.0"}
 
 
 def _sources(flink_version: str) -> list[pathlib.Path]:
@@ -164,9 +170,9 @@ class ConfigKeys:
 
 
 def config_keys(flink_version: str) -> ConfigKeys:
-    major, minor = (int(x) for x in flink_version.split(".")[:2])
-    if (major, minor) < (1, 20):
-        return ConfigKeys(backend="state.backend.type" if (major, minor) >= (1, 17) else "state.backend",
+    of = release(flink_version)
+    if of < (1, 20):
+        return ConfigKeys(backend="state.backend.type" if of >= (1, 17) else "state.backend",
                           storage="state.checkpoint-storage", checkpoint_dir="state.checkpoints.dir",
                           inline_threshold="state.storage.fs.memory-threshold",
                           restore_path="execution.savepoint.path",

@@ -12,7 +12,9 @@ raw keyed state), two of ForSt's (the churn job's, and the async state API's, re
 classic states), the unaligned ones imported without their in-flight records, and those of the
 changelog state backend (its materialized snapshot with the changes since applied), and two taken with file
 merging (their state in segments of merged files). What pyref cannot read is refused by name: the Kryo states of a heap
-checkpoint (the other operators read).
+checkpoint (the other operators read). The ``slow`` sweep has every other release of the corpus take fresh
+checkpoints (heap, incremental RocksDB with its timers on the heap, unaligned; the changelog backend from 1.15,
+file merging from 1.20) and restore their exports the same way.
 
 Marked ``flink`` (Java 17 and the Flink jars: cached, or PYREF_FLINK_DOWNLOAD=1); 25 to 50 s.
 """
@@ -26,7 +28,7 @@ import pathlib
 
 import pytest
 
-from compat_tests.flink import harness
+from compat_tests.flink import harness, jars
 from compat_tests.flink.checkpoints import CASES, committed_snapshot, take_checkpoints
 from compat_tests.flink.imports import ttl_configs
 from compat_tests.flink.truth import restore_differences
@@ -48,6 +50,13 @@ COMMITTED_RESTORES = {"1.20.3": ("1.20.3-hashmap-heap-kinds", "1.20.3-hashmap-se
                                 "2.3.0-rocksdb-incremental-windows-heap-timers", "2.3.0-forst-incremental-churn",
                                 "2.3.0-forst-incremental-async-state", "2.3.0-hashmap-changelog-heap-kinds-materialized",
                                 "2.3.0-rocksdb-incremental-file-merging-churn")}
+#: The slow sweep's fresh checkpoints of every release, and those of the releases since a feature came (the
+#: changelog backend is checked from 1.15; file merging is 1.20's, FLIP-306), by (major, minor) release.
+SWEEP = ("hashmap-heap-kinds", "rocksdb-incremental-churn", "rocksdb-incremental-windows-heap-timers",
+         "hashmap-unaligned-backpressure")
+SWEEP_SINCE = {(1, 15): ("hashmap-changelog-heap-kinds-materialized",),
+               (1, 20): ("hashmap-file-merging-heap-kinds", "rocksdb-incremental-file-merging-churn")}
+SWEEP_VERSIONS = [pytest.param(v, marks=pytest.mark.slow) for v in jars.FLINK_VERSIONS if v != FRESH_VERSION]
 #: Case -> whether its checkpoints are unaligned (in-flight data).
 UNALIGNED = {c.name: c.unaligned for c in CASES}
 #: keyed-kinds on the heap backend: the operators with a Kryo state, and that state.
@@ -102,6 +111,20 @@ def test_fresh_heap_and_rocksdb_checkpoints_restore_to_their_truth_as_savepoints
     exports = [(exported(checkpoint, truth, tmp_path / "heap"), truth),
                (exported(incremental, churned, tmp_path / "rocksdb"), churned)]
     assert restore_all(FRESH_VERSION, exports) == [[], []]
+
+
+@pytest.mark.parametrize("version", SWEEP_VERSIONS)
+def test_every_releases_fresh_checkpoints_restore_to_their_truth_as_savepoints(version, tmp_path) -> None:
+    require_flink(version)
+    names = SWEEP + tuple(n for since, more in SWEEP_SINCE.items() if harness.release(version) >= since for n in more)
+    written = take_checkpoints(version, [c for c in CASES if c.name in names], tmp_path / "taken", download=DOWNLOAD)
+    assert sorted(written) == sorted(names)
+    exports = []
+    for name, path in sorted(written.items()):
+        truth = json.loads((path / "truth.json").read_text(encoding="utf-8"))
+        exports.append((exported(path / "checkpoint", truth, tmp_path / name), truth))
+    differences = restore_all(version, exports)
+    assert differences == [[]] * len(exports), json.dumps(dict(zip(sorted(written), differences)), indent=1)
 
 
 @pytest.mark.parametrize("version", sorted(COMMITTED_RESTORES))

@@ -3,7 +3,10 @@ and emits from the new start: the corpus's operator-state savepoint is imported,
 split (the next number the job's truth records) moved to 500 with ``pyref set-source-position``, both exported with
 ``export-flink``, and a job with the corpus job's source (same uid) restores each.
 
-Marked ``flink``: needs Java 17 and the Flink jars cached (``PYREF_FLINK_CACHE``)."""
+Every release of the corpus restores it (its own operator-state case): 2.3.0 in the ``flink`` tier, the others in
+the ``slow`` sweep.
+
+Marked ``flink``: needs Java 17 and the Flink jars (cached in ``PYREF_FLINK_CACHE``, or ``PYREF_FLINK_DOWNLOAD=1``)."""
 
 from __future__ import annotations
 
@@ -23,16 +26,20 @@ from pyref.reader import Savepoint
 
 pytestmark = pytest.mark.flink
 
+DOWNLOAD = os.environ.get("PYREF_FLINK_DOWNLOAD") == "1"
+
 HERE = pathlib.Path(__file__).resolve().parent
 FIRST = 5  # numbers taken after each restore
+QUICK_VERSION = "2.3.0"
+VERSIONS = [v if v == QUICK_VERSION else pytest.param(v, marks=pytest.mark.slow) for v in jars.FLINK_VERSIONS]
 
 
 def emitted_after_restore(version: str, savepoints: list[pathlib.Path], tmp: pathlib.Path) -> dict[str, list[int]]:
     """The first numbers the restored source emits, per savepoint (one JVM, a mini cluster each)."""
-    reason = harness.flink_available(version)
+    reason = harness.flink_available(version, download=DOWNLOAD)
     if reason:
         pytest.skip(reason)
-    lib = jars.cached_lib(version)
+    lib = jars.ensure_lib(version, download=DOWNLOAD)
     classes = tmp / "classes"
     subprocess.run([harness.java_home_bin("javac"), "--release", "11", "-nowarn", "-cp", str(lib / "*"), "-d",
                     str(classes), str(HERE / "restore" / "SequenceRestore.java")], check=True, timeout=300)
@@ -48,7 +55,7 @@ def emitted_after_restore(version: str, savepoints: list[pathlib.Path], tmp: pat
     return {uri: [int(n) for n in numbers.split(",")] for _, uri, numbers in lines}
 
 
-@pytest.mark.parametrize("version", ["2.3.0", pytest.param("1.20.3", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("version", VERSIONS)
 def test_restored_source_emits_from_the_moved_start(version, tmp_path):
     case = CORPUS / version / "hashmap" / "operator-state" / "savepoint"
     imported, moved = tmp_path / "imported", tmp_path / "moved"
