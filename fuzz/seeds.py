@@ -77,14 +77,17 @@ FLINK_CHECKPOINTS = os.path.join(FLINK_TEST_DATA, "checkpoints")
 #: incremental RocksDB one with heap timers (raw keyed state), one right after a rescale (range
 #: deletion blocks) and a ForSt one (partitioned indexes), tarred with their ``shared/`` files, which sit
 #: beside ``sp`` as beside ``chk-N``; two of the changelog state backend (its changes in ``_metadata``; in
-#: Snappy-compressed DSTL files).
+#: Snappy-compressed DSTL files); file-merging ones (FLIP-306: every stream a segment of a merged file one
+#: directory below ``taskowned/`` or ``shared/``; operator state, heap keyed state and timers, RocksDB's SST files).
 FLINK_CHECKPOINT_CASES = ("1.20.3-hashmap-seeds", "1.20.3-hashmap-seeds-compressed", "1.14.6-rocksdb-full-seeds",
                           "1.16.3-rocksdb-full-seeds", "2.3.0-rocksdb-full-seeds-zstd",
                           "2.3.0-rocksdb-full-seeds-lz4", "1.20.3-hashmap-unaligned-backpressure",
                           "2.3.0-rocksdb-incremental-windows-heap-timers",
                           "2.3.0-rocksdb-incremental-churn-rescaled-3", "2.3.0-forst-incremental-churn",
                           "1.20.3-hashmap-changelog-memory-heap-kinds",
-                          "2.3.0-hashmap-changelog-churn-materialized-compressed")
+                          "2.3.0-hashmap-changelog-churn-materialized-compressed",
+                          "1.20.3-hashmap-file-merging-operator-state", "2.3.0-hashmap-file-merging-heap-kinds",
+                          "2.3.0-rocksdb-incremental-file-merging-churn")
 #: Flink SQL, CEP and Scala API savepoints of the tests (``_metadata`` only; ``.gz`` ones are unpacked):
 #: their table-runtime snapshots hold Java serialization streams, their CEP state flink-cep's own, the
 #: Scala job's flink-scala's snapshots (a collection's cbfCode), a FileSource's readers and enumerator.
@@ -259,14 +262,15 @@ def _flink_seeds() -> list[bytes]:
 
 
 def _unpacked_checkpoint(path: str) -> dict[str, bytes]:
-    """A committed ``checkpoint.tar.gz`` (``checkpoint/``, ``shared/``) as fuzz input files."""
+    """A committed ``checkpoint.tar.gz`` (``checkpoint/``, ``shared/``, ``taskowned/``; a file-merging
+    checkpoint's merged files one directory below the last two) as fuzz input files."""
     files = {}
     with tarfile.open(path) as tar:
         for member in sorted(tar.getmembers(), key=lambda m: m.name):
             if member.isfile():
                 top, _, name = member.name.partition("/")
                 extracted = tar.extractfile(member)
-                assert extracted is not None and "/" not in name
+                assert extracted is not None and name.count("/") <= (top != "checkpoint")
                 files[f"{'sp' if top == 'checkpoint' else top}/{name}"] = extracted.read()
     return files
 

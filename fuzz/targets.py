@@ -397,7 +397,8 @@ def savepoint_input(files: dict[str, bytes], *, flags: int = 0) -> bytes:
 
 def _safe_name(name: str) -> bool:
     parts = name.split("/")
-    return (0 < len(parts) <= 3 and all(p and p not in (".", "..") and len(p) <= 64 for p in parts)
+    # 96: the directory of a file-merging checkpoint's merged files (shared/job_<id>_op_<id>_<i>_<n>) is 77.
+    return (0 < len(parts) <= 3 and all(p and p not in (".", "..") and len(p) <= 96 for p in parts)
             and all(ch.isalnum() or ch in "._-/" for ch in name) and name.isascii())
 
 
