@@ -65,8 +65,10 @@ def _read_meta(inp: DataInput, proxy_end: int) -> OperatorBackendMeta:
             return probe.pos == proxy_end
         return count > 0 and looks_like_meta_info(probe)
 
-    list_states = read_state_meta_infos(inp, broadcast_follows)
-    broadcast_states = read_state_meta_infos(inp, at_position(proxy_end))
+    list_states = read_state_meta_infos(inp, broadcast_follows, frozenset({"OPERATOR"}),
+                                        "an operator backend's list states")
+    broadcast_states = read_state_meta_infos(inp, at_position(proxy_end), frozenset({"BROADCAST"}),
+                                             "an operator backend's broadcast states")
     return OperatorBackendMeta(compressed, list_states, broadcast_states)
 
 
