@@ -383,9 +383,9 @@ class FlinkOperator:
         yield from read(buffer, start, end, subtask, handle.key_groups, handle.offsets, name, prefix_bytes,
                         batch_bytes, meta)
 
-    def _sst_bytes(self, stream: StreamHandle) -> tuple[memoryview, str]:
+    def _sst_bytes(self, stream: StreamHandle) -> tuple[memoryview, str, int]:
         buffer, start, end, name = self._savepoint.store.open(stream)
-        return memoryview(buffer)[start:end], name
+        return memoryview(buffer)[start:end], name, start
 
     @cached_property
     def _keyed(self) -> tuple[FlinkType | None, dict[str, tuple[StateMetaInfo, KeyedRows]]]:

@@ -16,8 +16,8 @@ from pyref.flink import FlinkSavepoint
 from pyref.flink.handles import (DistributionMode, IncrementalHandle, KeyGroupsHandle, LocalHandleStore, StreamHandle,
                                  checkpoint_sibling)
 from pyref.flink.metadata import parse_metadata
-from pyref.testing.flink_bytes import (EMPTY_SEGMENT, i32, merging_operator_handle, metadata, operator,
-                                       segment_handle, subtask)
+from pyref.testing.flink_bytes import (EMPTY_SEGMENT, i32, i64, merging_operator_handle, metadata, operator,
+                                       segment_handle, subtask, utf)
 
 from compat_tests.flink.checkpoints import committed_snapshot
 
@@ -145,3 +145,38 @@ def test_segment_paths_stay_in_the_checkpoints_directories(tmp_path) -> None:
         store.open(outside)
     allowed = LocalHandleStore(str(tmp_path / "job" / "chk-3"), allow_external_files=True)
     assert allowed.local_path(outside) == str(tmp_path / "secret")
+
+
+def test_an_sst_file_at_a_segments_start_is_read_there_and_its_errors_name_the_merged_files_bytes(tmp_path) -> None:
+    """Flink may merge RocksDB's files anywhere in a file (they sat at 0 in the committed checkpoints): an SST
+    file moved 100 bytes in reads as before, and a damaged block of it is named at its bytes in the merged
+    file (they were named at the SST file's own offsets)."""
+    checkpoint = _committed("2.3.0-rocksdb-incremental-file-merging-churn", tmp_path)
+    with FlinkSavepoint.open(checkpoint) as sp:
+        op = next(op for op in sp.operators if op.keyed_state_names)
+        expected = {name: op.keyed_state(name).to_arrow() for name in op.keyed_state_names}
+        handle = next(s.managed_keyed_state for s in op.state.subtasks if isinstance(s.managed_keyed_state,
+                                                                                     IncrementalHandle))
+        sst = dict(handle.shared)[sorted(dict(handle.shared))[0]]
+        path = pathlib.Path(sp.store.local_path(sst))
+    assert sst.start == 0
+    data = (checkpoint / "_metadata").read_bytes()
+    def head(start: int, scope: int) -> bytes:  # the segment handle up to its logical file id
+        return b"\x0f" + i64(start) + i64(sst.size) + i32(scope) + utf(sst.location)
+
+    scope = next(scope for scope in (0, 1) if head(0, scope) in data)
+    assert data.count(head(0, scope)) == 1
+    (checkpoint / "_metadata").write_bytes(data.replace(head(0, scope), head(100, scope)))
+    merged = path.read_bytes()
+    path.write_bytes(bytes(100) + merged)
+    with FlinkSavepoint.open(checkpoint) as sp:
+        op = sp.operator(op.name)
+        assert {name: op.keyed_state(name).to_arrow() for name in op.keyed_state_names} == expected
+    damaged = bytearray(bytes(100) + merged)
+    damaged[100 + 50] ^= 0x40  # in the SST file's first data block
+    path.write_bytes(damaged)
+    with FlinkSavepoint.open(checkpoint) as sp:
+        with pytest.raises(CorruptSavepointError, match="SST file: data block checksum") as info:
+            sp.operator(op.name).keyed_state_names
+    assert info.value.path == str(path)
+    assert info.value.byte_range[0] == 100 and info.value.byte_range[0] <= 150 < info.value.byte_range[1]
