@@ -100,10 +100,12 @@ def read_operator_stream(buffer, start: int, end: int, handle: OperatorStateHand
             raise CorruptSavepointError("an operator state offset is not at a compressed chunk boundary",
                                         path=name) from None
         payload, payload_end = np.frombuffer(data, np.uint8), len(data)
+        origin = (f"{name} (decompressed)", 0)  # where payload[0] is, for errors
     else:
         payload = np.frombuffer(memoryview(buffer)[start:end], np.uint8)
         position = {o: o for o in all_offsets}
         payload_end = length
+        origin = (name, start)  # a segment of a merged file starts anywhere in it
 
     def next_position(offset: int, own: set[int]) -> int:
         later = [position[o] for o in all_offsets if o >= offset and o not in own]
@@ -116,7 +118,7 @@ def read_operator_stream(buffer, start: int, end: int, handle: OperatorStateHand
             types = broadcast_types[state_name]
             begin = position[info.offsets[0]] if info.offsets else payload_end
             stop = next_position(info.offsets[0], {info.offsets[0]}) if info.offsets else payload_end
-            broadcast[state_name] = _read_broadcast(payload, begin, stop, types, name, state_name)
+            broadcast[state_name] = _read_broadcast(payload, begin, stop, types, origin, state_name)
             continue
         starts = np.array([position[o] for o in info.offsets], np.int64)
         ends = np.empty_like(starts)
@@ -129,13 +131,15 @@ def read_operator_stream(buffer, start: int, end: int, handle: OperatorStateHand
     return OperatorStream(meta, elements, broadcast)
 
 
-def _read_broadcast(payload: np.ndarray, begin: int, stop: int, types: dict[str, FlinkType], name: str,
-                    state: str) -> tuple[pa.BinaryArray, pa.BinaryArray]:
-    """A broadcast state's map: int count, then (key, value) pairs."""
+def _read_broadcast(payload: np.ndarray, begin: int, stop: int, types: dict[str, FlinkType],
+                    origin: tuple[str, int], state: str) -> tuple[pa.BinaryArray, pa.BinaryArray]:
+    """A broadcast state's map: int count, then (key, value) pairs; ``origin``: the file (or decompressed
+    stream) named in errors and the offset of ``payload[0]`` in it."""
     key_codec = codec_for(types["KEY_SERIALIZER"])
     value_codec = codec_for(types["VALUE_SERIALIZER"])
     raw = payload[begin:stop].tobytes()
-    inp = DataInput(raw, path=name, state=state, base=begin)
+    name = origin[0]
+    inp = DataInput(raw, path=name, state=state, base=origin[1] + begin)
     count = inp.read_count("broadcast entry count")
     spans: list[tuple[int, int]] = []
     for i in range(count):

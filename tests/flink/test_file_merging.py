@@ -180,3 +180,21 @@ def test_an_sst_file_at_a_segments_start_is_read_there_and_its_errors_name_the_m
             sp.operator(op.name).keyed_state_names
     assert info.value.path == str(path)
     assert info.value.byte_range[0] == 100 and info.value.byte_range[0] <= 150 < info.value.byte_range[1]
+
+
+def test_a_damaged_broadcast_state_in_a_segment_is_named_at_the_merged_files_bytes(tmp_path) -> None:
+    """A broadcast state's entries were named at their offset in the segment's stream, not in the file."""
+    checkpoint = _committed("2.3.0-hashmap-file-merging-operator-state", tmp_path)
+    with FlinkSavepoint.open(checkpoint) as sp:
+        handle = sp.operator("keyed-broadcast").state.subtasks[0].managed_operator_state
+        (offset,) = handle.states["thresholds"].offsets
+        path = pathlib.Path(sp.store.local_path(handle.stream))
+    at = handle.stream.start + offset  # the map's entry count
+    assert handle.stream.start > 0
+    data = bytearray(path.read_bytes())
+    data[at:at + 4] = i32(1 << 30)
+    path.write_bytes(data)
+    with FlinkSavepoint.open(checkpoint) as sp:
+        with pytest.raises(CorruptSavepointError, match="broadcast entry count") as info:
+            sp.operator("keyed-broadcast").broadcast_state("thresholds").to_dict(0)
+    assert (info.value.path, info.value.byte_range) == (str(path), (at, at + 4))
