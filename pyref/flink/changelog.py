@@ -102,6 +102,10 @@ def iter_changes(open_stream: Opener, handle: ChangelogHandle) -> Iterator[Chang
         for stream, offset in part.change_sets:
             if stream is None:
                 raise CorruptSavepointError("a change set without a file in a changelog handle")
+            if stream.kind == "segment":  # the whole file is read: a segment's start and size would be ignored
+                raise UnsupportedFormatError(f"a change set in a segment of the merged file {stream.location!r} "
+                                             f"(bytes {stream.start}..{stream.start + stream.size}): Flink's "
+                                             "changelog storage writes DSTL files of its own, not file merging's")
             if stream.location not in decoded:
                 decoded[stream.location] = _dstl_stream(open_stream, stream)
             yield from _change_set(*decoded[stream.location], offset, extents.setdefault(stream.location, []))
