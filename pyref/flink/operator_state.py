@@ -14,6 +14,7 @@ boundary in it.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,8 +109,8 @@ def read_operator_stream(buffer, start: int, end: int, handle: OperatorStateHand
         origin = (name, start)  # a segment of a merged file starts anywhere in it
 
     def next_position(offset: int, own: set[int]) -> int:
-        later = [position[o] for o in all_offsets if o >= offset and o not in own]
-        return min(later, default=payload_end)
+        after = next_other_offset(all_offsets, offset, own)
+        return payload_end if after is None else position[after]  # positions grow with offsets
 
     elements: dict[str, pa.BinaryArray] = {}
     broadcast: dict[str, tuple[pa.BinaryArray, pa.BinaryArray]] = {}
@@ -129,6 +130,17 @@ def read_operator_stream(buffer, start: int, end: int, handle: OperatorStateHand
             raise CorruptSavepointError("operator state element offsets go backwards", path=name, state=state_name)
         elements[state_name] = gather_spans(payload, starts, ends - starts)
     return OperatorStream(meta, elements, broadcast)
+
+
+def next_other_offset(ordered: list[int], offset: int, own: set[int]) -> int | None:
+    """The first of the sorted distinct ``ordered`` at or after ``offset`` that is not ``own`` (where a
+    state's last element ends: another state's first offset), or None. Found by bisection: a scan of every
+    offset per state was quadratic in a handle of thousands of states (1 MB of stream: 3.4 s, 4 MB: a minute).
+    The offsets skipped are ``own``, each state's own: all states together skip each offset at most once."""
+    i = bisect.bisect_left(ordered, offset)
+    while i < len(ordered) and ordered[i] in own:
+        i += 1
+    return ordered[i] if i < len(ordered) else None
 
 
 def _read_broadcast(payload: np.ndarray, begin: int, stop: int, types: dict[str, FlinkType],

@@ -480,3 +480,17 @@ def test_two_subtasks_claiming_one_key_group_are_corrupt(tmp_path: pathlib.Path)
         with pytest.raises(CorruptSavepointError, match="subtasks 0 and 1 both hold managed keyed state of key "
                                                         "group 0"):
             list(sp.operator("proc").keyed_state("count").items())
+
+
+def test_where_each_operator_states_elements_end_is_found_in_linear_work() -> None:
+    """Found attacking file-merging handles: each state scanned every offset of the handle for the next
+    state's (quadratic: a 1 MB stream of 8000 states took 3.4 s, 4 MB a minute). 200,000 states of one
+    offset each, and states whose own offsets come after their last (skipped, each once)."""
+    from pyref.flink.operator_state import next_other_offset
+
+    ordered = list(range(0, 400_000, 2))
+    ends = [next_other_offset(ordered, o, {o}) for o in ordered]
+    assert ends == ordered[1:] + [None]
+    assert next_other_offset(ordered, 1, set()) == 2
+    assert next_other_offset([5, 10, 20, 30], 5, {5, 10, 20}) == 30
+    assert next_other_offset([5, 10], 10, {10}) is None
