@@ -90,9 +90,10 @@ FLINK_CHECKPOINT_CASES = ("1.20.3-hashmap-seeds", "1.20.3-hashmap-seeds-compress
                           "2.3.0-rocksdb-incremental-file-merging-churn")
 #: Flink SQL, CEP and Scala API savepoints of the tests (``_metadata`` only; ``.gz`` ones are unpacked):
 #: their table-runtime snapshots hold Java serialization streams, their CEP state flink-cep's own, the
-#: Scala job's flink-scala's snapshots (a collection's cbfCode), a FileSource's readers and enumerator.
+#: Scala job's flink-scala's snapshots (a collection's cbfCode), a FileSource's readers and enumerator, a legacy
+#: FlinkKafkaConsumer's union state (Kryo KafkaTopicPartitions, a topic in each string form).
 FLINK_TEST_SAVEPOINTS = ("sql/2.3.0-hashmap", "sql/1.20.3-rocksdb", "cep/2.3.0-hashmap", "cep/1.20.3-rocksdb",
-                         "scala/1.14.6-rocksdb/savepoint", "filesource-2.3.0/savepoint")
+                         "scala/1.14.6-rocksdb/savepoint", "filesource-2.3.0/savepoint", "kafka-consumer-1.20.3/savepoint")
 #: Savepoint seeds per savepoint: as written; repaired (7); with shared ranges and rows
 #: (15); with a sparse 64 GiB manifest (17); with sparse 8 GiB data files declared so (39).
 SAVEPOINT_FLAGS = (0, 7, 15, 17, 39)
