@@ -232,7 +232,8 @@ def _index(serializers, snapshot) -> int:
 
 def _flink_seeds() -> list[bytes]:
     """Each case as Flink wrote it; one with sparse state files, one with a planted link
-    out of the savepoint directory (flink_input flags 1 and 2); and retained checkpoints."""
+    out of the savepoint directory (flink_input flags 1 and 2); and retained checkpoints, a
+    file-merging one with its merged files sparse too."""
     seeds = []
     directories = [os.path.join(FLINK_CORPUS, *case.split("/"), "savepoint") for case in FLINK_CASES]
     directories += [os.path.join(FLINK_CHECKPOINTS, case, "checkpoint") for case in FLINK_CHECKPOINT_CASES]
@@ -240,6 +241,8 @@ def _flink_seeds() -> list[bytes]:
         packed = os.path.join(os.path.dirname(directory), "checkpoint.tar.gz")
         if not os.path.isdir(directory) and os.path.isfile(packed):
             seeds.append(flink_input(_unpacked_checkpoint(packed)))
+            if case == "2.3.0-rocksdb-incremental-file-merging-churn":  # its merged files sparse, of 1 GiB
+                seeds.append(flink_input(_unpacked_checkpoint(packed), flags=1))
             continue
         files = {}
         for name in sorted(os.listdir(directory)):
