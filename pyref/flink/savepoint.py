@@ -60,7 +60,7 @@ from .keyed import (
     read_keyed_backend_meta,
 )
 from .meta_info import StateMetaInfo
-from .metadata import CheckpointMetadata, OperatorState, parse_metadata
+from .metadata import CheckpointMetadata, OperatorState, SubtaskState, parse_metadata
 from .operator_state import OperatorStream, read_operator_stream
 from .raw_timers import RawTimers, is_timer_stream, read_raw_timers
 from .serializers import FlinkType
@@ -207,11 +207,15 @@ class FlinkOperator:
         """How a subtask's keyed state is laid out: ``savepoint-format``, ``heap`` (a HashMap
         backend's checkpoint), ``rocksdb-native`` (RocksDB's SST files), ``changelog`` (the
         changelog backend's materialized snapshot and changes) or ``None`` (no keyed state)."""
-        for sub in self.state.subtasks:
-            if sub.index == subtask:
-                handle = self._keyed_handle(sub)
-                return None if handle is None else self._layout(handle)
-        return None
+        sub = self._subtask_states.get(subtask)
+        handle = self._keyed_handle(sub) if sub is not None else None
+        return None if handle is None else self._layout(handle)
+
+    @cached_property
+    def _subtask_states(self) -> dict[int, SubtaskState]:
+        """Each subtask's state by its index (one each, metadata.py checks): a search per subtask asked for
+        was quadratic in the parallelism (32768 subtasks of 50 bytes each took over 10 s)."""
+        return {sub.index: sub for sub in self.state.subtasks}
 
     def _layout(self, handle: KeyedHandle) -> str:
         if isinstance(handle, ChangelogHandle):
@@ -273,13 +277,12 @@ class FlinkOperator:
 
     def operator_stream(self, subtask: int) -> OperatorStream | None:
         """One subtask's operator state (list, union and broadcast states), or None."""
-        for sub in self.state.subtasks:
-            handle = sub.managed_operator_state
-            if sub.index != subtask or handle is None or handle.stream is None:
-                continue
-            buffer, start, end, name = self._savepoint.store.open(handle.stream)
-            return self._once(("operator", id(handle)), lambda: read_operator_stream(buffer, start, end, handle, name))
-        return None
+        sub = self._subtask_states.get(subtask)
+        handle = sub.managed_operator_state if sub is not None else None
+        if handle is None or handle.stream is None:
+            return None
+        buffer, start, end, name = self._savepoint.store.open(handle.stream)
+        return self._once(("operator", id(handle)), lambda: read_operator_stream(buffer, start, end, handle, name))
 
     def keyed_meta(self) -> tuple[FlinkType | None, dict[str, StateMetaInfo]]:
         """The key type and every keyed state's meta info (timer queues included), from the
@@ -348,9 +351,8 @@ class FlinkOperator:
         with ``batch_bytes``, runs of whole key groups of about that many stored
         bytes, so memory holds one run. ``subtask``: only that subtask's."""
         prefix_bytes = _prefix_bytes(self.max_parallelism)
-        for sub in self.state.subtasks:
-            if subtask is not None and sub.index != subtask:
-                continue
+        wanted = self._subtask_states.get(subtask) if subtask is not None else None
+        for sub in self.state.subtasks if subtask is None else [wanted] if wanted is not None else []:
             handle = self._keyed_handle(sub)
             timers = self._raw_timers(sub)
             if handle is None:
