@@ -15,6 +15,7 @@ boundary in it.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +30,7 @@ from .meta_info import StateMetaInfo, looks_like_meta_info, read_state_meta_info
 from .serializers import FlinkType, Follow, at_position
 from .values import Undelimited, codec_for
 
-__all__ = ["OperatorBackendMeta", "OperatorStream", "read_operator_stream"]
+__all__ = ["OperatorBackendMeta", "OperatorStream", "read_operator_head", "read_operator_stream"]
 
 OPERATOR_PROXY_VERSIONS = {1: 1, 2: 2, 3: 3, 4: 5, 5: 6, 6: 7}  # proxy version -> meta-info version
 
@@ -50,7 +51,8 @@ class OperatorStream:
     broadcast: dict[str, tuple[pa.BinaryArray, pa.BinaryArray]]  # name -> (keys, values)
 
 
-def _read_meta(inp: DataInput, proxy_end: int) -> OperatorBackendMeta:
+def read_operator_head(inp: DataInput, proxy_end: int) -> OperatorBackendMeta:
+    """The ``OperatorBackendSerializationProxy`` of a stream, ``inp`` up to ``proxy_end``."""
     start = inp.pos
     version = inp.read_int("operator backend proxy version")
     meta_version = OPERATOR_PROXY_VERSIONS.get(version)
@@ -73,15 +75,18 @@ def _read_meta(inp: DataInput, proxy_end: int) -> OperatorBackendMeta:
     return OperatorBackendMeta(compressed, list_states, broadcast_states)
 
 
-def read_operator_stream(buffer, start: int, end: int, handle: OperatorStateHandle, name: str) -> OperatorStream:
-    """Parse a subtask's operator-state stream ``buffer[start:end]``."""
+def read_operator_stream(buffer, start: int, end: int, handle: OperatorStateHandle, name: str,
+                         read_head: Callable[[DataInput, int], OperatorBackendMeta] = read_operator_head
+                         ) -> OperatorStream:
+    """Parse a subtask's operator-state stream ``buffer[start:end]``; ``read_head`` parses its head (a
+    caller's may keep it: handles of other subtasks may name the same bytes)."""
     length = end - start
     all_offsets = sorted({o for info in handle.states.values() for o in info.offsets})
     if any(not 0 < o <= length for o in all_offsets):
         raise CorruptSavepointError(f"an operator state offset lies outside the {length}-byte stream", path=name)
     proxy_end = all_offsets[0] if all_offsets else length
     inp = DataInput(buffer, start, start + proxy_end, base=0, path=name)
-    meta = _read_meta(inp, start + proxy_end)
+    meta = read_head(inp, start + proxy_end)
     list_names = {m.name for m in meta.list_states}
     broadcast_types = {m.name: m.serializers for m in meta.broadcast_states}
     for state_name, info in handle.states.items():

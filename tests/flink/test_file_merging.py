@@ -198,3 +198,36 @@ def test_a_damaged_broadcast_state_in_a_segment_is_named_at_the_merged_files_byt
         with pytest.raises(CorruptSavepointError, match="broadcast entry count") as info:
             sp.operator("keyed-broadcast").broadcast_state("thresholds").to_dict(0)
     assert (info.value.path, info.value.byte_range) == (str(path), (at, at + 4))
+
+
+def test_handles_naming_the_same_bytes_parse_their_head_once(tmp_path, monkeypatch) -> None:
+    """Segments of one merged file are named by many handles: a stream head named by several (hostile:
+    100 subtasks' handles on one 150 KB head took 41 s) is parsed once, by the bytes it is."""
+    import pyref.flink.savepoint as savepoint_module
+    from pyref.testing.flink_bytes import (LONG, i64, keyed_proxy, keyed_state_meta, meta_info, operator_stream,
+                                           relative_handle, savepoint_keyed_handle, snapshot)
+
+    meta = meta_info("l", 1, {"OPERATOR_STATE_DISTRIBUTION_MODE": "UNION"}, {"VALUE_SERIALIZER": snapshot(LONG)})
+    stream, offsets = operator_stream([(meta, [i64(7), i64(8)])])
+    merged = tmp_path / "job" / "taskowned" / "job_1_tm_2" / "merged"
+    merged.parent.mkdir(parents=True)
+    merged.write_bytes(b"x" * 5 + stream)
+    handle = merging_operator_handle({"l": (1, offsets[0])}, segment_handle(5, len(stream), TASKOWNED))
+    keyed = keyed_proxy(snapshot(LONG), [keyed_state_meta("count", "VALUE", snapshot(LONG))])
+    (tmp_path / "job" / "chk-3").mkdir()
+    (tmp_path / "job" / "chk-3" / "keyed").write_bytes(keyed)
+    keyed_handle = savepoint_keyed_handle(0, [0] * 128, relative_handle("keyed", len(keyed)))
+    (tmp_path / "job" / "chk-3" / "_metadata").write_bytes(metadata([
+        operator(OP_ID, 3, 128, [subtask(i, handle) for i in range(3)]),
+        operator(bytes(range(1, 17)), 1, 128, [subtask(0, handle, keyed_handle)]),
+        operator(bytes(range(2, 18)), 1, 128, [subtask(0, None, keyed_handle)])]))
+    calls = []
+    for name in ("read_operator_head", "read_keyed_backend_meta"):
+        original = getattr(savepoint_module, name)
+        monkeypatch.setattr(savepoint_module, name, lambda *args, _f=original, _n=name: calls.append(_n) or _f(*args))
+    with FlinkSavepoint.open(tmp_path / "job" / "chk-3") as sp:
+        for op in sp.operators:
+            if op.list_state_names:
+                assert [list(op.list_state("l").partition(i)) for i in range(op.parallelism)] == [[7, 8]] * op.parallelism
+            assert op.keyed_state_names == (["count"] if op.state.subtasks[0].managed_keyed_state else [])
+    assert sorted(calls) == ["read_keyed_backend_meta", "read_operator_head"]
