@@ -358,8 +358,9 @@ class FlinkOperator:
         with ``batch_bytes``, runs of whole key groups of about that many stored
         bytes, so memory holds one run. ``subtask``: only that subtask's."""
         prefix_bytes = _prefix_bytes(self.max_parallelism)
-        wanted = self._subtask_states.get(subtask) if subtask is not None else None
-        for sub in self.state.subtasks if subtask is None else [wanted] if wanted is not None else []:
+        wanted = self.state.subtasks if subtask is None else [
+            sub for sub in [self._subtask_states.get(subtask)] if sub is not None]
+        for sub in wanted:
             handle = self._keyed_handle(sub)
             timers = self._raw_timers(sub)
             if handle is None:
