@@ -61,7 +61,7 @@ from .keyed import (
 )
 from .meta_info import StateMetaInfo
 from .metadata import CheckpointMetadata, OperatorState, SubtaskState, parse_metadata
-from .operator_state import OperatorBackendMeta, OperatorStream, read_operator_head, read_operator_stream
+from .operator_state import OperatorStream, read_operator_head, read_operator_stream
 from .raw_timers import RawTimers, is_timer_stream, read_raw_timers
 from .serializers import FlinkType
 from .sources import split_coordinator_state
@@ -92,6 +92,12 @@ def timer_types(info: StateMetaInfo) -> tuple[FlinkType, FlinkType]:
 
 def _prefix_bytes(max_parallelism: int) -> int:
     return 1 if max_parallelism <= 128 else 2
+
+
+def _source(stream: StreamHandle, name: str) -> object:
+    """What identifies the bytes a stream's buffer holds: its file (``name``), or the handle itself for
+    bytes inline in ``_metadata``, whose names Flink makes unique but hostile bytes need not."""
+    return id(stream) if stream.kind == "inline" else name
 
 
 class FlinkOperator:
@@ -171,7 +177,7 @@ class FlinkOperator:
         assert stream is not None  # _keyed_handle leaves out handles without one
         buffer, start, end, name = self._savepoint.store.open(stream)
         head_end = start + min(present) if present else end
-        return self._once(("keyed head", name, start, end, head_end), lambda: read_keyed_backend_meta(
+        return self._once(("keyed head", _source(stream, name), start, end, head_end), lambda: read_keyed_backend_meta(
             DataInput(buffer, start, end, path=name), head_end))
 
     def _check_key_group_ranges(self) -> None:
@@ -285,11 +291,10 @@ class FlinkOperator:
         if handle is None or handle.stream is None:
             return None
         buffer, start, end, name = self._savepoint.store.open(handle.stream)
+        source = _source(handle.stream, name)
         return self._once(("operator", id(handle)), lambda: read_operator_stream(
-            buffer, start, end, handle, name, self._operator_head))
-
-    def _operator_head(self, inp: DataInput, stop: int) -> OperatorBackendMeta:
-        return self._once(("operator head", inp.path, inp.pos, stop), lambda: read_operator_head(inp, stop))
+            buffer, start, end, handle, name, lambda inp, stop: self._once(
+                ("operator head", source, inp.pos, stop), lambda: read_operator_head(inp, stop))))
 
     def keyed_meta(self) -> tuple[FlinkType | None, dict[str, StateMetaInfo]]:
         """The key type and every keyed state's meta info (timer queues included), from the

@@ -231,3 +231,22 @@ def test_handles_naming_the_same_bytes_parse_their_head_once(tmp_path, monkeypat
                 assert [list(op.list_state("l").partition(i)) for i in range(op.parallelism)] == [[7, 8]] * op.parallelism
             assert op.keyed_state_names == (["count"] if op.state.subtasks[0].managed_keyed_state else [])
     assert sorted(calls) == ["read_keyed_backend_meta", "read_operator_head"]
+
+
+def test_inline_streams_of_one_name_are_parsed_each(tmp_path) -> None:
+    """Heads are kept by the bytes they are; bytes inline in _metadata by their handle, not their name, which
+    hostile bytes may give two streams of one length."""
+    from pyref.testing.flink_bytes import LONG, i64, inline_handle, meta_info, operator_handle, operator_stream, snapshot
+
+    def stream(state: str) -> bytes:
+        meta = meta_info(state, 1, {"OPERATOR_STATE_DISTRIBUTION_MODE": "SPLIT_DISTRIBUTE"},
+                         {"VALUE_SERIALIZER": snapshot(LONG)})
+        data, offsets = operator_stream([(meta, [i64(1)])])
+        return operator_handle({state: (0, offsets[0])}, inline_handle(data, "same-name"))
+
+    (tmp_path / "_metadata").write_bytes(metadata([operator(OP_ID, 2, 128, [subtask(0, stream("a")),
+                                                                           subtask(1, stream("b"))])]))
+    with FlinkSavepoint.open(tmp_path) as sp:
+        op = sp.operators[0]
+        assert op.list_state_names == ["a", "b"]
+        assert [list(op.list_state(s).partition(i)) for s in "ab" for i in (0, 1)] == [[1], [], [], [1]]
