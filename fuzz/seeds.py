@@ -77,19 +77,23 @@ FLINK_CHECKPOINTS = os.path.join(FLINK_TEST_DATA, "checkpoints")
 #: incremental RocksDB one with heap timers (raw keyed state), one right after a rescale (range
 #: deletion blocks) and a ForSt one (partitioned indexes), tarred with their ``shared/`` files, which sit
 #: beside ``sp`` as beside ``chk-N``; two of the changelog state backend (its changes in ``_metadata``; in
-#: Snappy-compressed DSTL files).
+#: Snappy-compressed DSTL files); file-merging ones (FLIP-306: every stream a segment of a merged file one
+#: directory below ``taskowned/`` or ``shared/``; operator state, heap keyed state and timers, RocksDB's SST files).
 FLINK_CHECKPOINT_CASES = ("1.20.3-hashmap-seeds", "1.20.3-hashmap-seeds-compressed", "1.14.6-rocksdb-full-seeds",
                           "1.16.3-rocksdb-full-seeds", "2.3.0-rocksdb-full-seeds-zstd",
                           "2.3.0-rocksdb-full-seeds-lz4", "1.20.3-hashmap-unaligned-backpressure",
                           "2.3.0-rocksdb-incremental-windows-heap-timers",
                           "2.3.0-rocksdb-incremental-churn-rescaled-3", "2.3.0-forst-incremental-churn",
                           "1.20.3-hashmap-changelog-memory-heap-kinds",
-                          "2.3.0-hashmap-changelog-churn-materialized-compressed")
+                          "2.3.0-hashmap-changelog-churn-materialized-compressed",
+                          "1.20.3-hashmap-file-merging-operator-state", "2.3.0-hashmap-file-merging-heap-kinds",
+                          "2.3.0-rocksdb-incremental-file-merging-churn")
 #: Flink SQL, CEP and Scala API savepoints of the tests (``_metadata`` only; ``.gz`` ones are unpacked):
 #: their table-runtime snapshots hold Java serialization streams, their CEP state flink-cep's own, the
-#: Scala job's flink-scala's snapshots (a collection's cbfCode), a FileSource's readers and enumerator.
+#: Scala job's flink-scala's snapshots (a collection's cbfCode), a FileSource's readers and enumerator, a legacy
+#: FlinkKafkaConsumer's union state (Kryo KafkaTopicPartitions, a topic in each string form).
 FLINK_TEST_SAVEPOINTS = ("sql/2.3.0-hashmap", "sql/1.20.3-rocksdb", "cep/2.3.0-hashmap", "cep/1.20.3-rocksdb",
-                         "scala/1.14.6-rocksdb/savepoint", "filesource-2.3.0/savepoint")
+                         "scala/1.14.6-rocksdb/savepoint", "filesource-2.3.0/savepoint", "kafka-consumer-1.20.3/savepoint")
 #: Savepoint seeds per savepoint: as written; repaired (7); with shared ranges and rows
 #: (15); with a sparse 64 GiB manifest (17); with sparse 8 GiB data files declared so (39).
 SAVEPOINT_FLAGS = (0, 7, 15, 17, 39)
@@ -228,7 +232,8 @@ def _index(serializers, snapshot) -> int:
 
 def _flink_seeds() -> list[bytes]:
     """Each case as Flink wrote it; one with sparse state files, one with a planted link
-    out of the savepoint directory (flink_input flags 1 and 2); and retained checkpoints."""
+    out of the savepoint directory (flink_input flags 1 and 2); and retained checkpoints, a
+    file-merging one with its merged files sparse too."""
     seeds = []
     directories = [os.path.join(FLINK_CORPUS, *case.split("/"), "savepoint") for case in FLINK_CASES]
     directories += [os.path.join(FLINK_CHECKPOINTS, case, "checkpoint") for case in FLINK_CHECKPOINT_CASES]
@@ -236,6 +241,8 @@ def _flink_seeds() -> list[bytes]:
         packed = os.path.join(os.path.dirname(directory), "checkpoint.tar.gz")
         if not os.path.isdir(directory) and os.path.isfile(packed):
             seeds.append(flink_input(_unpacked_checkpoint(packed)))
+            if case == "2.3.0-rocksdb-incremental-file-merging-churn":  # its merged files sparse, of 1 GiB
+                seeds.append(flink_input(_unpacked_checkpoint(packed), flags=1))
             continue
         files = {}
         for name in sorted(os.listdir(directory)):
@@ -259,14 +266,15 @@ def _flink_seeds() -> list[bytes]:
 
 
 def _unpacked_checkpoint(path: str) -> dict[str, bytes]:
-    """A committed ``checkpoint.tar.gz`` (``checkpoint/``, ``shared/``) as fuzz input files."""
+    """A committed ``checkpoint.tar.gz`` (``checkpoint/``, ``shared/``, ``taskowned/``; a file-merging
+    checkpoint's merged files one directory below the last two) as fuzz input files."""
     files = {}
     with tarfile.open(path) as tar:
         for member in sorted(tar.getmembers(), key=lambda m: m.name):
             if member.isfile():
                 top, _, name = member.name.partition("/")
                 extracted = tar.extractfile(member)
-                assert extracted is not None and "/" not in name
+                assert extracted is not None and name.count("/") <= (top != "checkpoint")
                 files[f"{'sp' if top == 'checkpoint' else top}/{name}"] = extracted.read()
     return files
 

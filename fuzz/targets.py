@@ -397,7 +397,8 @@ def savepoint_input(files: dict[str, bytes], *, flags: int = 0) -> bytes:
 
 def _safe_name(name: str) -> bool:
     parts = name.split("/")
-    return (0 < len(parts) <= 3 and all(p and p not in (".", "..") and len(p) <= 64 for p in parts)
+    # 96: the directory of a file-merging checkpoint's merged files (shared/job_<id>_op_<id>_<i>_<n>) is 77.
+    return (0 < len(parts) <= 3 and all(p and p not in (".", "..") and len(p) <= 96 for p in parts)
             and all(ch.isalnum() or ch in "._-/" for ch in name) and name.isascii())
 
 
@@ -633,7 +634,8 @@ def flink_input(files: dict[str, bytes], *, flags: int = 0) -> bytes:
     """The layout of :func:`savepoint_input`: names are relative to a scratch directory,
     the Flink savepoint is ``sp`` (``sp/_metadata`` and its state files) and other
     top-level directories lie outside it (what an escaping path could reach). Flag bit 0
-    makes every state file a sparse file of 1 GiB; with bit 1 a file named ``*.link``
+    makes every state file (``sp``'s and the ``shared`` and ``taskowned`` ones of a checkpoint, a
+    file merging's merged files among them) a sparse file of 1 GiB; with bit 1 a file named ``*.link``
     becomes a symbolic link to its content (a path)."""
     return savepoint_input(files, flags=flags)
 
@@ -730,7 +732,8 @@ def target_flink(data: bytes) -> None:
     root = _materialise("f", files, links=bool(flags & 2))
     if flags & 1:
         for name in files:
-            if name.startswith("sp/") and name != "sp/_metadata":
+            # A checkpoint's shared and task-owned files too: a file merging's merged files are there.
+            if name.split("/")[0] in ("sp", *CHECKPOINT_SIBLINGS) and name != "sp/_metadata":
                 _make_sparse(os.path.join(root, *name.split("/")), SPARSE_STATE_BYTES)
     try:
         read_flink(os.path.join(root, "sp"), root)

@@ -48,7 +48,7 @@ from .datainput import DataInput
 from .handles import ChangelogHandle, InMemoryChanges, StreamHandle
 from .heap import StateDecoder
 from .keyed import KeyedBackendMeta, KeyedRows, KeyedSubtask
-from .meta_info import BACKEND_STATE_TYPES, StateMetaInfo, read_meta_info
+from .meta_info import BACKEND_STATE_TYPES, KEYED_STATE_TYPES, StateMetaInfo, read_meta_info
 from .serializers import FlinkType
 from .values import Codec, Undelimited, codec_for
 
@@ -102,6 +102,10 @@ def iter_changes(open_stream: Opener, handle: ChangelogHandle) -> Iterator[Chang
         for stream, offset in part.change_sets:
             if stream is None:
                 raise CorruptSavepointError("a change set without a file in a changelog handle")
+            if stream.kind == "segment":  # the whole file is read: a segment's start and size would be ignored
+                raise UnsupportedFormatError(f"a change set in a segment of the merged file {stream.location!r} "
+                                             f"(bytes {stream.start}..{stream.start + stream.size}): Flink's "
+                                             "changelog storage writes DSTL files of its own, not file merging's")
             if stream.location not in decoded:
                 decoded[stream.location] = _dstl_stream(open_stream, stream)
             yield from _change_set(*decoded[stream.location], offset, extents.setdefault(stream.location, []))
@@ -178,7 +182,8 @@ def _metadata(change: Change) -> _LoggedState:
     if end < inp.pos:
         raise inp.corrupt("a METADATA change shorter than its state id and type", 0, len(change.data))
     # What follows the snapshot (the TTL flag and default-value flag, each 0 or 1) bounds an opaque last serializer.
-    info = read_meta_info(inp, lambda i: i.pos <= end and change.data[i.pos] in (0, 1))
+    info = read_meta_info(inp, lambda i: i.pos <= end and change.data[i.pos] in (0, 1), KEYED_STATE_TYPES,
+                          "a changelog's METADATA records")
     tail = DataInput(change.data, end, len(change.data), base=change.at, path=change.path)
     state_id = tail.read_short("state id")
     kind = tail.read_ubyte("backend state type")

@@ -195,8 +195,12 @@ def decode_consumer_partition(data: bytes, *, state: str = CONSUMER_STATE,
     if inp.remaining() != 8:
         raise inp.corrupt(f"{_ELEMENT}: {inp.remaining()} bytes after the partition, not the offset's 8", inp.pos,
                           inp.remaining())
-    return KafkaConsumerPartition(topic, partition, inp.read_long(f"{_ELEMENT}'s offset"),
-                                  registration if registration != _BY_NAME else None)
+    at = inp.pos
+    offset = inp.read_long(f"{_ELEMENT}'s offset")
+    if offset < -1 and offset not in SENTINELS:  # the consumer seeks to offset + 1, which Kafka refuses below 0
+        raise inp.corrupt(f"{_ELEMENT}: offset {offset} of topic {topic!r} partition {partition} is neither the last "
+                          "record's (>= -1) nor a sentinel", at, 8)
+    return KafkaConsumerPartition(topic, partition, offset, registration if registration != _BY_NAME else None)
 
 
 def _zigzag(value: int) -> bytes:

@@ -38,7 +38,7 @@ from ..errors import CorruptSavepointError, UnsupportedFormatError
 from .columns import gather_spans
 from .compression import decode_framed
 from .datainput import DataInput
-from .meta_info import StateMetaInfo, looks_like_meta_info, read_state_meta_infos
+from .meta_info import KEYED_STATE_TYPES, StateMetaInfo, looks_like_meta_info, read_state_meta_infos
 from .serializers import FlinkType, Follow, at_position, read_serializer_snapshot
 
 __all__ = [
@@ -98,7 +98,7 @@ def read_keyed_backend_meta(inp: DataInput, proxy_end: int) -> KeyedBackendMeta:
             "later) is read", path=inp.path, byte_range=(inp.base + start, inp.base + start + 4))
     compressed = inp.read_bool("compression flag")
     key_type = read_serializer_snapshot(inp, _looks_like_state_list(proxy_end))
-    states = read_state_meta_infos(inp, at_position(proxy_end))
+    states = read_state_meta_infos(inp, at_position(proxy_end), KEYED_STATE_TYPES, "a keyed backend's states")
     return KeyedBackendMeta(compressed, key_type, states, inp.pos)
 
 

@@ -29,10 +29,13 @@ from .serializers import (
 from .to_flink import FlinkSerializer, list_serializer, map_serializer
 
 __all__ = ["StateMetaInfo", "read_meta_info", "read_state_meta_infos", "looks_like_meta_info",
-           "unreadable_async_state", "BACKEND_STATE_TYPES"]
+           "unreadable_async_state", "BACKEND_STATE_TYPES", "KEYED_STATE_TYPES"]
 
 #: Backend state types (``StateMetaInfoSnapshot.BackendStateType`` ordinals).
 BACKEND_STATE_TYPES = ("KEY_VALUE", "OPERATOR", "BROADCAST", "PRIORITY_QUEUE", "KEY_VALUE_V2")
+#: The backend types a keyed backend writes (``KeyedBackendSerializationProxy``, the changelog's METADATA
+#: records); an operator backend writes ``OPERATOR`` for its list states and ``BROADCAST`` for its broadcast ones.
+KEYED_STATE_TYPES = frozenset({"KEY_VALUE", "PRIORITY_QUEUE", "KEY_VALUE_V2"})
 SERIALIZER_KEYS = frozenset({"KEY_SERIALIZER", "NAMESPACE_SERIALIZER", "VALUE_SERIALIZER", "USER_KEY_SERIALIZER"})
 OPTION_KEYS = frozenset({"KEYED_STATE_TYPE", "OPERATOR_STATE_DISTRIBUTION_MODE"})
 _LONGEST_KEY = max(len(k) for k in SERIALIZER_KEYS | OPTION_KEYS)
@@ -93,7 +96,9 @@ def _looks_like_serializer_entry(inp: DataInput) -> bool:
             and looks_like_versioned_snapshot(inp))
 
 
-def read_meta_info(inp: DataInput, follow: Follow) -> StateMetaInfo:
+def read_meta_info(inp: DataInput, follow: Follow, types: frozenset[str], where: str) -> StateMetaInfo:
+    """One state's meta info, whose backend type must be one of ``types``: another would be read as what it
+    is not (an ``OPERATOR`` one among keyed states has no namespace serializer). ``where``: among what, for errors."""
     start = inp.pos
     name = inp.read_utf("state name")
     inp.state = name
@@ -101,6 +106,9 @@ def read_meta_info(inp: DataInput, follow: Follow) -> StateMetaInfo:
     if not 0 <= type_index < len(BACKEND_STATE_TYPES):
         raise inp.corrupt(f"unknown backend state type {type_index}", inp.pos - 4, 4)
     backend_type = BACKEND_STATE_TYPES[type_index]
+    if backend_type not in types:
+        raise inp.corrupt(f"state {name!r} of backend type {backend_type} among {where} (only "
+                          f"{', '.join(sorted(types))})", inp.pos - 4, 4)
     options = {}
     for _ in range(inp.read_count("state option count", 4)):
         at = inp.pos
@@ -153,9 +161,12 @@ def _classic_serializers(kind: str, serializers: dict[str, FlinkType]) -> dict[s
     return serializers | {"VALUE_SERIALIZER": wrapped}
 
 
-def read_state_meta_infos(inp: DataInput, end_follow: Follow) -> list[StateMetaInfo]:
-    """A short count of state meta infos; ``end_follow`` says what follows the last."""
+def read_state_meta_infos(inp: DataInput, end_follow: Follow, types: frozenset[str], where: str
+                          ) -> list[StateMetaInfo]:
+    """A short count of state meta infos, each of a backend type of ``types``; ``end_follow`` says what
+    follows the last."""
     count = inp.read_short("state count")
     if count < 0:
         raise inp.corrupt(f"negative state count {count}", inp.pos - 2, 2)
-    return [read_meta_info(inp, end_follow if i == count - 1 else looks_like_meta_info) for i in range(count)]
+    return [read_meta_info(inp, end_follow if i == count - 1 else looks_like_meta_info, types, where)
+            for i in range(count)]

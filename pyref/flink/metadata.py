@@ -164,6 +164,7 @@ def _read_operator(inp: DataInput, version: int) -> OperatorState:
         raise inp.corrupt(f"operator {operator_id}: {count} subtask states for parallelism {parallelism}",
                           inp.pos - 4, 4)
     subtasks = []
+    seen: set[int] = set()
     for _ in range(count):
         at = inp.pos
         index = inp.read_int("subtask index")
@@ -173,6 +174,9 @@ def _read_operator(inp: DataInput, version: int) -> OperatorState:
         if not 0 <= index < parallelism:
             raise inp.corrupt(f"operator {operator_id}: subtask index {index} outside parallelism {parallelism}",
                               at, 4)
+        if index in seen:  # Flink keeps an operator's subtask states in a map: it never writes one twice
+            raise inp.corrupt(f"operator {operator_id}: subtask {index} has two states", at, 4)
+        seen.add(index)
         subtasks.append(SubtaskState(index, True) if finished else _read_subtask(inp, index, version))
     return OperatorState(operator_id, parallelism, max_parallelism, tuple(subtasks), coordinator, name, uid)
 

@@ -48,7 +48,7 @@ from ..errors import CorruptSavepointError, InvalidArgumentError, SavepointError
 from ..reader import OperatorView, Savepoint
 from ..rewrite import Derivation, copy_states, derive
 from .datainput import DataInput
-from .dataoutput import DataOutput, string_value
+from .dataoutput import DataOutput, string_value, varint
 from .kafka_consumer import (CONSUMER_STATE, KAFKA_TOPIC_PARTITION, SENTINELS, KafkaConsumerPartition,
                              decode_consumer_partition, encode_consumer_partition, stored_offset)
 
@@ -671,10 +671,25 @@ def _consumer_elements(op: Any) -> list[list[bytes]] | None:
 
 
 def _consumer_offsets(name: str, elements: list[list[bytes]], path: str | None) -> SourceSplits:
+    """The consumer's partitions per subtask. One serializer wrote every element, naming the class alike (one
+    Kryo registration, or by name): an element naming it otherwise is damaged (Flink would read another class)."""
     label = f"{name}/{CONSUMER_STATE}"
-    return SourceSplits(name, KafkaConsumerPartition.kind, tuple(
-        tuple(decode_consumer_partition(e, state=f"{label} subtask {s} element {i}", path=path)
-              for i, e in enumerate(subtask)) for s, subtask in enumerate(elements)), None)
+    readers = tuple(tuple(decode_consumer_partition(e, state=f"{label} subtask {s} element {i}", path=path)
+                          for i, e in enumerate(subtask)) for s, subtask in enumerate(elements))
+    first = next((p for reader in readers for p in reader), None)
+    for s, reader in enumerate(readers):
+        for i, partition in enumerate(reader):
+            if first is not None and partition.kryo_registration != first.kryo_registration:
+                raise CorruptSavepointError(
+                    f"Kafka consumer offset element: the class is written {_class_written(partition)}, the state's "
+                    f"first element's {_class_written(first)}", path=path, state=f"{label} subtask {s} element {i}",
+                    byte_range=(0, len(varint(partition.kryo_registration or 1))))
+    return SourceSplits(name, KafkaConsumerPartition.kind, readers, None)
+
+
+def _class_written(partition: KafkaConsumerPartition) -> str:
+    registration = partition.kryo_registration
+    return "by name" if registration is None else f"as Kryo registration {registration - 2}"
 
 
 def _operator_name(op: Any) -> str:

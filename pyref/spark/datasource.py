@@ -349,9 +349,10 @@ def _cast(array: pa.Array, target: pa.DataType) -> pa.Array:
     if pa.types.is_struct(target):
         return pa.StructArray.from_arrays([_cast(array.field(i), f.type) for i, f in enumerate(target)],
                                           fields=list(target), mask=mask)
-    offsets = array.offsets
-    if mask is not None:  # a null offset marks a null list or map
-        offsets = pa.array(offsets.to_numpy(), mask=np.append(mask.to_numpy(zero_copy_only=False), False))
+    # Always a new array at offset 0: pyarrow 14's MapArray.from_arrays misreads a slice's offsets (a sliced
+    # struct's map column failed validation). A null offset marks a null list or map.
+    offsets = pa.array(array.offsets.to_numpy(), mask=None if mask is None else
+                       np.append(mask.to_numpy(zero_copy_only=False), False))
     if pa.types.is_map(target):
         return pa.MapArray.from_arrays(offsets, _cast(array.keys, target.key_type), _cast(array.items, target.item_type))
     return pa.ListArray.from_arrays(offsets.cast(pa.int32()), _cast(array.values, target.value_type))

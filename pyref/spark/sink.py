@@ -112,9 +112,10 @@ def plan_write(options, schema: StructType, overwrite: bool) -> SavepointSink:
     if existing is not None and not overwrite:
         raise InvalidArgumentError("state exists; write with mode('overwrite') to replace it",
                                    state=state_label(op, name), path=io.location)
-    keyed = values.get("stateType", "keyed") == "keyed"
-    if values.get("stateType", "keyed") not in ("keyed", "list"):
-        raise InvalidArgumentError(f"option 'stateType' is 'keyed' or 'list', got {values['stateType']!r}")
+    state_type = values.get("stateType") or _type_of(existing, state_label(op, name))
+    if state_type not in ("keyed", "list"):
+        raise InvalidArgumentError(f"option 'stateType' is 'keyed' or 'list', got {state_type!r}")
+    keyed = state_type == "keyed"
     if keyed:
         replaced = existing if isinstance(existing, pb.KeyedState) else None
         value_serializer, value_snapshot = _kept_serializer(
@@ -138,6 +139,16 @@ def plan_write(options, schema: StructType, overwrite: bool) -> SavepointSink:
     target = _Target(io.location, Job.new(io.location, options), _Shape.of(op), state.SerializeToString(), keyed,
                      columns, hashlib.sha256(previous).hexdigest() if previous is not None else None, new_operator)
     return SavepointSink(target, open_state, schema)
+
+
+def _type_of(existing: pb.ListState | pb.KeyedState | pb.BroadcastState | None, label: str) -> str:
+    """The 'stateType' a write takes by default: a replaced state's own (a list state written over as keyed
+    state by default became one, which Flink refuses to restore), else keyed. A broadcast state, which this
+    path does not write, is replaced only by a 'stateType' given."""
+    if isinstance(existing, pb.BroadcastState):
+        raise InvalidArgumentError("the state is a broadcast state, which df.write does not write: give option 'stateType' "
+                                   "('keyed' or 'list') to replace it by such a state", state=label)
+    return "list" if isinstance(existing, pb.ListState) else "keyed"
 
 
 def _file_bytes(values: dict[str, str]) -> int:

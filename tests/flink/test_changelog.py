@@ -313,3 +313,20 @@ def test_merging_a_long_list_back_and_forth_keeps_flinks_order_in_linear_work() 
         _apply(table, ADD_ELEMENT, _text("k") + _text(target) + i.to_bytes(8, "big"))
         _apply(table, MERGE_NS, _text("k") + _text(target) + _text(target) + (1).to_bytes(4, "big") + _text(source))
     assert _rows(table) == {_key("a"): b",".join(v.to_bytes(8, "big") for v in reversed(range(moves)))}
+
+
+def test_a_change_set_in_a_segment_of_a_merged_file_is_refused(tmp_path: pathlib.Path) -> None:
+    """A DSTL file is read whole (its handle's size is its stream's): a file-merging segment there, which
+    Flink's changelog storage never writes, was read from its file's first byte whatever its start."""
+    source = snapshot(MATERIALIZED, tmp_path / "source")
+    with FlinkSavepoint.open(source, uids=["churn"]) as sp:
+        part = next(p for s in sp.operator("churn").state.subtasks for p in s.managed_keyed_state.changes
+                    if isinstance(p, ChangeSetFiles) and len(p.change_sets) == 1)
+    stream, offset = part.change_sets[0]
+    data = (source / "_metadata").read_bytes()
+    entry = i64(offset) + b"\x02" + i64(stream.size) + utf(stream.location)  # a FileStateHandle's
+    assert data.count(i32(1) + entry) == 1
+    segment = i64(offset) + b"\x0f" + i64(0) + i64(stream.size) + i32(0) + utf(stream.location) + utf("id")
+    (source / "_metadata").write_bytes(data.replace(i32(1) + entry, i32(1) + segment))
+    with pytest.raises(UnsupportedFormatError, match=r"a change set in a segment of the merged file .* \(bytes 0\.\."):
+        _read_all(source)

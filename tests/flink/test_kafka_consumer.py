@@ -148,3 +148,33 @@ def test_kryo_snapshot_with_serializer_instances_is_stepped_over_exactly():
     parsed = read_versioned_snapshot(inp, None)
     assert (parsed.kind, parsed.type_name, inp.pos) == ("kryo", "com.example.Event", len(kryo))
     assert read_versioned_snapshot(inp, None).kind == "int64" and inp.pos == len(data)
+
+
+def test_an_offset_no_consumer_resumes_from_is_corrupt():
+    """The consumer seeks to the stored offset + 1: below -1, other than a sentinel, Kafka refuses it (a flipped
+    high bit of the offset read as a valid, negative position)."""
+    for offset in (-1, 0, EARLIEST, -915623761773):
+        assert decode_consumer_partition(encode_consumer_partition(KafkaConsumerPartition("t", 0, offset))).offset == offset
+    data = encode_consumer_partition(KafkaConsumerPartition("t", 0, -2))
+    with pytest.raises(CorruptSavepointError, match="offset -2 of topic 't' partition 0 is neither") as info:
+        decode_consumer_partition(data)
+    assert info.value.byte_range == (len(data) - 8, len(data))
+
+
+def test_elements_naming_the_class_otherwise_than_the_others_are_corrupt(tmp_path):
+    """One serializer writes every element of the state: one naming KafkaTopicPartition by another Kryo
+    registration (a damaged class byte) read as a valid partition, which Flink would read as another class."""
+    with FlinkSavepoint.open(SAVEPOINT) as sp:
+        stored = [list(sp.operator(OPERATOR).list_state(CONSUMER_STATE).partition(i)) for i in range(2)]
+    assert {e[0] for reader in stored for e in reader} == {0x57}
+    data = (SAVEPOINT / "_metadata").read_bytes()
+    element = stored[1][2]
+    assert data.count(element) == 1
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    (damaged / "_metadata").write_bytes(data.replace(element, b"\x58" + element[1:]))
+    with FlinkSavepoint.open(damaged) as sp:
+        with pytest.raises(CorruptSavepointError, match="written as Kryo registration 86, the state's first "
+                                                        "element's as Kryo registration 85") as info:
+            source_splits(sp.operator(OPERATOR))
+    assert info.value.state == f"{OPERATOR}/{CONSUMER_STATE} subtask 1 element 2"

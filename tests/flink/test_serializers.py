@@ -33,7 +33,7 @@ from pyref.testing.flink_bytes import (
 
 from pyref.errors import CorruptSavepointError
 from pyref.flink.datainput import DataInput
-from pyref.flink.meta_info import looks_like_meta_info, read_meta_info, unreadable_async_state
+from pyref.flink.meta_info import BACKEND_STATE_TYPES, looks_like_meta_info, read_meta_info, unreadable_async_state
 from pyref.flink.serializers import (
     MAX_SNAPSHOT_DEPTH,
     at_position,
@@ -237,6 +237,10 @@ def test_random_cells_decode_or_raise_typed_errors() -> None:
                 pass
 
 
+#: Every backend type: what a single meta info is checked against here.
+ALL_TYPES = frozenset(BACKEND_STATE_TYPES)
+
+
 @pytest.mark.parametrize("user_key", [True, False], ids=["flink-2.1", "flink-2.0"])
 def test_an_async_map_state_whose_values_are_maps_is_read_as_its_meta_info_says(user_key: bool) -> None:
     """KEY_VALUE_V2 names a MAP state's user value serializer: a value that is itself a Map is a
@@ -245,7 +249,8 @@ def test_an_async_map_state_whose_values_are_maps_is_read_as_its_meta_info_says(
     serializers = {"NAMESPACE_SERIALIZER": snapshot(VOID_NS), "VALUE_SERIALIZER": value}
     if user_key:
         serializers["USER_KEY_SERIALIZER"] = snapshot(LONG)
-    info = read_meta_info(DataInput(meta_info("m", 4, {"KEYED_STATE_TYPE": "MAP"}, serializers)), lambda inp: True)
+    info = read_meta_info(DataInput(meta_info("m", 4, {"KEYED_STATE_TYPE": "MAP"}, serializers)), lambda inp: True,
+                          ALL_TYPES, "states")
     if user_key:
         assert unreadable_async_state(info) is None
         state = info.serializers["VALUE_SERIALIZER"]
@@ -269,4 +274,5 @@ def test_a_meta_info_naming_what_another_backend_type_has_is_corrupt(
         backend_type: int, options: dict[str, str], serializers: dict[str, bytes], error: str) -> None:
     """A KEY_VALUE_V2 state whose backend type byte said PRIORITY_QUEUE read as timers (mutation found it)."""
     with pytest.raises(CorruptSavepointError, match=error):
-        read_meta_info(DataInput(meta_info("m", backend_type, options, serializers)), lambda inp: True)
+        read_meta_info(DataInput(meta_info("m", backend_type, options, serializers)), lambda inp: True, ALL_TYPES,
+                       "states")

@@ -166,6 +166,33 @@ def test_overwrite_keeps_the_replaced_states_ttl_namespace_and_kind(spark, tmp_p
             "overwrite").save(path)
 
 
+def test_overwrite_keeps_the_replaced_states_type_unless_state_type_is_given(spark, tmp_path):
+    """'stateType' defaults to the replaced state's type: a list state written over without it was refused
+    for its columns (or, had they been key and value, replaced by a keyed state Flink refuses to restore). A
+    broadcast state, which df.write does not write, is replaced only when 'stateType' says by what."""
+    from pyref import SavepointWriter
+    from pyref.redistribution import DistributionMode
+    from pyref.serializers import Int64, String
+
+    path = str(tmp_path / "sp")
+    with SavepointWriter(path) as w:
+        op = w.add_operator("counter", parallelism=2, key_serializer=String())
+        op.list_state("offsets", Int64(), DistributionMode.UNION).add(0, [5])
+        op.broadcast_state("rules", String(), Int64()).add_all(["r"], [1])
+    offsets = spark.createDataFrame([(0, 6), (1, 7)], "subtask int, value long")
+    _write(offsets, state="offsets").mode("overwrite").save(path)
+    state = Savepoint.open(path).operator("counter").list_state("offsets")
+    assert state.mode == DistributionMode.UNION and [list(state.partition(i)) for i in (0, 1)] == [[6], [7]]
+    rules = spark.createDataFrame([("r", 2)], "key string, value long")
+    with pytest.raises(Exception, match="broadcast state, which df.write does not write: give option 'stateType'"):
+        _write(rules, state="rules", valueSerializer="int64").mode("overwrite").save(path)
+    assert Savepoint.open(path).operator("counter").broadcast_state_names == ["rules"]
+    listed = spark.createDataFrame([(0, 2)], "subtask int, value long")
+    _write(listed, state="rules", stateType="list", valueSerializer="int64").mode("overwrite").save(path)
+    op = Savepoint.open(path).operator("counter")
+    assert (op.broadcast_state_names, list(op.list_state("rules").partition(0))) == ([], [2])
+
+
 def test_overwrite_keeps_the_replaced_states_serializer_snapshot_and_distribution(spark, tmp_path):
     """Replacing a state keeps its serializer's snapshot with the engine's own (a Flink import's
     POJO, which an export writes back as Flink's POJO, not as a Tuple the job never declared),

@@ -53,7 +53,8 @@ DEFAULT_COLUMN_FAMILY = "default"
 SUBTASK_BATCH_BLOCKS = 4096
 MIN_BATCH_BLOCKS = 16
 
-Opener = Callable[[StreamHandle], tuple[bytes | memoryview, str]]
+#: An SST file's bytes, the file they are in and where in it they start (a file merging's segment: anywhere).
+Opener = Callable[[StreamHandle], tuple[bytes | memoryview, str, int]]
 
 
 def sst_files(handle: IncrementalHandle) -> list[tuple[str, StreamHandle]]:
@@ -408,9 +409,9 @@ def iter_native_subtask(open_stream: Opener, handle: IncrementalHandle, subtask:
     ``batch_bytes`` bytes of keys and values each (None: one run); every run lists every state."""
     by_family: dict[str, list[SstFile]] = {}
     opened = [open_stream(stream) for _, stream in sst_files(handle)]
-    budget = ExpansionBudget(sum(len(data) for data, _ in opened))  # one for all: many small files add no allowance
-    for data, name in opened:
-        sst = open_sst(data, name, budget)
+    budget = ExpansionBudget(sum(len(data) for data, _, _ in opened))  # one for all: many small files add no allowance
+    for data, name, base in opened:
+        sst = open_sst(data, name, budget, base)
         by_family.setdefault(sst.column_family, []).append(sst)
 
     # Every file's stream holds a batch of blocks at once: many files share SUBTASK_BATCH_BLOCKS.

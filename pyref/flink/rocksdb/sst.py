@@ -287,16 +287,19 @@ class DataBlock:
 
 
 class _Reader:
-    def __init__(self, data: bytes | memoryview, name: str, budget: ExpansionBudget | None = None) -> None:
+    def __init__(self, data: bytes | memoryview, name: str, budget: ExpansionBudget | None = None,
+                 base: int = 0) -> None:
         self.data = data
         self.name = name
+        self.base = base  # where data[0] is in the file name (a file merging's segment starts anywhere)
         self.checksum_type = 1
         self.context = 0  # base context checksum (format_version 6)
         self.budget = budget if budget is not None else ExpansionBudget(len(data))
         self._hasher: Callable[[bytes, bytes], int] | None = None
 
     def corrupt(self, reason: str, start: int, end: int) -> CorruptSavepointError:
-        return CorruptSavepointError(f"SST file: {reason}", path=self.name, byte_range=(start, end))
+        return CorruptSavepointError(f"SST file: {reason}", path=self.name,
+                                     byte_range=(self.base + start, self.base + end))
 
     def unsupported(self, what: str) -> UnsupportedFormatError:
         return UnsupportedFormatError(f"SST file {what}, which pyref does not read; take a canonical savepoint "
@@ -602,11 +605,11 @@ def global_sequence(props: dict[bytes, bytes], name: str, block: tuple[int, int]
     return sequence
 
 
-def open_sst(data: bytes | memoryview, name: str, budget: ExpansionBudget | None = None) -> SstFile:
-    """The SST file ``data`` (named ``name`` in errors): footer, properties, index and range
-    deletions read and checked; its entries are read by :meth:`SstFile.entries`. ``budget``:
-    shared with the other files of a read (None: the file's own)."""
-    reader = _Reader(data, name, budget)
+def open_sst(data: bytes | memoryview, name: str, budget: ExpansionBudget | None = None, base: int = 0) -> SstFile:
+    """The SST file ``data`` (named ``name`` in errors, its bytes at ``base`` of that file): footer,
+    properties, index and range deletions read and checked; its entries are read by
+    :meth:`SstFile.entries`. ``budget``: shared with the other files of a read (None: the file's own)."""
+    reader = _Reader(data, name, budget, base)
     version, metaindex_handle, index_handle = reader.footer()
     metaindex = dict(zip(*reader.columns(reader.block(metaindex_handle, "metaindex"), metaindex_handle[0],
                                          "metaindex")))
@@ -614,7 +617,7 @@ def open_sst(data: bytes | memoryview, name: str, budget: ExpansionBudget | None
     comparator = props.get(b"rocksdb.comparator", b"").decode("utf-8", "replace")
     if comparator not in ("leveldb.BytewiseComparator", "rocksdb.BytewiseComparator"):
         raise reader.unsupported(f"ordered by the comparator {comparator!r}, not the bytewise one Flink uses")
-    ingested = global_sequence(props, name, properties_block)
+    ingested = global_sequence(props, name, (base + properties_block[0], base + properties_block[1]))
     index_type = props.get(b"rocksdb.block.based.table.index.type", bytes(4))
     kind = _U32.unpack_from(index_type.ljust(4, b"\0"))[0]
     if kind not in (BINARY_SEARCH_INDEX, PARTITIONED_INDEX):
