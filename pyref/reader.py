@@ -593,25 +593,18 @@ class KeyGroupedView(StateView):
         return groups
 
     def read_encoded(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
-        for group, columns, _ in self._read_checked(chunks):
-            yield group, columns
+        """``(key group, columns)`` of each chunk, in order, keys checked."""
+        return self._store.read_many(chunks, self._columns, self.label, self._checked_encoded)
 
     def scan_encoded(self) -> Iterator[tuple[int, list[pa.BinaryArray]]]:
         """``(key group, columns)`` of every chunk, in storage order (:meth:`ChunkStore.scan`)."""
-        for group, columns, _ in self._scan_checked():
-            yield group, columns
+        return (encoded for _, encoded in self._store.scan(self.proto.chunks, self._columns, self.label,
+                                                            self._checked_encoded))
 
-    def _read_checked(self, chunks: Sequence[pb.Chunk]) -> Iterator[tuple[int, list[pa.BinaryArray], CheckedKeys | None]]:
-        """``(key group, columns, the keys the check decoded)`` of each chunk, in order."""
-        return self._store.read_many(chunks, self._columns, self.label, self._checked)
-
-    def _scan_checked(self) -> Iterator[tuple[int, list[pa.BinaryArray], CheckedKeys | None]]:
-        return (checked for _, checked in self._store.scan(self.proto.chunks, self._columns, self.label, self._checked))
-
-    def _checked(self, chunk: pb.Chunk, columns: list[pa.BinaryArray]
-                 ) -> tuple[int, list[pa.BinaryArray], CheckedKeys | None]:
-        """A chunk's key group, columns and checked keys; run by the threads that decode chunks."""
-        return chunk.key_group, columns, self._check_keys(chunk, columns[0])
+    def _checked_encoded(self, chunk: pb.Chunk, columns: list[pa.BinaryArray]) -> tuple[int, list[pa.BinaryArray]]:
+        """A chunk's key group and columns, its keys checked; run by the threads that decode chunks."""
+        self._check_keys(chunk, columns[0])
+        return chunk.key_group, columns
 
     def _check_keys(self, chunk: pb.Chunk, keys: pa.BinaryArray) -> CheckedKeys | None:
         """Every key of a chunk lies within its key bounds (spec/format.md §7.6) and, unless the

@@ -106,12 +106,12 @@ def read_operator_stream(buffer, start: int, end: int, handle: OperatorStateHand
             raise CorruptSavepointError("an operator state offset is not at a compressed chunk boundary",
                                         path=name) from None
         payload, payload_end = np.frombuffer(data, np.uint8), len(data)
-        origin = (f"{name} (decompressed)", 0)  # where payload[0] is, for errors
+        origin, origin_at = f"{name} (decompressed)", 0  # what payload[0] is in, and where, for errors
     else:
         payload = np.frombuffer(memoryview(buffer)[start:end], np.uint8)
         position = {o: o for o in all_offsets}
         payload_end = length
-        origin = (name, start)  # a segment of a merged file starts anywhere in it
+        origin, origin_at = name, start  # a segment of a merged file starts anywhere in it
 
     def next_position(offset: int, own: set[int]) -> int:
         after = next_other_offset(all_offsets, offset, own)
@@ -124,7 +124,7 @@ def read_operator_stream(buffer, start: int, end: int, handle: OperatorStateHand
             types = broadcast_types[state_name]
             begin = position[info.offsets[0]] if info.offsets else payload_end
             stop = next_position(info.offsets[0], {info.offsets[0]}) if info.offsets else payload_end
-            broadcast[state_name] = _read_broadcast(payload, begin, stop, types, origin, state_name)
+            broadcast[state_name] = _read_broadcast(payload, begin, stop, types, origin, origin_at, state_name)
             continue
         starts = np.array([position[o] for o in info.offsets], np.int64)
         ends = np.empty_like(starts)
@@ -149,14 +149,13 @@ def next_other_offset(ordered: list[int], offset: int, own: set[int]) -> int | N
 
 
 def _read_broadcast(payload: np.ndarray, begin: int, stop: int, types: dict[str, FlinkType],
-                    origin: tuple[str, int], state: str) -> tuple[pa.BinaryArray, pa.BinaryArray]:
-    """A broadcast state's map: int count, then (key, value) pairs; ``origin``: the file (or decompressed
-    stream) named in errors and the offset of ``payload[0]`` in it."""
+                    path: str, base: int, state: str) -> tuple[pa.BinaryArray, pa.BinaryArray]:
+    """A broadcast state's map: int count, then (key, value) pairs; ``path``: the file (or decompressed
+    stream) named in errors, ``base``: the offset of ``payload[0]`` in it."""
     key_codec = codec_for(types["KEY_SERIALIZER"])
     value_codec = codec_for(types["VALUE_SERIALIZER"])
     raw = payload[begin:stop].tobytes()
-    name = origin[0]
-    inp = DataInput(raw, path=name, state=state, base=origin[1] + begin)
+    inp = DataInput(raw, path=path, state=state, base=base + begin)
     count = inp.read_count("broadcast entry count")
     spans: list[tuple[int, int]] = []
     for i in range(count):
@@ -170,7 +169,7 @@ def _read_broadcast(payload: np.ndarray, begin: int, stop: int, types: dict[str,
                 else:
                     raise UnsupportedFormatError(
                         f"broadcast state entries of {codec.type.describe()} cannot be told apart (the type has "
-                        "no stored length)", path=name, state=state) from None
+                        "no stored length)", path=path, state=state) from None
             spans.append((at, inp.pos))
     if not inp.at_end():
         raise inp.corrupt(f"{inp.remaining()} bytes after the last broadcast entry")
